@@ -1,0 +1,237 @@
+//! Packets as the qdiscs and the simulator see them: small plain `Copy` structs, no heap.
+
+use crate::time::Time;
+
+/// IP ECN codepoint (RFC 3168 §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+pub enum Ecn {
+    #[default]
+    NotEct = 0,
+    Ect1 = 1,
+    Ect0 = 2,
+    Ce = 3,
+}
+
+impl Ecn {
+    /// True for ECT(0), ECT(1) and CE: the packet's transport understands ECN.
+    #[inline]
+    pub fn is_capable(self) -> bool {
+        self != Ecn::NotEct
+    }
+}
+
+/// IP protocol numbers used by sojourn.
+pub mod proto {
+    pub const TCP: u8 = 6;
+    pub const UDP: u8 = 17;
+}
+
+/// The 5-tuple. Addresses are node ids (one address per node).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct FlowKey {
+    pub src_addr: u32,
+    pub dst_addr: u32,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub proto: u8,
+}
+
+impl FlowKey {
+    /// The reverse direction of the same conversation.
+    pub fn reversed(&self) -> FlowKey {
+        FlowKey {
+            src_addr: self.dst_addr,
+            dst_addr: self.src_addr,
+            src_port: self.dst_port,
+            dst_port: self.src_port,
+            proto: self.proto,
+        }
+    }
+
+    /// A symmetric 32-bit flow hash, like the kernel's flow-dissector hash: endpoints are
+    /// sorted first so both directions of a connection hash alike, and a per-run `salt`
+    /// plays the role of the per-boot random seed. Mixing is a 64-bit finaliser
+    /// (splitmix64), good enough for multiply-shift bucket selection.
+    pub fn hash(&self, salt: u64) -> u32 {
+        let a = ((self.src_addr as u64) << 16) | self.src_port as u64;
+        let b = ((self.dst_addr as u64) << 16) | self.dst_port as u64;
+        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+        let mut x = salt
+            ^ lo.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ hi.rotate_left(29)
+            ^ ((self.proto as u64) << 56);
+        x = crate::rng::splitmix64_mix(x);
+        (x >> 32) as u32
+    }
+
+    /// Hash of the source host only (CAKE's host isolation).
+    pub fn src_host_hash(&self, salt: u64) -> u32 {
+        (crate::rng::splitmix64_mix(salt ^ 0x5A5A_0000_0000_0000 ^ self.src_addr as u64) >> 32)
+            as u32
+    }
+
+    /// Hash of the destination host only (CAKE's host isolation).
+    pub fn dst_host_hash(&self, salt: u64) -> u32 {
+        (crate::rng::splitmix64_mix(salt ^ 0xA5A5_0000_0000_0000 ^ self.dst_addr as u64) >> 32)
+            as u32
+    }
+}
+
+/// TCP header flags.
+pub mod tcp_flags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+    pub const ECE: u8 = 0x40;
+    pub const CWR: u8 = 0x80;
+}
+
+/// One SACK block `[start, end)` in the (unwrapped, 64-bit) sequence space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SackBlock {
+    pub start: u64,
+    pub end: u64,
+}
+
+/// Transport header fields the models need. Sequence numbers are 64-bit and never wrap
+/// (a documented simplification: the wire has 32-bit wrapping numbers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct TransportHeader {
+    /// First payload byte's sequence number (TCP), or message/datagram number (UDP).
+    pub seq: u64,
+    /// Cumulative acknowledgement (TCP).
+    pub ack: u64,
+    /// Payload bytes carried (excluding all headers).
+    pub payload_bytes: u32,
+    /// Advertised receive window in bytes (TCP).
+    pub window: u32,
+    pub flags: u8,
+    pub sack_count: u8,
+    pub sack: [SackBlock; 3],
+    /// Sender's timestamp (TCP timestamps option TSval), echoed in `ts_ecr`.
+    pub ts_val: Time,
+    pub ts_ecr: Time,
+}
+
+/// A packet. `len_bytes` is the length a Linux qdisc sees (`qdisc_pkt_len`): the L2 frame
+/// including the 14-byte Ethernet header, excluding preamble and FCS.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Packet {
+    /// Unique within a run; used for logs and the conservation check.
+    pub uid: u64,
+    /// Dense id of the flow (stream or connection) this packet belongs to.
+    pub flow: u32,
+    /// Dense id of the endpoint that will receive this packet.
+    pub to_endpoint: u32,
+    pub key: FlowKey,
+    /// Symmetric flow hash (the simulator's `skb_get_hash`).
+    pub hash: u32,
+    pub len_bytes: u32,
+    /// Kernel memory charged for the buffer (`skb->truesize`); used only by memory limits.
+    pub truesize_bytes: u32,
+    pub dscp: u8,
+    pub ecn: Ecn,
+    /// `skb->priority`: `major << 16 | minor`, set by classifiers (age-based scheduling).
+    pub priority: u32,
+    /// When the packet was created by its source.
+    pub created_at: Time,
+    /// When the current qdisc accepted it; stamped by the link before `enqueue`.
+    pub enqueued_at: Time,
+    /// Earliest departure time requested by the sender (EDT, `skb->tstamp`); zero if none.
+    pub departure_at: Time,
+    /// Sender's pacing rate in bit/s (`sk->sk_pacing_rate`, read by fq); zero if unknown.
+    pub pacing_rate_bps: u64,
+    /// Socket id for sch_fq's per-socket flows (0 for forwarded traffic).
+    pub socket: u32,
+    pub hdr: TransportHeader,
+}
+
+impl Packet {
+    /// `INET_ECN_set_ce`: marks ECT(0), ECT(1) or already-CE packets and returns true;
+    /// returns false (caller must drop instead) for Not-ECT.
+    #[inline]
+    pub fn set_ce(&mut self) -> bool {
+        if self.ecn.is_capable() {
+            self.ecn = Ecn::Ce;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A bare packet for tests and benchmarks.
+    pub fn synthetic(uid: u64, flow: u32, len_bytes: u32) -> Packet {
+        let key = FlowKey {
+            src_addr: flow,
+            dst_addr: 1_000_000,
+            src_port: 1000 + (flow % 60000) as u16,
+            dst_port: 80,
+            proto: proto::UDP,
+        };
+        Packet {
+            uid,
+            flow,
+            key,
+            hash: key.hash(0),
+            len_bytes,
+            truesize_bytes: truesize_for(len_bytes),
+            ..Default::default()
+        }
+    }
+}
+
+/// A typical Linux `skb->truesize` for a frame of `len` bytes: the data rounded up to a
+/// power-of-two slab plus ~576 bytes of `sk_buff` and `skb_shared_info` overhead. A 1514-B
+/// frame costs 2880 B, a 66-B ACK 768 B, close to what `ss -m` shows on 6.x kernels.
+pub fn truesize_for(len: u32) -> u32 {
+    let data = (len + 64).next_power_of_two().max(256);
+    data + 576 + if len > 1024 { 256 } else { 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_ce_follows_inet_ecn_set_ce() {
+        let mut p = Packet::synthetic(1, 1, 100);
+        assert!(!p.set_ce(), "Not-ECT cannot be marked");
+        p.ecn = Ecn::Ect0;
+        assert!(p.set_ce());
+        assert_eq!(p.ecn, Ecn::Ce);
+        assert!(p.set_ce(), "already CE counts as success");
+        p.ecn = Ecn::Ect1;
+        assert!(p.set_ce());
+    }
+
+    #[test]
+    fn hash_is_symmetric() {
+        let k = FlowKey {
+            src_addr: 3,
+            dst_addr: 9,
+            src_port: 40000,
+            dst_port: 5201,
+            proto: proto::TCP,
+        };
+        assert_eq!(k.hash(7), k.reversed().hash(7));
+        assert_ne!(k.hash(7), k.hash(8), "salt changes the hash");
+        let k2 = FlowKey {
+            src_port: 40001,
+            ..k
+        };
+        assert_ne!(k.hash(7), k2.hash(7));
+    }
+
+    #[test]
+    fn packet_stays_small() {
+        // Moved by value through every queue: keep it within three cache lines.
+        assert!(
+            core::mem::size_of::<Packet>() <= 192,
+            "{}",
+            core::mem::size_of::<Packet>()
+        );
+    }
+}

@@ -1,0 +1,190 @@
+//! The registry: an experiment file names a discipline (`kind = "fq_codel"`) and its
+//! parameters by their tc names; unknown kinds and keys are rejected with the key path.
+
+use super::{fifo, AnyQdisc};
+use crate::params::{ConfError, ConfResult, Params, Table, Value};
+use crate::rng::{splitmix64_mix, Rng};
+
+/// What a discipline may know about where it is installed.
+#[derive(Clone, Debug)]
+pub struct BuildCtx {
+    /// `psched_mtu`: device MTU + hard header length (1514 on Ethernet).
+    pub mtu_bytes: u32,
+    /// The device's `tx_queue_len` (1000): default pfifo/prio limits.
+    pub tx_queue_len: u32,
+    /// Rate of the link the qdisc feeds, bit/s (0 if unknown or variable).
+    pub link_rate_bps: u64,
+    /// Seed of this qdisc instance's random stream (derived from the master seed and the link).
+    pub seed: u64,
+}
+
+impl Default for BuildCtx {
+    fn default() -> Self {
+        BuildCtx {
+            mtu_bytes: 1514,
+            tx_queue_len: 1000,
+            link_rate_bps: 0,
+            seed: 1,
+        }
+    }
+}
+
+impl BuildCtx {
+    /// The context for child `i` of a composite discipline: same device, its own stream.
+    pub fn child(&self, i: u64) -> BuildCtx {
+        BuildCtx {
+            seed: splitmix64_mix(self.seed ^ (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            ..self.clone()
+        }
+    }
+    /// This instance's random generator.
+    pub fn rng(&self) -> Rng {
+        Rng::from_seed(self.seed)
+    }
+    /// A per-instance salt for flow hashing (the kernel's per-boot hash seed).
+    pub fn hash_salt(&self) -> u64 {
+        splitmix64_mix(self.seed ^ 0x5a17)
+    }
+}
+
+type Builder = fn(&mut Params, &BuildCtx) -> ConfResult<AnyQdisc>;
+
+/// One registered discipline.
+pub struct Kind {
+    pub name: &'static str,
+    pub summary: &'static str,
+    build: Builder,
+}
+
+/// Every discipline an experiment file can name.
+pub static KINDS: &[Kind] = &[
+    Kind {
+        name: "pfifo",
+        summary: "FIFO with a packet limit (default tx_queue_len = 1000)",
+        build: |p, c| Ok(AnyQdisc::Pfifo(fifo::pfifo(p, c)?)),
+    },
+    Kind {
+        name: "bfifo",
+        summary: "FIFO with a byte limit (default 1000 x 1514 B)",
+        build: |p, c| Ok(AnyQdisc::Bfifo(fifo::bfifo(p, c)?)),
+    },
+    Kind {
+        name: "pfifo_head_drop",
+        summary: "FIFO that drops the oldest packet when full",
+        build: |p, c| Ok(AnyQdisc::PfifoHeadDrop(fifo::pfifo_head_drop(p, c)?)),
+    },
+];
+
+/// Builds a discipline from a spec: either a bare kind (`"codel"`) or a table with `kind`
+/// and parameters. `path` is the spec's key path, used in error messages.
+pub fn build(spec: &Value, path: &str, ctx: &BuildCtx) -> ConfResult<AnyQdisc> {
+    match spec {
+        Value::Str(kind) => build_kind(kind, &Table::default(), path, ctx),
+        Value::Table(t) => {
+            let kind = match t.get("kind") {
+                Some(Value::Str(k)) => k.clone(),
+                Some(v) => {
+                    return Err(ConfError::new(
+                        crate::params::join(path, "kind"),
+                        format!("expected a string, got {}", v.type_name()),
+                    ))
+                }
+                None => {
+                    return Err(ConfError::new(
+                        path,
+                        format!("a qdisc needs `kind`; one of {}", names().join(", ")),
+                    ))
+                }
+            };
+            build_kind(&kind, t, path, ctx)
+        }
+        v => Err(ConfError::new(
+            path,
+            format!(
+                "expected a qdisc name or a table with `kind`, got {}",
+                v.type_name()
+            ),
+        )),
+    }
+}
+
+/// Builds discipline `kind` with parameters from `table` (its `kind` key is ignored).
+pub fn build_kind(kind: &str, table: &Table, path: &str, ctx: &BuildCtx) -> ConfResult<AnyQdisc> {
+    let k = KINDS
+        .iter()
+        .find(|k| k.name == kind || k.name.replace('_', "-") == kind)
+        .ok_or_else(|| {
+            let names = names();
+            let hint = crate::params::closest(kind, &names)
+                .map(|c| format!(" (did you mean {c:?}?)"))
+                .unwrap_or_default();
+            ConfError::new(
+                crate::params::join(path, "kind"),
+                format!("unknown qdisc {kind:?}{hint}; known: {}", names.join(", ")),
+            )
+        })?;
+    let mut p = Params::new(path, table);
+    let _ = p.raw("kind");
+    let q = (k.build)(&mut p, ctx)?;
+    p.finish()?;
+    Ok(q)
+}
+
+/// Names of all registered disciplines.
+pub fn names() -> Vec<&'static str> {
+    KINDS.iter().map(|k| k.name).collect()
+}
+
+/// `(name, summary)` for every discipline, for `sojourn qdiscs`.
+pub fn describe() -> Vec<(&'static str, &'static str)> {
+    KINDS.iter().map(|k| (k.name, k.summary)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qdisc::Qdisc;
+
+    #[test]
+    fn unknown_kind_and_key_are_rejected_with_path() {
+        let e = build(
+            &Value::Str("pfifi".into()),
+            "links.x.qdisc",
+            &BuildCtx::default(),
+        )
+        .err()
+        .unwrap();
+        assert_eq!(e.path, "links.x.qdisc.kind");
+        assert!(e.msg.contains("did you mean \"pfifo\""), "{}", e.msg);
+        let t = Table(vec![
+            ("kind".into(), Value::Str("pfifo".into())),
+            ("limt".into(), Value::Int(5)),
+        ]);
+        let e = build(&Value::Table(t), "q", &BuildCtx::default())
+            .err()
+            .unwrap();
+        assert_eq!(e.path, "q.limt");
+    }
+
+    #[test]
+    fn defaults_follow_linux() {
+        // pfifo/bfifo default limits come from tx_queue_len (1000) and psched_mtu (1514).
+        let q = build(&Value::Str("pfifo".into()), "q", &BuildCtx::default()).unwrap();
+        match q {
+            AnyQdisc::Pfifo(f) => assert_eq!(f.limit(), 1000),
+            _ => panic!(),
+        }
+        let q = build(&Value::Str("bfifo".into()), "q", &BuildCtx::default()).unwrap();
+        match q {
+            AnyQdisc::Bfifo(f) => assert_eq!(f.limit(), 1_514_000),
+            _ => panic!(),
+        }
+        let q = build(
+            &Value::Str("pfifo_head_drop".into()),
+            "q",
+            &BuildCtx::default(),
+        )
+        .unwrap();
+        assert_eq!(q.len_packets(), 0);
+    }
+}
