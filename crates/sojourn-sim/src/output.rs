@@ -1,0 +1,427 @@
+//! Results of a run: `summary.json` (deterministic: no wall-clock values) and columnar
+//! tables for `flows.parquet`, `timeseries.parquet` and `packets.parquet`. The schema is
+//! documented in docs/output-schema.md; `SCHEMA_VERSION` changes with it.
+
+use crate::flows::FlowRecord;
+use crate::sim::Sim;
+use serde_json::{json, Map, Value as J};
+use sojourn_core::hist::Histogram;
+use sojourn_core::qdisc::DropReason;
+use sojourn_core::{Qdisc, Time};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A column of a result table.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Column {
+    U64(Vec<u64>),
+    U32(Vec<u32>),
+    F64(Vec<f64>),
+    Str(Vec<String>),
+    Bool(Vec<bool>),
+}
+
+impl Column {
+    pub fn len(&self) -> usize {
+        match self {
+            Column::U64(v) => v.len(),
+            Column::U32(v) => v.len(),
+            Column::F64(v) => v.len(),
+            Column::Str(v) => v.len(),
+            Column::Bool(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Named columns of equal length.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Columns(pub Vec<(String, Column)>);
+
+impl Columns {
+    fn add(&mut self, name: &str, c: Column) {
+        self.0.push((name.to_string(), c));
+    }
+    pub fn get(&self, name: &str) -> Option<&Column> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, c)| c)
+    }
+    pub fn rows(&self) -> usize {
+        self.0.first().map(|(_, c)| c.len()).unwrap_or(0)
+    }
+}
+
+/// Everything a run produces.
+pub struct RunOutput {
+    pub summary: J,
+    pub flows: Columns,
+    pub timeseries: Columns,
+    /// (series id, entity, metric) for `timeseries.series`.
+    pub series_names: Columns,
+    pub packets: Option<Columns>,
+}
+
+impl RunOutput {
+    /// `summary.json` text: keys sorted, two-space indent, trailing newline.
+    pub fn summary_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(&self.summary).expect("serialisable");
+        s.push('\n');
+        s
+    }
+}
+
+/// How FCT is measured (see docs/transport.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FctFrom {
+    /// From the application's connect (flow start) to the last byte delivered.
+    Connect,
+    /// From the first payload byte written after the connection is set up (seed 000).
+    FirstByte,
+}
+
+pub fn fct_of(r: &FlowRecord, from: FctFrom) -> Option<f64> {
+    let end = r.end?;
+    let start = match from {
+        FctFrom::Connect => r.start,
+        FctFrom::FirstByte => r.first_byte.unwrap_or(r.start),
+    };
+    Some((end - start).as_secs_f64())
+}
+
+fn secs(t: Option<Time>) -> f64 {
+    t.map(|t| t.as_secs_f64()).unwrap_or(f64::NAN)
+}
+
+/// Mean, 95% confidence half-width (1.96·SEM) and percentiles (nearest rank) of `xs`.
+pub fn describe(xs: &mut [f64]) -> J {
+    let n = xs.len();
+    if n == 0 {
+        return json!({ "count": 0 });
+    }
+    xs.sort_by(|a, b| a.total_cmp(b));
+    let mean = xs.iter().sum::<f64>() / n as f64;
+    let var = if n > 1 {
+        xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n as f64 - 1.0)
+    } else {
+        0.0
+    };
+    let q = |p: f64| xs[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
+    json!({
+        "count": n,
+        "mean": mean,
+        "ci95": 1.96 * (var / n as f64).sqrt(),
+        "std": var.sqrt(),
+        "min": xs[0],
+        "p50": q(0.50),
+        "p75": q(0.75),
+        "p95": q(0.95),
+        "p99": q(0.99),
+        "max": xs[n - 1],
+    })
+}
+
+fn hist_ms(h: &Histogram) -> J {
+    if h.is_empty() {
+        return json!({ "count": 0 });
+    }
+    let ms = |v: Option<f64>| v.map(|x| x * 1e-6).unwrap_or(f64::NAN);
+    json!({
+        "count": h.count(),
+        "mean": h.mean() * 1e-6,
+        "p50": ms(h.quantile(0.50)),
+        "p95": ms(h.quantile(0.95)),
+        "p99": ms(h.quantile(0.99)),
+        "max": ms(h.max().map(|x| x as f64)),
+        "precision": "percentiles within 0.8% (log-linear histogram, 128 sub-buckets per octave)",
+    })
+}
+
+/// Builds the outputs of a finished simulation.
+pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
+    let exp = &sim.exp;
+    let end = sim.end;
+    let warm = sim.warmup_end;
+    let inside = sim.in_network();
+    let a = sim.acct;
+
+    let mut links = Map::new();
+    for l in &sim.links {
+        let measured = l.capacity_bits_between(l.stats.since, end);
+        let wire_bits = (l.stats.tx_bytes + l.stats.tx_pkts * l.framing_bytes as u64) as f64 * 8.0;
+        let mut drops = Map::new();
+        for r in DropReason::ALL {
+            let n = l.stats.drops[r as usize];
+            if n > 0 {
+                drops.insert(r.name().to_string(), json!(n));
+            }
+        }
+        let period = (end - l.stats.since).as_secs_f64();
+        links.insert(
+            l.name.clone(),
+            json!({
+                "from": sim.nodes[l.from as usize].name,
+                "to": sim.nodes[l.to as usize].name,
+                "rate_bps": match &l.rate { crate::link::RateModel::Constant(r) => json!(r), _ => J::Null },
+                "delay_ms": l.delay.as_millis_f64(),
+                "qdisc": l.qdisc_desc,
+                "tx_packets": l.stats.tx_pkts,
+                "tx_bytes": l.stats.tx_bytes,
+                "throughput_bps": if period > 0.0 { l.stats.tx_bytes as f64 * 8.0 / period } else { 0.0 },
+                "utilisation": if measured > 0.0 { wire_bits / measured } else { 0.0 },
+                "drops": drops,
+                "drops_total": l.stats.drops.iter().sum::<u64>(),
+                "ecn_marks": l.qdisc.ecn_marks() - l.stats.marks_at_reset,
+                "sojourn_ms": hist_ms(&l.stats.sojourn),
+                "queue_packets_at_end": l.qdisc.len_packets(),
+            }),
+        );
+    }
+
+    // Flows that started after warm-up.
+    let recs: Vec<&FlowRecord> = sim
+        .flows
+        .records
+        .iter()
+        .filter(|r| r.start >= warm)
+        .collect();
+    let sized: Vec<&&FlowRecord> = recs.iter().filter(|r| r.size_bytes > 0).collect();
+    let mut fcts: Vec<f64> = sized.iter().filter_map(|r| fct_of(r, fct_from)).collect();
+    let mut goodputs: Vec<f64> = recs
+        .iter()
+        .filter_map(|r| {
+            let from = r.first_byte.unwrap_or(r.start).max(warm);
+            let to = r.end.unwrap_or(end);
+            let d = (to - from).as_secs_f64();
+            (d > 0.0).then(|| r.delivered_bytes as f64 * 8.0 / d)
+        })
+        .collect();
+    let completed = sized.iter().filter(|r| r.end.is_some()).count();
+    let summary = json!({
+        "schema": "sojourn.summary",
+        "schema_version": SCHEMA_VERSION,
+        "sojourn_version": env!("CARGO_PKG_VERSION"),
+        "experiment": exp.name,
+        "description": exp.description,
+        "seed": sim.seed,
+        "duration_s": exp.duration.as_secs_f64(),
+        "warmup_s": exp.warmup.as_secs_f64(),
+        "events": sim.events_processed,
+        "accounting": {
+            "created": a.created,
+            "delivered": a.delivered,
+            "dropped": a.dropped,
+            "in_network": inside,
+            "conserved": a.created == a.delivered + a.dropped + inside,
+        },
+        "links": links,
+        "flows": {
+            "count": recs.len(),
+            "sized": sized.len(),
+            "completed": completed,
+            "fct_definition": match fct_from { FctFrom::Connect => "connect", FctFrom::FirstByte => "first_byte" },
+            "fct_s": describe(&mut fcts),
+            "goodput_bps": describe(&mut goodputs),
+        },
+    });
+
+    // flows.parquet
+    let r = &sim.flows.records;
+    let mut flows = Columns::default();
+    flows.add("flow", Column::U32(r.iter().map(|x| x.flow).collect()));
+    flows.add(
+        "kind",
+        Column::Str(r.iter().map(|x| x.kind.name().to_string()).collect()),
+    );
+    flows.add(
+        "workload",
+        Column::U32(r.iter().map(|x| x.workload).collect()),
+    );
+    flows.add(
+        "src",
+        Column::Str(
+            r.iter()
+                .map(|x| sim.nodes[x.src_node as usize].name.clone())
+                .collect(),
+        ),
+    );
+    flows.add(
+        "dst",
+        Column::Str(
+            r.iter()
+                .map(|x| sim.nodes[x.dst_node as usize].name.clone())
+                .collect(),
+        ),
+    );
+    flows.add(
+        "cc",
+        Column::Str(r.iter().map(|x| x.cc.to_string()).collect()),
+    );
+    flows.add(
+        "start_s",
+        Column::F64(r.iter().map(|x| x.start.as_secs_f64()).collect()),
+    );
+    flows.add(
+        "first_byte_s",
+        Column::F64(r.iter().map(|x| secs(x.first_byte)).collect()),
+    );
+    flows.add(
+        "end_s",
+        Column::F64(r.iter().map(|x| secs(x.end)).collect()),
+    );
+    flows.add(
+        "size_bytes",
+        Column::U64(r.iter().map(|x| x.size_bytes).collect()),
+    );
+    flows.add(
+        "delivered_bytes",
+        Column::U64(r.iter().map(|x| x.delivered_bytes).collect()),
+    );
+    flows.add(
+        "completed",
+        Column::Bool(r.iter().map(|x| x.end.is_some()).collect()),
+    );
+    flows.add(
+        "fct_s",
+        Column::F64(
+            r.iter()
+                .map(|x| fct_of(x, fct_from).unwrap_or(f64::NAN))
+                .collect(),
+        ),
+    );
+    flows.add(
+        "goodput_bps",
+        Column::F64(
+            r.iter()
+                .map(|x| {
+                    let from = x.first_byte.unwrap_or(x.start);
+                    let d = (x.end.unwrap_or(end) - from).as_secs_f64();
+                    if d > 0.0 {
+                        x.delivered_bytes as f64 * 8.0 / d
+                    } else {
+                        f64::NAN
+                    }
+                })
+                .collect(),
+        ),
+    );
+    flows.add(
+        "pkts_sent",
+        Column::U64(r.iter().map(|x| x.pkts_sent).collect()),
+    );
+    flows.add(
+        "pkts_dropped",
+        Column::U64(r.iter().map(|x| x.pkts_dropped).collect()),
+    );
+    flows.add(
+        "pkts_ce",
+        Column::U64(r.iter().map(|x| x.pkts_ce).collect()),
+    );
+    flows.add(
+        "retransmits",
+        Column::U64(r.iter().map(|x| x.retransmits).collect()),
+    );
+    flows.add("rtos", Column::U64(r.iter().map(|x| x.rtos).collect()));
+    flows.add(
+        "mean_delay_ms",
+        Column::F64(
+            r.iter()
+                .map(|x| {
+                    if x.delay_count > 0 {
+                        x.delay_sum_ns as f64 / x.delay_count as f64 * 1e-6
+                    } else {
+                        f64::NAN
+                    }
+                })
+                .collect(),
+        ),
+    );
+    flows.add(
+        "max_delay_ms",
+        Column::F64(
+            r.iter()
+                .map(|x| {
+                    if x.delay_count > 0 {
+                        x.delay_max_ns as f64 * 1e-6
+                    } else {
+                        f64::NAN
+                    }
+                })
+                .collect(),
+        ),
+    );
+
+    let ts = std::mem::take(&mut sim.series);
+    let mut timeseries = Columns::default();
+    timeseries.add(
+        "time_s",
+        Column::F64(ts.t_ns.iter().map(|&t| t as f64 * 1e-9).collect()),
+    );
+    timeseries.add("series", Column::U32(ts.series));
+    timeseries.add("value", Column::F64(ts.value));
+    let mut series_names = Columns::default();
+    series_names.add("series", Column::U32((0..ts.names.len() as u32).collect()));
+    series_names.add(
+        "entity",
+        Column::Str(ts.names.iter().map(|n| n.0.clone()).collect()),
+    );
+    series_names.add(
+        "metric",
+        Column::Str(ts.names.iter().map(|n| n.1.clone()).collect()),
+    );
+
+    let packets = if sim.exp.record.packet_links.is_empty() {
+        None
+    } else {
+        let pl = std::mem::take(&mut sim.packet_log);
+        let mut c = Columns::default();
+        c.add(
+            "time_s",
+            Column::F64(pl.t_ns.iter().map(|&t| t as f64 * 1e-9).collect()),
+        );
+        c.add(
+            "link",
+            Column::Str(
+                pl.link
+                    .iter()
+                    .map(|&l| sim.links[l as usize].name.clone())
+                    .collect(),
+            ),
+        );
+        c.add("uid", Column::U64(pl.uid));
+        c.add("flow", Column::U32(pl.flow));
+        c.add("len_bytes", Column::U32(pl.len_bytes));
+        c.add(
+            "event",
+            Column::Str(
+                pl.event
+                    .iter()
+                    .map(|&e| {
+                        if e == 255 {
+                            "dequeue".to_string()
+                        } else {
+                            format!("drop:{}", DropReason::ALL[e as usize].name())
+                        }
+                    })
+                    .collect(),
+            ),
+        );
+        c.add(
+            "sojourn_ms",
+            Column::F64(pl.sojourn_ns.iter().map(|&s| s as f64 * 1e-6).collect()),
+        );
+        c.add(
+            "ecn",
+            Column::U32(pl.ecn.iter().map(|&e| e as u32).collect()),
+        );
+        Some(c)
+    };
+
+    RunOutput {
+        summary,
+        flows,
+        timeseries,
+        series_names,
+        packets,
+    }
+}

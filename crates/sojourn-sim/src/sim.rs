@@ -1,0 +1,679 @@
+//! The discrete-event engine: nodes, links, endpoints and the event loop.
+//!
+//! Events per forwarded packet on a path of k links: one `TxDone` per link (serialisation
+//! end, which also starts the next dequeue) and at most one `Arrive` per link (only the
+//! head of each link's in-flight FIFO is a pending event; with zero delay the packet is
+//! delivered inside `TxDone`). Endpoint timers are deadlines re-armed lazily.
+
+use crate::app::AnyApp;
+use crate::config::{routing_tables, Experiment};
+use crate::endpoint::{AnyEndpoint, Endpoint, Io, Note};
+use crate::event::{Event, EventQueue};
+use crate::flows::FlowTable;
+use crate::link::Link;
+use crate::metrics::{PacketLog, TimeSeries};
+use crate::workload;
+use sojourn_core::qdisc::{self, BuildCtx, Dequeue, DropReason, Drops, Qdisc};
+use sojourn_core::rng::{splitmix64_mix, Rng};
+use sojourn_core::{Duration, Packet, Time};
+
+/// Where packets went: every created packet is delivered, dropped, or still inside.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Accounting {
+    pub created: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+}
+
+pub struct Node {
+    pub name: String,
+    /// `routes[dst]` = egress link id, or `u32::MAX` when unreachable.
+    pub routes: Vec<u32>,
+}
+
+struct EndpointSlot {
+    ep: AnyEndpoint,
+    node: u32,
+    flow: u32,
+    /// Time of the earliest pending `EndpointTimer` event (`Time::MAX` if none).
+    scheduled: Time,
+    live: bool,
+}
+
+/// Progress of a running simulation, for progress bars.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    pub now: Time,
+    pub end: Time,
+    pub events: u64,
+}
+
+pub struct Sim {
+    pub now: Time,
+    pub end: Time,
+    pub warmup_end: Time,
+    pub seed: u64,
+    /// Salt of the flow hash (the kernel's per-boot seed), derived from the master seed.
+    pub hash_salt: u64,
+    events: EventQueue,
+    pub nodes: Vec<Node>,
+    pub links: Vec<Link>,
+    endpoints: Vec<EndpointSlot>,
+    free_endpoints: Vec<u32>,
+    pub flows: FlowTable,
+    /// Owning application of each flow (`u32::MAX` for none).
+    flow_owner: Vec<u32>,
+    apps: Vec<Option<AnyApp>>,
+    drops: Drops,
+    out: Vec<Packet>,
+    notes: Vec<Note>,
+    next_uid: u64,
+    pub acct: Accounting,
+    pub events_processed: u64,
+    pub series: TimeSeries,
+    pub packet_log: PacketLog,
+    sample_interval: Duration,
+    sampled_links: Vec<u32>,
+    flow_series: bool,
+    packet_sample: f64,
+    /// Previous sample's counters per sampled link: (tx_bytes, drops, marks).
+    prev_link: Vec<(u64, u64, u64)>,
+    prev_flow_bytes: Vec<u64>,
+    pub exp: Experiment,
+}
+
+impl Sim {
+    /// Builds the network and the workloads of `exp` for one run with `seed`.
+    pub fn new(exp: &Experiment, seed: u64) -> Sim {
+        let tables = routing_tables(exp);
+        let nodes = exp
+            .node_names
+            .iter()
+            .zip(tables)
+            .map(|(n, r)| Node {
+                name: n.clone(),
+                routes: r,
+            })
+            .collect();
+        let mut links = Vec::with_capacity(exp.links.len());
+        for (i, lp) in exp.links.iter().enumerate() {
+            let rate_bps = match &lp.rate {
+                crate::link::RateModel::Constant(r) => *r,
+                _ => 0,
+            };
+            let ctx = BuildCtx {
+                link_rate_bps: rate_bps,
+                seed: Rng::stream(seed, "qdisc", i as u64).next_u64(),
+                ..BuildCtx::default()
+            };
+            // Validated in config; a failure here would be a bug in the validation.
+            let q = qdisc::build(&lp.qdisc, &lp.qdisc_path, &ctx)
+                .expect("qdisc validated at load time");
+            let desc = describe_qdisc(&lp.qdisc);
+            let mut l = Link::new(
+                lp.name.clone(),
+                lp.from,
+                lp.to,
+                lp.rate.clone(),
+                lp.delay,
+                q,
+                desc,
+                lp.loss,
+                Rng::stream(seed, "link-loss", i as u64),
+            );
+            l.delay_schedule = lp.delay_schedule.clone();
+            l.framing_bytes = lp.framing_bytes;
+            l.log_packets = exp.record.packet_links.contains(&lp.name);
+            links.push(l);
+        }
+        let sampled_links: Vec<u32> = match &exp.record.links {
+            None => (0..exp.links.len() as u32).collect(),
+            Some(names) => names.iter().filter_map(|n| exp.link(n)).collect(),
+        };
+        let end = Time::ZERO + exp.duration;
+        let mut sim = Sim {
+            now: Time::ZERO,
+            end,
+            warmup_end: Time::ZERO + exp.warmup,
+            seed,
+            hash_salt: splitmix64_mix(seed ^ 0x00c0_ffee),
+            events: EventQueue::new(),
+            nodes,
+            links,
+            endpoints: Vec::new(),
+            free_endpoints: Vec::new(),
+            flows: FlowTable::default(),
+            flow_owner: Vec::new(),
+            apps: Vec::new(),
+            drops: Drops::new(),
+            out: Vec::with_capacity(64),
+            notes: Vec::with_capacity(8),
+            next_uid: 0,
+            acct: Accounting::default(),
+            events_processed: 0,
+            series: TimeSeries::default(),
+            packet_log: PacketLog::default(),
+            sample_interval: exp.record.interval,
+            prev_link: vec![(0, 0, 0); sampled_links.len()],
+            sampled_links,
+            flow_series: exp.record.flow_series,
+            packet_sample: exp.record.packet_sample,
+            prev_flow_bytes: Vec::new(),
+            exp: exp.clone(),
+        };
+        // Links leaving a host that terminates flows are that host's NIC: their
+        // transmissions complete TSQ accounting for the sending socket.
+        let mut is_host = vec![false; sim.nodes.len()];
+        for w in &exp.workloads {
+            for (a, b) in w.endpoints() {
+                is_host[a as usize] = true;
+                is_host[b as usize] = true;
+            }
+        }
+        for l in &mut sim.links {
+            l.notify_tx = is_host[l.from as usize];
+        }
+        for w in &exp.workloads {
+            workload::instantiate(w, &mut sim);
+        }
+        if !sim.sample_interval.is_zero() {
+            sim.events.push(Time::ZERO, Event::Sample);
+        }
+        if !exp.warmup.is_zero() {
+            sim.events.push(sim.warmup_end, Event::WarmupEnd);
+        }
+        sim
+    }
+
+    // ----- endpoints and applications (used by workloads) -----
+
+    /// Adds an endpoint on `node` for `flow` (not started yet); returns its id.
+    pub fn add_endpoint(&mut self, node: u32, flow: u32, ep: AnyEndpoint) -> u32 {
+        let slot = EndpointSlot {
+            ep,
+            node,
+            flow,
+            scheduled: Time::MAX,
+            live: true,
+        };
+        if let Some(id) = self.free_endpoints.pop() {
+            self.endpoints[id as usize] = slot;
+            id
+        } else {
+            self.endpoints.push(slot);
+            self.endpoints.len() as u32 - 1
+        }
+    }
+
+    /// Calls `start` on an endpoint and sends what it produces.
+    pub fn start_endpoint(&mut self, id: u32) {
+        let slot = &mut self.endpoints[id as usize];
+        let mut io = Io {
+            now: self.now,
+            out: &mut self.out,
+            notes: &mut self.notes,
+            flows: &mut self.flows,
+        };
+        slot.ep.start(&mut io);
+        self.after_endpoint_call(id);
+    }
+
+    /// Registers an application (workload generator); it is started at time 0.
+    pub fn add_app(&mut self, app: AnyApp) -> u32 {
+        self.apps.push(Some(app));
+        self.apps.len() as u32 - 1
+    }
+
+    /// Schedules `app`'s timer at `at`.
+    pub fn app_timer(&mut self, app: u32, at: Time) {
+        self.events.push(at.max(self.now), Event::AppTimer(app));
+    }
+
+    /// Declares `app` the owner of `flow`, to be told when it completes.
+    pub fn set_flow_owner(&mut self, flow: u32, app: u32) {
+        if self.flow_owner.len() <= flow as usize {
+            self.flow_owner.resize(flow as usize + 1, u32::MAX);
+        }
+        self.flow_owner[flow as usize] = app;
+    }
+
+    /// Access to an endpoint (tests, observers).
+    pub fn endpoint(&self, id: u32) -> &AnyEndpoint {
+        &self.endpoints[id as usize].ep
+    }
+
+    fn with_app(&mut self, id: u32, f: impl FnOnce(&mut AnyApp, &mut Sim)) {
+        if let Some(mut app) = self.apps[id as usize].take() {
+            f(&mut app, self);
+            self.apps[id as usize] = Some(app);
+        }
+    }
+
+    /// Sends an endpoint's output, handles its notes and re-arms its timer.
+    fn after_endpoint_call(&mut self, id: u32) {
+        let node = self.endpoints[id as usize].node;
+        if !self.out.is_empty() {
+            let mut out = std::mem::take(&mut self.out);
+            for mut pkt in out.drain(..) {
+                pkt.uid = self.next_uid;
+                self.next_uid += 1;
+                pkt.created_at = self.now;
+                self.acct.created += 1;
+                self.flows.get_mut(pkt.flow).pkts_sent += 1;
+                self.forward(node, pkt);
+            }
+            self.out = out;
+        }
+        if !self.notes.is_empty() {
+            let notes: Vec<Note> = self.notes.drain(..).collect();
+            for n in notes {
+                match n {
+                    Note::Completed { flow } => {
+                        let rec = self.flows.get_mut(flow);
+                        if rec.end.is_none() {
+                            rec.end = Some(self.now);
+                        }
+                        if let Some(&app) = self.flow_owner.get(flow as usize) {
+                            if app != u32::MAX {
+                                self.with_app(app, |a, sim| a.on_flow_complete(sim, app, flow));
+                            }
+                        }
+                    }
+                    Note::Closed => {
+                        let slot = &mut self.endpoints[id as usize];
+                        if slot.live {
+                            slot.live = false;
+                            self.free_endpoints.push(id);
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+        let slot = &mut self.endpoints[id as usize];
+        if let Some(d) = slot.ep.deadline() {
+            if d < slot.scheduled {
+                slot.scheduled = d;
+                self.events.push(d.max(self.now), Event::EndpointTimer(id));
+            }
+        }
+    }
+
+    // ----- packet movement -----
+
+    /// A packet is at `node` (created there or arrived): deliver or forward it.
+    #[inline]
+    fn forward(&mut self, node: u32, pkt: Packet) {
+        if pkt.key.dst_addr == node {
+            self.deliver(pkt);
+            return;
+        }
+        let l = self.nodes[node as usize].routes[pkt.key.dst_addr as usize];
+        debug_assert!(l != u32::MAX, "route checked at load time");
+        self.link_enqueue(l, pkt);
+    }
+
+    fn deliver(&mut self, pkt: Packet) {
+        self.acct.delivered += 1;
+        let rec = self.flows.get_mut(pkt.flow);
+        if pkt.hdr.payload_bytes > 0 {
+            let d = (self.now - pkt.created_at).as_ns();
+            rec.delay_sum_ns += d as u128;
+            rec.delay_count += 1;
+            rec.delay_max_ns = rec.delay_max_ns.max(d);
+        }
+        if pkt.ecn == sojourn_core::Ecn::Ce {
+            rec.pkts_ce += 1;
+        }
+        let id = pkt.to_endpoint;
+        let slot = &mut self.endpoints[id as usize];
+        // A packet for an endpoint that has closed (its slot may be reused) is discarded
+        // by the host, as a closed socket would; it still counts as delivered.
+        if !slot.live || slot.flow != pkt.flow {
+            return;
+        }
+        let mut io = Io {
+            now: self.now,
+            out: &mut self.out,
+            notes: &mut self.notes,
+            flows: &mut self.flows,
+        };
+        slot.ep.on_packet(&pkt, &mut io);
+        self.after_endpoint_call(id);
+    }
+
+    #[inline]
+    fn link_enqueue(&mut self, l: u32, mut pkt: Packet) {
+        let now = self.now;
+        let link = &mut self.links[l as usize];
+        pkt.enqueued_at = now;
+        link.stats.enq_pkts += 1;
+        link.qdisc.enqueue(pkt, now, &mut self.drops);
+        if !self.drops.is_empty() {
+            self.account_drops(l);
+        }
+        if !self.links[l as usize].busy() {
+            self.start_tx(l);
+        }
+    }
+
+    fn account_drops(&mut self, l: u32) {
+        let now = self.now;
+        let link = &mut self.links[l as usize];
+        for d in self.drops.drain() {
+            link.stats.drops[d.reason as usize] += 1;
+            self.acct.dropped += 1;
+            self.flows.records[d.pkt.flow as usize].pkts_dropped += 1;
+            if link.log_packets {
+                self.packet_log
+                    .push(now, l, &d.pkt, Some(d.reason), self.packet_sample);
+            }
+        }
+    }
+
+    /// Asks the qdisc of an idle link for its next packet and starts serialising it.
+    #[inline]
+    fn start_tx(&mut self, l: u32) {
+        let now = self.now;
+        let link = &mut self.links[l as usize];
+        debug_assert!(!link.busy());
+        let r = link.qdisc.dequeue(now, &mut self.drops);
+        match r {
+            Dequeue::Packet(p) => {
+                let sojourn = (now - p.enqueued_at).as_ns();
+                link.stats.sojourn.record(sojourn);
+                let end = link.tx_end(now, &p);
+                link.stats.busy_ns += (end - now).as_ns();
+                if link.log_packets {
+                    self.packet_log.push(now, l, &p, None, self.packet_sample);
+                }
+                link.tx_pkt = Some(p);
+                link.tx_started = now;
+                self.events.push(end, Event::TxDone(l));
+            }
+            Dequeue::Empty => {}
+            Dequeue::NotBefore(t) => {
+                if link.wake_at.is_none_or(|w| t < w) {
+                    link.wake_at = Some(t);
+                    self.events.push(t, Event::QdiscWake(l));
+                }
+            }
+        }
+        if !self.drops.is_empty() {
+            self.account_drops(l);
+        }
+    }
+
+    fn on_tx_done(&mut self, l: u32) {
+        let now = self.now;
+        let link = &mut self.links[l as usize];
+        let pkt = link.tx_pkt.take().expect("TxDone on an idle link");
+        // Counted when the last bit is out, so throughput bins and utilisation only see
+        // transmitted bits (a trace link may hold a packet across an idle phase).
+        link.stats.tx_pkts += 1;
+        link.stats.tx_bytes += pkt.len_bytes as u64;
+        let notify = link.notify_tx;
+        if link.loss > 0.0 && link.loss_rng.chance(link.loss) {
+            link.stats.drops[DropReason::LinkLoss as usize] += 1;
+            self.acct.dropped += 1;
+            self.flows.records[pkt.flow as usize].pkts_dropped += 1;
+        } else {
+            let at = link.arrival_time(now);
+            if at == now {
+                let to = link.to;
+                self.start_tx(l);
+                if notify {
+                    self.notify_tx_complete(&pkt);
+                }
+                self.forward(to, pkt);
+                return;
+            }
+            link.in_flight.push_back((at, pkt));
+            if link.in_flight.len() == 1 {
+                self.events.push(at, Event::Arrive(l));
+            }
+        }
+        self.start_tx(l);
+        if notify {
+            self.notify_tx_complete(&pkt);
+        }
+    }
+
+    fn notify_tx_complete(&mut self, pkt: &Packet) {
+        // TSQ completion goes to the endpoint that sent the packet: the one on the packet's
+        // source host serving this flow. Senders keep their own endpoint id in `socket`.
+        let id = pkt.socket;
+        if id == 0 {
+            return;
+        }
+        let id = id - 1;
+        let Some(slot) = self.endpoints.get_mut(id as usize) else {
+            return;
+        };
+        if !slot.live || slot.flow != pkt.flow {
+            return;
+        }
+        let mut io = Io {
+            now: self.now,
+            out: &mut self.out,
+            notes: &mut self.notes,
+            flows: &mut self.flows,
+        };
+        slot.ep.on_tx_complete(pkt, &mut io);
+        self.after_endpoint_call(id);
+    }
+
+    fn on_arrive(&mut self, l: u32) {
+        let link = &mut self.links[l as usize];
+        let (_, pkt) = link
+            .in_flight
+            .pop_front()
+            .expect("Arrive with nothing in flight");
+        if let Some(&(next, _)) = link.in_flight.front() {
+            self.events.push(next, Event::Arrive(l));
+        }
+        let to = link.to;
+        self.forward(to, pkt);
+    }
+
+    // ----- the loop -----
+
+    /// Runs to the end, calling `progress` about every 2^16 events (return false to abort).
+    pub fn run(&mut self, progress: &mut dyn FnMut(&Progress) -> bool) -> bool {
+        let mut countdown: u32 = 1 << 16;
+        while let Some(t) = self.events.peek_time() {
+            if t > self.end {
+                break;
+            }
+            let (t, ev) = self.events.pop().unwrap();
+            self.now = t;
+            self.events_processed += 1;
+            match ev {
+                Event::TxDone(l) => self.on_tx_done(l),
+                Event::Arrive(l) => self.on_arrive(l),
+                Event::QdiscWake(l) => {
+                    let link = &mut self.links[l as usize];
+                    if link.wake_at == Some(t) {
+                        link.wake_at = None;
+                    }
+                    if !link.busy() {
+                        self.start_tx(l);
+                    }
+                }
+                Event::EndpointTimer(id) => {
+                    let slot = &mut self.endpoints[id as usize];
+                    if !slot.live || slot.scheduled != t {
+                        continue; // superseded by an earlier re-arm, or closed
+                    }
+                    slot.scheduled = Time::MAX;
+                    if slot.ep.deadline().is_some_and(|d| d <= t) {
+                        let mut io = Io {
+                            now: t,
+                            out: &mut self.out,
+                            notes: &mut self.notes,
+                            flows: &mut self.flows,
+                        };
+                        slot.ep.on_timer(&mut io);
+                    }
+                    self.after_endpoint_call(id);
+                }
+                Event::AppTimer(a) => self.with_app(a, |app, sim| app.on_timer(sim, a)),
+                Event::Sample => {
+                    self.sample();
+                    let next = t + self.sample_interval;
+                    if next <= self.end {
+                        self.events.push(next, Event::Sample);
+                    }
+                }
+                Event::WarmupEnd => {
+                    for l in &mut self.links {
+                        l.reset_stats(t);
+                    }
+                }
+            }
+            countdown -= 1;
+            if countdown == 0 {
+                countdown = 1 << 16;
+                if !progress(&Progress {
+                    now: self.now,
+                    end: self.end,
+                    events: self.events_processed,
+                }) {
+                    return false;
+                }
+            }
+        }
+        self.now = self.end;
+        progress(&Progress {
+            now: self.end,
+            end: self.end,
+            events: self.events_processed,
+        });
+        true
+    }
+
+    /// Starts applications (called once before `run`).
+    pub fn start_apps(&mut self) {
+        for a in 0..self.apps.len() as u32 {
+            self.with_app(a, |app, sim| app.start(sim, a));
+        }
+    }
+
+    /// Packets still inside the network: queued, being serialised or propagating.
+    pub fn in_network(&self) -> u64 {
+        self.links
+            .iter()
+            .map(|l| {
+                l.qdisc.len_packets() as u64 + l.tx_pkt.is_some() as u64 + l.in_flight.len() as u64
+            })
+            .sum()
+    }
+
+    /// The conservation law: created = delivered + dropped + inside.
+    pub fn check_conservation(&self) -> Result<(), String> {
+        let inside = self.in_network();
+        let a = self.acct;
+        if a.created == a.delivered + a.dropped + inside {
+            Ok(())
+        } else {
+            Err(format!(
+                "conservation violated: created {} != delivered {} + dropped {} + in network {}",
+                a.created, a.delivered, a.dropped, inside
+            ))
+        }
+    }
+
+    // ----- sampling -----
+
+    fn sample(&mut self) {
+        let now = self.now;
+        let dt = self.sample_interval.as_secs_f64();
+        for (k, &l) in self.sampled_links.iter().enumerate() {
+            let link = &mut self.links[l as usize];
+            let name = link.name.clone();
+            let drops: u64 = link.stats.drops.iter().sum();
+            let marks = link.qdisc.ecn_marks();
+            let (pb, pd, pm) = self.prev_link[k];
+            // Counters restart at warm-up end; deltas then restart from zero.
+            let tx = link.stats.tx_bytes;
+            let d_tx = tx.saturating_sub(if tx >= pb { pb } else { 0 });
+            let d_drop = drops.saturating_sub(if drops >= pd { pd } else { 0 });
+            self.prev_link[k] = (tx, drops, marks);
+            let s = &mut self.series;
+            s.push(now, &name, "queue_packets", link.qdisc.len_packets() as f64);
+            s.push(now, &name, "queue_bytes", link.qdisc.len_bytes() as f64);
+            if now > Time::ZERO {
+                s.push(now, &name, "throughput_bps", d_tx as f64 * 8.0 / dt);
+                s.push(now, &name, "drops", d_drop as f64);
+                s.push(now, &name, "ecn_marks", marks.saturating_sub(pm) as f64);
+            }
+            let series = &mut self.series;
+            link.qdisc
+                .observe(now, &mut |metric, v| series.push(now, &name, metric, v));
+        }
+        if self.flow_series {
+            if self.prev_flow_bytes.len() < self.flows.len() {
+                self.prev_flow_bytes.resize(self.flows.len(), 0);
+            }
+            for slot in &self.endpoints {
+                if !slot.live {
+                    continue;
+                }
+                let f = slot.flow;
+                let entity = format!("flow{f}");
+                let series = &mut self.series;
+                slot.ep
+                    .observe(&mut |metric, v| series.push(now, &entity, metric, v));
+            }
+            for (f, rec) in self.flows.records.iter().enumerate() {
+                if rec.end.is_some_and(|e| e + self.sample_interval < now) || rec.start > now {
+                    continue;
+                }
+                let prev = self.prev_flow_bytes[f];
+                let d = rec.delivered_bytes - prev;
+                self.prev_flow_bytes[f] = rec.delivered_bytes;
+                if now > Time::ZERO {
+                    self.series
+                        .push(now, &format!("flow{f}"), "goodput_bps", d as f64 * 8.0 / dt);
+                }
+            }
+        }
+    }
+}
+
+/// A short description of a qdisc spec, e.g. `codel(target=5ms)`.
+pub fn describe_qdisc(v: &sojourn_core::params::Value) -> String {
+    use sojourn_core::params::Value;
+    match v {
+        Value::Str(s) => s.clone(),
+        Value::Table(t) => {
+            let kind = match t.get("kind") {
+                Some(Value::Str(k)) => k.clone(),
+                _ => "?".into(),
+            };
+            let args: Vec<String> =
+                t.0.iter()
+                    .filter(|(k, _)| k != "kind")
+                    .map(|(k, v)| format!("{k}={}", short(v)))
+                    .collect();
+            if args.is_empty() {
+                kind
+            } else {
+                format!("{kind}({})", args.join(", "))
+            }
+        }
+        other => short(other),
+    }
+}
+
+fn short(v: &sojourn_core::params::Value) -> String {
+    use sojourn_core::params::Value;
+    match v {
+        Value::Str(s) => s.clone(),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Table(_) => describe_qdisc(v),
+        Value::Array(a) => format!("[{}]", a.iter().map(short).collect::<Vec<_>>().join(" ")),
+    }
+}
