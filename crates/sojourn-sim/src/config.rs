@@ -58,6 +58,8 @@ pub struct Experiment {
     /// Explicit routes: (at node, to node, via link).
     pub routes: Vec<(u32, u32, u32)>,
     pub workloads: Vec<WorkloadPlan>,
+    /// `[transport]` defaults for TCP workloads (docs/transport.md).
+    pub transport: crate::tcp::TcpConfig,
     pub record: RecordPlan,
     /// For dumbbells: sender and receiver node of each pair.
     pub pairs: Vec<(u32, u32)>,
@@ -118,6 +120,7 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
         links: Vec::new(),
         routes: Vec::new(),
         workloads: Vec::new(),
+        transport: crate::tcp::TcpConfig::default(),
         record: RecordPlan {
             interval: Duration::from_ms(100),
             links: None,
@@ -137,6 +140,10 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
         )
     })?;
     parse_topology(&mut exp, topo)?;
+
+    if let Some(tt) = p.table_opt("transport")? {
+        exp.transport = crate::tcp::parse_transport_table(tt)?;
+    }
 
     // Workloads.
     let wl = match p.raw("workload") {

@@ -80,4 +80,7 @@ macro_rules! any_endpoint {
 any_endpoint! {
     UdpSource(UdpSource),
     UdpSink(UdpSink),
+    TcpSender(Box<crate::tcp::sender::TcpSender>),
+    TcpReceiver(Box<crate::tcp::receiver::TcpReceiver>),
+    ThinUdp(Box<crate::tcp::apps::ThinUdpSource>),
 }

@@ -9,6 +9,7 @@ pub enum FlowKind {
     UdpCbr,
     UdpOnOff,
     Tcp,
+    UdpThin,
 }
 
 impl FlowKind {
@@ -17,6 +18,7 @@ impl FlowKind {
             FlowKind::UdpCbr => "udp_cbr",
             FlowKind::UdpOnOff => "udp_onoff",
             FlowKind::Tcp => "tcp",
+            FlowKind::UdpThin => "udp_thin",
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod link;
 pub mod metrics;
 pub mod output;
 pub mod sim;
+pub mod tcp;
 pub mod udp;
 pub mod value;
 pub mod workload;

@@ -242,6 +242,11 @@ impl Sim {
         &self.endpoints[id as usize].ep
     }
 
+    /// Mutable access to an endpoint (wiring connections at creation).
+    pub fn endpoint_mut(&mut self, id: u32) -> &mut AnyEndpoint {
+        &mut self.endpoints[id as usize].ep
+    }
+
     fn with_app(&mut self, id: u32, f: impl FnOnce(&mut AnyApp, &mut Sim)) {
         if let Some(mut app) = self.apps[id as usize].take() {
             f(&mut app, self);

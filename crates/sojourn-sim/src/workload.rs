@@ -35,6 +35,7 @@ pub struct UdpPlan {
 #[derive(Clone, Debug)]
 pub enum WorkloadPlan {
     Udp(UdpPlan),
+    Tcp(crate::tcp::apps::TcpPlan),
 }
 
 impl WorkloadPlan {
@@ -42,12 +43,23 @@ impl WorkloadPlan {
     pub fn endpoints(&self) -> Vec<(u32, u32)> {
         match self {
             WorkloadPlan::Udp(u) => u.flows.clone(),
+            WorkloadPlan::Tcp(t) => t.flows.clone(),
         }
     }
 }
 
 /// The kinds of workload, for messages and docs.
-pub const KINDS: &[&str] = &["cbr", "onoff"];
+pub const KINDS: &[&str] = &[
+    "cbr",
+    "onoff",
+    "bulk",
+    "transfer",
+    "request_response",
+    "thin",
+    "actors",
+    "poisson",
+    "small_files",
+];
 
 /// Parses one `[[workload]]` table.
 pub fn parse(exp: &Experiment, t: &Table, path: &str, index: u32) -> ConfResult<WorkloadPlan> {
@@ -58,6 +70,9 @@ pub fn parse(exp: &Experiment, t: &Table, path: &str, index: u32) -> ConfResult<
     };
     let plan = match kind {
         "cbr" | "onoff" => WorkloadPlan::Udp(parse_udp(exp, &mut p, index, kind == "onoff")?),
+        k if crate::tcp::apps::KINDS.contains(&k) => {
+            WorkloadPlan::Tcp(crate::tcp::apps::parse(exp, &mut p, index, k)?)
+        }
         other => {
             let hint = sojourn_core::params::closest(other, KINDS)
                 .map(|c| format!(" (did you mean {c:?}?)"))
@@ -208,6 +223,7 @@ fn parse_udp(exp: &Experiment, p: &mut Params, index: u32, onoff: bool) -> ConfR
 /// Creates the flows and endpoints of a workload at the start of the run.
 pub fn instantiate(plan: &WorkloadPlan, sim: &mut Sim) {
     match plan {
+        WorkloadPlan::Tcp(t) => crate::tcp::apps::instantiate(t, sim),
         WorkloadPlan::Udp(u) => {
             for &(src, dst) in &u.flows {
                 let kind = if u.onoff == OnOff::Always {

@@ -1,0 +1,270 @@
+//! CUBIC (RFC 9438) with Linux `tcp_cubic` constants and behaviour:
+//! β = 717/1024, C = 410/1024 ≈ 0.4 (bic_scale 41), fast convergence, the TCP-friendly
+//! (Reno-estimate) region with Linux's `beta_scale`, the cubic target evaluated one
+//! minimum RTT ahead (`t + delay_min`, as Linux and RFC 9438 §4.2 `W_cubic(t + RTT)`),
+//! `cnt` clamped to 20 before the first loss, epoch shift after idle (`CA_EVENT_TX_START`),
+//! and HyStart (ack-train and delay detection, cwnd ≥ 16) ending slow start.
+//!
+//! Linux computes the cubic in fixed point with jiffies; here it is f64 seconds (the
+//! curve is the same to well under one packet).
+
+use super::{CaEvent, CaState, CcState, CongestionControl};
+use sojourn_core::Time;
+
+pub const BETA: u32 = 717;
+pub const BETA_SCALE: u32 = 1024;
+/// C in packets/s³ (Linux: bic_scale·10/1024 = 410/1024).
+pub const C: f64 = 410.0 / 1024.0;
+/// Linux `beta_scale = 8·(1024 + β)/3/(1024 − β)` = 15 (integer), used in the TCP-friendly
+/// estimate: one packet of Reno growth per `cwnd·beta_scale/8` packets ACKed.
+const FRIENDLY_SCALE: u32 = 8 * (BETA_SCALE + BETA) / 3 / (BETA_SCALE - BETA);
+const HYSTART_LOW_WINDOW: u32 = 16;
+const HYSTART_MIN_SAMPLES: u32 = 8;
+const HYSTART_ACK_DELTA_NS: u64 = 2_000_000;
+
+#[derive(Clone, Debug, Default)]
+pub struct Cubic {
+    /// Linux `cnt`: ACKed packets per cwnd increment.
+    pub cnt: u32,
+    /// W_max (packets) after fast convergence.
+    pub last_max_cwnd: u32,
+    pub origin_point: u32,
+    /// K in seconds.
+    pub k_s: f64,
+    /// Minimum RTT (ns), 0 = unknown.
+    pub delay_min_ns: u64,
+    /// Start of the current epoch; None = no epoch.
+    pub epoch_start: Option<Time>,
+    pub ack_cnt: u32,
+    /// Reno-friendly window estimate (packets).
+    pub tcp_cwnd: u32,
+    last_send: Time,
+    // HyStart
+    pub found: bool,
+    round_start: Time,
+    last_ack: Time,
+    end_seq: u64,
+    curr_rtt_ns: u64,
+    sample_cnt: u32,
+    pub hystart: bool,
+}
+
+impl Cubic {
+    pub fn new() -> Cubic {
+        Cubic {
+            hystart: true,
+            ..Default::default()
+        }
+    }
+
+    fn reset(&mut self) {
+        let hystart = self.hystart;
+        let last_send = self.last_send;
+        *self = Cubic {
+            hystart,
+            last_send,
+            ..Default::default()
+        };
+    }
+
+    fn hystart_reset(&mut self, st: &CcState) {
+        self.round_start = st.now;
+        self.last_ack = st.now;
+        self.end_seq = st.snd_nxt;
+        self.curr_rtt_ns = u64::MAX;
+        self.sample_cnt = 0;
+    }
+
+    /// RFC 9438 §4.2 W_cubic(t) = C·(t − K)³ + W_max, with t since the epoch start.
+    pub fn w_cubic(&self, t_s: f64) -> f64 {
+        self.origin_point as f64 + C * (t_s - self.k_s).powi(3)
+    }
+
+    /// Linux `bictcp_update`: sets `cnt` from the cubic target and the Reno estimate.
+    fn update(&mut self, st: &CcState, acked: u32) {
+        let cwnd = st.cwnd;
+        self.ack_cnt += acked;
+        if self.epoch_start.is_none() {
+            self.epoch_start = Some(st.now);
+            self.ack_cnt = acked;
+            self.tcp_cwnd = cwnd;
+            if self.last_max_cwnd <= cwnd {
+                self.k_s = 0.0;
+                self.origin_point = cwnd;
+            } else {
+                // K = ∛((W_max − cwnd)/C); after a reduction cwnd = β·W_max.
+                self.k_s = ((self.last_max_cwnd - cwnd) as f64 / C).cbrt();
+                self.origin_point = self.last_max_cwnd;
+            }
+        }
+        let t =
+            (st.now - self.epoch_start.unwrap()).as_secs_f64() + self.delay_min_ns as f64 * 1e-9;
+        let target = self.w_cubic(t).max(0.0);
+        let cwnd_f = cwnd as f64;
+        self.cnt = if target > cwnd_f {
+            ((cwnd_f / (target - cwnd_f)) as u32).max(1)
+        } else {
+            100 * cwnd
+        };
+        if self.last_max_cwnd == 0 && self.cnt > 20 {
+            self.cnt = 20;
+        }
+        // TCP-friendly region (RFC 9438 §4.3, Linux `tcp_friendliness`).
+        let delta = (cwnd * FRIENDLY_SCALE) >> 3;
+        if delta > 0 {
+            while self.ack_cnt > delta {
+                self.ack_cnt -= delta;
+                self.tcp_cwnd += 1;
+            }
+        }
+        if self.tcp_cwnd > cwnd {
+            let max_cnt = cwnd / (self.tcp_cwnd - cwnd);
+            self.cnt = self.cnt.min(max_cnt);
+        }
+        self.cnt = self.cnt.max(2);
+    }
+
+    fn hystart_update(&mut self, st: &mut CcState, delay_ns: u64) {
+        if st.snd_una > self.end_seq {
+            self.hystart_reset(st);
+        }
+        // Ack train: ACKs keep arriving closely spaced for longer than delay_min/2
+        // (plus Linux's ack-delay allowance of ≤ 1 ms when a pacing rate is known).
+        if st.now.saturating_since(self.last_ack).0 <= HYSTART_ACK_DELTA_NS {
+            self.last_ack = st.now;
+            let rate_bytes = st.pacing_rate_bps / 8;
+            let allowance = (65_536u64 * 4 * 1_000_000_000)
+                .checked_div(rate_bytes)
+                .map_or(0, |a| a.min(1_000_000));
+            let threshold = (self.delay_min_ns + allowance) / 2;
+            if st.now.saturating_since(self.round_start).0 > threshold {
+                self.found = true;
+                st.ssthresh = st.cwnd;
+            }
+        }
+        // Delay increase: the round's minimum RTT exceeds delay_min + clamp(delay_min/8, 4, 16 ms).
+        self.curr_rtt_ns = self.curr_rtt_ns.min(delay_ns);
+        if self.sample_cnt < HYSTART_MIN_SAMPLES {
+            self.sample_cnt += 1;
+        } else {
+            let thresh = (self.delay_min_ns >> 3).clamp(4_000_000, 16_000_000);
+            if self.curr_rtt_ns > self.delay_min_ns + thresh {
+                self.found = true;
+                st.ssthresh = st.cwnd;
+            }
+        }
+    }
+}
+
+impl CongestionControl for Cubic {
+    fn name(&self) -> &'static str {
+        "cubic"
+    }
+
+    fn init(&mut self, st: &mut CcState) {
+        self.reset();
+        self.hystart_reset(st);
+    }
+
+    /// Linux `cubictcp_recalc_ssthresh`: fast convergence and β = 717/1024.
+    fn ssthresh(&mut self, st: &CcState) -> u32 {
+        self.epoch_start = None;
+        if st.cwnd < self.last_max_cwnd {
+            self.last_max_cwnd = st.cwnd * (BETA_SCALE + BETA) / (2 * BETA_SCALE);
+        } else {
+            self.last_max_cwnd = st.cwnd;
+        }
+        (st.cwnd * BETA / BETA_SCALE).max(2)
+    }
+
+    fn cong_avoid(&mut self, st: &mut CcState, mut acked: u32) {
+        if !st.cwnd_limited {
+            return;
+        }
+        if st.in_slow_start() {
+            acked = st.slow_start(acked);
+            if acked == 0 {
+                return;
+            }
+        }
+        self.update(st, acked);
+        let cnt = self.cnt;
+        st.cong_avoid_ai(cnt, acked);
+    }
+
+    fn pkts_acked(&mut self, st: &mut CcState, _acked: u32, rtt_ns: Option<u64>) {
+        let Some(delay) = rtt_ns else { return };
+        // Discard delay samples right after fast recovery (Linux: within 1 s of the epoch).
+        if let Some(e) = self.epoch_start {
+            if st.now.saturating_since(e).0 < 1_000_000_000 {
+                return;
+            }
+        }
+        let delay = delay.max(1);
+        if self.delay_min_ns == 0 || self.delay_min_ns > delay {
+            self.delay_min_ns = delay;
+        }
+        if self.hystart && !self.found && st.in_slow_start() && st.cwnd >= HYSTART_LOW_WINDOW {
+            self.hystart_update(st, delay);
+        }
+    }
+
+    fn set_state(&mut self, st: &mut CcState, new: CaState) {
+        if new == CaState::Loss {
+            self.reset();
+            self.hystart_reset(st);
+        }
+    }
+
+    fn cwnd_event(&mut self, st: &mut CcState, ev: CaEvent) {
+        if ev == CaEvent::TxStart {
+            // The cubic curve does not advance while the flow is idle.
+            if let Some(e) = self.epoch_start {
+                let idle = st.now.saturating_since(self.last_send);
+                let shifted = (e + idle).min(st.now);
+                self.epoch_start = Some(shifted);
+            }
+        }
+        self.last_send = st.now;
+    }
+
+    fn undo_cwnd(&mut self, st: &CcState) -> u32 {
+        st.cwnd.max(st.ssthresh.saturating_mul(BETA_SCALE) / BETA)
+    }
+
+    fn observe(&self, emit: &mut dyn FnMut(&str, f64)) {
+        emit("cubic_wmax_pkts", self.last_max_cwnd as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcp::cc::test_state;
+
+    #[test]
+    fn reduction_and_fast_convergence() {
+        let mut c = Cubic::new();
+        let mut st = test_state(100);
+        assert_eq!(c.ssthresh(&st), 70, "β = 717/1024");
+        assert_eq!(c.last_max_cwnd, 100);
+        // A second loss below W_max: W_max = cwnd·(1+β)/2 (RFC 9438 §4.7).
+        st.cwnd = 70;
+        c.ssthresh(&st);
+        assert_eq!(c.last_max_cwnd, 70 * (1024 + 717) / 2048);
+    }
+
+    #[test]
+    fn k_matches_rfc9438() {
+        let mut c = Cubic::new();
+        let mut st = test_state(100);
+        st.ssthresh = c.ssthresh(&st);
+        st.cwnd = st.ssthresh;
+        c.cong_avoid(&mut st, 1);
+        // K = ∛(W_max(1 − β)/C) = ∛(30/0.4004).
+        let k = (30.0f64 / C).cbrt();
+        assert!((c.k_s - k).abs() < 1e-9, "{} vs {k}", c.k_s);
+        assert_eq!(c.w_cubic(k), 100.0);
+        assert_eq!(FRIENDLY_SCALE, 15);
+    }
+}

@@ -1,0 +1,236 @@
+//! Congestion control: the `tcp_congestion_ops` interface as a trait, with the four
+//! algorithms the seed papers use, dispatched by `match` (no virtual call per ACK).
+//!
+//! Windows are in packets like Linux (`snd_cwnd`, `snd_ssthresh`, `snd_cwnd_cnt`). The
+//! sender calls, per ACK: `pkts_acked` (RTT sample), then either `cong_control` (BBR:
+//! full control of cwnd and pacing from a delivery-rate sample) or, outside a window
+//! reduction, `cong_avoid`; `ssthresh` when a loss or ECN mark reduces the window;
+//! `set_state` on Loss (RTO) and `cwnd_event` when transmission restarts after idle.
+
+pub mod bbr;
+pub mod cubic;
+pub mod newreno;
+pub mod vegas;
+
+use sojourn_core::Time;
+
+/// Linux `TCP_INFINITE_SSTHRESH`.
+pub const INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
+
+/// Linux `tcp_ca_state`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CaState {
+    Open,
+    Cwr,
+    Recovery,
+    Loss,
+}
+
+/// The connection state congestion control reads and writes.
+#[derive(Clone, Debug)]
+pub struct CcState {
+    pub now: Time,
+    pub cwnd: u32,
+    pub ssthresh: u32,
+    pub cwnd_cnt: u32,
+    /// Largest cwnd reached (for the cwnd clamp).
+    pub cwnd_clamp: u32,
+    pub mss: u32,
+    pub init_cwnd: u32,
+    pub snd_una: u64,
+    pub snd_nxt: u64,
+    pub srtt_ns: u64,
+    pub min_rtt_ns: u64,
+    pub in_flight: u32,
+    pub packets_out: u32,
+    /// Packets delivered (ACKed or SACKed) so far.
+    pub delivered: u64,
+    pub ca_state: CaState,
+    /// Linux `tcp_is_cwnd_limited`.
+    pub cwnd_limited: bool,
+    /// Pacing rate (bit/s) set by algorithms that control it (BBR).
+    pub pacing_rate_bps: u64,
+    /// Largest number of packets in flight since the last cwnd-usage check.
+    pub max_packets_out: u32,
+}
+
+impl CcState {
+    pub fn in_slow_start(&self) -> bool {
+        self.cwnd < self.ssthresh
+    }
+
+    /// Linux `tcp_slow_start`: cwnd grows by the packets ACKed, up to ssthresh; returns
+    /// the ACKed packets left over for congestion avoidance.
+    pub fn slow_start(&mut self, acked: u32) -> u32 {
+        let cwnd = (self.cwnd + acked).min(self.ssthresh);
+        let left = acked - (cwnd - self.cwnd).min(acked);
+        self.cwnd = cwnd.min(self.cwnd_clamp);
+        left
+    }
+
+    /// Linux `tcp_cong_avoid_ai`: one packet per `w` packets ACKed.
+    pub fn cong_avoid_ai(&mut self, w: u32, acked: u32) {
+        let w = w.max(1);
+        if self.cwnd_cnt >= w {
+            self.cwnd_cnt = 0;
+            self.cwnd += 1;
+        }
+        self.cwnd_cnt += acked;
+        if self.cwnd_cnt >= w {
+            let delta = self.cwnd_cnt / w;
+            self.cwnd_cnt -= delta * w;
+            self.cwnd += delta;
+        }
+        self.cwnd = self.cwnd.min(self.cwnd_clamp);
+    }
+}
+
+/// A delivery-rate sample (Linux `struct rate_sample`, tcp_rate.c).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RateSample {
+    /// Packets delivered over the interval (negative = invalid).
+    pub delivered: i64,
+    /// Interval over which `delivered` was measured (ns); zero = invalid sample.
+    pub interval_ns: u64,
+    pub prior_delivered: u64,
+    pub is_app_limited: bool,
+    /// RTT of the most recently sent packet this ACK delivered (ns).
+    pub rtt_ns: Option<u64>,
+    /// Packets newly marked lost on this ACK.
+    pub losses: u32,
+    /// Packets newly ACKed or SACKed on this ACK.
+    pub acked_sacked: u32,
+    pub prior_in_flight: u32,
+}
+
+/// Events (Linux `tcp_ca_event`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaEvent {
+    /// First transmission after the connection was idle (nothing in flight).
+    TxStart,
+}
+
+/// The per-algorithm operations.
+pub trait CongestionControl {
+    fn name(&self) -> &'static str;
+    fn init(&mut self, _st: &mut CcState) {}
+    /// Window after a loss or ECN mark (Linux `ssthresh`).
+    fn ssthresh(&mut self, st: &CcState) -> u32;
+    /// Window growth per ACK outside window reductions (Linux `cong_avoid`).
+    fn cong_avoid(&mut self, st: &mut CcState, acked: u32);
+    /// Every ACK that delivered packets, with the RTT sample if any (Linux `pkts_acked`).
+    fn pkts_acked(&mut self, _st: &mut CcState, _acked: u32, _rtt_ns: Option<u64>) {}
+    /// Congestion state changed (Linux `set_state`).
+    fn set_state(&mut self, _st: &mut CcState, _new: CaState) {}
+    fn cwnd_event(&mut self, _st: &mut CcState, _ev: CaEvent) {}
+    /// Full control of cwnd and pacing (Linux `cong_control`); returns false if the
+    /// algorithm uses the classic `cong_avoid` path instead.
+    fn cong_control(&mut self, _st: &mut CcState, _rs: &RateSample) -> bool {
+        false
+    }
+    /// Window after a spurious reduction was undone (Linux `undo_cwnd`).
+    fn undo_cwnd(&mut self, st: &CcState) -> u32 {
+        st.cwnd
+    }
+    /// True if the algorithm needs the sender to pace (BBR: `SK_PACING_NEEDED`).
+    fn needs_pacing(&self) -> bool {
+        false
+    }
+    fn observe(&self, _emit: &mut dyn FnMut(&str, f64)) {}
+}
+
+/// Which algorithm (experiment files: `cc = "cubic"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CcKind {
+    NewReno,
+    Cubic,
+    Bbr,
+    Vegas,
+}
+
+impl CcKind {
+    pub const NAMES: &'static [&'static str] = &["newreno", "reno", "cubic", "bbr", "vegas"];
+
+    pub fn parse(s: &str) -> Option<CcKind> {
+        Some(match s {
+            "newreno" | "reno" => CcKind::NewReno,
+            "cubic" => CcKind::Cubic,
+            "bbr" => CcKind::Bbr,
+            "vegas" => CcKind::Vegas,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CcKind::NewReno => "newreno",
+            CcKind::Cubic => "cubic",
+            CcKind::Bbr => "bbr",
+            CcKind::Vegas => "vegas",
+        }
+    }
+
+    pub fn build(self, seed: u64) -> AnyCc {
+        match self {
+            CcKind::NewReno => AnyCc::NewReno(newreno::NewReno),
+            CcKind::Cubic => AnyCc::Cubic(Box::new(cubic::Cubic::new())),
+            CcKind::Bbr => AnyCc::Bbr(Box::new(bbr::Bbr::new(seed))),
+            CcKind::Vegas => AnyCc::Vegas(Box::default()),
+        }
+    }
+}
+
+macro_rules! any_cc {
+    ($($variant:ident($ty:ty)),* $(,)?) => {
+        /// Every algorithm, dispatched by `match`.
+        pub enum AnyCc { $($variant($ty)),* }
+        impl CongestionControl for AnyCc {
+            fn name(&self) -> &'static str { match self { $(AnyCc::$variant(c) => c.name()),* } }
+            fn init(&mut self, st: &mut CcState) { match self { $(AnyCc::$variant(c) => c.init(st)),* } }
+            #[inline]
+            fn ssthresh(&mut self, st: &CcState) -> u32 { match self { $(AnyCc::$variant(c) => c.ssthresh(st)),* } }
+            #[inline]
+            fn cong_avoid(&mut self, st: &mut CcState, acked: u32) { match self { $(AnyCc::$variant(c) => c.cong_avoid(st, acked)),* } }
+            #[inline]
+            fn pkts_acked(&mut self, st: &mut CcState, acked: u32, rtt: Option<u64>) { match self { $(AnyCc::$variant(c) => c.pkts_acked(st, acked, rtt)),* } }
+            fn set_state(&mut self, st: &mut CcState, new: CaState) { match self { $(AnyCc::$variant(c) => c.set_state(st, new)),* } }
+            fn cwnd_event(&mut self, st: &mut CcState, ev: CaEvent) { match self { $(AnyCc::$variant(c) => c.cwnd_event(st, ev)),* } }
+            #[inline]
+            fn cong_control(&mut self, st: &mut CcState, rs: &RateSample) -> bool { match self { $(AnyCc::$variant(c) => c.cong_control(st, rs)),* } }
+            fn undo_cwnd(&mut self, st: &CcState) -> u32 { match self { $(AnyCc::$variant(c) => c.undo_cwnd(st)),* } }
+            fn needs_pacing(&self) -> bool { match self { $(AnyCc::$variant(c) => c.needs_pacing()),* } }
+            fn observe(&self, emit: &mut dyn FnMut(&str, f64)) { match self { $(AnyCc::$variant(c) => c.observe(emit)),* } }
+        }
+    };
+}
+
+any_cc! {
+    NewReno(newreno::NewReno),
+    Cubic(Box<cubic::Cubic>),
+    Bbr(Box<bbr::Bbr>),
+    Vegas(Box<vegas::Vegas>),
+}
+
+#[cfg(test)]
+pub(crate) fn test_state(cwnd: u32) -> CcState {
+    CcState {
+        now: Time::ZERO,
+        cwnd,
+        ssthresh: INFINITE_SSTHRESH,
+        cwnd_cnt: 0,
+        cwnd_clamp: u32::MAX,
+        mss: 1448,
+        init_cwnd: 10,
+        snd_una: 1,
+        snd_nxt: 1,
+        srtt_ns: 0,
+        min_rtt_ns: u64::MAX,
+        in_flight: 0,
+        packets_out: 0,
+        delivered: 0,
+        ca_state: CaState::Open,
+        cwnd_limited: true,
+        pacing_rate_bps: 0,
+        max_packets_out: 0,
+    }
+}

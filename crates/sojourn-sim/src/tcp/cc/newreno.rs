@@ -1,0 +1,57 @@
+//! NewReno (RFC 5681 window growth, Linux `tcp_reno_*`): slow start by packets ACKed,
+//! congestion avoidance of one packet per window, ssthresh = max(cwnd/2, 2). The
+//! recovery side (RFC 6582 partial ACKs, or SACK-based RFC 6675) lives in the sender.
+
+use super::{CcState, CongestionControl};
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NewReno;
+
+impl CongestionControl for NewReno {
+    fn name(&self) -> &'static str {
+        "newreno"
+    }
+    fn ssthresh(&mut self, st: &CcState) -> u32 {
+        (st.cwnd / 2).max(2)
+    }
+    fn cong_avoid(&mut self, st: &mut CcState, mut acked: u32) {
+        if !st.cwnd_limited {
+            return;
+        }
+        if st.in_slow_start() {
+            acked = st.slow_start(acked);
+            if acked == 0 {
+                return;
+            }
+        }
+        let w = st.cwnd;
+        st.cong_avoid_ai(w, acked);
+    }
+    fn undo_cwnd(&mut self, st: &CcState) -> u32 {
+        st.cwnd.max(st.ssthresh.saturating_mul(2))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcp::cc::test_state;
+
+    #[test]
+    fn slow_start_doubles_and_ca_adds_one_per_window() {
+        let mut st = test_state(10);
+        let mut r = NewReno;
+        // One window of ACKs in slow start doubles cwnd.
+        for _ in 0..10 {
+            r.cong_avoid(&mut st, 1);
+        }
+        assert_eq!(st.cwnd, 20);
+        st.ssthresh = 20;
+        // In CA, one window (20 ACKs) adds exactly one packet.
+        for _ in 0..20 {
+            r.cong_avoid(&mut st, 1);
+        }
+        assert_eq!(st.cwnd, 21);
+        assert_eq!(r.ssthresh(&st), 10);
+    }
+}

@@ -1,0 +1,298 @@
+//! TCP: sender, receiver, congestion control and the applications on top
+//! (docs/transport.md).
+//!
+//! A connection is two endpoints: a [`sender::TcpSender`] on the source host (data
+//! and FIN) and a [`receiver::TcpReceiver`] on the destination (ACKs). [`open`] creates
+//! both and starts the connection (three-way handshake unless `handshake = false`).
+
+pub mod apps;
+pub mod cc;
+pub mod dist;
+pub mod receiver;
+pub mod rtt;
+pub mod scoreboard;
+pub mod sender;
+
+use crate::endpoint::AnyEndpoint;
+use crate::flows::{FlowKind, FlowRecord};
+use crate::sim::Sim;
+use cc::CcKind;
+use sojourn_core::packet::{proto, FlowKey};
+use sojourn_core::params::{ConfError, ConfResult, Params, Table, Value};
+use sojourn_core::rng::Rng;
+use sojourn_core::Duration;
+
+/// IPv4 (20) + TCP (20) header bytes.
+pub const IP_TCP_HEADER_BYTES: u32 = 40;
+/// The TCP timestamps option as Linux sends it (NOP, NOP, kind 8, length 10).
+pub const TIMESTAMP_OPTION_BYTES: u32 = 12;
+pub const ETHERNET_HEADER_BYTES: u32 = 14;
+/// A Linux SYN / SYN-ACK frame: 20 IP + 20 TCP + 20 options (MSS, SACK-permitted,
+/// timestamps, window scale) + 14 Ethernet.
+pub const SYN_FRAME_BYTES: u32 = 74;
+/// The destination port of every connection (iperf3's).
+pub const SERVER_PORT: u16 = 5201;
+
+/// Transport settings: `[transport]` defaults, overridable per workload with the same keys.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TcpConfig {
+    pub cc: CcKind,
+    /// Initial window in segments (Linux `TCP_INIT_CWND` = 10; 3 for the ns-2 papers).
+    pub initial_window: u32,
+    /// IP MTU (bytes); the default MSS derives from it.
+    pub mtu: u32,
+    /// Payload bytes per full segment (1500 − 40 − 12 = 1448 with timestamps).
+    pub mss: u32,
+    /// TCP timestamps option on every segment (12 bytes; Linux default on).
+    pub timestamps: bool,
+    pub ecn: bool,
+    pub delayed_ack: bool,
+    pub delack_min: Duration,
+    pub sack: bool,
+    /// Receive window in bytes (the application reads at once).
+    pub rwnd_bytes: u64,
+    pub min_rto: Duration,
+    pub initial_rto: Duration,
+    pub handshake: bool,
+    /// Pace every algorithm at Linux's `sk_pacing_rate` (BBR always paces).
+    pub pacing: bool,
+    pub tlp: bool,
+    /// RFC 6675 DupThresh (Linux `tcp_reordering` = 3).
+    pub dupthresh: u32,
+}
+
+impl Default for TcpConfig {
+    fn default() -> TcpConfig {
+        TcpConfig {
+            cc: CcKind::Cubic,
+            initial_window: 10,
+            mtu: 1500,
+            mss: 1448,
+            timestamps: true,
+            ecn: false,
+            delayed_ack: true,
+            delack_min: Duration::from_ms(40),
+            sack: true,
+            rwnd_bytes: 6 * 1024 * 1024,
+            min_rto: Duration::from_ms(200),
+            initial_rto: Duration::from_ms(1000),
+            handshake: true,
+            pacing: false,
+            tlp: true,
+            dupthresh: 3,
+        }
+    }
+}
+
+impl TcpConfig {
+    /// Bytes in front of the payload in a frame as a qdisc sees it.
+    pub fn header_bytes(&self) -> u32 {
+        IP_TCP_HEADER_BYTES
+            + if self.timestamps {
+                TIMESTAMP_OPTION_BYTES
+            } else {
+                0
+            }
+            + ETHERNET_HEADER_BYTES
+    }
+
+    /// Reads every transport key present in `p`, starting from `self`.
+    pub fn overridden(&self, p: &mut Params) -> ConfResult<TcpConfig> {
+        let mut c = self.clone();
+        if let Some(s) = p.str_opt("cc")? {
+            c.cc = CcKind::parse(s).ok_or_else(|| {
+                p.err(
+                    "cc",
+                    format!(
+                        "unknown congestion control {s:?}; known: {}",
+                        CcKind::NAMES.join(", ")
+                    ),
+                )
+            })?;
+        }
+        c.initial_window = p.u32("initial_window", c.initial_window, 1, 1000)?;
+        c.timestamps = p.bool("timestamps", c.timestamps)?;
+        if let Some(mtu) = p.bytes_opt("mtu")? {
+            if !(576..=65_535).contains(&mtu) {
+                return Err(p.err("mtu", "must be between 576 B and 65535 B"));
+            }
+            c.mtu = mtu as u32;
+        }
+        if let Some(m) = p.bytes_opt("mss")? {
+            if !(64..=65_000).contains(&m) {
+                return Err(p.err("mss", "must be between 64 B and 65000 B"));
+            }
+            c.mss = m as u32;
+        } else if p.has("mtu") || p.has("timestamps") {
+            // RFC 879/6691: MSS = MTU − IP − TCP headers − the timestamps option.
+            let opt = if c.timestamps {
+                TIMESTAMP_OPTION_BYTES
+            } else {
+                0
+            };
+            c.mss = c.mtu - IP_TCP_HEADER_BYTES - opt;
+        }
+        c.ecn = p.bool("ecn", c.ecn)?;
+        c.delayed_ack = p.bool("delayed_ack", c.delayed_ack)?;
+        c.delack_min = p.duration("delack_min", c.delack_min)?;
+        c.sack = p.bool("sack", c.sack)?;
+        if let Some(w) = p.bytes_opt("rwnd")? {
+            if w < c.mss as u64 {
+                return Err(p.err("rwnd", "must hold at least one segment"));
+            }
+            c.rwnd_bytes = w;
+        }
+        c.min_rto = p.duration("min_rto", c.min_rto)?;
+        c.initial_rto = p.duration("initial_rto", c.initial_rto)?;
+        if c.initial_rto.is_zero() {
+            return Err(p.err("initial_rto", "must be positive"));
+        }
+        c.handshake = p.bool("handshake", c.handshake)?;
+        c.pacing = p.bool("pacing", c.pacing)?;
+        c.tlp = p.bool("tlp", c.tlp)?;
+        c.dupthresh = p.u32("dupthresh", c.dupthresh, 1, 1000)?;
+        Ok(c)
+    }
+}
+
+/// Parses the top-level `[transport]` table.
+pub fn parse_transport_table(t: &Table) -> ConfResult<TcpConfig> {
+    let mut p = Params::new("transport", t);
+    let c = TcpConfig::default().overridden(&mut p)?;
+    p.finish()?;
+    Ok(c)
+}
+
+/// A distribution of time intervals (thin-stream message gaps, think times).
+#[derive(Clone, Debug, PartialEq)]
+pub enum IntervalDist {
+    Fixed(Duration),
+    Uniform { min: Duration, max: Duration },
+    Exponential { mean: Duration },
+}
+
+impl IntervalDist {
+    pub fn draw(&self, rng: &mut Rng) -> Duration {
+        match *self {
+            IntervalDist::Fixed(d) => d,
+            IntervalDist::Uniform { min, max } => {
+                Duration::from_secs_f64(rng.uniform(min.as_secs_f64(), max.as_secs_f64()))
+            }
+            IntervalDist::Exponential { mean } => {
+                Duration::from_secs_f64(rng.exp(mean.as_secs_f64()))
+            }
+        }
+    }
+
+    pub fn mean(&self) -> Duration {
+        match *self {
+            IntervalDist::Fixed(d) => d,
+            IntervalDist::Uniform { min, max } => Duration((min.0 + max.0) / 2),
+            IntervalDist::Exponential { mean } => mean,
+        }
+    }
+
+    /// Reads `key`: a duration (`plain` says how to read it: fixed or exponential mean)
+    /// or a table `{ dist = "uniform", min, max }`, `{ dist = "exponential", mean }`,
+    /// `{ dist = "fixed", value }`.
+    pub fn parse(
+        p: &mut Params,
+        key: &str,
+        exponential_plain: bool,
+    ) -> ConfResult<Option<IntervalDist>> {
+        let path = p.key_path(key);
+        let d = match p.raw(key) {
+            None => return Ok(None),
+            Some(Value::Str(s)) => {
+                let d =
+                    sojourn_core::units::parse_duration(s).map_err(|m| ConfError::new(&path, m))?;
+                if exponential_plain {
+                    IntervalDist::Exponential { mean: d }
+                } else {
+                    IntervalDist::Fixed(d)
+                }
+            }
+            Some(Value::Table(t)) => {
+                let mut q = Params::new(path.clone(), t);
+                let kind = q.choice("dist", &["fixed", "uniform", "exponential"], "fixed")?;
+                let req = |q: &mut Params, k: &str| -> ConfResult<Duration> {
+                    q.duration_opt(k)?.ok_or_else(|| q.err(k, "required"))
+                };
+                let d = match kind {
+                    "fixed" => IntervalDist::Fixed(req(&mut q, "value")?),
+                    "uniform" => {
+                        let min = req(&mut q, "min")?;
+                        let max = req(&mut q, "max")?;
+                        if max < min {
+                            return Err(q.err("max", "must not be below `min`"));
+                        }
+                        IntervalDist::Uniform { min, max }
+                    }
+                    _ => IntervalDist::Exponential {
+                        mean: req(&mut q, "mean")?,
+                    },
+                };
+                q.finish()?;
+                d
+            }
+            Some(v) => {
+                return Err(ConfError::new(
+                    path,
+                    format!(
+                        "expected a duration or a distribution table, got {}",
+                        v.type_name()
+                    ),
+                ))
+            }
+        };
+        if d.mean().is_zero() {
+            return Err(ConfError::new(path, "the mean interval must be positive"));
+        }
+        Ok(Some(d))
+    }
+}
+
+/// Opens a TCP connection from `src` to `dst` now: creates the flow record and both
+/// endpoints and starts the handshake. `size` is the transfer size recorded for FCT
+/// (0 = unbounded). Returns the flow id.
+pub fn open(
+    sim: &mut Sim,
+    src: u32,
+    dst: u32,
+    source: sender::Source,
+    record_size: u64,
+    cfg: &TcpConfig,
+    workload: u32,
+) -> u32 {
+    let now = sim.now;
+    let transfer = match &source {
+        sender::Source::Sized(n) => *n,
+        _ => 0,
+    };
+    let mut rec = FlowRecord::new(0, FlowKind::Tcp, workload, src, dst, now);
+    rec.cc = cfg.cc.name();
+    rec.size_bytes = record_size;
+    let flow = sim.flows.add(rec);
+    let key = FlowKey {
+        src_addr: src,
+        dst_addr: dst,
+        src_port: crate::workload::ephemeral_port(flow),
+        dst_port: SERVER_PORT,
+        proto: proto::TCP,
+    };
+    let hash = key.hash(sim.hash_salt);
+    let rcv = receiver::TcpReceiver::new(flow, key.reversed(), hash, cfg, transfer);
+    let rid = sim.add_endpoint(dst, flow, AnyEndpoint::TcpReceiver(Box::new(rcv)));
+    let seed = Rng::stream(sim.seed, "tcp", flow as u64).next_u64();
+    let snd = sender::TcpSender::new(flow, key, hash, rid, 0, cfg, source, seed);
+    let sid = sim.add_endpoint(src, flow, AnyEndpoint::TcpSender(Box::new(snd)));
+    if let AnyEndpoint::TcpSender(s) = sim.endpoint_mut(sid) {
+        s.me = sid;
+    }
+    if let AnyEndpoint::TcpReceiver(r) = sim.endpoint_mut(rid) {
+        r.peer = sid;
+    }
+    sim.start_endpoint(rid);
+    sim.start_endpoint(sid);
+    flow
+}

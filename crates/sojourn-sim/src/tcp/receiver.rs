@@ -1,0 +1,340 @@
+//! The TCP receiver: cumulative ACKs with SACK blocks (RFC 2018) and D-SACK (RFC 2883),
+//! an out-of-order buffer, Linux-like delayed ACKs and the receive window.
+//!
+//! ACK policy (Linux `__tcp_ack_snd_check`, `tcp_event_data_recv`):
+//! - quick-ACK mode for the first 16 segments (`TCP_MAX_QUICKACKS`, bounded by
+//!   rwnd / 2·MSS) and again after an idle period longer than the RTO estimate;
+//! - otherwise ACK when more than one full-sized segment is unacknowledged (every
+//!   second segment), immediately on out-of-order data, on a segment that fills a hole,
+//!   on duplicates and on the first CE mark (quick-ACK 2, `tcp_ecn_check_ce`);
+//! - else a delayed-ACK timer of `delack_min` (40 ms, `TCP_DELACK_MIN`; Linux's
+//!   adaptive `ato` is not modelled).
+//!
+//! The receiving application reads every in-order byte immediately, so the advertised
+//! window is `rwnd` minus the out-of-order bytes held.
+
+use super::TcpConfig;
+use super::SYN_FRAME_BYTES;
+use crate::endpoint::{Endpoint, Io, Note};
+use sojourn_core::packet::{tcp_flags, FlowKey, SackBlock, TransportHeader};
+use sojourn_core::{Duration, Packet, Time};
+
+const MAX_QUICKACKS: u32 = 16;
+/// How long a finished receiver keeps answering retransmissions (Linux TIME_WAIT/LAST_ACK
+/// stand-in): restarted by every packet.
+const LINGER: Duration = Duration(60_000_000_000);
+
+pub struct TcpReceiver {
+    pub flow: u32,
+    /// Key of the ACK direction (receiver → sender).
+    pub key: FlowKey,
+    pub hash: u32,
+    pub peer: u32,
+    sack: bool,
+    delayed_ack: bool,
+    delack: Duration,
+    rwnd: u64,
+    mss: u32,
+    header_bytes: u32,
+    ecn: bool,
+    established: bool,
+    synack_sent: bool,
+    /// Next expected sequence number.
+    pub rcv_nxt: u64,
+    /// `rcv_nxt` when the last ACK was sent (Linux `rcv_wup`).
+    rcv_wup: u64,
+    /// Out-of-order ranges, sorted and disjoint.
+    ooo: Vec<(u64, u64)>,
+    /// SACK blocks in most-recently-changed-first order (RFC 2018 §4).
+    recent: Vec<SackBlock>,
+    dsack: Option<SackBlock>,
+    ts_recent: Time,
+    quick: u32,
+    delack_at: Option<Time>,
+    last_rcv: Time,
+    idle_rto: Duration,
+    /// ECE on every ACK until a CWR arrives (RFC 3168 §6.1.3).
+    ece: bool,
+    /// Planned transfer size (0 = unbounded).
+    pub size: u64,
+    completed: bool,
+    fin_at: Option<u64>,
+    fin_received: bool,
+    linger_at: Option<Time>,
+    /// In-order payload bytes handed to the application.
+    pub delivered: u64,
+    /// Duplicate segments received.
+    pub dup_segments: u64,
+    pub acks_sent: u64,
+}
+
+impl TcpReceiver {
+    pub fn new(flow: u32, key: FlowKey, hash: u32, cfg: &TcpConfig, size: u64) -> TcpReceiver {
+        TcpReceiver {
+            flow,
+            key,
+            hash,
+            peer: 0,
+            sack: cfg.sack,
+            delayed_ack: cfg.delayed_ack,
+            delack: cfg.delack_min,
+            rwnd: cfg.rwnd_bytes,
+            mss: cfg.mss,
+            header_bytes: cfg.header_bytes(),
+            ecn: cfg.ecn,
+            established: !cfg.handshake,
+            synack_sent: false,
+            rcv_nxt: 1,
+            rcv_wup: 1,
+            ooo: Vec::new(),
+            recent: Vec::with_capacity(4),
+            dsack: None,
+            ts_recent: Time::ZERO,
+            quick: MAX_QUICKACKS.min((cfg.rwnd_bytes / (2 * cfg.mss as u64)).max(1) as u32),
+            delack_at: None,
+            last_rcv: Time::ZERO,
+            idle_rto: cfg.initial_rto,
+            ece: false,
+            size,
+            completed: false,
+            fin_at: None,
+            fin_received: false,
+            linger_at: None,
+            delivered: 0,
+            dup_segments: 0,
+            acks_sent: 0,
+        }
+    }
+
+    fn ooo_bytes(&self) -> u64 {
+        self.ooo.iter().map(|(a, b)| b - a).sum()
+    }
+
+    fn window(&self) -> u32 {
+        self.rwnd
+            .saturating_sub(self.ooo_bytes())
+            .min(u32::MAX as u64) as u32
+    }
+
+    fn send_ack(&mut self, io: &mut Io, syn: bool) {
+        let mut h = TransportHeader {
+            seq: 1,
+            ack: self.rcv_nxt + self.fin_received as u64,
+            window: self.window(),
+            flags: tcp_flags::ACK,
+            ts_val: io.now,
+            ts_ecr: self.ts_recent,
+            ..Default::default()
+        };
+        let mut len = self.header_bytes;
+        if syn {
+            h.seq = 0;
+            h.flags |= tcp_flags::SYN;
+            if self.ecn {
+                h.flags |= tcp_flags::ECE; // ECN-setup SYN-ACK (RFC 3168 §6.1.1)
+            }
+            len = SYN_FRAME_BYTES;
+        } else if self.ece {
+            h.flags |= tcp_flags::ECE;
+        }
+        if self.sack && !syn {
+            let mut n = 0;
+            if let Some(d) = self.dsack.take() {
+                h.sack[0] = d;
+                n = 1;
+            }
+            for b in &self.recent {
+                if n == 3 {
+                    break;
+                }
+                h.sack[n] = *b;
+                n += 1;
+            }
+            h.sack_count = n as u8;
+            if n > 0 {
+                // NOP, NOP, kind, length, 8 bytes per block.
+                len += 4 + 8 * n as u32;
+            }
+        }
+        let p = Packet {
+            flow: self.flow,
+            to_endpoint: self.peer,
+            key: self.key,
+            hash: self.hash,
+            len_bytes: len,
+            truesize_bytes: sojourn_core::packet::truesize_for(len),
+            hdr: h,
+            ..Default::default()
+        };
+        io.send(p);
+        self.acks_sent += 1;
+        self.rcv_wup = self.rcv_nxt;
+        self.delack_at = None;
+        self.quick = self.quick.saturating_sub(1);
+    }
+
+    /// Adds `[s, e)` to the out-of-order set; returns false if it was all there already.
+    fn add_ooo(&mut self, s: u64, e: u64) -> bool {
+        let i = self.ooo.partition_point(|r| r.1 < s);
+        let mut j = i;
+        let mut ns = s;
+        let mut ne = e;
+        let mut covered = false;
+        while j < self.ooo.len() && self.ooo[j].0 <= e {
+            if self.ooo[j].0 <= s && self.ooo[j].1 >= e {
+                covered = true;
+            }
+            ns = ns.min(self.ooo[j].0);
+            ne = ne.max(self.ooo[j].1);
+            j += 1;
+        }
+        self.ooo.splice(i..j, [(ns, ne)]);
+        self.touch_sack(SackBlock { start: ns, end: ne });
+        !covered
+    }
+
+    /// RFC 2018 §4: the block holding the newest segment goes first.
+    fn touch_sack(&mut self, b: SackBlock) {
+        self.recent
+            .retain(|x| !(x.start >= b.start && x.end <= b.end) && x.end > self.rcv_nxt);
+        self.recent.insert(0, b);
+        self.recent.truncate(4);
+    }
+
+    fn on_data(&mut self, pkt: &Packet, io: &mut Io) -> bool {
+        let h = &pkt.hdr;
+        let now = io.now;
+        let s = h.seq;
+        let e = s + h.payload_bytes as u64;
+        let mut ack_now = false;
+        if h.flags & tcp_flags::FIN != 0 {
+            self.fin_at = Some(e);
+        }
+        if h.flags & tcp_flags::CWR != 0 {
+            self.ece = false;
+        }
+        if pkt.ecn == sojourn_core::Ecn::Ce && self.ecn {
+            if !self.ece {
+                self.quick = self.quick.max(2);
+            }
+            self.ece = true;
+        }
+        // Linux tcp_event_data_recv: idle longer than the RTO -> quick-ACK mode again.
+        if self.last_rcv > Time::ZERO && now.saturating_since(self.last_rcv) > self.idle_rto {
+            self.quick = MAX_QUICKACKS;
+        }
+        self.last_rcv = now;
+        // RFC 7323 §4.3: remember TSval of the segment covering the last ACK point.
+        if s <= self.rcv_wup && h.ts_val > self.ts_recent {
+            self.ts_recent = h.ts_val;
+        }
+        let fin_only = h.payload_bytes == 0;
+        if e <= self.rcv_nxt
+            && !(fin_only && self.fin_at == Some(self.rcv_nxt) && !self.fin_received)
+        {
+            // Entirely old: a duplicate (D-SACK it, ACK at once).
+            self.dup_segments += 1;
+            if h.payload_bytes > 0 {
+                self.dsack = Some(SackBlock { start: s, end: e });
+            }
+            ack_now = true;
+        } else if s <= self.rcv_nxt {
+            let had_ooo = !self.ooo.is_empty();
+            let new = e - self.rcv_nxt;
+            self.rcv_nxt = e;
+            // Pull in buffered data that is now in order.
+            while let Some(&(a, b)) = self.ooo.first() {
+                if a > self.rcv_nxt {
+                    break;
+                }
+                self.rcv_nxt = self.rcv_nxt.max(b);
+                self.ooo.remove(0);
+            }
+            let rcv = self.rcv_nxt;
+            self.recent.retain(|x| x.end > rcv);
+            let gained = new + (self.rcv_nxt - e);
+            self.delivered += gained;
+            io.flows.get_mut(self.flow).delivered_bytes += gained;
+            if had_ooo {
+                ack_now = true; // a hole was (partly) filled
+            }
+        } else if h.payload_bytes == 0 {
+            ack_now = true; // a bare FIN beyond a hole
+        } else {
+            if !self.add_ooo(s, e) {
+                self.dup_segments += 1;
+                self.dsack = Some(SackBlock { start: s, end: e });
+            }
+            ack_now = true;
+        }
+        if self.fin_at == Some(self.rcv_nxt) && !self.fin_received {
+            self.fin_received = true;
+            ack_now = true;
+        }
+        if !self.completed && self.size > 0 && self.delivered >= self.size {
+            self.completed = true;
+            io.note(Note::Completed { flow: self.flow });
+        }
+        ack_now
+    }
+}
+
+impl Endpoint for TcpReceiver {
+    fn start(&mut self, _io: &mut Io) {}
+
+    fn on_packet(&mut self, pkt: &Packet, io: &mut Io) {
+        let h = &pkt.hdr;
+        if h.flags & tcp_flags::SYN != 0 {
+            // (Re)transmitted SYN: answer with a SYN-ACK.
+            self.ts_recent = h.ts_val;
+            self.synack_sent = true;
+            self.send_ack(io, true);
+            return;
+        }
+        if !self.established {
+            if h.flags & tcp_flags::ACK == 0 {
+                return;
+            }
+            self.established = true;
+            // The passive side's RTO estimate from the SYN-ACK round trip (RFC 6298):
+            // SRTT + max(4·RTTVAR, rto_min) with RTTVAR = RTT/2 on the first sample.
+            let rtt = io.now.saturating_since(h.ts_ecr);
+            if h.ts_ecr > Time::ZERO {
+                self.idle_rto = Duration(rtt.0 + (2 * rtt.0).max(Duration::from_ms(200).0));
+            }
+        }
+        if self.linger_at.is_some() {
+            self.linger_at = Some(io.now + LINGER);
+        }
+        if h.payload_bytes == 0 && h.flags & tcp_flags::FIN == 0 {
+            return; // pure ACK (third step of the handshake)
+        }
+        let urgent = self.on_data(pkt, io);
+        let full = self.rcv_nxt - self.rcv_wup > self.mss as u64;
+        if urgent || full || self.quick > 0 || !self.delayed_ack {
+            self.send_ack(io, false);
+        } else if self.rcv_nxt > self.rcv_wup && self.delack_at.is_none() {
+            self.delack_at = Some(io.now + self.delack);
+        }
+        if self.fin_received && self.linger_at.is_none() {
+            self.linger_at = Some(io.now + LINGER);
+        }
+    }
+
+    fn on_timer(&mut self, io: &mut Io) {
+        if self.delack_at.is_some_and(|t| t <= io.now) {
+            self.send_ack(io, false);
+        }
+        if self.linger_at.is_some_and(|t| t <= io.now) {
+            self.linger_at = None;
+            io.note(Note::Closed);
+        }
+    }
+
+    fn deadline(&self) -> Option<Time> {
+        match (self.delack_at, self.linger_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}

@@ -1,0 +1,969 @@
+//! The TCP sender: connection set-up, segmentation, the retransmission queue, loss
+//! recovery, timers and pacing. One direction of data (sender → receiver); the receiver
+//! sends ACKs only.
+//!
+//! Behaviour follows Linux where the RFCs leave room (docs/transport.md lists every
+//! simplification):
+//! - windows in packets, `pipe = packets_out − sacked_out − lost_out + retrans_out`
+//!   (RFC 6675 §4, `tcp_packets_in_flight`);
+//! - loss marking by RFC 6675 `IsLost` (DupThresh = 3 SACKed segments above a hole), or
+//!   without SACK by three duplicate ACKs and RFC 6582 partial ACKs;
+//! - window reduction by Proportional Rate Reduction (RFC 6937, `tcp_cwnd_reduction`) in
+//!   Recovery and CWR, cwnd = ssthresh on exit;
+//! - RTO per RFC 6298 with Linux's minimum (`rtt.rs`), loss state with cwnd 1, ssthresh
+//!   reduced once per episode;
+//! - tail loss probe (RFC 8985 §7, `tcp_schedule_loss_probe`): PTO = 2·SRTT (+200 ms with
+//!   one packet out, +2 ms otherwise), capped by the RTO; probe with new data or the last
+//!   segment; a repaired loss triggers one cwnd reduction;
+//! - delivery-rate sampling (`tcp_rate.c`) for BBR;
+//! - ECN (RFC 3168): ECT(0) on new data, ECE → one CWR reduction per window, CWR flag
+//!   on the next new data segment;
+//! - pacing at the congestion control's rate when it needs pacing (BBR) or `pacing = true`,
+//!   otherwise Linux's `sk_pacing_rate` (cwnd·mss/srtt × 200% in slow start, × 120%
+//!   after) is only stamped on packets for sch_fq.
+
+use super::cc::{
+    AnyCc, CaEvent, CaState, CcState, CongestionControl, RateSample, INFINITE_SSTHRESH,
+};
+use super::rtt::RttEstimator;
+use super::scoreboard::{Scoreboard, Seg, EVER_RETRANS, FIN, RETRANS, SACKED};
+use super::{IntervalDist, TcpConfig, SYN_FRAME_BYTES};
+use crate::endpoint::{Endpoint, Io, Note};
+use sojourn_core::packet::{tcp_flags, Ecn, FlowKey, TransportHeader};
+use sojourn_core::rng::Rng;
+use sojourn_core::{Duration, Packet, Time};
+
+/// Bytes of a bulk source: effectively infinite.
+const BULK_BYTES: u64 = 1 << 60;
+/// Linux `tcp_syn_retries`.
+const SYN_RETRIES: u32 = 6;
+
+/// What the sending application writes.
+pub enum Source {
+    /// A transfer of this many bytes, written at connect; FIN after the last byte.
+    Sized(u64),
+    /// An infinite transfer.
+    Bulk,
+    /// A message of `size` bytes every interval drawn from `interval`, from the connect
+    /// time until `stop` (thin streams).
+    Messages {
+        size: u32,
+        interval: IntervalDist,
+        next_at: Time,
+        stop: Time,
+        rng: Rng,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnState {
+    Idle,
+    SynSent,
+    Established,
+    Closed,
+}
+
+pub struct TcpSender {
+    pub flow: u32,
+    pub key: FlowKey,
+    pub hash: u32,
+    /// Receiver's endpoint id.
+    pub peer: u32,
+    /// Own endpoint id (packets carry `socket = me + 1`).
+    pub me: u32,
+    cfg: TcpConfig,
+    pub state: ConnState,
+    pub snd_una: u64,
+    pub snd_nxt: u64,
+    /// Sequence after the last byte the application wrote.
+    write_end: u64,
+    /// The application closed: FIN follows `write_end`.
+    fin_wanted: bool,
+    fin_sent: bool,
+    /// Recovery point (Linux `high_seq`).
+    high_seq: u64,
+    pub sb: Scoreboard,
+    pub rtt: RttEstimator,
+    pub cc: AnyCc,
+    pub cs: CcState,
+    prr_delivered: u32,
+    prr_out: u32,
+    prior_cwnd: u32,
+    peer_rwnd: u64,
+    rto_at: Option<Time>,
+    tlp_at: Option<Time>,
+    /// Earliest time the next paced data packet may leave.
+    next_tx_at: Time,
+    pacing: bool,
+    tlp_high_seq: Option<u64>,
+    tlp_retrans: bool,
+    // Delivery-rate estimation (tcp_rate.c).
+    delivered_at: Time,
+    first_tx_at: Time,
+    app_limited_until: u64,
+    // ECN
+    ecn_ok: bool,
+    send_cwr: bool,
+    ts_recent: Time,
+    /// Duplicate ACKs in a row (used without SACK).
+    dupacks: u32,
+    source: Source,
+    syn_sent_at: Time,
+    syn_retrans: u32,
+    retx_hint: u64,
+    cwnd_usage_seq: u64,
+    is_cwnd_limited: bool,
+    /// Bytes of this socket queued below TCP (qdisc + device), for TSQ (issue 8).
+    pub bytes_below: u64,
+    // Counters.
+    pub retransmits: u64,
+    pub rtos: u64,
+    pub tlps: u64,
+    pub spurious_dsacks: u64,
+    pub data_pkts_sent: u64,
+}
+
+impl TcpSender {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        flow: u32,
+        key: FlowKey,
+        hash: u32,
+        peer: u32,
+        me: u32,
+        cfg: &TcpConfig,
+        source: Source,
+        seed: u64,
+    ) -> TcpSender {
+        let cc = cfg.cc.build(seed);
+        let pacing = cfg.pacing || cc.needs_pacing();
+        TcpSender {
+            flow,
+            key,
+            hash,
+            peer,
+            me,
+            cfg: cfg.clone(),
+            state: ConnState::Idle,
+            snd_una: 0,
+            snd_nxt: 0,
+            write_end: 1,
+            fin_wanted: false,
+            fin_sent: false,
+            high_seq: 0,
+            sb: Scoreboard::default(),
+            rtt: RttEstimator::new(cfg.min_rto, cfg.initial_rto),
+            cc,
+            cs: CcState {
+                now: Time::ZERO,
+                cwnd: cfg.initial_window,
+                ssthresh: INFINITE_SSTHRESH,
+                cwnd_cnt: 0,
+                cwnd_clamp: u32::MAX,
+                mss: cfg.mss,
+                init_cwnd: cfg.initial_window,
+                snd_una: 1,
+                snd_nxt: 1,
+                srtt_ns: 0,
+                min_rtt_ns: u64::MAX,
+                in_flight: 0,
+                packets_out: 0,
+                delivered: 0,
+                ca_state: CaState::Open,
+                cwnd_limited: false,
+                pacing_rate_bps: 0,
+                max_packets_out: 0,
+            },
+            prr_delivered: 0,
+            prr_out: 0,
+            prior_cwnd: 0,
+            peer_rwnd: cfg.rwnd_bytes,
+            rto_at: None,
+            tlp_at: None,
+            next_tx_at: Time::ZERO,
+            pacing,
+            tlp_high_seq: None,
+            tlp_retrans: false,
+            delivered_at: Time::ZERO,
+            first_tx_at: Time::ZERO,
+            app_limited_until: 0,
+            ecn_ok: false,
+            send_cwr: false,
+            ts_recent: Time::ZERO,
+            dupacks: 0,
+            source,
+            syn_sent_at: Time::ZERO,
+            syn_retrans: 0,
+            retx_hint: 0,
+            cwnd_usage_seq: 0,
+            is_cwnd_limited: false,
+            bytes_below: 0,
+            retransmits: 0,
+            rtos: 0,
+            tlps: 0,
+            spurious_dsacks: 0,
+            data_pkts_sent: 0,
+        }
+    }
+
+    pub fn ca_state(&self) -> CaState {
+        self.cs.ca_state
+    }
+
+    /// Bytes sent but not yet cumulatively acknowledged.
+    pub fn inflight_bytes(&self) -> u64 {
+        self.sb.in_flight() as u64 * self.cfg.mss as u64
+    }
+
+    fn base_packet(&self, now: Time) -> Packet {
+        Packet {
+            flow: self.flow,
+            to_endpoint: self.peer,
+            key: self.key,
+            hash: self.hash,
+            socket: self.me + 1,
+            pacing_rate_bps: self.cs.pacing_rate_bps,
+            hdr: TransportHeader {
+                ack: 1,
+                window: 65_535,
+                ts_val: now,
+                ts_ecr: self.ts_recent,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn send_syn(&mut self, io: &mut Io) {
+        let mut p = self.base_packet(io.now);
+        p.len_bytes = SYN_FRAME_BYTES;
+        p.truesize_bytes = sojourn_core::packet::truesize_for(p.len_bytes);
+        p.hdr.seq = 0;
+        p.hdr.ack = 0;
+        p.hdr.flags = tcp_flags::SYN;
+        if self.cfg.ecn {
+            // RFC 3168 §6.1.1: an ECN-setup SYN carries ECE and CWR.
+            p.hdr.flags |= tcp_flags::ECE | tcp_flags::CWR;
+        }
+        self.syn_sent_at = io.now;
+        self.snd_nxt = 1;
+        io.send(p);
+    }
+
+    /// The connection is open: the application writes and data may flow.
+    fn established(&mut self, io: &mut Io) {
+        let now = io.now;
+        self.state = ConnState::Established;
+        self.snd_una = 1;
+        self.snd_nxt = 1;
+        self.retx_hint = 1;
+        self.cwnd_usage_seq = 1;
+        // Linux tcp_init_transfer: cwnd 1 if the SYN had to be retransmitted twice or more.
+        self.cs.cwnd = if self.syn_retrans > 1 {
+            1
+        } else {
+            self.cfg.initial_window
+        };
+        self.cs.now = now;
+        self.cs.snd_una = 1;
+        self.cs.snd_nxt = 1;
+        self.cs.srtt_ns = self.rtt.srtt_ns;
+        self.cs.min_rtt_ns = self.rtt.min_rtt_ns;
+        self.cc.init(&mut self.cs);
+        self.delivered_at = now;
+        self.first_tx_at = now;
+        match &mut self.source {
+            Source::Sized(n) => {
+                self.write_end = 1 + *n;
+                self.fin_wanted = true;
+            }
+            Source::Bulk => self.write_end = 1 + BULK_BYTES,
+            Source::Messages { next_at, .. } => {
+                *next_at = (*next_at).max(now);
+            }
+        }
+        self.write_messages(now);
+        let rec = io.flows.get_mut(self.flow);
+        if rec.first_byte.is_none() && self.write_end > 1 {
+            rec.first_byte = Some(now);
+        }
+        self.update_pacing_rate();
+        self.try_send(io);
+    }
+
+    /// Thin streams: write every message due by `now`.
+    fn write_messages(&mut self, now: Time) -> bool {
+        let mut wrote = false;
+        if let Source::Messages {
+            size,
+            interval,
+            next_at,
+            stop,
+            rng,
+        } = &mut self.source
+        {
+            while *next_at <= now && *next_at < *stop {
+                self.write_end += *size as u64;
+                *next_at += interval.draw(rng);
+                wrote = true;
+            }
+        }
+        wrote
+    }
+
+    fn next_message_at(&self) -> Option<Time> {
+        match &self.source {
+            Source::Messages { next_at, stop, .. } if *next_at < *stop => Some(*next_at),
+            _ => None,
+        }
+    }
+
+    // ----- transmission -----
+
+    fn rate_on_send(&mut self, seg: &mut Seg, now: Time) {
+        // tcp_rate_skb_sent: with nothing in flight, restart the rate intervals.
+        if self.sb.packets_out() == 0 {
+            self.first_tx_at = now;
+            self.delivered_at = now;
+        }
+        seg.first_tx_at = self.first_tx_at;
+        seg.delivered_at = self.delivered_at;
+        seg.delivered = self.cs.delivered;
+        seg.app_limited = self.app_limited_until != 0;
+        seg.sent_at = now;
+    }
+
+    fn emit_data(&mut self, seg: &Seg, retrans: bool, io: &mut Io) {
+        let mut p = self.base_packet(io.now);
+        p.len_bytes = seg.len + self.cfg.header_bytes();
+        p.truesize_bytes = sojourn_core::packet::truesize_for(p.len_bytes);
+        p.hdr.seq = seg.start;
+        p.hdr.payload_bytes = seg.len;
+        p.hdr.flags = tcp_flags::ACK;
+        if seg.is(FIN) {
+            p.hdr.flags |= tcp_flags::FIN;
+        }
+        if self.ecn_ok && !retrans && seg.len > 0 {
+            p.ecn = Ecn::Ect0;
+            if self.send_cwr {
+                p.hdr.flags |= tcp_flags::CWR;
+                self.send_cwr = false;
+            }
+        }
+        if seg.len > 0 {
+            p.hdr.flags |= tcp_flags::PSH * (seg.end() >= self.write_end) as u8;
+        }
+        if self.pacing && self.cs.pacing_rate_bps > 0 {
+            // Linux EDT: the next departure is one payload serialisation at the pacing
+            // rate after this one (or after now if the flow was idle).
+            let gap = sojourn_core::time::tx_time(seg.len.max(1) as u64, self.cs.pacing_rate_bps);
+            self.next_tx_at = self.next_tx_at.max(io.now) + gap;
+        }
+        self.bytes_below += p.truesize_bytes as u64;
+        self.data_pkts_sent += 1;
+        io.send(p);
+    }
+
+    fn send_new_segment(&mut self, io: &mut Io, ignore_cwnd_reason_tlp: bool) -> bool {
+        let now = io.now;
+        let avail = self.write_end.saturating_sub(self.snd_nxt);
+        let mut len = avail.min(self.cfg.mss as u64) as u32;
+        // Receive window (RFC 793/9293): never beyond snd_una + rwnd.
+        let wnd_end = self.snd_una + self.peer_rwnd;
+        if len > 0 && self.snd_nxt + len as u64 > wnd_end {
+            if self.snd_nxt >= wnd_end {
+                return false;
+            }
+            len = (wnd_end - self.snd_nxt) as u32;
+        }
+        let fin = self.fin_wanted && !self.fin_sent && self.snd_nxt + len as u64 == self.write_end;
+        if len == 0 && !fin {
+            return false;
+        }
+        let _ = ignore_cwnd_reason_tlp;
+        if self.sb.packets_out() == 0 {
+            // First transmission after idle (Linux CA_EVENT_TX_START).
+            self.cs.now = now;
+            self.cc.cwnd_event(&mut self.cs, CaEvent::TxStart);
+        }
+        let mut seg = Seg {
+            start: self.snd_nxt,
+            len,
+            flags: if fin { FIN } else { 0 },
+            sent_at: now,
+            delivered: 0,
+            delivered_at: now,
+            first_tx_at: now,
+            app_limited: false,
+        };
+        self.rate_on_send(&mut seg, now);
+        if fin {
+            self.fin_sent = true;
+        }
+        self.snd_nxt = seg.end();
+        let was_empty = self.sb.packets_out() == 0;
+        self.sb.push(seg);
+        self.emit_data(&seg, false, io);
+        if was_empty || self.rto_at.is_none() {
+            self.rto_at = Some(self.rtt.rto_deadline(now));
+        }
+        true
+    }
+
+    fn retransmit(&mut self, i: usize, io: &mut Io) {
+        let now = io.now;
+        let mut seg = self.sb.segs[i];
+        self.rate_on_send(&mut seg, now);
+        if !seg.is(RETRANS) {
+            seg.flags |= RETRANS;
+            self.sb.retrans_out += 1;
+        }
+        seg.flags |= EVER_RETRANS;
+        self.sb.segs[i] = seg;
+        self.retransmits += 1;
+        io.flows.get_mut(self.flow).retransmits += 1;
+        self.emit_data(&seg, true, io);
+    }
+
+    /// Linux `tcp_write_xmit` + `tcp_xmit_retransmit_queue`: retransmit lost segments
+    /// first, then new data, while the window, the receive window and pacing allow.
+    fn try_send(&mut self, io: &mut Io) {
+        if self.state != ConnState::Established {
+            return;
+        }
+        let now = io.now;
+        let mut cwnd_limited = false;
+        loop {
+            if self.pacing && self.next_tx_at > now {
+                break;
+            }
+            if self.sb.in_flight() >= self.cs.cwnd {
+                cwnd_limited = true;
+                break;
+            }
+            let from = self.sb.segs.partition_point(|s| s.start < self.retx_hint);
+            if let Some(i) = self.sb.next_to_retransmit(from) {
+                self.retx_hint = self.sb.segs[i].start;
+                self.retransmit(i, io);
+                if matches!(self.cs.ca_state, CaState::Recovery | CaState::Cwr) {
+                    self.prr_out += 1;
+                }
+                continue;
+            }
+            self.retx_hint = self.snd_nxt;
+            if !self.send_new_segment(io, false) {
+                // Application-limited (tcp_rate_check_app_limited).
+                if self.write_end <= self.snd_nxt {
+                    self.app_limited_until =
+                        (self.cs.delivered + self.sb.in_flight() as u64).max(1);
+                }
+                break;
+            }
+            if matches!(self.cs.ca_state, CaState::Recovery | CaState::Cwr) {
+                self.prr_out += 1;
+            }
+        }
+        // Linux tcp_cwnd_validate.
+        let pkts = self.sb.packets_out();
+        if self.snd_una >= self.cwnd_usage_seq || cwnd_limited || pkts > self.cs.max_packets_out {
+            self.is_cwnd_limited = cwnd_limited;
+            self.cs.max_packets_out = pkts;
+            self.cwnd_usage_seq = self.snd_nxt;
+        }
+        self.schedule_loss_probe(now);
+    }
+
+    /// Linux `tcp_schedule_loss_probe` (RFC 8985 §7.2).
+    fn schedule_loss_probe(&mut self, now: Time) {
+        if !self.cfg.tlp
+            || !self.cfg.sack
+            || self.sb.packets_out() == 0
+            || !matches!(self.cs.ca_state, CaState::Open | CaState::Cwr)
+            || self.tlp_high_seq.is_some()
+            || !self.rtt.has_sample()
+        {
+            self.tlp_at = None;
+            return;
+        }
+        let extra = if self.sb.packets_out() == 1 {
+            Duration::from_ms(200)
+        } else {
+            Duration::from_ms(2)
+        };
+        let mut at = now + Duration(2 * self.rtt.srtt_ns) + extra;
+        if let Some(r) = self.rto_at {
+            at = at.min(r);
+        }
+        self.tlp_at = Some(at);
+    }
+
+    /// Linux `tcp_send_loss_probe`.
+    fn send_loss_probe(&mut self, io: &mut Io) {
+        self.tlp_at = None;
+        if self.tlp_high_seq.is_some() || self.sb.packets_out() == 0 {
+            return;
+        }
+        let now = io.now;
+        let saved = self.cs.cwnd;
+        // New data if any may be sent (the probe ignores cwnd), else the last segment.
+        self.cs.cwnd = u32::MAX;
+        let sent_new = self.write_end > self.snd_nxt && self.send_new_segment(io, true);
+        self.cs.cwnd = saved;
+        if sent_new {
+            self.tlp_retrans = false;
+        } else {
+            let Some(i) = (0..self.sb.segs.len())
+                .rev()
+                .find(|&i| !self.sb.segs[i].is(SACKED))
+            else {
+                return;
+            };
+            self.retransmit(i, io);
+            self.tlp_retrans = true;
+        }
+        self.tlps += 1;
+        self.tlp_high_seq = Some(self.snd_nxt);
+        self.rto_at = Some(self.rtt.rto_deadline(now));
+    }
+
+    fn update_pacing_rate(&mut self) {
+        if matches!(self.cc, AnyCc::Bbr(_)) {
+            return; // BBR sets its own pacing rate
+        }
+        // Linux tcp_update_pacing_rate.
+        if self.rtt.srtt_ns == 0 {
+            self.cs.pacing_rate_bps = 0;
+            return;
+        }
+        let ratio = if self.cs.cwnd < self.cs.ssthresh / 2 {
+            2.0
+        } else {
+            1.2
+        };
+        let pkts = self.cs.cwnd.max(self.sb.packets_out()) as f64;
+        let bps = self.cfg.mss as f64 * 8.0 * pkts * ratio / (self.rtt.srtt_ns as f64 * 1e-9);
+        self.cs.pacing_rate_bps = bps as u64;
+    }
+
+    // ----- window reductions -----
+
+    /// Linux `tcp_init_cwnd_reduction`.
+    fn init_cwnd_reduction(&mut self) {
+        self.high_seq = self.snd_nxt;
+        self.prior_cwnd = self.cs.cwnd;
+        self.prr_delivered = 0;
+        self.prr_out = 0;
+        self.cs.ssthresh = self.cc.ssthresh(&self.cs);
+        if self.ecn_ok {
+            self.send_cwr = true;
+        }
+    }
+
+    /// Linux `tcp_cwnd_reduction` (RFC 6937 PRR with slow-start reduction bound).
+    fn cwnd_reduction(&mut self, newly_acked_sacked: u32, newly_lost: u32, una_advanced: bool) {
+        if newly_acked_sacked == 0 && newly_lost == 0 {
+            return;
+        }
+        let in_flight = self.sb.in_flight() as i64;
+        let ssthresh = self.cs.ssthresh as i64;
+        let delta = ssthresh - in_flight;
+        self.prr_delivered += newly_acked_sacked;
+        let prr_delivered = self.prr_delivered as i64;
+        let prr_out = self.prr_out as i64;
+        let mut sndcnt = if delta < 0 {
+            let prior = self.prior_cwnd.max(1) as i64;
+            (ssthresh * prr_delivered + prior - 1) / prior - prr_out
+        } else if una_advanced || newly_lost > 0 {
+            delta.min((prr_delivered - prr_out).max(newly_acked_sacked as i64) + 1)
+        } else {
+            delta.min(newly_acked_sacked as i64)
+        };
+        // Force a fast retransmit upon entering recovery.
+        sndcnt = sndcnt.max(if self.prr_out > 0 { 0 } else { 1 });
+        self.cs.cwnd = (in_flight + sndcnt).max(1) as u32;
+    }
+
+    fn end_cwnd_reduction(&mut self) {
+        if !matches!(self.cc, AnyCc::Bbr(_)) && self.cs.ssthresh < INFINITE_SSTHRESH {
+            self.cs.cwnd = self.cs.ssthresh;
+            self.cs.cwnd_cnt = 0;
+        }
+    }
+
+    fn set_ca_state(&mut self, s: CaState) {
+        self.cs.ca_state = s;
+        self.cc.set_state(&mut self.cs, s);
+    }
+
+    fn enter_recovery(&mut self) {
+        if !matches!(self.cs.ca_state, CaState::Cwr) {
+            self.init_cwnd_reduction();
+        } else {
+            self.high_seq = self.snd_nxt;
+        }
+        self.set_ca_state(CaState::Recovery);
+    }
+
+    /// RTO expiry (RFC 6298 §5.4-5.6, Linux `tcp_enter_loss`).
+    fn enter_loss(&mut self, io: &mut Io) {
+        let first = self.cs.ca_state != CaState::Loss || self.snd_una >= self.high_seq;
+        if matches!(self.cs.ca_state, CaState::Open | CaState::Cwr) || first {
+            self.cs.ssthresh = self.cc.ssthresh(&self.cs);
+            if self.ecn_ok {
+                self.send_cwr = true;
+            }
+        }
+        self.sb.mark_all_lost();
+        self.retx_hint = self.snd_una;
+        self.cs.cwnd = self.sb.in_flight() + 1;
+        self.cs.cwnd_cnt = 0;
+        self.high_seq = self.snd_nxt;
+        self.dupacks = 0;
+        self.tlp_high_seq = None;
+        self.set_ca_state(CaState::Loss);
+        self.rtos += 1;
+        io.flows.get_mut(self.flow).rtos += 1;
+    }
+
+    // ----- ACK processing -----
+
+    fn on_ack(&mut self, pkt: &Packet, io: &mut Io) {
+        let now = io.now;
+        let h = &pkt.hdr;
+        let ack = h.ack;
+        if ack > self.snd_nxt || ack < self.snd_una {
+            return; // acknowledges nothing we sent, or old
+        }
+        self.cs.now = now;
+        self.peer_rwnd = h.window as u64;
+        if h.ts_val > self.ts_recent {
+            self.ts_recent = h.ts_val;
+        }
+        let prior_in_flight = self.sb.in_flight();
+        let prior_delivered = self.cs.delivered;
+        let prior_una = self.snd_una;
+        let prior_sacked = self.sb.sacked_out;
+
+        // Rate sample bookkeeping: the most recently sent delivered segment.
+        let mut best: Option<Seg> = None;
+        let mut newest_rtt: Option<(Time, u64)> = None; // (sent_at, rtt) of newest non-retrans
+        let mut oldest_acked_rtt: Option<u64> = None;
+        let mut oldest_sacked_rtt: Option<u64> = None;
+        let mut dsack = false;
+        let mut delivered = 0u64;
+
+        let mut visit = |s: &Seg, cum: bool| {
+            delivered += 1;
+            if best.is_none_or(|b| (s.sent_at, s.end()) > (b.sent_at, b.end())) {
+                best = Some(*s);
+            }
+            if !s.is(EVER_RETRANS) {
+                let r = now.saturating_since(s.sent_at).0;
+                if newest_rtt.is_none_or(|(t, _)| s.sent_at >= t) {
+                    newest_rtt = Some((s.sent_at, r));
+                }
+                if cum {
+                    oldest_acked_rtt.get_or_insert(r);
+                } else {
+                    oldest_sacked_rtt.get_or_insert(r);
+                }
+            }
+        };
+
+        if self.cfg.sack {
+            for b in &h.sack[..h.sack_count as usize] {
+                if b.end <= ack || b.start < self.snd_una {
+                    dsack = true; // RFC 2883 D-SACK: reports a duplicate
+                    continue;
+                }
+                self.sb.sack(*b, |s| visit(s, false));
+            }
+        }
+        let una_advanced = ack > self.snd_una;
+        let mut retrans_acked = false;
+        if una_advanced {
+            self.sb.ack_to(ack, |s| {
+                if !s.is(SACKED) {
+                    retrans_acked |= s.is(EVER_RETRANS);
+                    visit(s, true);
+                }
+            });
+            self.snd_una = ack;
+            self.rtt.backoff = 0;
+        }
+        if dsack {
+            self.spurious_dsacks += 1;
+        }
+        self.cs.delivered += delivered;
+        let acked_sacked = delivered as u32;
+        let is_dupack = !una_advanced
+            && h.payload_bytes == 0
+            && self.sb.packets_out() > 0
+            && (self.sb.sacked_out == prior_sacked || !self.cfg.sack);
+        if is_dupack && !self.cfg.sack {
+            self.dupacks += 1;
+        } else if una_advanced {
+            self.dupacks = 0;
+        }
+
+        // RTT: oldest newly-acked segment unless this ACK covers retransmitted data (Karn;
+        // Linux FLAG_RETRANS_DATA_ACKED), else the newly SACKed, else the timestamp echo
+        // (RFC 7323 §4.1).
+        if retrans_acked {
+            oldest_acked_rtt = None;
+        }
+        let seq_rtt = oldest_acked_rtt.or(oldest_sacked_rtt).or_else(|| {
+            (una_advanced && h.ts_ecr > Time::ZERO).then(|| now.saturating_since(h.ts_ecr).0)
+        });
+        if let Some(r) = seq_rtt {
+            self.rtt.sample(Duration(r));
+        }
+        let ca_rtt = if retrans_acked && oldest_sacked_rtt.is_none() {
+            None
+        } else {
+            newest_rtt.map(|(_, r)| r)
+        };
+        self.cs.srtt_ns = self.rtt.srtt_ns;
+        self.cs.min_rtt_ns = self.rtt.min_rtt_ns;
+
+        // Rate sample (tcp_rate_gen).
+        if self.app_limited_until != 0 && self.cs.delivered > self.app_limited_until {
+            self.app_limited_until = 0;
+        }
+        if delivered > 0 {
+            self.delivered_at = now;
+        }
+        let mut rs = RateSample {
+            delivered: -1,
+            acked_sacked,
+            prior_in_flight,
+            rtt_ns: ca_rtt,
+            ..Default::default()
+        };
+        if let Some(b) = best {
+            self.first_tx_at = b.sent_at;
+            rs.prior_delivered = b.delivered;
+            rs.delivered = (self.cs.delivered - b.delivered) as i64;
+            rs.is_app_limited = b.app_limited;
+            let snd = b.sent_at.saturating_since(b.first_tx_at).0;
+            let ackd = now.saturating_since(b.delivered_at).0;
+            let interval = snd.max(ackd);
+            if interval >= self.rtt.min_rtt_ns.min(u64::MAX - 1) || self.rtt.min_rtt_ns == u64::MAX
+            {
+                rs.interval_ns = interval;
+            }
+        }
+
+        // Loss detection.
+        let mut newly_lost = 0;
+        if self.cfg.sack {
+            let before = self.sb.lost_out;
+            newly_lost = self.sb.mark_lost(self.cfg.dupthresh);
+            let _ = before;
+        } else if self.sb.packets_out() > 0 {
+            let start_recovery = matches!(self.cs.ca_state, CaState::Open | CaState::Cwr)
+                && self.dupacks >= self.cfg.dupthresh;
+            let partial =
+                self.cs.ca_state == CaState::Recovery && una_advanced && ack < self.high_seq;
+            if (start_recovery || partial) && self.sb.mark_one_lost(0) {
+                newly_lost = 1;
+            }
+            // Reno: duplicate ACKs stand for segments that left the network (Linux
+            // tcp_add_reno_sack): count them as delivered for PRR.
+        }
+        if newly_lost > 0 {
+            self.retx_hint = self.snd_una;
+        }
+        rs.losses = newly_lost;
+        let ece = self.ecn_ok && h.flags & tcp_flags::ECE != 0;
+
+        // TLP outcome (Linux tcp_process_tlp_ack).
+        if let Some(tlp) = self.tlp_high_seq {
+            if ack >= tlp {
+                if !self.tlp_retrans || dsack {
+                    self.tlp_high_seq = None;
+                } else if ack > tlp {
+                    self.tlp_high_seq = None;
+                    if matches!(self.cs.ca_state, CaState::Open) {
+                        self.init_cwnd_reduction();
+                        self.end_cwnd_reduction();
+                    }
+                } else if !una_advanced && !is_dupack {
+                    self.tlp_high_seq = None;
+                }
+            }
+        }
+
+        // The state machine (tcp_fastretrans_alert, simplified).
+        match self.cs.ca_state {
+            CaState::Recovery | CaState::Loss | CaState::Cwr if self.snd_una >= self.high_seq => {
+                if self.cs.ca_state != CaState::Loss {
+                    self.end_cwnd_reduction();
+                }
+                self.set_ca_state(CaState::Open);
+            }
+            _ => {}
+        }
+        if matches!(self.cs.ca_state, CaState::Open | CaState::Cwr) && self.sb.lost_out > 0 {
+            self.enter_recovery();
+        } else if self.cs.ca_state == CaState::Open && ece {
+            self.init_cwnd_reduction();
+            self.set_ca_state(CaState::Cwr);
+        }
+
+        // Congestion control.
+        self.cs.snd_una = self.snd_una;
+        self.cs.snd_nxt = self.snd_nxt;
+        self.cs.in_flight = self.sb.in_flight();
+        self.cs.packets_out = self.sb.packets_out();
+        self.cs.cwnd_limited = if self.cs.in_slow_start() {
+            self.cs.cwnd < 2 * self.cs.max_packets_out
+        } else {
+            self.is_cwnd_limited
+        };
+        self.cc.pkts_acked(&mut self.cs, acked_sacked, ca_rtt);
+        let reno_delivered = if !self.cfg.sack && is_dupack {
+            1
+        } else {
+            acked_sacked
+        };
+        if self.cc.cong_control(&mut self.cs, &rs) {
+        } else if matches!(self.cs.ca_state, CaState::Recovery | CaState::Cwr) {
+            self.cwnd_reduction(reno_delivered, newly_lost, una_advanced);
+        } else if una_advanced && acked_sacked > 0 {
+            self.cc.cong_avoid(&mut self.cs, acked_sacked);
+        }
+        self.update_pacing_rate();
+        let _ = prior_delivered;
+
+        // Close once everything including the FIN is acknowledged.
+        if self.fin_sent && self.snd_una >= self.snd_nxt {
+            self.state = ConnState::Closed;
+            self.rto_at = None;
+            self.tlp_at = None;
+            io.note(Note::Closed);
+            return;
+        }
+
+        // Timers: RFC 6298 §5.2/5.3.
+        if self.sb.packets_out() == 0 {
+            self.rto_at = None;
+        } else if una_advanced || self.rto_at.is_none() {
+            self.rto_at = Some(self.rtt.rto_deadline(now));
+        }
+        let _ = prior_una;
+        self.try_send(io);
+    }
+}
+
+impl Endpoint for TcpSender {
+    fn start(&mut self, io: &mut Io) {
+        if self.cfg.handshake {
+            self.state = ConnState::SynSent;
+            self.send_syn(io);
+            self.rto_at = Some(io.now + self.cfg.initial_rto);
+        } else {
+            self.established(io);
+        }
+    }
+
+    fn on_packet(&mut self, pkt: &Packet, io: &mut Io) {
+        match self.state {
+            ConnState::SynSent => {
+                let f = pkt.hdr.flags;
+                if f & tcp_flags::SYN != 0 && f & tcp_flags::ACK != 0 {
+                    if self.syn_retrans == 0 {
+                        self.rtt.sample(io.now.saturating_since(self.syn_sent_at));
+                    }
+                    self.ecn_ok = self.cfg.ecn && f & tcp_flags::ECE != 0;
+                    self.peer_rwnd = pkt.hdr.window as u64;
+                    self.ts_recent = pkt.hdr.ts_val;
+                    self.rtt.backoff = 0;
+                    self.rto_at = None;
+                    self.established(io);
+                }
+            }
+            ConnState::Established => self.on_ack(pkt, io),
+            _ => {}
+        }
+    }
+
+    fn on_timer(&mut self, io: &mut Io) {
+        let now = io.now;
+        match self.state {
+            ConnState::SynSent if self.rto_at.is_some_and(|t| t <= now) => {
+                if self.syn_retrans >= SYN_RETRIES {
+                    self.state = ConnState::Closed;
+                    self.rto_at = None;
+                    io.note(Note::Closed);
+                    return;
+                }
+                self.syn_retrans += 1;
+                self.rtt.backoff += 1;
+                self.send_syn(io);
+                self.rto_at =
+                    Some(now + Duration(self.cfg.initial_rto.0 << self.rtt.backoff.min(20)));
+            }
+            ConnState::Established => {
+                if self.write_messages(now) {
+                    self.try_send(io);
+                }
+                if self.rto_at.is_some_and(|t| t <= now) {
+                    if self.sb.packets_out() == 0 {
+                        self.rto_at = None;
+                    } else {
+                        self.enter_loss(io);
+                        self.rtt.backoff += 1;
+                        self.rto_at = Some(self.rtt.rto_deadline(now));
+                        self.next_tx_at = now;
+                        self.try_send(io);
+                        // try_send may not have re-armed: keep the backed-off RTO.
+                    }
+                } else if self.tlp_at.is_some_and(|t| t <= now) {
+                    self.send_loss_probe(io);
+                } else if self.pacing && self.next_tx_at <= now {
+                    self.try_send(io);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn deadline(&self) -> Option<Time> {
+        let mut d = self.rto_at;
+        let mut min = |t: Option<Time>| {
+            if let Some(t) = t {
+                d = Some(d.map_or(t, |x| x.min(t)));
+            }
+        };
+        min(self.tlp_at);
+        min(self.next_message_at());
+        if self.pacing && self.state == ConnState::Established && self.next_tx_at > Time::ZERO {
+            let has_work = self.write_end > self.snd_nxt
+                || (self.fin_wanted && !self.fin_sent)
+                || self.sb.lost_out > self.sb.retrans_out;
+            if has_work && self.sb.in_flight() < self.cs.cwnd {
+                min(Some(self.next_tx_at));
+            }
+        }
+        d
+    }
+
+    fn on_tx_complete(&mut self, pkt: &Packet, _io: &mut Io) {
+        self.bytes_below = self.bytes_below.saturating_sub(pkt.truesize_bytes as u64);
+    }
+
+    fn observe(&self, emit: &mut dyn FnMut(&str, f64)) {
+        let mss = self.cfg.mss as f64;
+        emit("cwnd_bytes", self.cs.cwnd as f64 * mss);
+        if self.cs.ssthresh < INFINITE_SSTHRESH {
+            emit("ssthresh_bytes", self.cs.ssthresh as f64 * mss);
+        }
+        if self.rtt.has_sample() {
+            emit("srtt_ms", self.rtt.srtt_ns as f64 * 1e-6);
+        }
+        emit("pacing_rate_bps", self.cs.pacing_rate_bps as f64);
+        emit("inflight_bytes", self.sb.in_flight() as f64 * mss);
+        self.cc.observe(emit);
+    }
+}
