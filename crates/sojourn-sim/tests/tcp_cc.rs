@@ -1,0 +1,240 @@
+//! Congestion control against independent truths: the Mathis law, full utilisation with
+//! a BDP buffer, the CUBIC window curve of RFC 9438, BBR's operating point and PROBE_RTT
+//! period, fairness between identical CUBIC flows.
+
+mod tcp_common;
+use tcp_common::*;
+
+use sojourn_sim::run_toml;
+
+/// Reno under Bernoulli loss p: throughput ≈ MSS/RTT · √(3/(2p)) (Mathis et al. 1997).
+#[test]
+fn reno_follows_the_mathis_law() {
+    for (p, secs) in [(0.01f64, 200), (0.001, 400)] {
+        let out = run_toml(&format!(
+            r#"
+            duration = "{secs}s"
+            warmup = "20s"
+            seed = 11
+            [transport]
+            cc = "reno"
+            [topology]
+            kind = "graph"
+            nodes = ["a", "b"]
+            [[topology.links]]
+            from = "a"
+            to = "b"
+            name = "wire"
+            rate = "100Mbit"
+            delay = "50ms"
+            loss = {p}
+            qdisc = {{ kind = "pfifo", limit = 10000 }}
+            reverse = {{ loss = 0.0 }}
+            [[workload]]
+            kind = "bulk"
+            from = "a"
+            to = "b"
+            "#
+        ))
+        .unwrap();
+        let rtt = 0.1;
+        let mathis = 1448.0 * 8.0 / rtt * (3.0 / (2.0 * p)).sqrt();
+        // Goodput after warm-up: payload bytes delivered / time (wire throughput × payload share).
+        let tp = f(&out.summary["links"]["wire"]["throughput_bps"]) * 1448.0 / 1514.0;
+        let err = (tp - mathis) / mathis;
+        eprintln!(
+            "Mathis p={p}: {:.3} vs {:.3} Mbit/s",
+            tp / 1e6,
+            mathis / 1e6
+        );
+        assert!(
+            err.abs() < 0.2,
+            "p={p}: {:.3} Mbit/s vs Mathis {:.3} Mbit/s ({:+.1}%)",
+            tp / 1e6,
+            mathis / 1e6,
+            err * 100.0
+        );
+    }
+}
+
+fn single_flow_utilisation(cc: &str) -> f64 {
+    // 10 Mbit/s, RTT 40 ms: BDP = 50 kB ≈ 33 frames of 1514 B; pfifo of 34 packets.
+    let out = run_toml(&format!(
+        r#"
+        duration = "70s"
+        warmup = "10s"
+        [transport]
+        cc = "{cc}"
+        [topology]
+        kind = "dumbbell"
+        pairs = 1
+        bottleneck = {{ rate = "10Mbit", delay = "20ms", qdisc = {{ kind = "pfifo", limit = 34 }} }}
+        [[workload]]
+        kind = "bulk"
+        pair = 0
+        "#
+    ))
+    .unwrap();
+    f(&out.summary["links"]["bottleneck"]["utilisation"])
+}
+
+#[test]
+fn one_flow_fills_the_link_with_a_bdp_buffer() {
+    for cc in ["reno", "cubic"] {
+        let u = single_flow_utilisation(cc);
+        eprintln!("{cc}: utilisation {u:.4}");
+        assert!(u >= 0.98, "{cc}: utilisation {u:.4}");
+    }
+}
+
+/// RFC 9438 §4.2: after a loss, W(t) = C·(t − K)³ + W_max, K = ∛(W_max(1 − β)/C).
+#[test]
+fn cubic_window_follows_the_cubic_curve() {
+    // 20 Mbit/s, RTT 100 ms: BDP ≈ 173 packets, buffer 100: losses near W_max ≈ 270, where
+    // CUBIC is in its cubic (not Reno-friendly) region.
+    let out = run_toml(
+        r#"
+        duration = "40s"
+        [transport]
+        cc = "cubic"
+        [topology]
+        kind = "dumbbell"
+        pairs = 1
+        bottleneck = { rate = "20Mbit", delay = "50ms", qdisc = { kind = "pfifo", limit = 100 } }
+        [[workload]]
+        kind = "bulk"
+        pair = 0
+        [record]
+        interval = "10ms"
+        flows = true
+        "#,
+    )
+    .unwrap();
+    let cwnd = series(&out, "flow0", "cwnd_bytes");
+    let ssth = series(&out, "flow0", "ssthresh_bytes");
+    let wmax = series(&out, "flow0", "cubic_wmax_pkts");
+    assert!(!cwnd.is_empty() && !ssth.is_empty());
+    let at = |s: &[(f64, f64)], t: f64| s.iter().find(|x| x.0 >= t - 1e-9).map(|x| x.1);
+    // Reductions = changes of ssthresh; take the first one after slow start has settled.
+    let mut reductions = Vec::new();
+    for w in ssth.windows(2) {
+        if w[1].1 < w[0].1 - 1.0 {
+            reductions.push(w[1].0);
+        }
+    }
+    let t_red = *reductions
+        .iter()
+        .find(|&&t| t > 5.0)
+        .expect("a loss after 5 s");
+    let next_red = reductions.iter().find(|&&t| t > t_red + 0.5).copied();
+    let ss_pkts = at(&ssth, t_red + 0.5).unwrap() / 1448.0;
+    let w_max = at(&wmax, t_red + 0.5).unwrap();
+    // The epoch starts when recovery ends: the first sample with cwnd back at ssthresh.
+    let t0 = cwnd
+        .iter()
+        .find(|x| x.0 > t_red && (x.1 / 1448.0 - ss_pkts).abs() < 1.0)
+        .map(|x| x.0)
+        .expect("recovery ends");
+    let c = 0.4;
+    let k = ((w_max - ss_pkts) / c).cbrt();
+    let beta = ss_pkts / at(&cwnd, t_red - 0.2).map(|_| w_max).unwrap();
+    assert!((0.65..0.75).contains(&beta) || ss_pkts < w_max, "β {beta}");
+    let mut checked = 0;
+    for &(t, v) in &cwnd {
+        let dt = t - t0;
+        if dt < 0.3 || dt > 1.3 * k || next_red.is_some_and(|r| t >= r - 0.2) {
+            continue;
+        }
+        let w = c * (dt - k).powi(3) + w_max;
+        let got = v / 1448.0;
+        assert!(
+            (got - w).abs() / w < 0.05,
+            "t0+{dt:.2}s: cwnd {got:.1} vs W(t) {w:.1} (W_max {w_max}, K {k:.2})"
+        );
+        checked += 1;
+    }
+    eprintln!("cubic: W_max {w_max} ssthresh {ss_pkts:.1} K {k:.2} t0 {t0:.2}, {checked} samples");
+    assert!(checked > 100, "only {checked} samples in the cubic region");
+}
+
+#[test]
+fn bbr_keeps_the_pipe_full_with_little_queue() {
+    let out = run_toml(
+        r#"
+        duration = "35s"
+        warmup = "3s"
+        [transport]
+        cc = "bbr"
+        [topology]
+        kind = "dumbbell"
+        pairs = 1
+        bottleneck = { rate = "50Mbit", delay = "10ms", qdisc = { kind = "pfifo", limit = 1000 } }
+        [[workload]]
+        kind = "bulk"
+        pair = 0
+        [record]
+        interval = "10ms"
+        flows = true
+        "#,
+    )
+    .unwrap();
+    let b = &out.summary["links"]["bottleneck"];
+    let u = f(&b["utilisation"]);
+    assert!(u >= 0.95, "utilisation {u:.4}");
+    let base_rtt_ms = 20.0;
+    let p50 = f(&b["sojourn_ms"]["p50"]);
+    assert!(p50 < 0.5 * base_rtt_ms, "median queueing delay {p50} ms");
+    // PROBE_RTT: cwnd drops to 4 packets about every 10 s (min-RTT filter expiry).
+    let cwnd = series(&out, "flow0", "cwnd_bytes");
+    let mut dips = Vec::new();
+    let mut inside = false;
+    for &(t, v) in &cwnd {
+        if v <= 4.0 * 1448.0 && t > 1.0 {
+            if !inside {
+                dips.push(t);
+            }
+            inside = true;
+        } else {
+            inside = false;
+        }
+    }
+    eprintln!("bbr: utilisation {u:.4} p50 {p50} ms probe_rtt at {dips:?}");
+    assert!(dips.len() >= 3, "PROBE_RTT episodes at {dips:?}");
+    for w in dips.windows(2) {
+        let gap = w[1] - w[0];
+        assert!(
+            (9.5..11.5).contains(&gap),
+            "PROBE_RTT spacing {gap:.2} s ({dips:?})"
+        );
+    }
+}
+
+#[test]
+fn four_cubic_flows_share_fairly() {
+    let out = run_toml(
+        r#"
+        duration = "60s"
+        seed = 5
+        [transport]
+        cc = "cubic"
+        [topology]
+        kind = "dumbbell"
+        pairs = 4
+        bottleneck = { rate = "20Mbit", delay = "20ms", qdisc = { kind = "pfifo", limit = 67 } }
+        [[workload]]
+        kind = "bulk"
+        pairs = "all"
+        "#,
+    )
+    .unwrap();
+    let bytes: Vec<f64> = col_u64(&out.flows, "delivered_bytes")
+        .iter()
+        .map(|&b| b as f64)
+        .collect();
+    assert_eq!(bytes.len(), 4);
+    let j = jain(&bytes);
+    eprintln!("jain {j:.4} {bytes:?}");
+    assert!(j >= 0.9, "Jain index {j:.3} for {bytes:?}");
+    let u = f(&out.summary["links"]["bottleneck"]["utilisation"]);
+    assert!(u > 0.9, "utilisation {u}");
+}
