@@ -1,0 +1,577 @@
+//! `fq_codel`: FlowQueue-CoDel (RFC 8290; Linux `sch_fq_codel.c`).
+//!
+//! Packets are hashed into `flows` queues; a deficit round robin with a byte `quantum`
+//! serves two lists of active queues, `new_flows` before `old_flows`, so a queue that has
+//! just become active (a sparse flow) is served ahead of the backlogged ones; each queue
+//! is managed by its own CoDel state ([`super::codel_law`]) whose "≤ one MTU left" test uses
+//! the backlog of the *whole* qdisc. On overflow (`limit` packets or `memory_limit` bytes of
+//! truesize) up to `drop_batch` packets — at most about half its bytes — are dropped from
+//! the head of the fattest queue, and that queue's CoDel `count` grows by the number dropped.
+//!
+//! Two switches (not in Linux) reproduce the ablations of Grigorescu et al. (EuCNC 2015):
+//! - `new_flow_priority = false` ("FQ-CoDel WP"): there is one list; a queue that becomes
+//!   active joins the tail of it (the old list) and queues are served in DRR order like
+//!   SFQ. An emptied queue leaves the list. Everything else (CoDel, deficits, overflow) is
+//!   unchanged. `starvation_prevention` then has no effect (no queue is ever "new").
+//! - `starvation_prevention = false` ("FQ-CoDel WSPM"): a queue found empty at the head of
+//!   `new_flows` is removed from the lists instead of being moved to the tail of
+//!   `old_flows`, so its next packet makes it "new" again at once (fresh `quantum`).
+//!
+//! Data layout: packets live in one slab of index-linked nodes (no allocation per packet
+//! once the slab has grown to the high-water mark); each flow holds head/tail indices, its
+//! deficit and CoDel vars; `new_flows`/`old_flows` are intrusive singly-linked lists of
+//! flow indices (Linux only ever moves or removes the head). Per-flow byte backlogs are a
+//! separate array, scanned linearly only on overflow, as in Linux.
+
+use super::codel::codel_params;
+use super::codel_law::{codel_dequeue, CodelParams, CodelQueue, CodelStats, CodelVars};
+use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use crate::packet::Packet;
+use crate::params::{ConfResult, Params};
+use crate::rng::splitmix64_mix;
+use crate::time::Time;
+
+/// "No index" in the intrusive lists.
+const NIL: u32 = u32::MAX;
+
+/// Linux bounds: flows 1..=65536, quantum raised to at least 256 and at most 2^20,
+/// memory_limit capped at 2^31.
+const MAX_FLOWS: u32 = 65536;
+const MIN_QUANTUM: u64 = 256;
+const MAX_QUANTUM: u64 = 1 << 20;
+const MAX_MEMORY_LIMIT: u64 = 1 << 31;
+
+/// A queued packet and the next one in its flow.
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    pkt: Packet,
+    next: u32,
+}
+
+/// Packet storage shared by all flows, with a free list threaded through `next`.
+#[derive(Debug, Default)]
+struct Slab {
+    nodes: Vec<Node>,
+    free: u32,
+}
+
+impl Slab {
+    fn new() -> Slab {
+        Slab {
+            nodes: Vec::new(),
+            free: NIL,
+        }
+    }
+    #[inline]
+    fn alloc(&mut self, pkt: Packet) -> u32 {
+        if self.free != NIL {
+            let i = self.free;
+            let n = &mut self.nodes[i as usize];
+            self.free = n.next;
+            n.pkt = pkt;
+            n.next = NIL;
+            i
+        } else {
+            self.nodes.push(Node { pkt, next: NIL });
+            (self.nodes.len() - 1) as u32
+        }
+    }
+    /// Frees node `i`, returning its packet and its successor.
+    #[inline]
+    fn release(&mut self, i: u32) -> (Packet, u32) {
+        let n = &mut self.nodes[i as usize];
+        let next = n.next;
+        n.next = self.free;
+        self.free = i;
+        (n.pkt, next)
+    }
+}
+
+/// Which list a flow is on (`flowchain`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum List {
+    None,
+    New,
+    Old,
+}
+
+/// One flow queue (`struct fq_codel_flow`).
+#[derive(Clone, Copy, Debug)]
+struct Flow {
+    /// First and last packet (slab indices), `NIL` when empty.
+    head: u32,
+    tail: u32,
+    /// Next flow on the same list.
+    next: u32,
+    list: List,
+    /// DRR deficit in bytes (may go negative).
+    deficit: i32,
+    cvars: CodelVars,
+}
+
+/// An intrusive FIFO list of flow indices.
+#[derive(Clone, Copy, Debug)]
+struct FlowList {
+    head: u32,
+    tail: u32,
+    len: u32,
+}
+
+impl FlowList {
+    const EMPTY: FlowList = FlowList {
+        head: NIL,
+        tail: NIL,
+        len: 0,
+    };
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.head == NIL
+    }
+    #[inline]
+    fn push_back(&mut self, flows: &mut [Flow], idx: u32, which: List) {
+        let f = &mut flows[idx as usize];
+        f.next = NIL;
+        f.list = which;
+        if self.tail == NIL {
+            self.head = idx;
+        } else {
+            flows[self.tail as usize].next = idx;
+        }
+        self.tail = idx;
+        self.len += 1;
+    }
+    /// Unlinks the head (which must exist) and returns it, its `list` still set.
+    #[inline]
+    fn pop_front(&mut self, flows: &mut [Flow]) -> u32 {
+        let idx = self.head;
+        self.head = flows[idx as usize].next;
+        if self.head == NIL {
+            self.tail = NIL;
+        }
+        flows[idx as usize].next = NIL;
+        self.len -= 1;
+        idx
+    }
+}
+
+/// The CoDel view of one flow: pops its head, keeps every backlog counter right
+/// (Linux `dequeue_func`), and reports the whole qdisc's backlog.
+struct FlowQueue<'a> {
+    head: &'a mut u32,
+    tail: &'a mut u32,
+    slab: &'a mut Slab,
+    flow_backlog: &'a mut u32,
+    qlen: &'a mut usize,
+    backlog_bytes: &'a mut u64,
+    memory_usage: &'a mut u64,
+}
+
+impl CodelQueue for FlowQueue<'_> {
+    #[inline]
+    fn dequeue_head(&mut self) -> Option<Packet> {
+        if *self.head == NIL {
+            return None;
+        }
+        let (p, next) = self.slab.release(*self.head);
+        *self.head = next;
+        if next == NIL {
+            *self.tail = NIL;
+        }
+        *self.flow_backlog -= p.len_bytes;
+        *self.qlen -= 1;
+        *self.backlog_bytes -= p.len_bytes as u64;
+        *self.memory_usage -= p.truesize_bytes as u64;
+        Some(p)
+    }
+    #[inline]
+    fn backlog_bytes(&self) -> u64 {
+        *self.backlog_bytes
+    }
+}
+
+#[derive(Debug)]
+pub struct FqCodel {
+    flows: Vec<Flow>,
+    /// Bytes queued per flow (Linux `backlogs[]`), scanned for the fattest flow.
+    backlogs: Vec<u32>,
+    slab: Slab,
+    new_flows: FlowList,
+    old_flows: FlowList,
+    /// Packets queued (`sch->q.qlen`).
+    qlen: usize,
+    /// Bytes queued (`sch->qstats.backlog`).
+    backlog_bytes: u64,
+    /// Truesize of the queued packets.
+    memory_usage: u64,
+
+    // Configuration (tc names).
+    limit: usize,
+    quantum: i32,
+    memory_limit: u64,
+    drop_batch_size: u32,
+    params: CodelParams,
+    new_flow_priority: bool,
+    starvation_prevention: bool,
+    /// Per-instance hash perturbation (the kernel's per-boot flow-hash seed).
+    salt: u64,
+
+    // Statistics (Linux names).
+    cstats: CodelStats,
+    drop_overlimit: u64,
+    drop_overmemory: u64,
+    new_flow_count: u64,
+}
+
+/// Configuration of an [`FqCodel`]; `Default` is Linux's (with mtu 1514).
+#[derive(Clone, Copy, Debug)]
+pub struct FqCodelConfig {
+    pub limit: usize,
+    pub flows: u32,
+    pub quantum: u32,
+    pub memory_limit: u64,
+    pub drop_batch_size: u32,
+    pub codel: CodelParams,
+    pub new_flow_priority: bool,
+    pub starvation_prevention: bool,
+    pub salt: u64,
+}
+
+impl Default for FqCodelConfig {
+    fn default() -> Self {
+        FqCodelConfig {
+            limit: 10240,
+            flows: 1024,
+            quantum: 1514,
+            memory_limit: 32 << 20,
+            drop_batch_size: 64,
+            codel: CodelParams {
+                ecn: true,
+                ..CodelParams::linux_default(1514)
+            },
+            new_flow_priority: true,
+            starvation_prevention: true,
+            salt: 0,
+        }
+    }
+}
+
+impl FqCodel {
+    pub fn new(cfg: FqCodelConfig) -> FqCodel {
+        let n = cfg.flows as usize;
+        FqCodel {
+            flows: vec![
+                Flow {
+                    head: NIL,
+                    tail: NIL,
+                    next: NIL,
+                    list: List::None,
+                    deficit: 0,
+                    cvars: CodelVars::default(),
+                };
+                n
+            ],
+            backlogs: vec![0; n],
+            slab: Slab::new(),
+            new_flows: FlowList::EMPTY,
+            old_flows: FlowList::EMPTY,
+            qlen: 0,
+            backlog_bytes: 0,
+            memory_usage: 0,
+            limit: cfg.limit,
+            quantum: cfg.quantum as i32,
+            memory_limit: cfg.memory_limit,
+            drop_batch_size: cfg.drop_batch_size.max(1),
+            params: cfg.codel,
+            new_flow_priority: cfg.new_flow_priority,
+            starvation_prevention: cfg.starvation_prevention,
+            salt: cfg.salt,
+            cstats: CodelStats::default(),
+            drop_overlimit: 0,
+            drop_overmemory: 0,
+            new_flow_count: 0,
+        }
+    }
+
+    /// The queue a packet goes to: the salted flow hash scaled to `flows` by
+    /// multiply-shift (`reciprocal_scale`), as Linux does with `skb_get_hash`.
+    #[inline]
+    pub fn flow_index(&self, pkt: &Packet) -> usize {
+        let h = (splitmix64_mix(self.salt ^ pkt.hash as u64) >> 32) as u32;
+        ((h as u64 * self.flows.len() as u64) >> 32) as usize
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+    pub fn flows(&self) -> usize {
+        self.flows.len()
+    }
+    pub fn quantum(&self) -> u32 {
+        self.quantum as u32
+    }
+    pub fn memory_limit(&self) -> u64 {
+        self.memory_limit
+    }
+    pub fn drop_batch_size(&self) -> u32 {
+        self.drop_batch_size
+    }
+    pub fn codel_params(&self) -> &CodelParams {
+        &self.params
+    }
+    pub fn codel_stats(&self) -> &CodelStats {
+        &self.cstats
+    }
+    pub fn memory_usage(&self) -> u64 {
+        self.memory_usage
+    }
+    pub fn new_flows_len(&self) -> usize {
+        self.new_flows.len as usize
+    }
+    pub fn old_flows_len(&self) -> usize {
+        self.old_flows.len as usize
+    }
+    /// Overflow drops (`drop_overlimit`) and those while over the memory limit.
+    pub fn drop_overlimit(&self) -> u64 {
+        self.drop_overlimit
+    }
+    pub fn drop_overmemory(&self) -> u64 {
+        self.drop_overmemory
+    }
+    pub fn new_flow_count(&self) -> u64 {
+        self.new_flow_count
+    }
+    /// A queue's DRR deficit and CoDel state (for tests and probes).
+    pub fn flow_state(&self, idx: usize) -> (i32, CodelVars) {
+        (self.flows[idx].deficit, self.flows[idx].cvars)
+    }
+
+    /// `fq_codel_drop`: finds the flow with the largest byte backlog (first in index order
+    /// on ties) and drops packets from its head until `drop_batch_size` packets are gone or
+    /// at least half its backlog; tells CoDel by adding the count to that flow's `count`.
+    /// Returns the victim flow and the number of packets dropped.
+    fn drop_fattest(&mut self, drops: &mut Drops) -> (usize, u32) {
+        let mut idx = 0;
+        let mut max_backlog = 0u32;
+        for (i, &b) in self.backlogs.iter().enumerate() {
+            if b > max_backlog {
+                max_backlog = b;
+                idx = i;
+            }
+        }
+        let threshold = max_backlog >> 1;
+        let flow = &mut self.flows[idx];
+        let mut len = 0u32;
+        let mut mem = 0u64;
+        let mut n = 0u32;
+        loop {
+            let (p, next) = self.slab.release(flow.head);
+            flow.head = next;
+            len += p.len_bytes;
+            mem += p.truesize_bytes as u64;
+            drops.push(p, DropReason::FattestFlow);
+            n += 1;
+            if next == NIL {
+                flow.tail = NIL;
+                break;
+            }
+            if n >= self.drop_batch_size || len >= threshold {
+                break;
+            }
+        }
+        flow.cvars.count = flow.cvars.count.wrapping_add(n);
+        self.backlogs[idx] -= len;
+        self.memory_usage -= mem;
+        self.backlog_bytes -= len as u64;
+        self.qlen -= n as usize;
+        (idx, n)
+    }
+}
+
+impl Qdisc for FqCodel {
+    fn enqueue(&mut self, pkt: Packet, _now: Time, drops: &mut Drops) -> Verdict {
+        let idx = self.flow_index(&pkt);
+        let len = pkt.len_bytes;
+        let truesize = pkt.truesize_bytes as u64;
+
+        // Append to the flow's queue (the link already stamped enqueued_at).
+        let node = self.slab.alloc(pkt);
+        let flow = &mut self.flows[idx];
+        if flow.tail == NIL {
+            flow.head = node;
+        } else {
+            self.slab.nodes[flow.tail as usize].next = node;
+        }
+        flow.tail = node;
+        self.backlogs[idx] += len;
+        self.backlog_bytes += len as u64;
+
+        // A flow on no list becomes active: tail of new_flows with a full quantum. A flow
+        // still listed (even if empty) keeps its list and deficit (RFC 8290 §4.1).
+        if flow.list == List::None {
+            flow.deficit = self.quantum;
+            if self.new_flow_priority {
+                self.new_flows
+                    .push_back(&mut self.flows, idx as u32, List::New);
+            } else {
+                // WP ablation: one round-robin list, new flows at its tail.
+                self.old_flows
+                    .push_back(&mut self.flows, idx as u32, List::Old);
+            }
+            self.new_flow_count += 1;
+        }
+
+        self.memory_usage += truesize;
+        self.qlen += 1;
+        let memory_limited = self.memory_usage > self.memory_limit;
+        if self.qlen <= self.limit && !memory_limited {
+            return Verdict::Queued;
+        }
+
+        // Overflow: batch head drop from the fattest flow (not the arrival, normally).
+        let (victim, n) = self.drop_fattest(drops);
+        self.drop_overlimit += n as u64;
+        if memory_limited {
+            self.drop_overmemory += n as u64;
+        }
+        if victim == idx {
+            // The arrival is the flow's tail: it was dropped iff the flow is now empty.
+            if self.flows[idx].head == NIL {
+                Verdict::Dropped
+            } else {
+                Verdict::QueuedCongested
+            }
+        } else {
+            Verdict::Queued
+        }
+    }
+
+    fn dequeue(&mut self, now: Time, drops: &mut Drops) -> Dequeue {
+        loop {
+            // new_flows first, then old_flows (RFC 8290 §4.2).
+            let from_new = !self.new_flows.is_empty();
+            let idx = if from_new {
+                self.new_flows.head
+            } else if !self.old_flows.is_empty() {
+                self.old_flows.head
+            } else {
+                return Dequeue::Empty;
+            };
+            let list = if from_new {
+                &mut self.new_flows
+            } else {
+                &mut self.old_flows
+            };
+
+            // Quantum used up: refill and go to the back of old_flows.
+            if self.flows[idx as usize].deficit <= 0 {
+                list.pop_front(&mut self.flows);
+                self.flows[idx as usize].deficit += self.quantum;
+                self.old_flows.push_back(&mut self.flows, idx, List::Old);
+                continue;
+            }
+
+            let Flow {
+                head, tail, cvars, ..
+            } = &mut self.flows[idx as usize];
+            let mut q = FlowQueue {
+                head,
+                tail,
+                slab: &mut self.slab,
+                flow_backlog: &mut self.backlogs[idx as usize],
+                qlen: &mut self.qlen,
+                backlog_bytes: &mut self.backlog_bytes,
+                memory_usage: &mut self.memory_usage,
+            };
+            let got = codel_dequeue(&mut q, &self.params, cvars, &mut self.cstats, now, drops);
+
+            match got {
+                Some(p) => {
+                    // Only delivered bytes are charged; CoDel's drops are not.
+                    self.flows[idx as usize].deficit -= p.len_bytes as i32;
+                    return Dequeue::Packet(p);
+                }
+                None => {
+                    // Empty. A new flow goes to the back of old_flows if that list is
+                    // non-empty (anti-starvation: it must wait a full old round before it
+                    // can be "new" again); otherwise it leaves the lists.
+                    let list = if from_new {
+                        &mut self.new_flows
+                    } else {
+                        &mut self.old_flows
+                    };
+                    list.pop_front(&mut self.flows);
+                    if from_new && self.starvation_prevention && !self.old_flows.is_empty() {
+                        self.old_flows.push_back(&mut self.flows, idx, List::Old);
+                    } else {
+                        self.flows[idx as usize].list = List::None;
+                    }
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn len_packets(&self) -> usize {
+        self.qlen
+    }
+    #[inline]
+    fn len_bytes(&self) -> u64 {
+        self.backlog_bytes
+    }
+    fn ecn_marks(&self) -> u64 {
+        self.cstats.marked_packets
+    }
+    fn observe(&mut self, _now: Time, emit: &mut dyn FnMut(&str, f64)) {
+        emit("new_flows", self.new_flows.len as f64);
+        emit("old_flows", self.old_flows.len as f64);
+        emit("memory_usage_bytes", self.memory_usage as f64);
+    }
+}
+
+/// `fq_codel [limit PACKETS] [flows N] [quantum BYTES] [target TIME] [interval TIME]
+/// [ecn BOOL] [ce_threshold TIME] [memory_limit BYTES] [drop_batch N]` plus the ablation
+/// switches `new_flow_priority` and `starvation_prevention` (both true = Linux).
+pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FqCodel> {
+    let limit = p.u64("limit", 10240, 1, u32::MAX as u64)? as usize;
+    let flows = p.u32("flows", 1024, 1, MAX_FLOWS)?;
+    let quantum = p.bytes("quantum", ctx.mtu_bytes as u64)?;
+    if quantum > MAX_QUANTUM {
+        return Err(p.err(
+            "quantum",
+            format!("{quantum} B is above Linux's maximum of {MAX_QUANTUM} B"),
+        ));
+    }
+    // Linux silently raises smaller values to 256 bytes.
+    let quantum = quantum.max(MIN_QUANTUM) as u32;
+    let codel = codel_params(p, ctx, true)?;
+    let memory_limit = p.bytes("memory_limit", 32 << 20)?;
+    if memory_limit == 0 {
+        return Err(p.err("memory_limit", "memory_limit must be positive"));
+    }
+    let memory_limit = memory_limit.min(MAX_MEMORY_LIMIT);
+    let drop_batch_size = if p.has("drop_batch_size") {
+        if p.has("drop_batch") {
+            return Err(p.err(
+                "drop_batch_size",
+                "give either drop_batch or its alias drop_batch_size, not both",
+            ));
+        }
+        p.u32("drop_batch_size", 64, 0, u32::MAX)?
+    } else {
+        p.u32("drop_batch", 64, 0, u32::MAX)?
+    };
+    let new_flow_priority = p.bool("new_flow_priority", true)?;
+    let starvation_prevention = p.bool("starvation_prevention", true)?;
+    Ok(FqCodel::new(FqCodelConfig {
+        limit,
+        flows,
+        quantum,
+        memory_limit,
+        // Linux: max(1, drop_batch_size).
+        drop_batch_size: drop_batch_size.max(1),
+        codel,
+        new_flow_priority,
+        starvation_prevention,
+        salt: ctx.hash_salt(),
+    }))
+}
