@@ -334,7 +334,7 @@ mod tests {
             assert!((x - want).abs() < 1e-4, "count {c}: {x} vs Linux {want}");
         }
         // and it is NOT the exact 1/sqrt(2) (the classic simulator mistake)
-        assert!((got[1].1 - 0.7071).abs() > 0.1);
+        assert!((got[1].1 - std::f64::consts::FRAC_1_SQRT_2).abs() > 0.1);
     }
 
     #[test]
@@ -352,8 +352,10 @@ mod tests {
     /// One packet judged at `now` with the given sojourn, the rest of the qdisc holding
     /// `rest` bytes.
     fn judge(vars: &mut CodelVars, sojourn: Duration, rest: u64, now: Time) -> bool {
-        let mut q = Fifo::default();
-        q.backlog = rest;
+        let q = Fifo {
+            backlog: rest,
+            ..Default::default()
+        };
         let p = stamped(0, 100, now - sojourn);
         should_drop(
             Some(&p),

@@ -575,3 +575,462 @@ pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FqCodel> {
         salt: ctx.hash_salt(),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::truesize_for;
+    use crate::params::{Table, Value};
+    use crate::qdisc::testkit::{check_conservation, pkt};
+    use crate::time::{tx_time, Duration};
+
+    fn build_with(t: Vec<(&str, Value)>, ctx: &BuildCtx) -> ConfResult<FqCodel> {
+        let table = Table(t.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+        let mut p = Params::new("q", &table);
+        let q = from_params(&mut p, ctx)?;
+        p.finish()?;
+        Ok(q)
+    }
+    fn build(t: Vec<(&str, Value)>) -> ConfResult<FqCodel> {
+        build_with(t, &BuildCtx::default())
+    }
+
+    /// `n` flow ids whose packets land in distinct queues (these tests are about the
+    /// scheduler, not about hash collisions).
+    fn distinct_flows(q: &FqCodel, n: usize) -> Vec<u32> {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for f in 1.. {
+            if seen.insert(q.flow_index(&pkt(0, f, 100))) {
+                out.push(f);
+                if out.len() == n {
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    fn p_at(uid: u64, flow: u32, len: u32, at: Time) -> Packet {
+        let mut p = pkt(uid, flow, len);
+        p.enqueued_at = at;
+        p
+    }
+
+    #[test]
+    fn defaults_and_bounds_are_linux() {
+        let q = build(vec![]).unwrap();
+        assert_eq!(q.limit(), 10240);
+        assert_eq!(q.flows(), 1024);
+        assert_eq!(q.quantum(), 1514);
+        assert_eq!(q.memory_limit(), 32 * 1024 * 1024);
+        assert_eq!(q.drop_batch_size(), 64);
+        let c = q.codel_params();
+        assert_eq!(c.target, Duration::from_ms(5));
+        assert_eq!(c.interval, Duration::from_ms(100));
+        assert!(c.ecn, "fq_codel has ecn on by default");
+        assert_eq!(c.ce_threshold, None);
+        assert_eq!(c.mtu_bytes, 1514);
+        // Linux raises a small quantum to 256 and rejects > 2^20; flows 1..=65536.
+        let q = build(vec![("quantum", Value::Int(100))]).unwrap();
+        assert_eq!(q.quantum(), 256);
+        let e = build(vec![("quantum", Value::Int(2_000_000))])
+            .err()
+            .unwrap();
+        assert_eq!(e.path, "q.quantum");
+        assert_eq!(
+            build(vec![("flows", Value::Int(0))]).err().unwrap().path,
+            "q.flows"
+        );
+        assert_eq!(
+            build(vec![("flows", Value::Int(65537))])
+                .err()
+                .unwrap()
+                .path,
+            "q.flows"
+        );
+        let q = build(vec![
+            ("drop_batch_size", Value::Int(0)),
+            ("memory_limit", Value::Str("8GiB".into())),
+            ("ecn", Value::Bool(false)),
+            ("ce_threshold", Value::Str("2ms".into())),
+        ])
+        .unwrap();
+        assert_eq!(q.drop_batch_size(), 1, "max(1, drop_batch_size)");
+        assert_eq!(q.memory_limit(), 1 << 31, "capped at 2^31");
+        assert!(!q.codel_params().ecn);
+        assert_eq!(q.codel_params().ce_threshold, Some(Duration::from_ms(2)));
+        assert_eq!(
+            build(vec![("drop_batch", Value::Int(8))])
+                .unwrap()
+                .drop_batch_size(),
+            8
+        );
+        assert!(build(vec![
+            ("drop_batch", Value::Int(8)),
+            ("drop_batch_size", Value::Int(8))
+        ])
+        .is_err());
+        assert_eq!(
+            build(vec![("limt", Value::Int(8))]).err().unwrap().path,
+            "q.limt"
+        );
+    }
+
+    #[test]
+    fn hashing_is_salted_per_instance() {
+        let a = build_with(vec![], &BuildCtx::default()).unwrap();
+        let b = build_with(vec![], &BuildCtx::default().child(3)).unwrap();
+        let same = (0..400)
+            .filter(|&f| a.flow_index(&pkt(0, f, 100)) == b.flow_index(&pkt(0, f, 100)))
+            .count();
+        // independent salts agree on ~1/1024 of the flows
+        assert!(
+            same < 10,
+            "{same} of 400 flows share a queue in both instances"
+        );
+        // and the mapping spreads flows over the queues
+        let used: std::collections::HashSet<usize> =
+            (0..400).map(|f| a.flow_index(&pkt(0, f, 100))).collect();
+        assert!(used.len() > 300, "{}", used.len());
+    }
+
+    /// A link at 10 Mbit/s drains the qdisc; 4 bulk flows are kept backlogged and a sparse
+    /// flow sends a 200-B packet every 100 ms. Returns the sparse packets' sojourn times.
+    fn sparse_beside_bulk(new_flow_priority: bool) -> Vec<Duration> {
+        let mut q = FqCodel::new(FqCodelConfig {
+            new_flow_priority,
+            ..Default::default()
+        });
+        let flows = distinct_flows(&q, 5);
+        let (bulk, sparse) = (&flows[..4], flows[4]);
+        let rate = 10_000_000;
+        let mut d = Drops::new();
+        let mut now = Time::ZERO;
+        let mut next_sparse = Time::from_ns(50_000_000);
+        let mut uid = 0;
+        let mut inside = [0i64; 4];
+        let mut sojourns = Vec::new();
+        while now < Time::from_ns(3_000_000_000) {
+            while next_sparse <= now {
+                q.enqueue(p_at(uid, sparse, 200, next_sparse), now, &mut d);
+                uid += 1;
+                next_sparse += Duration::from_ms(100);
+            }
+            for (i, &f) in bulk.iter().enumerate() {
+                while inside[i] < 20 {
+                    q.enqueue(p_at(uid, f, 1514, now), now, &mut d);
+                    uid += 1;
+                    inside[i] += 1;
+                }
+            }
+            let p = q.dequeue(now, &mut d).packet().expect("backlogged");
+            for x in d.drain() {
+                let i = bulk
+                    .iter()
+                    .position(|&f| f == x.pkt.flow)
+                    .expect("only bulk dropped");
+                inside[i] -= 1;
+            }
+            if p.flow == sparse {
+                sojourns.push(now - p.enqueued_at);
+            } else {
+                inside[bulk.iter().position(|&f| f == p.flow).unwrap()] -= 1;
+            }
+            now += tx_time(p.len_bytes as u64, rate);
+        }
+        assert!(
+            q.codel_stats().drop_count > 0,
+            "bulk flows were CoDel-controlled"
+        );
+        sojourns
+    }
+
+    #[test]
+    fn sparse_flow_jumps_ahead_of_bulk_flows() {
+        let slot = tx_time(1514, 10_000_000);
+        let s = sparse_beside_bulk(true);
+        assert!(s.len() >= 25);
+        let max = *s.iter().max().unwrap();
+        // RFC 8290 §1.3: a new flow is served before the old ones: it waits at most for
+        // the packet on the wire — far below one quantum per bulk flow.
+        assert!(max <= slot, "sparse sojourn {max} > one MTU slot {slot}");
+    }
+
+    #[test]
+    fn wp_switch_sparse_flow_waits_its_round() {
+        let slot = tx_time(1514, 10_000_000);
+        let s = sparse_beside_bulk(false);
+        let max = *s.iter().max().unwrap();
+        let min = *s.iter().min().unwrap();
+        // One round-robin list: the sparse flow waits behind the bulk flows ahead of it
+        // (3 full packets in steady state), bounded by one quantum per bulk flow.
+        assert!(
+            min > slot * 2,
+            "WP sparse flow must not jump ahead: min {min}"
+        );
+        assert!(max <= slot * 5, "at most ~one quantum per bulk flow: {max}");
+    }
+
+    fn jain(x: &[f64]) -> f64 {
+        let s: f64 = x.iter().sum();
+        let s2: f64 = x.iter().map(|v| v * v).sum();
+        s * s / (x.len() as f64 * s2)
+    }
+
+    #[test]
+    fn drr_shares_bytes_not_packets() {
+        let mut q = FqCodel::new(FqCodelConfig::default());
+        let flows = distinct_flows(&q, 4);
+        let sizes = [1514u32, 1000, 576, 100];
+        let mut d = Drops::new();
+        let mut inside = [0u32; 4];
+        let mut bytes = [0f64; 4];
+        let mut pkts = [0f64; 4];
+        let mut uid = 0;
+        for _ in 0..20_000 {
+            for i in 0..4 {
+                while inside[i] < 10 {
+                    q.enqueue(
+                        p_at(uid, flows[i], sizes[i], Time::ZERO),
+                        Time::ZERO,
+                        &mut d,
+                    );
+                    uid += 1;
+                    inside[i] += 1;
+                }
+            }
+            let p = q.dequeue(Time::ZERO, &mut d).packet().unwrap();
+            let i = flows.iter().position(|&f| f == p.flow).unwrap();
+            inside[i] -= 1;
+            bytes[i] += p.len_bytes as f64;
+            pkts[i] += 1.0;
+        }
+        assert!(d.is_empty());
+        assert!(jain(&bytes) >= 0.99, "byte shares {bytes:?}");
+        assert!(jain(&pkts) < 0.7, "packet counts should differ: {pkts:?}");
+    }
+
+    #[test]
+    fn overflow_drops_half_the_fattest_flow_from_its_head() {
+        let mut q = FqCodel::new(FqCodelConfig {
+            limit: 20,
+            ..Default::default()
+        });
+        let f = distinct_flows(&q, 2);
+        let (fat, sparse) = (f[0], f[1]);
+        let mut d = Drops::new();
+        for i in 0..20 {
+            let v = q.enqueue(p_at(i, fat, 1000, Time::ZERO), Time::ZERO, &mut d);
+            assert_eq!(v, Verdict::Queued);
+        }
+        let v = q.enqueue(p_at(100, sparse, 100, Time::ZERO), Time::ZERO, &mut d);
+        assert_eq!(v, Verdict::Queued, "the arriving sparse packet is kept");
+        let dropped: Vec<u64> = d.as_slice().iter().map(|x| x.pkt.uid).collect();
+        // threshold = 20000/2 bytes: ten 1000-B packets from the head
+        assert_eq!(dropped, (0..10).collect::<Vec<_>>());
+        assert!(d.drain().all(|x| x.reason == DropReason::FattestFlow));
+        assert_eq!(q.len_packets(), 11);
+        assert_eq!(q.len_bytes(), 10 * 1000 + 100);
+        assert_eq!(q.drop_overlimit(), 10);
+        let fat_idx = q.flow_index(&pkt(0, fat, 1));
+        assert_eq!(q.flow_state(fat_idx).1.count, 10, "CoDel count += dropped");
+        // the next fat-flow packet out is the oldest survivor
+        let first = q.dequeue(Time::ZERO, &mut d).packet().unwrap();
+        assert!(first.uid == 10 || first.uid == 100);
+    }
+
+    #[test]
+    fn overflow_batch_is_capped_and_verdicts_follow_the_victim() {
+        let mut q = FqCodel::new(FqCodelConfig {
+            limit: 20,
+            drop_batch_size: 3,
+            ..Default::default()
+        });
+        let f = distinct_flows(&q, 2);
+        let mut d = Drops::new();
+        for i in 0..20 {
+            q.enqueue(p_at(i, f[0], 1000, Time::ZERO), Time::ZERO, &mut d);
+        }
+        let v = q.enqueue(p_at(20, f[0], 1000, Time::ZERO), Time::ZERO, &mut d);
+        assert_eq!(v, Verdict::QueuedCongested, "own flow hit: NET_XMIT_CN");
+        assert_eq!(
+            d.drain().map(|x| x.pkt.uid).collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
+
+        // The arrival itself is the fattest flow's only packet: it is the one dropped.
+        let mut q = FqCodel::new(FqCodelConfig {
+            limit: 1,
+            ..Default::default()
+        });
+        q.enqueue(p_at(0, f[0], 100, Time::ZERO), Time::ZERO, &mut d);
+        let v = q.enqueue(p_at(1, f[1], 1500, Time::ZERO), Time::ZERO, &mut d);
+        assert_eq!(v, Verdict::Dropped);
+        assert_eq!(d.drain().map(|x| x.pkt.uid).collect::<Vec<_>>(), vec![1]);
+        assert_eq!(q.len_packets(), 1);
+    }
+
+    #[test]
+    fn memory_limit_counts_truesize() {
+        let ts = truesize_for(1514) as u64;
+        let mut q = FqCodel::new(FqCodelConfig {
+            memory_limit: 3 * ts,
+            ..Default::default()
+        });
+        let f = distinct_flows(&q, 1)[0];
+        let mut d = Drops::new();
+        for i in 0..3 {
+            assert_eq!(
+                q.enqueue(p_at(i, f, 1514, Time::ZERO), Time::ZERO, &mut d),
+                Verdict::Queued
+            );
+        }
+        assert_eq!(q.memory_usage(), 3 * ts);
+        assert_eq!(
+            q.enqueue(p_at(3, f, 1514, Time::ZERO), Time::ZERO, &mut d),
+            Verdict::QueuedCongested
+        );
+        // half of 4·1514 B = 2 packets from the head
+        assert_eq!(d.drain().map(|x| x.pkt.uid).collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(q.drop_overmemory(), 2);
+        assert_eq!(q.memory_usage(), 2 * ts);
+    }
+
+    /// B is backlogged on old_flows with deficit left; S sends one packet, empties, then
+    /// sends another. Returns (the packet after S's second arrival, new_flows length then).
+    fn emptied_new_flow(starvation_prevention: bool) -> (u64, usize, usize) {
+        let mut q = FqCodel::new(FqCodelConfig {
+            starvation_prevention,
+            ..Default::default()
+        });
+        let f = distinct_flows(&q, 2);
+        let (b, s) = (f[0], f[1]);
+        let mut d = Drops::new();
+        let t = Time::ZERO;
+        for i in 0..100 {
+            q.enqueue(p_at(i, b, 100, t), t, &mut d);
+        }
+        // 16 packets from new_flows (deficit 1514 → −86), the 17th after moving to old.
+        for _ in 0..17 {
+            assert_eq!(q.dequeue(t, &mut d).packet().unwrap().flow, b);
+        }
+        assert_eq!((q.new_flows_len(), q.old_flows_len()), (0, 1));
+        q.enqueue(p_at(1000, s, 200, t), t, &mut d);
+        assert_eq!(q.new_flows_len(), 1);
+        assert_eq!(q.dequeue(t, &mut d).packet().unwrap().uid, 1000);
+        // S is found empty at the head of new_flows during this call; B is served.
+        assert_eq!(q.dequeue(t, &mut d).packet().unwrap().flow, b);
+        let old_len = q.old_flows_len();
+        q.enqueue(p_at(1001, s, 200, t), t, &mut d);
+        let new_len = q.new_flows_len();
+        (q.dequeue(t, &mut d).packet().unwrap().uid, new_len, old_len)
+    }
+
+    #[test]
+    fn emptied_new_flow_must_wait_an_old_round() {
+        let (next, new_len, old_len) = emptied_new_flow(true);
+        assert_eq!(old_len, 2, "S moved to the tail of old_flows");
+        assert_eq!(new_len, 0, "S is still listed, so it does not become new");
+        assert_ne!(next, 1001, "S's next packet waits behind B");
+    }
+
+    #[test]
+    fn wspm_switch_emptied_new_flow_reenters_new_flows() {
+        let (next, new_len, old_len) = emptied_new_flow(false);
+        assert_eq!(old_len, 1, "S was removed, not moved to old_flows");
+        assert_eq!(new_len, 1, "S becomes new again at once");
+        assert_eq!(next, 1001, "and is served immediately");
+    }
+
+    #[test]
+    fn emptied_new_flow_is_removed_when_old_flows_is_empty() {
+        let mut q = FqCodel::new(FqCodelConfig::default());
+        let mut d = Drops::new();
+        q.enqueue(p_at(0, 7, 200, Time::ZERO), Time::ZERO, &mut d);
+        assert!(q.dequeue(Time::ZERO, &mut d).packet().is_some());
+        assert!(matches!(q.dequeue(Time::ZERO, &mut d), Dequeue::Empty));
+        assert_eq!((q.new_flows_len(), q.old_flows_len()), (0, 0));
+    }
+
+    /// Flow A holds 3 old packets, flow B 10. CoDel on A judges the qdisc-wide backlog
+    /// (not A's own, which would be ≤ 1 MTU after removing a2 and exempt it), and the
+    /// packet it drops is not charged to A's deficit.
+    #[test]
+    fn codel_uses_whole_backlog_and_drops_are_not_charged() {
+        let mut q = FqCodel::new(FqCodelConfig::default());
+        let f = distinct_flows(&q, 2);
+        let (a, b) = (f[0], f[1]);
+        let mut d = Drops::new();
+        for i in 0..3 {
+            q.enqueue(p_at(i, a, 1000, Time::ZERO), Time::ZERO, &mut d);
+        }
+        for i in 10..20 {
+            q.enqueue(p_at(i, b, 1000, Time::ZERO), Time::ZERO, &mut d);
+        }
+        let ia = q.flow_index(&pkt(0, a, 1));
+        let a1 = q
+            .dequeue(Time::from_ns(10_000_000), &mut d)
+            .packet()
+            .unwrap();
+        assert_eq!(a1.uid, 0);
+        assert_eq!(q.flow_state(ia).0, 1514 - 1000);
+        let a3 = q
+            .dequeue(Time::from_ns(200_000_000), &mut d)
+            .packet()
+            .unwrap();
+        assert_eq!(a3.uid, 2);
+        let dropped: Vec<(u64, DropReason)> = d.drain().map(|x| (x.pkt.uid, x.reason)).collect();
+        assert_eq!(dropped, vec![(1, DropReason::Aqm)]);
+        assert_eq!(
+            q.flow_state(ia).0,
+            514 - 1000,
+            "only delivered bytes are charged"
+        );
+        assert!(q.flow_state(ia).1.dropping);
+    }
+
+    #[test]
+    fn observe_reports_list_lengths() {
+        let mut q = FqCodel::new(FqCodelConfig::default());
+        let f = distinct_flows(&q, 3);
+        let mut d = Drops::new();
+        for (i, &fl) in f.iter().enumerate() {
+            q.enqueue(p_at(i as u64, fl, 100, Time::ZERO), Time::ZERO, &mut d);
+        }
+        let mut seen = Vec::new();
+        q.observe(Time::ZERO, &mut |k, v| seen.push((k.to_string(), v)));
+        assert!(seen.contains(&("new_flows".to_string(), 3.0)));
+        assert!(seen.contains(&("old_flows".to_string(), 0.0)));
+    }
+
+    #[test]
+    fn fq_codel_conservation_property() {
+        let variants = [(true, true), (false, true), (true, false), (false, false)];
+        for (k, (nfp, sp)) in variants.into_iter().enumerate() {
+            for seed in 0..6u64 {
+                let limit = 30 + 7 * seed as usize;
+                let mut q = FqCodel::new(FqCodelConfig {
+                    limit,
+                    flows: [1, 16, 1024][seed as usize % 3],
+                    quantum: 300 + 400 * seed as u32,
+                    memory_limit: 40_000 + 20_000 * seed,
+                    drop_batch_size: 1 + 3 * seed as u32,
+                    codel: CodelParams {
+                        target: Duration::from_us(500 + 700 * seed),
+                        interval: Duration::from_ms(3 + seed),
+                        mtu_bytes: 1514,
+                        ecn: seed % 2 == 0,
+                        ce_threshold: (seed % 3 == 1).then(|| Duration::from_ms(1)),
+                    },
+                    new_flow_priority: nfp,
+                    starvation_prevention: sp,
+                    salt: seed,
+                });
+                check_conservation(&mut q, seed * 10 + k as u64, 6_000, |q| {
+                    q.len_packets() <= limit
+                });
+            }
+        }
+    }
+}
