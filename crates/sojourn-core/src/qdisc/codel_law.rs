@@ -599,6 +599,46 @@ mod tests {
         assert_eq!(v2.count, 8);
     }
 
+    /// A mark in the dropping state schedules the next signal from the previous
+    /// drop_next (Linux), not from now (ns-3's CoDelQueueDisc does the latter).
+    #[test]
+    fn ecn_mark_in_dropping_state_schedules_from_drop_next() {
+        let p = CodelParams {
+            ecn: true,
+            ..params()
+        };
+        let d0 = Time::from_ns(1_000_000_000);
+        let mut v = CodelVars {
+            count: 2,
+            lastcount: 1,
+            dropping: true,
+            rec_inv_sqrt: 0x8000,
+            first_above_time: Time::from_ns(500_000_000),
+            drop_next: d0,
+            ldelay: Duration::ZERO,
+        };
+        let mut q = Fifo::default();
+        for i in 0..10 {
+            let mut pk = stamped(i, 1000, Time::ZERO);
+            pk.ecn = Ecn::Ect0;
+            q.push(pk);
+        }
+        let mut st = CodelStats::default();
+        let mut d = Drops::new();
+        let now = d0 + Duration::from_us(700);
+        let out = codel_dequeue(&mut q, &p, &mut v, &mut st, now, &mut d).unwrap();
+        assert_eq!(out.ecn, Ecn::Ce);
+        assert!(d.is_empty());
+        assert_eq!(v.count, 3);
+        assert_eq!(v.rec_inv_sqrt as f64 / 65536.0, 0.5625);
+        assert_eq!(
+            v.drop_next,
+            d0 + Duration(56_250_000),
+            "drop_next + 100 ms · 0.5625"
+        );
+        assert_eq!(st.ecn_mark, 1);
+    }
+
     #[test]
     fn ce_threshold_marks_independently_of_ecn() {
         let p = CodelParams {

@@ -951,6 +951,16 @@ mod tests {
         assert!(q.dequeue(Time::ZERO, &mut d).packet().is_some());
         assert!(matches!(q.dequeue(Time::ZERO, &mut d), Dequeue::Empty));
         assert_eq!((q.new_flows_len(), q.old_flows_len()), (0, 0));
+        // Two sparse flows: S empties while old_flows is empty, so it is removed (not
+        // parked on old_flows as ns-3 does) and its next packet makes it new again.
+        let f = distinct_flows(&q, 2);
+        let (s, t) = (f[0], f[1]);
+        q.enqueue(p_at(1, s, 200, Time::ZERO), Time::ZERO, &mut d);
+        q.enqueue(p_at(2, t, 200, Time::ZERO), Time::ZERO, &mut d);
+        assert_eq!(q.dequeue(Time::ZERO, &mut d).packet().unwrap().uid, 1);
+        assert_eq!(q.dequeue(Time::ZERO, &mut d).packet().unwrap().uid, 2);
+        q.enqueue(p_at(3, s, 200, Time::ZERO), Time::ZERO, &mut d);
+        assert_eq!((q.new_flows_len(), q.old_flows_len()), (2, 0));
     }
 
     /// Flow A holds 3 old packets, flow B 10. CoDel on A judges the qdisc-wide backlog
