@@ -349,8 +349,10 @@ impl FqCodel {
     /// on ties) and drops packets from its head until `drop_batch_size` packets are gone or
     /// at least half its backlog; tells CoDel by adding the count to that flow's `count`.
     /// Returns the victim flow and the number of packets dropped.
-    fn drop_fattest(&mut self, drops: &mut Drops) -> (usize, u32) {
-        let mut idx = 0;
+    fn drop_fattest(&mut self, arrival_idx: usize, drops: &mut Drops) -> (usize, u32) {
+        // Linux starts from queue 0; starting from the arrival's (non-empty) queue only
+        // differs if every queued packet had length 0, where Linux would crash.
+        let mut idx = arrival_idx;
         let mut max_backlog = 0u32;
         for (i, &b) in self.backlogs.iter().enumerate() {
             if b > max_backlog {
@@ -428,7 +430,7 @@ impl Qdisc for FqCodel {
         }
 
         // Overflow: batch head drop from the fattest flow (not the arrival, normally).
-        let (victim, n) = self.drop_fattest(drops);
+        let (victim, n) = self.drop_fattest(idx, drops);
         self.drop_overlimit += n as u64;
         if memory_limited {
             self.drop_overmemory += n as u64;
@@ -675,6 +677,21 @@ mod tests {
             build(vec![("limt", Value::Int(8))]).err().unwrap().path,
             "q.limt"
         );
+    }
+
+    #[test]
+    fn registry_builds_both_kinds() {
+        use crate::qdisc::{build, AnyQdisc};
+        let q = build(&Value::Str("fq_codel".into()), "q", &BuildCtx::default()).unwrap();
+        assert!(matches!(q, AnyQdisc::FqCodel(ref f) if f.limit() == 10240));
+        let q = build(&Value::Str("codel".into()), "q", &BuildCtx::default()).unwrap();
+        assert!(matches!(q, AnyQdisc::Codel(ref c) if c.limit() == 1000));
+        let t = Table(vec![
+            ("kind".into(), Value::Str("fq_codel".into())),
+            ("new_flow_priority".into(), Value::Bool(false)),
+            ("starvation_prevention".into(), Value::Bool(false)),
+        ]);
+        assert!(build(&Value::Table(t), "q", &BuildCtx::default()).is_ok());
     }
 
     #[test]
