@@ -21,7 +21,7 @@ struct Fifo {
 
 impl CodelQueue for Fifo {
     #[inline]
-    fn dequeue_head(&mut self) -> Option<Packet> {
+    fn dequeue_head(&mut self, _vars: &CodelVars) -> Option<Packet> {
         let p = self.packets.pop_front()?;
         self.backlog_bytes -= p.len_bytes as u64;
         Some(p)

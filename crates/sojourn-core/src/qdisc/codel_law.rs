@@ -104,8 +104,10 @@ pub struct CodelStats {
 pub trait CodelQueue {
     /// Removes and returns the packet CoDel should judge next (the head of a FIFO, the
     /// first in order of a priority queue), updating the queue's and the whole qdisc's
-    /// packet and byte counts. `None` if this queue is empty.
-    fn dequeue_head(&mut self) -> Option<Packet>;
+    /// packet and byte counts. `None` if this queue is empty. `vars` is the queue's CoDel
+    /// state, as Linux passes it to `dequeue_func`, so a queue may choose differently while
+    /// `vars.dropping` (LSTFCoDel takes the victim from the other end in that state).
+    fn dequeue_head(&mut self, vars: &CodelVars) -> Option<Packet>;
     /// Bytes still queued in the **whole qdisc** (after the packets already removed).
     fn backlog_bytes(&self) -> u64;
     /// When the packet's sojourn started (`codel_get_enqueue_time`).
@@ -191,7 +193,7 @@ pub fn codel_dequeue<Q: CodelQueue + ?Sized>(
     now: Time,
     drops: &mut Drops,
 ) -> Option<Packet> {
-    let Some(first) = queue.dequeue_head() else {
+    let Some(first) = queue.dequeue_head(vars) else {
         vars.dropping = false;
         return None;
     };
@@ -219,7 +221,7 @@ pub fn codel_dequeue<Q: CodelQueue + ?Sized>(
                     break;
                 }
                 aqm_drop(pkt.take().expect("held"), stats, drops);
-                pkt = queue.dequeue_head();
+                pkt = queue.dequeue_head(vars);
                 if !should_drop(pkt.as_ref(), queue, params, vars, stats, now) {
                     vars.dropping = false;
                 } else {
@@ -237,7 +239,7 @@ pub fn codel_dequeue<Q: CodelQueue + ?Sized>(
             marked_by_law = true;
         } else {
             aqm_drop(pkt.take().expect("held"), stats, drops);
-            pkt = queue.dequeue_head();
+            pkt = queue.dequeue_head(vars);
             // Evaluated for its side effects (first_above_time, ldelay) only.
             let _ = should_drop(pkt.as_ref(), queue, params, vars, stats, now);
         }
@@ -289,7 +291,7 @@ mod tests {
         }
     }
     impl CodelQueue for Fifo {
-        fn dequeue_head(&mut self) -> Option<Packet> {
+        fn dequeue_head(&mut self, _vars: &CodelVars) -> Option<Packet> {
             let p = self.q.pop_front()?;
             self.backlog -= p.len_bytes as u64;
             Some(p)

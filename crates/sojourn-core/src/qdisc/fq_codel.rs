@@ -168,7 +168,7 @@ struct FlowQueue<'a> {
 
 impl CodelQueue for FlowQueue<'_> {
     #[inline]
-    fn dequeue_head(&mut self) -> Option<Packet> {
+    fn dequeue_head(&mut self, _vars: &CodelVars) -> Option<Packet> {
         if *self.head == NIL {
             return None;
         }
