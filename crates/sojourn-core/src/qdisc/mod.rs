@@ -15,7 +15,10 @@
 //!   at `now` a discipline runs every tick due at or before `now`. This is exactly what a
 //!   timer event would do, because a qdisc's state only changes at its own operations.
 
+pub mod codel;
+pub mod codel_law;
 pub mod fifo;
+pub mod fq_codel;
 pub mod registry;
 
 use crate::packet::Packet;
@@ -234,6 +237,8 @@ any_qdisc! {
     Pfifo(fifo::Pfifo),
     Bfifo(fifo::Bfifo),
     PfifoHeadDrop(fifo::PfifoHeadDrop),
+    Codel(codel::Codel),
+    FqCodel(Box<fq_codel::FqCodel>),
 }
 
 pub mod testkit;

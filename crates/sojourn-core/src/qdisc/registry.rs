@@ -1,7 +1,7 @@
 //! The registry: an experiment file names a discipline (`kind = "fq_codel"`) and its
 //! parameters by their tc names; unknown kinds and keys are rejected with the key path.
 
-use super::{fifo, AnyQdisc};
+use super::{codel, fifo, fq_codel, AnyQdisc};
 use crate::params::{ConfError, ConfResult, Params, Table, Value};
 use crate::rng::{splitmix64_mix, Rng};
 
@@ -72,6 +72,16 @@ pub static KINDS: &[Kind] = &[
         name: "pfifo_head_drop",
         summary: "FIFO that drops the oldest packet when full",
         build: |p, c| Ok(AnyQdisc::PfifoHeadDrop(fifo::pfifo_head_drop(p, c)?)),
+    },
+    Kind {
+        name: "codel",
+        summary: "CoDel AQM over one FIFO (RFC 8289, Linux sch_codel)",
+        build: |p, c| Ok(AnyQdisc::Codel(codel::from_params(p, c)?)),
+    },
+    Kind {
+        name: "fq_codel",
+        summary: "flow queueing with per-flow CoDel (RFC 8290, Linux sch_fq_codel)",
+        build: |p, c| Ok(AnyQdisc::FqCodel(Box::new(fq_codel::from_params(p, c)?))),
     },
 ];
 
