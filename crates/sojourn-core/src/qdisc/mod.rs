@@ -15,7 +15,9 @@
 //!   at `now` a discipline runs every tick due at or before `now`. This is exactly what a
 //!   timer event would do, because a qdisc's state only changes at its own operations.
 
+pub mod cocoa;
 pub mod fifo;
+pub mod fq;
 pub mod registry;
 
 use crate::packet::Packet;
@@ -234,6 +236,8 @@ any_qdisc! {
     Pfifo(fifo::Pfifo),
     Bfifo(fifo::Bfifo),
     PfifoHeadDrop(fifo::PfifoHeadDrop),
+    Fq(Box<fq::Fq>),
+    Cocoa(Box<cocoa::Cocoa>),
 }
 
 pub mod testkit;
