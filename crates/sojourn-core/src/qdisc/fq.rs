@@ -915,3 +915,476 @@ impl<P: FlowPolicy> Qdisc for FqSched<P> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qdisc::testkit::{check_conservation, pkt};
+
+    const MTU: u32 = 1514;
+
+    fn fq() -> Fq {
+        Fq::new(FqConfig::linux_defaults(MTU))
+    }
+
+    /// A locally generated packet of socket `sk` (flow id = socket id).
+    fn sock(uid: u64, sk: u32, len: u32) -> Packet {
+        let mut p = pkt(uid, sk, len);
+        p.socket = sk;
+        p
+    }
+
+    /// A forwarded packet (no socket) with flow hash `hash`.
+    fn fwd(uid: u64, flow: u32, hash: u32, len: u32) -> Packet {
+        let mut p = pkt(uid, flow, len);
+        p.hash = hash;
+        p
+    }
+
+    fn enq<Q: Qdisc>(q: &mut Q, p: Packet, now: Time, d: &mut Drops) -> Verdict {
+        let mut p = p;
+        p.enqueued_at = now;
+        q.enqueue(p, now, d)
+    }
+
+    #[test]
+    fn defaults_are_linux_fq_init() {
+        let c = FqConfig::linux_defaults(1514);
+        assert_eq!(c.limit, 10_000);
+        assert_eq!(c.flow_limit, 100);
+        assert_eq!(c.quantum_bytes, 3028);
+        assert_eq!(c.initial_quantum_bytes, 15140);
+        assert_eq!(c.refill_delay, Duration::from_ms(40));
+        assert_eq!(c.low_rate_threshold_bytes_per_s, 68_750);
+        assert_eq!(c.orphan_mask, 1023);
+        assert_eq!(c.horizon, Duration::from_secs(10));
+        assert!(c.horizon_drop && c.pacing && c.maxrate_bytes_per_s.is_none());
+        assert_eq!(c.weights, [9 << 16, 3 << 16, 1 << 16]);
+        // Built through the registry with no parameters, the same.
+        let q = crate::qdisc::build(&Value::Str("fq".into()), "q", &BuildCtx::default()).unwrap();
+        match q {
+            crate::qdisc::AnyQdisc::Fq(f) => assert_eq!(f.config(), &c),
+            _ => panic!("not fq"),
+        }
+    }
+
+    #[test]
+    fn params_by_tc_name_and_validation() {
+        use crate::params::Table;
+        let t = Table(vec![
+            ("kind".into(), Value::Str("fq".into())),
+            ("quantum".into(), Value::Int(1514)),
+            ("maxrate".into(), Value::Str("8Mbit".into())),
+            ("pacing".into(), Value::Bool(false)),
+            ("horizon_drop".into(), Value::Bool(false)),
+            ("ce_threshold".into(), Value::Str("2ms".into())),
+            (
+                "weights".into(),
+                Value::Array(vec![
+                    Value::Int(65536),
+                    Value::Int(65536),
+                    Value::Int(65536),
+                ]),
+            ),
+        ]);
+        match crate::qdisc::build(&Value::Table(t), "q", &BuildCtx::default()).unwrap() {
+            crate::qdisc::AnyQdisc::Fq(f) => {
+                let c = f.config();
+                assert_eq!(c.quantum_bytes, 1514);
+                assert_eq!(c.maxrate_bytes_per_s, Some(1_000_000));
+                assert!(!c.pacing && !c.horizon_drop);
+                assert_eq!(c.ce_threshold, Duration::from_ms(2));
+                assert_eq!(c.weights, [65536; 3]);
+            }
+            _ => panic!(),
+        }
+        let bad = |k: &str, v: Value| {
+            let t = Table(vec![
+                ("kind".into(), Value::Str("fq".into())),
+                (k.into(), v),
+            ]);
+            crate::qdisc::build(&Value::Table(t), "q", &BuildCtx::default())
+                .err()
+                .unwrap()
+        };
+        let mut pm = vec![Value::Int(0); 16];
+        pm[3] = Value::Int(3);
+        assert!(bad("priomap", Value::Array(pm)).msg.contains("band 3"));
+        assert_eq!(
+            bad("weights", Value::Array(vec![Value::Int(100); 3])).path,
+            "q.weights"
+        );
+        assert_eq!(bad("quantum", Value::Int(100)).path, "q.quantum");
+        assert_eq!(bad("buckets", Value::Int(1000)).path, "q.buckets");
+    }
+
+    #[test]
+    fn flow_limit_drops_the_101st_packet_of_a_flow() {
+        let mut q = fq();
+        let mut d = Drops::new();
+        for i in 0..100 {
+            assert_eq!(
+                enq(&mut q, sock(i, 7, 1000), Time(0), &mut d),
+                Verdict::Queued
+            );
+        }
+        assert_eq!(
+            enq(&mut q, sock(100, 7, 1000), Time(0), &mut d),
+            Verdict::Dropped
+        );
+        let dropped: Vec<_> = d.drain().map(|x| (x.pkt.uid, x.reason)).collect();
+        assert_eq!(dropped, vec![(100, DropReason::FlowLimit)]);
+        // Another flow is not affected.
+        assert_eq!(
+            enq(&mut q, sock(101, 8, 1000), Time(0), &mut d),
+            Verdict::Queued
+        );
+        assert_eq!(q.len_packets(), 101);
+    }
+
+    #[test]
+    fn initial_quantum_then_quantum_round_robin() {
+        // A new flow may send initial_quantum = 10 MTU before yielding; afterwards flows
+        // alternate by quantum = 2 MTU (two full-size packets each).
+        let mut q = fq();
+        let mut d = Drops::new();
+        for i in 0..30 {
+            enq(&mut q, sock(i, 1, MTU), Time(0), &mut d);
+        }
+        for i in 0..30 {
+            enq(&mut q, sock(100 + i, 2, MTU), Time(0), &mut d);
+        }
+        let order: Vec<u32> = (0..40)
+            .map(|_| q.dequeue(Time(0), &mut d).packet().unwrap().socket)
+            .collect();
+        let mut expect = vec![1; 10];
+        expect.extend([2; 10]);
+        for _ in 0..5 {
+            expect.extend([1, 1, 2, 2]);
+        }
+        assert_eq!(order, expect);
+    }
+
+    fn jain(x: &[f64]) -> f64 {
+        let s: f64 = x.iter().sum();
+        let s2: f64 = x.iter().map(|v| v * v).sum();
+        s * s / (x.len() as f64 * s2)
+    }
+
+    #[test]
+    fn round_robin_by_credit_is_byte_fair() {
+        // Backlogged flows with very different packet sizes get equal bytes (DRR).
+        let sizes = [64u32, 300, 800, 1514, 1000];
+        let mut q = fq();
+        let mut d = Drops::new();
+        let mut uid = 0;
+        for (i, &s) in sizes.iter().enumerate() {
+            for _ in 0..20 {
+                uid += 1;
+                enq(&mut q, sock(uid, i as u32 + 1, s), Time(0), &mut d);
+            }
+        }
+        let mut bytes = [0f64; 5];
+        for _ in 0..30_000 {
+            let p = q.dequeue(Time(0), &mut d).packet().unwrap();
+            let i = p.socket as usize - 1;
+            bytes[i] += p.len_bytes as f64;
+            uid += 1;
+            enq(&mut q, sock(uid, p.socket, p.len_bytes), Time(0), &mut d);
+        }
+        let j = jain(&bytes);
+        assert!(j >= 0.99, "Jain index {j} for {bytes:?}");
+        assert!(d.is_empty());
+    }
+
+    /// Drains `q`, following NotBefore; returns (departure time, packet) and NotBefore count.
+    fn drain_paced<Q: Qdisc>(q: &mut Q, mut now: Time) -> (Vec<(Time, Packet)>, usize) {
+        let mut d = Drops::new();
+        let mut out = Vec::new();
+        let mut waits = 0;
+        loop {
+            match q.dequeue(now, &mut d) {
+                Dequeue::Packet(p) => out.push((now, p)),
+                Dequeue::NotBefore(t) => {
+                    assert!(t > now);
+                    waits += 1;
+                    now = t;
+                }
+                Dequeue::Empty => break,
+            }
+        }
+        (out, waits)
+    }
+
+    #[test]
+    fn pacing_releases_a_flow_at_its_pacing_rate() {
+        let rate_bps = 10_000_000u64;
+        let gap_ns = MTU as f64 * 8e9 / rate_bps as f64; // len / R = 1.2112 ms
+        for quantum in [3028u32, 1514] {
+            let mut cfg = FqConfig::linux_defaults(MTU);
+            cfg.flow_limit = 1000;
+            cfg.quantum_bytes = quantum;
+            let mut q = Fq::new(cfg);
+            let mut d = Drops::new();
+            for i in 0..200 {
+                let mut p = sock(i, 1, MTU);
+                p.pacing_rate_bps = rate_bps;
+                enq(&mut q, p, Time(0), &mut d);
+            }
+            let (out, waits) = drain_paced(&mut q, Time(0));
+            assert_eq!(out.len(), 200);
+            assert!(
+                waits >= 90,
+                "throttled flow must report NotBefore ({waits})"
+            );
+            // The initial quantum (10 packets) leaves at once, then the rate holds.
+            assert!(out[..10].iter().all(|(t, _)| *t == Time(0)));
+            let (a, b) = (10, 10 + 180);
+            let mean = (out[b].0 .0 - out[a].0 .0) as f64 / (b - a) as f64;
+            assert!(
+                (mean / gap_ns - 1.0).abs() < 0.01,
+                "quantum {quantum}: mean gap {mean} ns, expected {gap_ns}"
+            );
+            if quantum == MTU {
+                // Charging one packet per quantum paces every packet individually.
+                for w in out[10..].windows(2) {
+                    let g = (w[1].0 .0 - w[0].0 .0) as f64;
+                    assert!((g / gap_ns - 1.0).abs() < 0.01, "gap {g}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn low_rate_flows_are_paced_per_packet_by_their_own_length() {
+        // 400 kbit/s <= low_rate_threshold (550 kbit/s): credit is zeroed after every packet,
+        // and each 300-B packet is spaced by 300 B / 50 kB/s = 6 ms (not by a 3028-B quantum).
+        let mut q = fq();
+        let mut d = Drops::new();
+        for i in 0..20 {
+            let mut p = sock(i, 3, 300);
+            p.pacing_rate_bps = 400_000;
+            enq(&mut q, p, Time(0), &mut d);
+        }
+        let (out, _) = drain_paced(&mut q, Time(0));
+        assert_eq!(out.len(), 20);
+        for (k, (t, _)) in out.iter().enumerate() {
+            assert_eq!(*t, Time(k as u64 * 6_000_000), "packet {k}");
+        }
+    }
+
+    #[test]
+    fn nopacing_ignores_pacing_rates() {
+        let mut cfg = FqConfig::linux_defaults(MTU);
+        cfg.pacing = false;
+        let mut q = Fq::new(cfg);
+        let mut d = Drops::new();
+        for i in 0..50 {
+            let mut p = sock(i, 3, 1514);
+            p.pacing_rate_bps = 100_000;
+            enq(&mut q, p, Time(0), &mut d);
+        }
+        let (out, waits) = drain_paced(&mut q, Time(0));
+        assert_eq!((out.len(), waits), (50, 0));
+    }
+
+    #[test]
+    fn edt_timestamps_order_the_flow_and_are_honoured() {
+        let mut q = fq();
+        let mut d = Drops::new();
+        for (uid, ms) in [(0u64, 3u64), (1, 1), (2, 2)] {
+            let mut p = sock(uid, 1, 500);
+            p.departure_at = Time::from_ns(ms * 1_000_000);
+            enq(&mut q, p, Time(0), &mut d);
+        }
+        assert!(matches!(
+            q.dequeue(Time(0), &mut d),
+            Dequeue::NotBefore(Time(1_000_000))
+        ));
+        let (out, _) = drain_paced(&mut q, Time(0));
+        let got: Vec<(u64, u64)> = out.iter().map(|(t, p)| (t.0, p.uid)).collect();
+        assert_eq!(got, vec![(1_000_000, 1), (2_000_000, 2), (3_000_000, 0)]);
+    }
+
+    #[test]
+    fn packets_beyond_the_horizon_are_dropped_or_capped() {
+        let now = Time(5_000_000);
+        let mut q = fq();
+        let mut d = Drops::new();
+        let mut p = sock(1, 1, 500);
+        p.departure_at = now + Duration::from_secs(11);
+        assert_eq!(enq(&mut q, p, now, &mut d), Verdict::Dropped);
+        assert_eq!(d.drain().next().unwrap().reason, DropReason::Horizon);
+        // Exactly at the horizon is still accepted.
+        let mut p = sock(2, 1, 500);
+        p.departure_at = now + Duration::from_secs(10);
+        assert_eq!(enq(&mut q, p, now, &mut d), Verdict::Queued);
+
+        let mut cfg = FqConfig::linux_defaults(MTU);
+        cfg.horizon_drop = false;
+        let mut q = Fq::new(cfg);
+        let mut p = sock(3, 1, 500);
+        p.departure_at = now + Duration::from_secs(11);
+        assert_eq!(enq(&mut q, p, now, &mut d), Verdict::Queued);
+        let cap = now + Duration::from_secs(10);
+        assert!(matches!(q.dequeue(now, &mut d), Dequeue::NotBefore(t) if t == cap));
+        let p = q.dequeue(cap, &mut d).packet().unwrap();
+        assert_eq!(p.departure_at, cap);
+    }
+
+    #[test]
+    fn forwarded_flows_colliding_under_the_orphan_mask_share_a_queue() {
+        let mut q = fq();
+        let mut d = Drops::new();
+        let (h1, h2, h3) = (5u32, 5 + 1024 * 77, 6);
+        for i in 0..60 {
+            enq(&mut q, fwd(i, 1, h1, 800), Time(0), &mut d);
+            enq(&mut q, fwd(1000 + i, 2, h2, 800), Time(0), &mut d);
+        }
+        assert_eq!(q.flow_count(), 1, "h1 & 1023 == h2 & 1023: one pseudo-flow");
+        assert_eq!(q.len_packets(), 100, "the shared flow_limit of 100");
+        assert!(d.drain().all(|x| x.reason == DropReason::FlowLimit));
+        enq(&mut q, fwd(5000, 3, h3, 800), Time(0), &mut d);
+        assert_eq!(q.flow_count(), 2);
+        // Sockets are separate flows even with the same hash.
+        let mut p = sock(6000, 9, 800);
+        p.hash = h1;
+        enq(&mut q, p, Time(0), &mut d);
+        assert_eq!(q.flow_count(), 3);
+    }
+
+    #[test]
+    fn bands_share_by_wrr_weights_9_3_1() {
+        // priomap: priority 6 -> band 0, 0 -> band 1, 2 -> band 2.
+        let mut q = fq();
+        let mut d = Drops::new();
+        let prio = [6u32, 0, 2];
+        let mut uid = 0;
+        for (i, &pr) in prio.iter().enumerate() {
+            for _ in 0..50 {
+                uid += 1;
+                let mut p = sock(uid, i as u32 + 1, 1000);
+                p.priority = pr;
+                enq(&mut q, p, Time(0), &mut d);
+            }
+        }
+        let mut bytes = [0f64; 3];
+        for _ in 0..50_000 {
+            let p = q.dequeue(Time(0), &mut d).packet().unwrap();
+            bytes[p.socket as usize - 1] += p.len_bytes as f64;
+            uid += 1;
+            let mut n = sock(uid, p.socket, 1000);
+            n.priority = p.priority;
+            enq(&mut q, n, Time(0), &mut d);
+        }
+        let r1 = bytes[0] / bytes[2];
+        let r2 = bytes[1] / bytes[2];
+        assert!((r1 / 9.0 - 1.0).abs() < 0.02, "band0/band2 = {r1}");
+        assert!((r2 / 3.0 - 1.0).abs() < 0.02, "band1/band2 = {r2}");
+    }
+
+    #[test]
+    fn band_limit_is_per_band() {
+        let mut cfg = FqConfig::linux_defaults(MTU);
+        cfg.limit = 5;
+        let mut q = Fq::new(cfg);
+        let mut d = Drops::new();
+        for i in 0..8 {
+            enq(&mut q, sock(i, i as u32 + 1, 100), Time(0), &mut d);
+        }
+        assert_eq!(q.len_packets(), 5);
+        let mut p = sock(100, 50, 100);
+        p.priority = 6; // band 0 has its own limit
+        assert_eq!(enq(&mut q, p, Time(0), &mut d), Verdict::Queued);
+        assert!(d.drain().all(|x| x.reason == DropReason::Overlimit));
+    }
+
+    #[test]
+    fn idle_flows_are_garbage_collected_after_3s() {
+        let mut q = fq();
+        let mut d = Drops::new();
+        enq(&mut q, sock(1, 1, 100), Time(0), &mut d);
+        enq(&mut q, sock(2, 2, 100), Time(0), &mut d);
+        drain_paced(&mut q, Time(0));
+        // Empty flows are detached when a dequeue finds them on old_flows: flow 3 exhausts
+        // its initial quantum and rotates to old_flows behind flows 1 and 2.
+        for i in 0..30 {
+            enq(&mut q, sock(10 + i, 3, MTU), Time(1), &mut d);
+        }
+        drain_paced(&mut q, Time(1));
+        assert_eq!(q.flow_count(), 3);
+        enq(
+            &mut q,
+            sock(4, 4, 100),
+            Time::from_ns(2_000_000_000),
+            &mut d,
+        );
+        assert_eq!(q.flow_count(), 4, "not yet 3 s");
+        enq(
+            &mut q,
+            sock(5, 4, 100),
+            Time::from_ns(3_000_000_002),
+            &mut d,
+        );
+        assert_eq!(
+            q.flow_count(),
+            2,
+            "flows 1 and 2, detached > 3 s, are forgotten"
+        );
+        assert_eq!(q.stats().gc_flows, 2);
+    }
+
+    /// Stamps the synthetic packets of the property test with sockets, pacing rates and EDT.
+    struct Stamp<Q>(Q);
+    impl<Q: Qdisc> Qdisc for Stamp<Q> {
+        fn enqueue(&mut self, mut p: Packet, now: Time, drops: &mut Drops) -> Verdict {
+            match p.flow % 4 {
+                0 => {}
+                1 => {
+                    p.socket = p.flow + 1;
+                    p.pacing_rate_bps = 2_000_000 + 1_000_000 * (p.flow as u64 % 7);
+                }
+                2 => {
+                    p.socket = p.flow + 1;
+                    p.pacing_rate_bps = 300_000;
+                }
+                _ => {
+                    p.socket = p.flow + 1;
+                    p.departure_at = now + Duration((p.uid * 7919) % 3_000_000);
+                }
+            }
+            self.0.enqueue(p, now, drops)
+        }
+        fn dequeue(&mut self, now: Time, drops: &mut Drops) -> Dequeue {
+            self.0.dequeue(now, drops)
+        }
+        fn len_packets(&self) -> usize {
+            self.0.len_packets()
+        }
+        fn len_bytes(&self) -> u64 {
+            self.0.len_bytes()
+        }
+        fn ecn_marks(&self) -> u64 {
+            self.0.ecn_marks()
+        }
+    }
+
+    #[test]
+    fn fq_conservation_property_pacing_on_and_off() {
+        for pacing in [true, false] {
+            for seed in 0..12 {
+                let mut cfg = FqConfig::linux_defaults(MTU);
+                cfg.pacing = pacing;
+                cfg.limit = 60;
+                cfg.flow_limit = 15;
+                cfg.ce_threshold = Duration::from_ms(2);
+                cfg.orphan_mask = if seed % 2 == 0 { 7 } else { 1023 };
+                let mut q = Stamp(Fq::new(cfg));
+                check_conservation(&mut q, seed, 4_000, |q| {
+                    q.0.band_packets().iter().all(|&n| n <= 60)
+                        && q.0.flows().all(|(_, qlen, _)| qlen <= 15)
+                });
+            }
+        }
+    }
+}
