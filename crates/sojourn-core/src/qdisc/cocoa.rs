@@ -140,7 +140,7 @@ impl CocoaPolicy {
 
     /// `(int)x` as x86-64 compiles it (`cvttsd2si`): NaN and out-of-range give `INT_MIN`.
     fn c_int(x: f64) -> i32 {
-        if x.is_nan() || x >= 2_147_483_648.0 || x < -2_147_483_648.0 {
+        if x.is_nan() || !(-2_147_483_648.0..2_147_483_648.0).contains(&x) {
             i32::MIN
         } else {
             x as i32
@@ -326,4 +326,334 @@ pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Cocoa> {
         ));
     }
     Ok(Cocoa::new(fq, params))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::Packet;
+    use crate::qdisc::testkit::{check_conservation, pkt};
+    use crate::qdisc::{Dequeue, Drops, Qdisc, Verdict};
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+
+    const MS: u64 = 1_000_000;
+
+    fn cocoa(limit: u32, literal: bool) -> Cocoa {
+        let params = CocoaParams {
+            flow_limit: limit,
+            literal,
+            ..CocoaParams::default()
+        };
+        Cocoa::new(FqConfig::linux_defaults(1514), params)
+    }
+
+    fn p(uid: u64) -> Packet {
+        let mut p = pkt(uid, 1, 1000);
+        p.socket = 1;
+        p
+    }
+
+    struct Driver {
+        q: Cocoa,
+        d: Drops,
+        uid: u64,
+    }
+
+    impl Driver {
+        fn new(limit: u32, literal: bool) -> Driver {
+            Driver {
+                q: cocoa(limit, literal),
+                d: Drops::new(),
+                uid: 0,
+            }
+        }
+        fn arrive(&mut self, t_ns: u64) -> Verdict {
+            let mut x = p(self.uid);
+            self.uid += 1;
+            x.enqueued_at = Time(t_ns);
+            self.q.enqueue(x, Time(t_ns), &mut self.d)
+        }
+        fn arrive_n(&mut self, n: usize, t_ns: u64) {
+            for _ in 0..n {
+                assert_eq!(self.arrive(t_ns), Verdict::Queued);
+            }
+        }
+        fn serve_n(&mut self, n: usize, t_ns: u64) {
+            for _ in 0..n {
+                assert!(self.q.dequeue(Time(t_ns), &mut self.d).packet().is_some());
+            }
+        }
+        fn st(&self) -> CocoaFlow {
+            self.q.flow_of(&p(0)).unwrap().1.clone()
+        }
+        fn qlen(&self) -> u32 {
+            self.q.flow_of(&p(0)).unwrap().0
+        }
+        fn drops(&mut self) -> Vec<(u64, DropReason)> {
+            self.d.drain().map(|x| (x.pkt.uid, x.reason)).collect()
+        }
+    }
+
+    #[test]
+    fn first_loss_only_opens_a_guard_interval() {
+        let mut s = Driver::new(10, false);
+        s.arrive_n(10, MS);
+        s.serve_n(3, 2 * MS); // a standing queue of 7 exists ...
+        s.arrive_n(3, 3 * MS);
+        assert_eq!(s.arrive(5 * MS), Verdict::Dropped);
+        // ... but the first loss never shrinks: it opens a GI of 1.25 x (5 ms - 1 ms).
+        assert_eq!(s.drops(), vec![(13, DropReason::FlowLimit)]);
+        let st = s.st();
+        assert_eq!(st.flow_max_qlen, 10);
+        assert_eq!((st.gi_start_ns, st.gi_end_ns), (5 * MS, 10 * MS));
+        assert_eq!(s.qlen(), 10);
+    }
+
+    #[test]
+    fn limit_shrinks_by_exactly_the_standing_queue_of_the_longest_interval() {
+        let mut s = Driver::new(10, false);
+        s.arrive_n(10, MS); // uids 0..9
+        s.arrive(5 * MS); // uid 10: first loss, GI [5 ms, 10 ms]
+        s.serve_n(4, 6 * MS); // qlen 6: minimum of interval [5, 9]
+        s.arrive_n(4, 6 * MS + MS / 2); // uids 11..14
+        assert_eq!(s.arrive(9 * MS), Verdict::Dropped); // uid 15: loss inside the GI
+        s.serve_n(8, 9 * MS + MS / 2); // qlen 2: minimum of the shorter interval [9, 11]
+        s.arrive_n(8, 9 * MS + MS / 2); // uids 16..23
+        s.drops();
+        // GI over: the LI is [5, 9] (4 ms > 2 ms), standing queue 6.
+        assert_eq!(s.arrive(11 * MS), Verdict::Dropped); // uid 24
+        let d = s.drops();
+        let standing: Vec<u64> = d
+            .iter()
+            .filter(|x| x.1 == DropReason::StandingQueue)
+            .map(|x| x.0)
+            .collect();
+        assert_eq!(
+            standing,
+            vec![23, 22, 21, 20, 19, 18],
+            "the 6 newest packets"
+        );
+        assert!(d.contains(&(24, DropReason::FlowLimit)));
+        let st = s.st();
+        assert_eq!(st.flow_max_qlen, 4);
+        assert_eq!(s.qlen(), 4);
+        assert_eq!(s.q.len_packets(), 4);
+        // The next GI is 1.25 x the LI (4 ms) = 5 ms long.
+        assert_eq!((st.gi_start_ns, st.gi_end_ns), (11 * MS, 16 * MS));
+    }
+
+    #[test]
+    fn limit_grows_by_the_idle_formula_capped_at_max_increase() {
+        // Interval from 2 ms: 10 packets sent, 2 ms idle, full again at 8 ms:
+        // active = (8 - 2) - 2 = 4 ms, increase = 10 / 4 ms x 2 ms = 5 -> limit 15.
+        let mut s = Driver::new(10, false);
+        s.arrive_n(10, MS);
+        s.arrive(2 * MS); // first loss: GI [2, 3.25 ms], interval restarts at 2 ms
+        s.serve_n(10, 4 * MS); // empty at 4 ms
+        s.arrive_n(10, 6 * MS); // idle 2 ms
+        assert_eq!(s.arrive(8 * MS), Verdict::Queued, "the trigger is accepted");
+        assert_eq!(s.st().flow_max_qlen, 15);
+        assert!(s.st().enlarge);
+        assert_eq!(s.qlen(), 11);
+        // The next loss after an enlargement restarts the GI, with no shrink.
+        s.arrive_n(4, 8 * MS);
+        assert_eq!(s.arrive(9 * MS), Verdict::Dropped);
+        let st = s.st();
+        assert!(!st.enlarge);
+        assert_eq!(st.flow_max_qlen, 15);
+        assert_eq!(st.gi_start_ns, 9 * MS);
+
+        // Idle 10 ms: the formula asks +33, the cap is 2 x 10 = 20.
+        let mut s = Driver::new(10, false);
+        s.arrive_n(10, MS);
+        s.arrive(2 * MS);
+        s.serve_n(10, 4 * MS);
+        s.arrive_n(10, 14 * MS);
+        assert_eq!(s.arrive(15 * MS), Verdict::Queued);
+        assert_eq!(s.st().flow_max_qlen, 20);
+    }
+
+    #[test]
+    fn interval_without_dequeues_does_not_shrink() {
+        // Seed bug: min_queue_length stays ULONG_MAX; sojourn treats it as "no sample".
+        for literal in [false, true] {
+            let mut s = Driver::new(10, literal);
+            s.arrive_n(10, MS);
+            s.arrive(2 * MS); // GI [2, 3.25 ms]
+            assert_eq!(s.arrive(5 * MS), Verdict::Dropped);
+            assert_eq!(
+                s.drops(),
+                vec![(10, DropReason::FlowLimit), (11, DropReason::FlowLimit)]
+            );
+            assert_eq!(s.st().flow_max_qlen, 10);
+            assert_eq!(s.qlen(), 10);
+        }
+    }
+
+    #[test]
+    fn all_idle_interval_does_not_divide_by_zero_unless_literal() {
+        // Empty at 2 ms (the interval's start), refilled and full at 5 ms: active = 0.
+        let run = |literal: bool| {
+            let mut s = Driver::new(3, literal);
+            s.arrive_n(3, MS);
+            s.arrive(2 * MS); // GI [2, 3.25 ms]
+            s.serve_n(3, 2 * MS);
+            s.arrive_n(3, 5 * MS);
+            let v = s.arrive(5 * MS);
+            (s, v)
+        };
+        let (mut s, v) = run(false);
+        assert_eq!(
+            v,
+            Verdict::Dropped,
+            "no enlargement from an all-idle interval"
+        );
+        assert_eq!(s.st().flow_max_qlen, 3);
+        s.serve_n(3, 6 * MS);
+        assert_eq!(s.arrive(7 * MS), Verdict::Queued);
+
+        // Literal: (int)(x / 0.0) is INT_MIN on x86, the limit wraps negative and the flow
+        // is black-holed.
+        let (mut s, v) = run(true);
+        assert_eq!(v, Verdict::Queued);
+        assert!(s.st().flow_max_qlen < 0);
+        s.serve_n(4, 6 * MS);
+        assert_eq!(s.arrive(7 * MS), Verdict::Dropped);
+        assert_eq!(s.arrive(8 * MS), Verdict::Dropped);
+    }
+
+    #[test]
+    fn observe_reports_limit_and_qlen_per_flow() {
+        let mut s = Driver::new(10, false);
+        s.arrive_n(3, MS);
+        let mut seen = HashMap::new();
+        s.q.observe(Time(MS), &mut |k, v| {
+            seen.insert(k.to_string(), v);
+        });
+        assert_eq!(seen["flow1.limit"], 10.0);
+        assert_eq!(seen["flow1.qlen"], 3.0);
+    }
+
+    /// A Reno-like window source over one CoCoA bottleneck: the window grows by 1/W per ACK
+    /// and halves (once per RTT) on loss; the link serves one packet per `tx` ns. Returns the
+    /// learned limit at the end of each phase of `(tx_ns, duration_ns)`.
+    fn reno_loop(phases: &[(u64, u64)], rtt_ns: u64) -> Vec<(i32, u64)> {
+        let mut q = cocoa(100, false);
+        let mut d = Drops::new();
+        let mut now = 0u64;
+        let mut cwnd = 10.0f64;
+        let mut inflight = 0u64;
+        let mut last_cut = 0u64;
+        let mut acks: std::collections::VecDeque<(u64, bool)> = Default::default();
+        let mut uid = 0;
+        let mut out = Vec::new();
+        for &(tx, dur) in phases {
+            let end = now + dur;
+            let mut min_q = u64::MAX;
+            while now < end {
+                // Feedback: ACKs and loss signals arrive one RTT after the event.
+                while let Some(&(t, lost)) = acks.front() {
+                    if t > now {
+                        break;
+                    }
+                    acks.pop_front();
+                    inflight -= 1;
+                    if lost {
+                        if now > last_cut + rtt_ns {
+                            cwnd = (cwnd / 2.0).max(2.0);
+                            last_cut = now;
+                        }
+                    } else {
+                        cwnd += 1.0 / cwnd;
+                    }
+                }
+                while (inflight as f64) < cwnd {
+                    uid += 1;
+                    let mut x = p(uid);
+                    x.enqueued_at = Time(now);
+                    inflight += 1;
+                    if q.enqueue(x, Time(now), &mut d) == Verdict::Dropped {
+                        acks.push_back((now + rtt_ns, true));
+                    }
+                    // Tail-trimmed packets are losses too.
+                    for x in d.drain() {
+                        if x.pkt.uid != uid {
+                            acks.push_back((now + rtt_ns, true));
+                        }
+                    }
+                }
+                if let Dequeue::Packet(_) = q.dequeue(Time(now), &mut d) {
+                    acks.push_back((now + rtt_ns, false));
+                }
+                if now + 10_000 * MS > end {
+                    min_q = min_q.min(q.len_packets() as u64);
+                }
+                now += tx;
+            }
+            out.push((q.flow_of(&p(0)).unwrap().1.flow_max_qlen, min_q));
+        }
+        out
+    }
+
+    #[test]
+    fn learned_limit_follows_a_service_rate_halving_towards_the_bdp() {
+        // 10 Mbit/s of 1000-B packets (0.8 ms each), 40 ms RTT: BDP = 50 packets; then the
+        // rate halves (BDP 25). A Reno flow's standing queue after a halving is
+        // (limit - BDP) / 2, so removing it converges the limit to about one BDP.
+        let rtt = 40 * MS;
+        let phases = [(800_000, 60_000 * MS), (1_600_000, 90_000 * MS)];
+        let r = reno_loop(&phases, rtt);
+        eprintln!("reno loop (limit, min queue over the last 10 s): {r:?}");
+        let (l1, _) = r[0];
+        let (l2, minq2) = r[1];
+        assert!((25..=100).contains(&l1), "phase 1 limit {l1} vs BDP 50");
+        assert!(l2 < l1, "the limit falls after the halving: {l1} -> {l2}");
+        assert!((12..=50).contains(&l2), "phase 2 limit {l2} vs BDP 25");
+        assert!(minq2 <= 5, "no large standing queue remains ({minq2})");
+        // With the initial 100-packet limit the trough would be (100 - 25) / 2 = 37 packets.
+    }
+
+    /// Stamps sockets on the property test's packets (mix of socket and forwarded flows).
+    struct Stamp(Cocoa);
+    impl Qdisc for Stamp {
+        fn enqueue(&mut self, mut p: Packet, now: Time, drops: &mut Drops) -> Verdict {
+            if p.flow % 2 == 1 {
+                p.socket = p.flow + 1;
+            }
+            self.0.enqueue(p, now, drops)
+        }
+        fn dequeue(&mut self, now: Time, drops: &mut Drops) -> Dequeue {
+            self.0.dequeue(now, drops)
+        }
+        fn len_packets(&self) -> usize {
+            self.0.len_packets()
+        }
+        fn len_bytes(&self) -> u64 {
+            self.0.len_bytes()
+        }
+        fn ecn_marks(&self) -> u64 {
+            self.0.ecn_marks()
+        }
+    }
+
+    #[test]
+    fn cocoa_conservation_property() {
+        for literal in [false, true] {
+            for seed in 0..12 {
+                let limits: RefCell<HashMap<u32, i32>> = RefCell::default();
+                let mut q = Stamp(cocoa(8, literal));
+                check_conservation(&mut q, seed, 4_000, |q| {
+                    let mut seen = limits.borrow_mut();
+                    q.0.flows().all(|(label, qlen, st)| {
+                        let lim = st.flow_max_qlen;
+                        let prev = seen.insert(label, lim).unwrap_or(8);
+                        let grow_ok = lim <= prev.max(1) * 2; // max_increase = 2
+                        let fixed_ok = literal || (lim >= 1 && qlen as i32 <= lim + 1);
+                        grow_ok && fixed_ok
+                    })
+                });
+            }
+        }
+    }
 }
