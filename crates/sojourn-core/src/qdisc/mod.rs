@@ -15,9 +15,11 @@
 //!   at `now` a discipline runs every tick due at or before `now`. This is exactly what a
 //!   timer event would do, because a qdisc's state only changes at its own operations.
 
+pub mod cocoa;
 pub mod codel;
 pub mod codel_law;
 pub mod fifo;
+pub mod fq;
 pub mod fq_codel;
 pub mod registry;
 
@@ -239,6 +241,8 @@ any_qdisc! {
     PfifoHeadDrop(fifo::PfifoHeadDrop),
     Codel(codel::Codel),
     FqCodel(Box<fq_codel::FqCodel>),
+    Fq(Box<fq::Fq>),
+    Cocoa(Box<cocoa::Cocoa>),
 }
 
 pub mod testkit;

@@ -1,7 +1,7 @@
 //! The registry: an experiment file names a discipline (`kind = "fq_codel"`) and its
 //! parameters by their tc names; unknown kinds and keys are rejected with the key path.
 
-use super::{codel, fifo, fq_codel, AnyQdisc};
+use super::{cocoa, codel, fifo, fq, fq_codel, AnyQdisc};
 use crate::params::{ConfError, ConfResult, Params, Table, Value};
 use crate::rng::{splitmix64_mix, Rng};
 
@@ -82,6 +82,16 @@ pub static KINDS: &[Kind] = &[
         name: "fq_codel",
         summary: "flow queueing with per-flow CoDel (RFC 8290, Linux sch_fq_codel)",
         build: |p, c| Ok(AnyQdisc::FqCodel(Box::new(fq_codel::from_params(p, c)?))),
+    },
+    Kind {
+        name: "fq",
+        summary: "Linux fq: per-flow fair queueing with pacing, 3 WRR bands (6.18)",
+        build: |p, c| Ok(AnyQdisc::Fq(Box::new(fq::from_params(p, c)?))),
+    },
+    Kind {
+        name: "cocoa",
+        summary: "CoCoA/TRAQ: fq with a learned per-flow buffer limit (seed 003)",
+        build: |p, c| Ok(AnyQdisc::Cocoa(Box::new(cocoa::from_params(p, c)?))),
     },
 ];
 
