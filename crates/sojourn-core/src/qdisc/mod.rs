@@ -15,6 +15,8 @@
 //!   at `now` a discipline runs every tick due at or before `now`. This is exactly what a
 //!   timer event would do, because a qdisc's state only changes at its own operations.
 
+pub mod cake;
+pub mod cobalt;
 pub mod fifo;
 pub mod registry;
 
@@ -234,6 +236,7 @@ any_qdisc! {
     Pfifo(fifo::Pfifo),
     Bfifo(fifo::Bfifo),
     PfifoHeadDrop(fifo::PfifoHeadDrop),
+    Cake(Box<cake::Cake>),
 }
 
 pub mod testkit;

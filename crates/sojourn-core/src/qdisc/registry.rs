@@ -1,7 +1,7 @@
 //! The registry: an experiment file names a discipline (`kind = "fq_codel"`) and its
 //! parameters by their tc names; unknown kinds and keys are rejected with the key path.
 
-use super::{fifo, AnyQdisc};
+use super::{cake, fifo, AnyQdisc};
 use crate::params::{ConfError, ConfResult, Params, Table, Value};
 use crate::rng::{splitmix64_mix, Rng};
 
@@ -72,6 +72,12 @@ pub static KINDS: &[Kind] = &[
         name: "pfifo_head_drop",
         summary: "FIFO that drops the oldest packet when full",
         build: |p, c| Ok(AnyQdisc::PfifoHeadDrop(fifo::pfifo_head_drop(p, c)?)),
+    },
+    Kind {
+        name: "cake",
+        summary:
+            "CAKE: shaper + diffserv tins + 8-way set-associative FQ with host isolation + COBALT",
+        build: |p, c| Ok(AnyQdisc::Cake(Box::new(cake::from_params(p, c)?))),
     },
 ];
 
