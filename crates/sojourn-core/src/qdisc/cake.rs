@@ -2393,28 +2393,49 @@ mod tests {
     #[test]
     #[ignore = "benchmark: cargo test --release -p sojourn-core cake_bench -- --ignored --nocapture"]
     fn cake_bench() {
-        for nflows in [16u32, 1024, 8192] {
-            let mut q = built(&[]);
-            let mut drops = Drops::new();
-            let pkts: Vec<Packet> = (0..nflows).map(|i| pkt(0, i, 7, i as u16, 1000)).collect();
-            let now = Time(1000);
-            for (i, p) in pkts.iter().enumerate() {
-                let mut p = *p;
-                p.uid = i as u64;
-                q.enqueue(p, now, &mut drops);
+        // Per-op cost at a steady backlog of one packet per flow. `shared-dst` makes every
+        // flow a bulk flow of one destination host: triple-isolate then divides the quantum
+        // by up to ~1000 and DRR needs as many rotations per packet (as in Linux).
+        for (mode, shared_dst) in [
+            ("flows", true),
+            ("triple-isolate", false),
+            ("triple-isolate", true),
+        ] {
+            for nflows in [16u32, 1024, 8192] {
+                let mut q = built(&[("flow_mode", s(mode))]);
+                let mut drops = Drops::new();
+                let pkts: Vec<Packet> = (0..nflows)
+                    .map(|i| {
+                        pkt(
+                            0,
+                            i,
+                            if shared_dst { 7 } else { 100_000 + i },
+                            i as u16,
+                            1000,
+                        )
+                    })
+                    .collect();
+                let now = Time(1000);
+                for (i, p) in pkts.iter().enumerate() {
+                    let mut p = *p;
+                    p.uid = i as u64;
+                    q.enqueue(p, now, &mut drops);
+                }
+                let n = 1_000_000u64;
+                let t0 = std::time::Instant::now();
+                for i in 0..n {
+                    let mut p = pkts[(i % nflows as u64) as usize];
+                    p.uid = i;
+                    p.enqueued_at = now;
+                    q.enqueue(p, now, &mut drops);
+                    let _ = q.dequeue(now, &mut drops);
+                    drops.clear();
+                }
+                let ns = t0.elapsed().as_nanos() as f64 / n as f64;
+                println!(
+                    "cake {mode} shared_dst={shared_dst} {nflows} flows: {ns:.1} ns per enqueue+dequeue"
+                );
             }
-            let n = 2_000_000u64;
-            let t0 = std::time::Instant::now();
-            for i in 0..n {
-                let mut p = pkts[(i % nflows as u64) as usize];
-                p.uid = i;
-                p.enqueued_at = now;
-                q.enqueue(p, now, &mut drops);
-                let _ = q.dequeue(now, &mut drops);
-                drops.clear();
-            }
-            let ns = t0.elapsed().as_nanos() as f64 / n as f64;
-            println!("cake {nflows} flows: {ns:.1} ns per enqueue+dequeue");
         }
     }
 }
