@@ -15,6 +15,8 @@
 //!   at `now` a discipline runs every tick due at or before `now`. This is exactly what a
 //!   timer event would do, because a qdisc's state only changes at its own operations.
 
+pub mod cake;
+pub mod cobalt;
 pub mod cocoa;
 pub mod codel;
 pub mod codel_law;
@@ -243,6 +245,7 @@ any_qdisc! {
     FqCodel(Box<fq_codel::FqCodel>),
     Fq(Box<fq::Fq>),
     Cocoa(Box<cocoa::Cocoa>),
+    Cake(Box<cake::Cake>),
 }
 
 pub mod testkit;

@@ -1,7 +1,7 @@
 //! The registry: an experiment file names a discipline (`kind = "fq_codel"`) and its
 //! parameters by their tc names; unknown kinds and keys are rejected with the key path.
 
-use super::{cocoa, codel, fifo, fq, fq_codel, AnyQdisc};
+use super::{cake, cocoa, codel, fifo, fq, fq_codel, AnyQdisc};
 use crate::params::{ConfError, ConfResult, Params, Table, Value};
 use crate::rng::{splitmix64_mix, Rng};
 
@@ -92,6 +92,12 @@ pub static KINDS: &[Kind] = &[
         name: "cocoa",
         summary: "CoCoA/TRAQ: fq with a learned per-flow buffer limit (seed 003)",
         build: |p, c| Ok(AnyQdisc::Cocoa(Box::new(cocoa::from_params(p, c)?))),
+    },
+    Kind {
+        name: "cake",
+        summary:
+            "CAKE: shaper + diffserv tins + 8-way set-associative FQ with host isolation + COBALT",
+        build: |p, c| Ok(AnyQdisc::Cake(Box::new(cake::from_params(p, c)?))),
     },
 ];
 
