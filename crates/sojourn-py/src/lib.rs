@@ -9,14 +9,22 @@ use sojourn_core::params::{ConfError, Table, Value};
 use sojourn_sim::{config, Column, Columns};
 use std::path::Path;
 
-pyo3::create_exception!(_engine, ConfigError, PyValueError, "A mistake in an experiment file: .path is the key path, .msg the reason.");
+pyo3::create_exception!(
+    _engine,
+    ConfigError,
+    PyValueError,
+    "A mistake in an experiment file: .path is the key path, .msg the reason."
+);
 
 fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, ConfError> {
     if obj.is_instance_of::<PyBool>() {
         return Ok(Value::Bool(obj.extract::<bool>().unwrap()));
     }
     if obj.is_instance_of::<PyInt>() {
-        return obj.extract::<i64>().map(Value::Int).map_err(|_| ConfError::new(path, "integer out of range"));
+        return obj
+            .extract::<i64>()
+            .map(Value::Int)
+            .map_err(|_| ConfError::new(path, "integer out of range"));
     }
     if obj.is_instance_of::<PyFloat>() {
         return Ok(Value::Float(obj.extract::<f64>().unwrap()));
@@ -29,20 +37,33 @@ fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, ConfError> {
     }
     if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         let mut v = Vec::new();
-        for (i, x) in obj.try_iter().map_err(|_| ConfError::new(path, "not iterable"))?.enumerate() {
+        for (i, x) in obj
+            .try_iter()
+            .map_err(|_| ConfError::new(path, "not iterable"))?
+            .enumerate()
+        {
             let x = x.map_err(|_| ConfError::new(path, "not iterable"))?;
             v.push(to_value(&x, &format!("{path}[{i}]"))?);
         }
         return Ok(Value::Array(v));
     }
-    let tn = obj.get_type().name().map(|n| n.to_string()).unwrap_or_default();
-    Err(ConfError::new(path, format!("unsupported value of type {tn}")))
+    let tn = obj
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_default();
+    Err(ConfError::new(
+        path,
+        format!("unsupported value of type {tn}"),
+    ))
 }
 
 fn to_table(d: &Bound<'_, PyDict>, path: &str) -> Result<Table, ConfError> {
     let mut t = Table::default();
     for (k, v) in d.iter() {
-        let key: String = k.extract().map_err(|_| ConfError::new(path, "keys must be strings"))?;
+        let key: String = k
+            .extract()
+            .map_err(|_| ConfError::new(path, "keys must be strings"))?;
         let p = sojourn_core::params::join(path, &key);
         t.0.push((key, to_value(&v, &p)?));
     }
@@ -68,10 +89,39 @@ fn columns<'py>(py: Python<'py>, c: &Columns) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for (name, col) in &c.0 {
         let (dtype, data): (&str, PyObject) = match col {
-            Column::U64(v) => ("<u8", PyBytes::new(py, &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()).into_any().unbind()),
-            Column::U32(v) => ("<u4", PyBytes::new(py, &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()).into_any().unbind()),
-            Column::F64(v) => ("<f8", PyBytes::new(py, &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()).into_any().unbind()),
-            Column::Bool(v) => ("bool", PyBytes::new(py, &v.iter().map(|&b| b as u8).collect::<Vec<u8>>()).into_any().unbind()),
+            Column::U64(v) => (
+                "<u8",
+                PyBytes::new(
+                    py,
+                    &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+                )
+                .into_any()
+                .unbind(),
+            ),
+            Column::U32(v) => (
+                "<u4",
+                PyBytes::new(
+                    py,
+                    &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+                )
+                .into_any()
+                .unbind(),
+            ),
+            Column::F64(v) => (
+                "<f8",
+                PyBytes::new(
+                    py,
+                    &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+                )
+                .into_any()
+                .unbind(),
+            ),
+            Column::Bool(v) => (
+                "bool",
+                PyBytes::new(py, &v.iter().map(|&b| b as u8).collect::<Vec<u8>>())
+                    .into_any()
+                    .unbind(),
+            ),
             Column::Str(v) => ("str", PyList::new(py, v)?.into_any().unbind()),
         };
         out.append((name.as_str(), dtype, data))?;
@@ -81,7 +131,11 @@ fn columns<'py>(py: Python<'py>, c: &Columns) -> PyResult<Bound<'py, PyList>> {
 
 /// Validates an experiment dict; returns a short description of the plan.
 #[pyfunction]
-fn validate<'py>(py: Python<'py>, cfg: &Bound<'py, PyDict>, base_dir: &str) -> PyResult<Bound<'py, PyDict>> {
+fn validate<'py>(
+    py: Python<'py>,
+    cfg: &Bound<'py, PyDict>,
+    base_dir: &str,
+) -> PyResult<Bound<'py, PyDict>> {
     let exp = parse(cfg, base_dir)?;
     let d = PyDict::new(py);
     d.set_item("name", &exp.name)?;
@@ -103,7 +157,13 @@ fn validate<'py>(py: Python<'py>, cfg: &Bound<'py, PyDict>, base_dir: &str) -> P
 /// returns False (or raises) the run stops.
 #[pyfunction]
 #[pyo3(signature = (cfg, base_dir, seed=None, progress=None))]
-fn run<'py>(py: Python<'py>, cfg: &Bound<'py, PyDict>, base_dir: &str, seed: Option<u64>, progress: Option<PyObject>) -> PyResult<Bound<'py, PyDict>> {
+fn run<'py>(
+    py: Python<'py>,
+    cfg: &Bound<'py, PyDict>,
+    base_dir: &str,
+    seed: Option<u64>,
+    progress: Option<PyObject>,
+) -> PyResult<Bound<'py, PyDict>> {
     let exp = parse(cfg, base_dir)?;
     let seed = seed.unwrap_or(exp.seed);
     let mut py_err: Option<PyErr> = None;
@@ -132,7 +192,9 @@ fn run<'py>(py: Python<'py>, cfg: &Bound<'py, PyDict>, base_dir: &str, seed: Opt
         return Err(e);
     }
     let Some(out) = out else {
-        return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err("run aborted"));
+        return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(
+            "run aborted",
+        ));
     };
     let d = PyDict::new(py);
     d.set_item("summary_json", out.summary_json())?;
