@@ -16,6 +16,8 @@
 //!   timer event would do, because a qdisc's state only changes at its own operations.
 
 pub mod fifo;
+pub mod fq_pie;
+pub mod pie;
 pub mod registry;
 
 use crate::packet::Packet;
@@ -234,6 +236,8 @@ any_qdisc! {
     Pfifo(fifo::Pfifo),
     Bfifo(fifo::Bfifo),
     PfifoHeadDrop(fifo::PfifoHeadDrop),
+    Pie(Box<pie::Pie>),
+    FqPie(Box<fq_pie::FqPie>),
 }
 
 pub mod testkit;

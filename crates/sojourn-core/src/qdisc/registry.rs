@@ -1,7 +1,7 @@
 //! The registry: an experiment file names a discipline (`kind = "fq_codel"`) and its
 //! parameters by their tc names; unknown kinds and keys are rejected with the key path.
 
-use super::{fifo, AnyQdisc};
+use super::{fifo, fq_pie, pie, AnyQdisc};
 use crate::params::{ConfError, ConfResult, Params, Table, Value};
 use crate::rng::{splitmix64_mix, Rng};
 
@@ -72,6 +72,16 @@ pub static KINDS: &[Kind] = &[
         name: "pfifo_head_drop",
         summary: "FIFO that drops the oldest packet when full",
         build: |p, c| Ok(AnyQdisc::PfifoHeadDrop(fifo::pfifo_head_drop(p, c)?)),
+    },
+    Kind {
+        name: "pie",
+        summary: "PIE: PI-controlled early drop on queueing delay (RFC 8033, Linux sch_pie)",
+        build: |p, c| Ok(AnyQdisc::Pie(Box::new(pie::Pie::from_params(p, c)?))),
+    },
+    Kind {
+        name: "fq_pie",
+        summary: "FQ-PIE: DRR over hashed flows, each with its own PIE (Linux sch_fq_pie)",
+        build: |p, c| Ok(AnyQdisc::FqPie(Box::new(fq_pie::FqPie::from_params(p, c)?))),
     },
 ];
 
