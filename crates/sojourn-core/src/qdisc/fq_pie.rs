@@ -414,3 +414,386 @@ impl Qdisc for FqPie {
         emit("memory_usage_bytes", self.memory_usage as f64);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qdisc::testkit::{check_conservation, pkt};
+    use crate::time::Duration;
+
+    const MTU: u32 = 1514;
+    /// 10 Mbit/s: one 1514-B frame per 1.2112 ms.
+    const SERVICE: Duration = Duration(1_211_200);
+
+    fn fq_pie(cfg: FqPieConfig) -> FqPie {
+        FqPie::new(PieParams::linux_default(MTU), cfg, Rng::from_seed(5), 77)
+    }
+
+    fn default_cfg() -> FqPieConfig {
+        FqPieConfig::linux_default(MTU)
+    }
+
+    /// Two synthetic flow ids that land in different queues.
+    fn distinct_flows(q: &FqPie, n: usize) -> Vec<u32> {
+        let mut out: Vec<u32> = vec![];
+        let mut used = std::collections::HashSet::new();
+        for f in 1.. {
+            if used.insert(q.classify(&pkt(0, f, 100))) {
+                out.push(f);
+                if out.len() == n {
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    #[derive(Default)]
+    struct Run {
+        early: std::collections::HashMap<u32, u64>,
+        overlimit: u64,
+        delivered_bytes: std::collections::HashMap<u32, u64>,
+    }
+
+    /// Sources `(flow, len, interarrival)` from `start` to `end` into a 10 Mbit/s link.
+    fn drive(q: &mut FqPie, start: Time, end: Time, sources: &[(u32, u32, Duration)]) -> Run {
+        let mut r = Run::default();
+        let mut d = Drops::new();
+        let mut next: Vec<Time> = sources.iter().map(|_| start).collect();
+        let mut link_free = start;
+        let mut uid = 0;
+        loop {
+            let (si, t_arr) = next
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, t)| **t)
+                .map(|(i, t)| (i, *t))
+                .unwrap();
+            let dequeue_next = q.len_packets() > 0 && link_free <= t_arr;
+            let now = if dequeue_next { link_free } else { t_arr };
+            if now >= end {
+                break;
+            }
+            if dequeue_next {
+                let p = q.dequeue(now, &mut d).packet().expect("packet");
+                *r.delivered_bytes.entry(p.flow).or_default() += p.len_bytes as u64;
+                link_free = now + SERVICE * p.len_bytes as u64 / 1514;
+            } else {
+                let (flow, len, ia) = sources[si];
+                let mut p = pkt(uid, flow, len);
+                uid += 1;
+                p.enqueued_at = now;
+                q.enqueue(p, now, &mut d);
+                link_free = link_free.max(now);
+                next[si] += ia;
+            }
+            for x in d.drain() {
+                match x.reason {
+                    DropReason::Early => *r.early.entry(x.pkt.flow).or_default() += 1,
+                    DropReason::Overlimit => r.overlimit += 1,
+                    other => panic!("unexpected drop reason {other:?}"),
+                }
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn limit_tail_drops_the_arrival_not_the_fattest_flow() {
+        // Linux fq_pie: qlen >= limit drops the arriving packet (no fq_codel-style head
+        // drop from the fattest flow).
+        let mut q = fq_pie(FqPieConfig {
+            limit: 10,
+            ..default_cfg()
+        });
+        let f = distinct_flows(&q, 2);
+        let mut d = Drops::new();
+        for i in 0..10 {
+            assert_eq!(
+                q.enqueue(pkt(i, f[0], 1000), Time(0), &mut d),
+                Verdict::Queued
+            );
+        }
+        assert_eq!(
+            q.enqueue(pkt(99, f[1], 100), Time(0), &mut d),
+            Verdict::Dropped
+        );
+        let dropped: Vec<(u64, DropReason)> = d.drain().map(|x| (x.pkt.uid, x.reason)).collect();
+        assert_eq!(dropped, vec![(99, DropReason::Overlimit)]);
+        assert_eq!(q.len_packets(), 10);
+        assert_eq!(q.overlimit, 1);
+        // The fat flow's packets all come out, in order.
+        for i in 0..10 {
+            assert_eq!(q.dequeue(Time(1), &mut d).packet().unwrap().uid, i);
+        }
+    }
+
+    #[test]
+    fn small_flow_backlog_is_never_early_dropped() {
+        // drop_early runs on the flow's own backlog: below 2·mtu (3028 B) no early drop,
+        // whatever the flow's probability.
+        let mut q = fq_pie(default_cfg());
+        let f = distinct_flows(&q, 1)[0];
+        let idx = q.classify(&pkt(0, f, 100));
+        let mut d = Drops::new();
+        let now = Time(1000); // before the first update: the state stays as set here
+        q.flows[idx].vars.burst_time = 0;
+        q.flows[idx].vars.qdelay = ns_to_ticks(100_000_000);
+        q.flows[idx].vars.prob = MAX_PROB; // certain drop once allowed
+        q.flows[idx].vars.accu_prob = (MAX_PROB / 2) * 17;
+        // 1500 + 1500 = 3000 < 3028 bytes queued before each arrival: never dropped.
+        for i in 0..3 {
+            assert_eq!(
+                q.enqueue(pkt(i, f, 1500), now, &mut d),
+                Verdict::Queued,
+                "pkt {i}"
+            );
+        }
+        assert_eq!(q.len_bytes(), 4500);
+        // Now 4500 >= 3028 bytes are queued: the next arrival is dropped.
+        assert_eq!(q.enqueue(pkt(9, f, 1500), now, &mut d), Verdict::Dropped);
+    }
+
+    #[test]
+    fn flows_have_independent_probabilities() {
+        // One unresponsive flow at twice the link rate and a light flow at 5% of it.
+        // The heavy flow's queue builds and its PIE drops; the light flow's queue, served
+        // first by DRR, never holds 2·mtu, so its own PIE never drops and its prob stays
+        // at zero (per-flow pie_vars in Linux fq_pie).
+        let mut q = fq_pie(default_cfg());
+        let f = distinct_flows(&q, 2);
+        let t0 = Time(1_000_000_000);
+        let end = t0 + Duration::from_secs(20);
+        let r = drive(
+            &mut q,
+            t0,
+            end,
+            &[(f[0], 1514, SERVICE / 2), (f[1], 1514, SERVICE * 20)],
+        );
+        assert!(r.early.get(&f[0]).copied().unwrap_or(0) > 1000);
+        assert_eq!(r.early.get(&f[1]), None, "light flow was early-dropped");
+        assert_eq!(r.overlimit, 0);
+        let heavy = q.classify(&pkt(0, f[0], 1));
+        let light = q.classify(&pkt(0, f[1], 1));
+        assert!(q.flow_prob(heavy, end) > 0.3, "{}", q.flow_prob(heavy, end));
+        assert_eq!(q.flow_prob(light, end), 0.0);
+        // And the light flow got all its bytes through.
+        let sent = (20_000_000_000 / (SERVICE.0 * 20)) * 1514;
+        let got = r.delivered_bytes[&f[1]];
+        assert!(got + 2 * 1514 >= sent, "{got} of {sent}");
+    }
+
+    #[test]
+    fn drr_shares_bytes_equally() {
+        // Two backlogged flows, 1514-B and 300-B packets: DRR with quantum 1514 gives
+        // each half of the link in bytes (RFC 8290 §4.2 / fq_codel DRR).
+        let mut q = fq_pie(default_cfg());
+        let f = distinct_flows(&q, 2);
+        let mut d = Drops::new();
+        let mut uid = 0;
+        for _ in 0..400 {
+            q.enqueue(pkt(uid, f[0], 1514), Time(0), &mut d);
+            uid += 1;
+        }
+        for _ in 0..2000 {
+            q.enqueue(pkt(uid, f[1], 300), Time(0), &mut d);
+            uid += 1;
+        }
+        let mut bytes = [0u64; 2];
+        // Dequeue 300 kB (before any update: no AQM involvement).
+        while bytes[0] + bytes[1] < 300_000 {
+            let p = q.dequeue(Time(1), &mut d).packet().unwrap();
+            bytes[usize::from(p.flow == f[1])] += p.len_bytes as u64;
+        }
+        let share = bytes[0] as f64 / (bytes[0] + bytes[1]) as f64;
+        assert!((share - 0.5).abs() < 0.01, "{bytes:?}");
+    }
+
+    #[test]
+    fn empty_new_flow_goes_to_old_list_only_if_old_is_nonempty() {
+        let mut q = fq_pie(default_cfg());
+        let f = distinct_flows(&q, 2);
+        let (a, b) = (q.classify(&pkt(0, f[0], 1)), q.classify(&pkt(0, f[1], 1)));
+        let mut d = Drops::new();
+        // Alone: the emptied new flow is removed from the lists.
+        q.enqueue(pkt(1, f[0], 100), Time(0), &mut d);
+        q.dequeue(Time(0), &mut d).packet().unwrap();
+        assert!(matches!(q.dequeue(Time(0), &mut d), Dequeue::Empty));
+        assert_eq!(q.flows[a].list, OnList::None);
+        // With an old flow present it must first pass through old_flows.
+        for i in 0..5 {
+            q.enqueue(pkt(10 + i, f[1], 1000), Time(0), &mut d);
+        }
+        q.dequeue(Time(0), &mut d).packet().unwrap(); // b new: deficit 1514 -> 514
+        q.dequeue(Time(0), &mut d).packet().unwrap(); // b new: 514 -> -486
+        q.dequeue(Time(0), &mut d).packet().unwrap(); // b refilled to 1028, old; -> 28
+        assert_eq!(q.flows[b].list, OnList::Old);
+        q.enqueue(pkt(20, f[0], 100), Time(0), &mut d);
+        assert_eq!(q.flows[a].list, OnList::New);
+        assert_eq!(q.dequeue(Time(0), &mut d).packet().unwrap().uid, 20);
+        // a is empty: moved behind b on old_flows, then b (deficit 28) is served.
+        assert_eq!(q.dequeue(Time(0), &mut d).packet().unwrap().uid, 13);
+        assert_eq!(q.flows[a].list, OnList::Old);
+        assert_eq!(q.old_flows.head as usize, b);
+        assert_eq!(q.old_flows.tail as usize, a);
+    }
+
+    #[test]
+    fn memory_limit_is_only_counted() {
+        let mut q = fq_pie(FqPieConfig {
+            memory_limit: 10_000,
+            ..default_cfg()
+        });
+        let mut d = Drops::new();
+        for i in 0..100 {
+            assert_eq!(q.enqueue(pkt(i, 1, 1514), Time(0), &mut d), Verdict::Queued);
+        }
+        assert!(q.overmemory > 90);
+        assert!(q.memory_usage() > 100_000);
+    }
+
+    #[test]
+    fn idle_flow_decays_and_reinitialises() {
+        // Linux's timer keeps updating flows without traffic: their prob decays and the
+        // vars re-initialise (fresh burst allowance). Lazily, that happens when the flow
+        // is next touched.
+        let mut q = fq_pie(default_cfg());
+        let f = distinct_flows(&q, 1)[0];
+        let t0 = Time(1_000_000_000);
+        drive(
+            &mut q,
+            t0,
+            t0 + Duration::from_secs(3),
+            &[(f, 1514, SERVICE / 2)],
+        );
+        let idx = q.classify(&pkt(0, f, 1));
+        let mut d = Drops::new();
+        let mut now = t0 + Duration::from_secs(3);
+        while q.dequeue(now, &mut d).packet().is_some() {
+            now += SERVICE;
+        }
+        assert!(q.flow_prob(idx, now) > 0.1);
+        assert_eq!(q.flows[idx].vars.burst_time, 0);
+        let later = now + Duration::from_secs(30);
+        assert_eq!(q.flow_prob(idx, later), 0.0);
+        assert_eq!(q.flows[idx].vars.burst_time, ns_to_ticks(150_000_000));
+    }
+
+    #[test]
+    fn lazy_per_flow_timers_equal_a_global_timer() {
+        // Each flow catching up its own updates when touched must equal Linux's timer
+        // updating every flow at every tupdate. The eager copy is observed (which
+        // updates every flow) at every update instant.
+        let cfg = FqPieConfig {
+            flows: 16,
+            limit: 400,
+            ..default_cfg()
+        };
+        let mut p = PieParams::linux_default(MTU);
+        p.target_ticks = ns_to_ticks(2_000_000);
+        let mut lazy = FqPie::new(p.clone(), cfg, Rng::from_seed(9), 1);
+        let mut eager = FqPie::new(p, cfg, Rng::from_seed(9), 1);
+        let mut rng = Rng::from_seed(4);
+        let (mut dl, mut de) = (Drops::new(), Drops::new());
+        let mut now = Time::ZERO;
+        let mut tick = Time::ZERO + FIRST_UPDATE;
+        for uid in 0..60_000u64 {
+            now += Duration(rng.below(600_000));
+            while tick <= now {
+                eager.observe(tick, &mut |_, _| {});
+                tick += Duration::from_ms(15);
+            }
+            if rng.chance(0.55) {
+                // Skewed flows: a few heavy, many light.
+                let flow = if rng.chance(0.7) {
+                    rng.below(3)
+                } else {
+                    rng.below(40)
+                } as u32;
+                let mut x = pkt(uid, flow, 200 + rng.below(1315) as u32);
+                x.enqueued_at = now;
+                assert_eq!(
+                    lazy.enqueue(x, now, &mut dl),
+                    eager.enqueue(x, now, &mut de)
+                );
+            } else {
+                let a = lazy.dequeue(now, &mut dl).packet().map(|x| x.uid);
+                let b = eager.dequeue(now, &mut de).packet().map(|x| x.uid);
+                assert_eq!(a, b);
+            }
+        }
+        lazy.observe(now, &mut |_, _| {});
+        eager.observe(now, &mut |_, _| {});
+        for (a, b) in lazy.flows.iter().zip(&eager.flows) {
+            assert_eq!(a.vars, b.vars);
+        }
+        let early = dl
+            .as_slice()
+            .iter()
+            .filter(|x| x.reason == DropReason::Early)
+            .count();
+        assert!(
+            early > 100,
+            "the test should exercise early drops ({early})"
+        );
+        assert_eq!(dl.len(), de.len());
+    }
+
+    #[test]
+    fn fq_pie_conservation_property() {
+        for mode in 0..3 {
+            for seed in 0..8 {
+                let mut p = PieParams::linux_default(MTU);
+                p.target_ticks = ns_to_ticks(1_000_000);
+                match mode {
+                    1 => p.dq_rate_estimator = true,
+                    2 => {
+                        p.bytemode = true;
+                        p.ecn = true;
+                    }
+                    _ => {}
+                }
+                let cfg = FqPieConfig {
+                    limit: 80,
+                    flows: 1 + seed as u32 * 5,
+                    quantum: 300 + seed as u32 * 200,
+                    ..default_cfg()
+                };
+                let mut q = FqPie::new(p, cfg, Rng::from_seed(seed), seed);
+                check_conservation(&mut q, seed, 6_000, |q| {
+                    q.len_packets() <= 80
+                        && q.flows.iter().map(|f| f.queue.len()).sum::<usize>() == q.qlen
+                        && q.flows.iter().all(|f| {
+                            f.backlog_bytes as u64
+                                == f.queue.iter().map(|p| p.len_bytes as u64).sum::<u64>()
+                        })
+                });
+            }
+        }
+    }
+
+    #[test]
+    fn registry_defaults_follow_linux() {
+        use crate::params::{Table, Value};
+        let q =
+            crate::qdisc::build(&Value::Str("fq_pie".into()), "q", &BuildCtx::default()).unwrap();
+        let crate::qdisc::AnyQdisc::FqPie(q) = q else {
+            panic!()
+        };
+        assert_eq!(q.limit(), 10240);
+        assert_eq!(q.flows_count(), 1024);
+        assert_eq!(q.quantum(), 1514);
+        assert_eq!(q.ecn_prob(), 10);
+        assert_eq!(q.memory_limit(), 32 << 20);
+        assert!(!q.params().ecn);
+        assert_eq!(q.params().target_ticks, 234_375);
+        let t = Table(vec![
+            ("kind".into(), Value::Str("fq_pie".into())),
+            ("flows".into(), Value::Int(65537)),
+        ]);
+        let e = crate::qdisc::build(&Value::Table(t), "q", &BuildCtx::default())
+            .err()
+            .unwrap();
+        assert_eq!(e.path, "q.flows");
+    }
+}
