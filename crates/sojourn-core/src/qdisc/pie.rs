@@ -420,16 +420,20 @@ impl PieVars {
     #[inline(never)]
     fn catch_up(&mut self, p: &PieParams, backlog_bytes: u32, next_update: &mut Time, now: Time) {
         while *next_update <= now {
+            if now - *next_update < p.tupdate {
+                // The last due update: nothing to skip.
+                self.calculate_probability(p, backlog_bytes);
+                *next_update += p.tupdate;
+                break;
+            }
             let before = *self;
             self.calculate_probability(p, backlog_bytes);
             *next_update += p.tupdate;
             if *self == before {
-                // A fixed point of the update (idle queue, prob 0): the remaining due
-                // updates would change nothing, so skip them.
-                if *next_update <= now {
-                    let behind = (now - *next_update).as_ns() / p.tupdate.as_ns() + 1;
-                    *next_update += p.tupdate * behind;
-                }
+                // A fixed point of the update (e.g. an idle queue at prob 0): the other
+                // due updates would change nothing, so skip them.
+                let behind = (now - *next_update).as_ns() / p.tupdate.as_ns() + 1;
+                *next_update += p.tupdate * behind;
                 break;
             }
         }
