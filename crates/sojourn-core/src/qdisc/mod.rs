@@ -23,6 +23,8 @@ pub mod codel_law;
 pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
+pub mod fq_pie;
+pub mod pie;
 pub mod registry;
 
 use crate::packet::Packet;
@@ -246,6 +248,8 @@ any_qdisc! {
     Fq(Box<fq::Fq>),
     Cocoa(Box<cocoa::Cocoa>),
     Cake(Box<cake::Cake>),
+    Pie(Box<pie::Pie>),
+    FqPie(Box<fq_pie::FqPie>),
 }
 
 pub mod testkit;

@@ -1,7 +1,7 @@
 //! The registry: an experiment file names a discipline (`kind = "fq_codel"`) and its
 //! parameters by their tc names; unknown kinds and keys are rejected with the key path.
 
-use super::{cake, cocoa, codel, fifo, fq, fq_codel, AnyQdisc};
+use super::{cake, cocoa, codel, fifo, fq, fq_codel, fq_pie, pie, AnyQdisc};
 use crate::params::{ConfError, ConfResult, Params, Table, Value};
 use crate::rng::{splitmix64_mix, Rng};
 
@@ -98,6 +98,16 @@ pub static KINDS: &[Kind] = &[
         summary:
             "CAKE: shaper + diffserv tins + 8-way set-associative FQ with host isolation + COBALT",
         build: |p, c| Ok(AnyQdisc::Cake(Box::new(cake::from_params(p, c)?))),
+    },
+    Kind {
+        name: "pie",
+        summary: "PIE: PI-controlled early drop on queueing delay (RFC 8033, Linux sch_pie)",
+        build: |p, c| Ok(AnyQdisc::Pie(Box::new(pie::Pie::from_params(p, c)?))),
+    },
+    Kind {
+        name: "fq_pie",
+        summary: "FQ-PIE: DRR over hashed flows, each with its own PIE (Linux sch_fq_pie)",
+        build: |p, c| Ok(AnyQdisc::FqPie(Box::new(fq_pie::FqPie::from_params(p, c)?))),
     },
 ];
 
