@@ -64,7 +64,7 @@ impl Duration {
     }
     /// Rounds to the nearest nanosecond; negative and NaN inputs give zero.
     pub fn from_secs_f64(s: f64) -> Duration {
-        if !(s > 0.0) {
+        if s.is_nan() || s <= 0.0 {
             return Duration(0);
         }
         Duration((s * 1e9).round() as u64)

@@ -16,7 +16,11 @@
 //!   timer event would do, because a qdisc's state only changes at its own operations.
 
 pub mod fifo;
+pub mod prio;
+pub mod red;
 pub mod registry;
+pub mod sfq;
+pub mod tbf;
 
 use crate::packet::Packet;
 use crate::time::Time;
@@ -234,6 +238,11 @@ any_qdisc! {
     Pfifo(fifo::Pfifo),
     Bfifo(fifo::Bfifo),
     PfifoHeadDrop(fifo::PfifoHeadDrop),
+    Sfq(Box<sfq::Sfq>),
+    Red(Box<red::Red>),
+    Prio(Box<prio::Prio>),
+    PfifoFast(Box<prio::PfifoFast>),
+    Tbf(Box<tbf::Tbf>),
 }
 
 pub mod testkit;
