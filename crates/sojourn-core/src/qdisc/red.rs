@@ -51,10 +51,146 @@ pub fn eval_wlog(qth_min: u32, burst: u32, avpkt: u32) -> Option<u32> {
 
 /// What `red_action` decided for an arrival.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Action {
+pub(crate) enum Action {
     Accept,
     ProbMark,
     HardMark,
+}
+
+/// RED's fixed-point law (`struct red_parms`), shared by `red` and SFQ's per-slot RED.
+#[derive(Clone, Debug)]
+pub(crate) struct RedLaw {
+    pub(crate) wlog: u32,
+    /// Thresholds scaled by 2^Wlog, like `qavg`.
+    qth_min_scaled: u64,
+    qth_max_scaled: u64,
+    /// `max − min` in bytes (at least 1).
+    qth_delta: u32,
+    /// Maximum marking probability, Q0.32.
+    max_p: u32,
+    /// `max_P / delta` (≥ 1): `qR = random_u32 / max_p_delta`.
+    max_p_delta: u32,
+    /// Adaptive RED's target band, bytes.
+    target_min: u64,
+    target_max: u64,
+}
+
+/// Per-queue RED state (`struct red_vars` without the idle start).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RedVars {
+    /// Average backlog in bytes, scaled by 2^Wlog.
+    pub(crate) qavg: u64,
+    /// Packets since the last mark (−1: not in the marking region).
+    qcount: i64,
+    /// Random mark threshold.
+    q_r: u64,
+}
+
+impl RedVars {
+    /// `red_set_vars`.
+    pub(crate) const fn new() -> RedVars {
+        RedVars {
+            qavg: 0,
+            qcount: -1,
+            q_r: 0,
+        }
+    }
+}
+
+impl RedLaw {
+    /// `red_set_parms` after tc's derivation: Wlog from `burst`/`avpkt`, max_P from
+    /// `probability`. `Err` says what tc or `red_check_params` would refuse.
+    pub(crate) fn new(
+        min: u32,
+        max: u32,
+        burst: u32,
+        avpkt: u32,
+        probability: f64,
+    ) -> Result<RedLaw, String> {
+        if max < min {
+            return Err(format!("max ({max} B) must not be below min ({min} B)"));
+        }
+        let wlog = eval_wlog(min, burst, avpkt).ok_or_else(|| {
+            format!(
+                "cannot derive the EWMA weight: burst {burst} is too small for \
+                 min/avpkt = {min}/{avpkt}; try burst {}",
+                1 + min / avpkt
+            )
+        })?;
+        // red_check_params: thresholds scaled by 2^Wlog must fit in 32 bits.
+        let fls = |x: u32| 32 - x.leading_zeros();
+        if fls(min) + wlog >= 32 || fls(max) + wlog >= 32 {
+            return Err(format!(
+                "min/max too large for Wlog {wlog} (the kernel needs (max << Wlog) < 2^32)"
+            ));
+        }
+        let qth_delta = (max - min).max(1);
+        let max_p = (probability * 4_294_967_296.0).min(u32::MAX as f64) as u32;
+        let fifth = (qth_delta / 5) as u64;
+        Ok(RedLaw {
+            wlog,
+            qth_min_scaled: (min as u64) << wlog,
+            qth_max_scaled: (max as u64) << wlog,
+            qth_delta,
+            max_p,
+            max_p_delta: (max_p / qth_delta).max(1),
+            target_min: min as u64 + 2 * fifth,
+            target_max: min as u64 + 3 * fifth,
+        })
+    }
+
+    /// `red_random`: uniform in `[0, 2^32 / (max_P/delta))`.
+    #[inline]
+    fn random(&self, rng: &mut Rng) -> u64 {
+        rng.next_u32() as u64 / self.max_p_delta as u64
+    }
+
+    /// `red_calc_qavg_no_idle_time`: `qavg·(1−W) + backlog·W`, in the 2^Wlog scale.
+    #[inline]
+    pub(crate) fn ewma(&self, qavg: u64, backlog_bytes: u64) -> u64 {
+        qavg - (qavg >> self.wlog) + backlog_bytes
+    }
+
+    /// `red_action`: where `v.qavg` lies and whether this packet is marked.
+    #[inline]
+    pub(crate) fn action(&self, v: &mut RedVars, rng: &mut Rng) -> Action {
+        let qavg = v.qavg;
+        if qavg < self.qth_min_scaled {
+            v.qcount = -1;
+            Action::Accept
+        } else if qavg >= self.qth_max_scaled {
+            v.qcount = -1;
+            Action::HardMark
+        } else {
+            v.qcount += 1;
+            if v.qcount == 0 {
+                // Entering the marking region: draw the first threshold.
+                v.q_r = self.random(rng);
+                return Action::Accept;
+            }
+            // red_mark_probability: max_P·(avg−min)/(max−min) ≥ U/qcount, divisionless.
+            let excess = (qavg - self.qth_min_scaled) >> self.wlog;
+            if excess * v.qcount as u64 >= v.q_r {
+                v.qcount = 0;
+                v.q_r = self.random(rng);
+                Action::ProbMark
+            } else {
+                Action::Accept
+            }
+        }
+    }
+
+    /// `red_adaptative_algo` for an (unscaled) average of `qavg_bytes`.
+    fn adapt(&mut self, qavg_bytes: u64) {
+        if qavg_bytes > self.target_max && self.max_p <= MAX_P_MAX {
+            self.max_p += MAX_P_MIN.min(self.max_p / 4);
+        } else if qavg_bytes < self.target_min && self.max_p >= MAX_P_MIN {
+            self.max_p = (self.max_p / 10) * 9;
+        }
+        // DIV_ROUND_CLOSEST(max_P, delta), at least 1.
+        let d = self.qth_delta;
+        self.max_p_delta = ((self.max_p + d / 2) / d).max(1);
+    }
 }
 
 /// Validated RED settings (tc names; thresholds in bytes).
@@ -76,29 +212,10 @@ pub struct RedParams {
 #[derive(Debug)]
 pub struct Red {
     p: RedParams,
-    wlog: u32,
-    /// Thresholds scaled by 2^Wlog, like `qavg`.
-    qth_min_scaled: u64,
-    qth_max_scaled: u64,
-    /// `max − min` in bytes (at least 1).
-    qth_delta: u32,
-    /// Maximum marking probability, Q0.32.
-    max_p: u32,
-    /// `max_P / delta` (≥ 1): `qR = random_u32 / max_p_delta`.
-    max_p_delta: u32,
-    /// Adaptive RED's target band, bytes.
-    target_min: u64,
-    target_max: u64,
+    law: RedLaw,
+    vars: RedVars,
     /// ln(1 − W) / xmit_time, per ns (for the idle decay).
     idle_decay_per_ns: f64,
-
-    // red_vars
-    /// Average backlog in bytes, scaled by 2^Wlog.
-    qavg: u64,
-    /// Packets since the last mark (−1: not in the marking region).
-    qcount: i64,
-    /// Random mark threshold.
-    q_r: u64,
     /// Start of the current idle period (`qidlestart`), if idle.
     idle_start: Option<Time>,
     next_adapt: Time,
@@ -113,47 +230,13 @@ pub struct Red {
 impl Red {
     /// Builds RED from validated parameters (`Err` explains what tc/the kernel would refuse).
     pub fn new(p: RedParams, rng: Rng) -> Result<Red, String> {
-        if p.max < p.min {
-            return Err(format!(
-                "max ({} B) must not be below min ({} B)",
-                p.max, p.min
-            ));
-        }
-        let wlog = eval_wlog(p.min, p.burst, p.avpkt).ok_or_else(|| {
-            format!(
-                "cannot derive the EWMA weight: burst {} is too small for min/avpkt = {}/{}; \
-                 try burst {}",
-                p.burst,
-                p.min,
-                p.avpkt,
-                1 + p.min / p.avpkt
-            )
-        })?;
-        // red_check_params: thresholds scaled by 2^Wlog must fit in 32 bits.
-        let fls = |x: u32| 32 - x.leading_zeros();
-        if fls(p.min) + wlog >= 32 || fls(p.max) + wlog >= 32 {
-            return Err(format!(
-                "min/max too large for Wlog {wlog} (the kernel needs (max << Wlog) < 2^32)"
-            ));
-        }
-        let qth_delta = (p.max - p.min).max(1);
-        let max_p = (p.probability * 4_294_967_296.0).min(u32::MAX as f64) as u32;
-        let w = 1.0 / (1u64 << wlog) as f64;
+        let law = RedLaw::new(p.min, p.max, p.burst, p.avpkt, p.probability)?;
+        let w = 1.0 / (1u64 << law.wlog) as f64;
         let xmit_time_ns = p.avpkt as f64 * 8.0 * 1e9 / p.bandwidth_bps as f64;
-        let fifth = (qth_delta / 5) as u64;
-        let mut red = Red {
-            wlog,
-            qth_min_scaled: (p.min as u64) << wlog,
-            qth_max_scaled: (p.max as u64) << wlog,
-            qth_delta,
-            max_p,
-            max_p_delta: (max_p / qth_delta).max(1),
-            target_min: p.min as u64 + 2 * fifth,
-            target_max: p.min as u64 + 3 * fifth,
+        Ok(Red {
             idle_decay_per_ns: (1.0 - w).ln() / xmit_time_ns,
-            qavg: 0,
-            qcount: -1,
-            q_r: 0,
+            law,
+            vars: RedVars::new(),
             // red_change starts an idle period when the child is empty.
             idle_start: Some(Time::ZERO),
             next_adapt: if p.adaptive {
@@ -166,36 +249,28 @@ impl Red {
             ecn_marks: 0,
             rng,
             p,
-        };
-        red.q_r = red.random();
-        Ok(red)
+        })
     }
 
     pub fn wlog(&self) -> u32 {
-        self.wlog
+        self.law.wlog
     }
     pub fn params(&self) -> &RedParams {
         &self.p
     }
     /// Current maximum marking probability.
     pub fn max_p(&self) -> f64 {
-        self.max_p as f64 / 4_294_967_296.0
+        self.law.max_p as f64 / 4_294_967_296.0
     }
     /// Current average backlog in bytes (as last computed).
     pub fn qavg_bytes(&self) -> f64 {
-        self.qavg as f64 / (1u64 << self.wlog) as f64
-    }
-
-    /// `red_random`: uniform in `[0, 2^32 / (max_P/delta))`.
-    #[inline]
-    fn random(&mut self) -> u64 {
-        self.rng.next_u32() as u64 / self.max_p_delta as u64
+        self.vars.qavg as f64 / (1u64 << self.law.wlog) as f64
     }
 
     /// `qavg` after an idle period that started at `since`: `qavg · (1−W)^(idle/xmit_time)`.
     fn qavg_after_idle(&self, since: Time, now: Time) -> u64 {
         let idle_ns = (now - since).as_ns() as f64;
-        (self.qavg as f64 * (self.idle_decay_per_ns * idle_ns).exp()) as u64
+        (self.vars.qavg as f64 * (self.idle_decay_per_ns * idle_ns).exp()) as u64
     }
 
     /// `red_calc_qavg` with the backlog before this arrival.
@@ -203,53 +278,22 @@ impl Red {
     fn calc_qavg(&self, now: Time) -> u64 {
         match self.idle_start {
             Some(since) => self.qavg_after_idle(since, now),
-            None => self.qavg - (self.qavg >> self.wlog) + self.backlog_bytes,
+            None => self.law.ewma(self.vars.qavg, self.backlog_bytes),
         }
     }
 
-    /// `red_action`: where `qavg` lies and whether this packet is marked.
     #[inline]
     fn action(&mut self) -> Action {
-        let qavg = self.qavg;
-        if qavg < self.qth_min_scaled {
-            self.qcount = -1;
-            Action::Accept
-        } else if qavg >= self.qth_max_scaled {
-            self.qcount = -1;
-            Action::HardMark
-        } else {
-            self.qcount += 1;
-            if self.qcount == 0 {
-                // Entering the marking region: draw the first threshold.
-                self.q_r = self.random();
-                return Action::Accept;
-            }
-            // red_mark_probability: max_P·(avg−min)/(max−min) ≥ U/qcount, divisionless.
-            let excess = (qavg - self.qth_min_scaled) >> self.wlog;
-            if excess * self.qcount as u64 >= self.q_r {
-                self.qcount = 0;
-                self.q_r = self.random();
-                Action::ProbMark
-            } else {
-                Action::Accept
-            }
-        }
+        self.law.action(&mut self.vars, &mut self.rng)
     }
 
-    /// `red_adaptative_algo`, run at time `at`.
+    /// `red_adaptative_algo`, run at time `at` (with the idle-decayed average if idle).
     fn adapt(&mut self, at: Time) {
         let qavg = match self.idle_start {
             Some(since) => self.qavg_after_idle(since, at),
-            None => self.qavg,
-        } >> self.wlog;
-        if qavg > self.target_max && self.max_p <= MAX_P_MAX {
-            self.max_p += MAX_P_MIN.min(self.max_p / 4);
-        } else if qavg < self.target_min && self.max_p >= MAX_P_MIN {
-            self.max_p = (self.max_p / 10) * 9;
-        }
-        // DIV_ROUND_CLOSEST(max_P, delta), at least 1.
-        let d = self.qth_delta;
-        self.max_p_delta = ((self.max_p + d / 2) / d).max(1);
+            None => self.vars.qavg,
+        } >> self.law.wlog;
+        self.law.adapt(qavg);
     }
 
     #[inline]
@@ -285,7 +329,7 @@ impl Red {
 impl Qdisc for Red {
     fn enqueue(&mut self, pkt: Packet, now: Time, drops: &mut Drops) -> Verdict {
         self.run_timers(now);
-        self.qavg = self.calc_qavg(now);
+        self.vars.qavg = self.calc_qavg(now);
         self.idle_start = None;
         let pkt = match self.action() {
             Action::Accept => pkt,
@@ -520,7 +564,7 @@ mod tests {
             r.backlog_bytes += 1000;
             uid += 1;
         }
-        r.qavg = r.backlog_bytes << r.wlog;
+        r.vars.qavg = r.backlog_bytes << r.law.wlog;
         r.idle_start = None;
     }
 
@@ -613,7 +657,7 @@ mod tests {
         let mut gaps = vec![];
         let mut since = 0u64;
         while gaps.len() < 20_000 {
-            r.qavg = 60_000 << r.wlog;
+            r.vars.qavg = 60_000 << r.law.wlog;
             since += 1;
             if r.action() == Action::ProbMark {
                 gaps.push(since);
@@ -654,12 +698,15 @@ mod tests {
         let mut r = build(&[("limit", int(400_000))]).unwrap();
         let mut d = Drops::new();
         r.enqueue(pkt(0, 1, 1000), Time(0), &mut d);
-        assert_eq!(r.qavg, 0);
+        assert_eq!(r.vars.qavg, 0);
         r.enqueue(pkt(1, 1, 1000), Time(1), &mut d);
-        assert_eq!(r.qavg, 1000, "scaled qavg = W·backlog·2^Wlog = backlog");
+        assert_eq!(
+            r.vars.qavg, 1000,
+            "scaled qavg = W·backlog·2^Wlog = backlog"
+        );
         r.enqueue(pkt(2, 1, 1000), Time(2), &mut d);
         // qavg = 1000 − 1000/32 + 2000
-        assert_eq!(r.qavg, 1000 - 31 + 2000);
+        assert_eq!(r.vars.qavg, 1000 - 31 + 2000);
     }
 
     #[test]
@@ -668,19 +715,19 @@ mod tests {
         // m = t / (avpkt/bandwidth). avpkt 1000 B at 10 Mbit/s = 800 us per packet.
         let mut r = build(&[("limit", int(1_000_000))]).unwrap();
         hold_average(&mut r, 50_000);
-        let q0 = r.qavg as f64;
+        let q0 = r.vars.qavg as f64;
         let mut d = Drops::new();
         while r.dequeue(Time(0), &mut d).packet().is_some() {}
         assert_eq!(r.idle_start, Some(Time(0)));
         // 20 packet times of idleness.
         let t = Time::ZERO + Duration::from_us(800 * 20);
         r.enqueue(pkt(1, 1, 1000), t, &mut d);
-        let w = 1.0 / (1u64 << r.wlog) as f64;
+        let w = 1.0 / (1u64 << r.law.wlog) as f64;
         let expect = q0 * (1.0 - w).powi(20);
         assert!(
-            ((r.qavg as f64) - expect).abs() / expect < 1e-6,
+            ((r.vars.qavg as f64) - expect).abs() / expect < 1e-6,
             "{} vs {expect}",
-            r.qavg
+            r.vars.qavg
         );
         assert_eq!(r.idle_start, None);
     }
@@ -705,7 +752,7 @@ mod tests {
         assert!((r.max_p() - 0.03125).abs() < 1e-6, "{}", r.max_p());
         // Below min + 0.4·(max − min): max_P ·= 0.9.
         hold_average(&mut r, 0);
-        r.qavg = 35_000 << r.wlog;
+        r.vars.qavg = 35_000 << r.law.wlog;
         r.observe(Time::ZERO + Duration::from_ms(1500), &mut emit);
         assert!((r.max_p() - 0.03125 * 0.9).abs() < 1e-6, "{}", r.max_p());
     }

@@ -15,9 +15,11 @@
 //! - `perturb` (seconds; 0 = off) draws a new salt every period and rehashes the queued
 //!   packets into new slots (`sfq_rehash`), which may drop some.
 //!
-//! The per-slot RED options (`redflowlimit`, `min`, `max`, `probability`, `ecn`, `harddrop`,
-//! `burst`, `avpkt`) are not supported and are rejected with a message.
+//! - Optional per-slot RED (`redflowlimit`, …): each slot keeps its own RED average of its
+//!   byte backlog, updated when a packet arrives for an already active slot; RED marks
+//!   (ECN) or drops the arrival — or, with `headdrop`, marks/drops the slot's head.
 
+use super::red::{Action, RedLaw, RedVars};
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params, Value};
@@ -53,6 +55,8 @@ struct Slot {
     /// Credit left in this round, in 8-byte units.
     allot: i32,
     backlog_bytes: u64,
+    /// Per-slot RED state (used only with `redflowlimit`).
+    red: RedVars,
 }
 
 /// SFQ settings (tc names), after `sfq_change`'s clamping.
@@ -71,6 +75,21 @@ pub struct SfqParams {
     /// Rehash period (zero: never).
     pub perturb: Duration,
     pub headdrop: bool,
+    /// Per-slot RED (`redflowlimit` …), off by default.
+    pub red: Option<SfqRed>,
+}
+
+/// SFQ's per-slot RED settings (tc names; bytes), after tc's derivation of the defaults.
+#[derive(Clone, Copy, Debug)]
+pub struct SfqRed {
+    pub redflowlimit: u32,
+    pub min: u32,
+    pub max: u32,
+    pub avpkt: u32,
+    pub burst: u32,
+    pub probability: f64,
+    pub ecn: bool,
+    pub harddrop: bool,
 }
 
 impl Default for SfqParams {
@@ -84,6 +103,7 @@ impl Default for SfqParams {
             quantum: 1514,
             perturb: Duration::ZERO,
             headdrop: false,
+            red: None,
         }
     }
 }
@@ -100,6 +120,11 @@ pub struct Sfq {
     scaled_quantum: i32,
     perturb_period: Duration,
     headdrop: bool,
+    /// Per-slot RED law and flags (`TC_RED_ECN`, `TC_RED_HARDDROP`).
+    red: Option<RedLaw>,
+    red_ecn: bool,
+    red_harddrop: bool,
+    ecn_marks: u64,
 
     // Hashing.
     rng: Rng,
@@ -126,7 +151,8 @@ pub struct Sfq {
 
 impl Sfq {
     /// An SFQ with explicit parameters (already validated and clamped like `sfq_change`).
-    pub fn new(p: SfqParams, mut rng: Rng) -> Sfq {
+    /// `Err` if the RED settings are refused (see [`RedLaw`]).
+    pub fn new(p: SfqParams, mut rng: Rng) -> Result<Sfq, String> {
         let SfqParams {
             limit,
             depth,
@@ -135,7 +161,12 @@ impl Sfq {
             quantum: quantum_bytes,
             perturb: perturb_period,
             headdrop,
+            red,
         } = p;
+        let red_law = match red {
+            Some(r) => Some(RedLaw::new(r.min, r.max, r.burst, r.avpkt, r.probability)?),
+            None => None,
+        };
         assert!(divisor.is_power_of_two() && flows >= 1 && depth >= 1 && limit >= 1);
         let salt = rng.next_u64();
         let nlinks = (flows + depth + 1) as usize;
@@ -148,6 +179,10 @@ impl Sfq {
             scaled_quantum: allot_size(quantum_bytes),
             perturb_period,
             headdrop,
+            red: red_law,
+            red_ecn: red.is_some_and(|r| r.ecn),
+            red_harddrop: red.is_some_and(|r| r.harddrop),
+            ecn_marks: 0,
             rng,
             salt,
             next_perturb: if perturb_period.is_zero() {
@@ -163,6 +198,7 @@ impl Sfq {
                     bucket: NONE,
                     allot: 0,
                     backlog_bytes: 0,
+                    red: RedVars::new(),
                 })
                 .collect(),
             dep_next: (0..nlinks as u32).collect(),
@@ -177,7 +213,7 @@ impl Sfq {
         for x in 0..flows {
             q.link(x, 0);
         }
-        q
+        Ok(q)
     }
 
     pub fn limit(&self) -> u32 {
@@ -306,6 +342,29 @@ impl Sfq {
         Some(uid)
     }
 
+    /// `congestion_drop` of `sfq_enqueue`: drop the arrival, or with `headdrop` drop the
+    /// slot's head and append the arrival in its place (slot length unchanged).
+    fn congestion_drop(
+        &mut self,
+        x: u32,
+        pkt: Packet,
+        reason: DropReason,
+        drops: &mut Drops,
+    ) -> Verdict {
+        if !self.headdrop {
+            drops.push(pkt, reason);
+            return Verdict::Dropped;
+        }
+        let slot = &mut self.slots[x as usize];
+        let head = slot.queue.pop_front().expect("active slot is non-empty");
+        let (old, new) = (head.len_bytes as u64, pkt.len_bytes as u64);
+        slot.backlog_bytes = slot.backlog_bytes - old + new;
+        self.backlog_bytes = self.backlog_bytes - old + new;
+        slot.queue.push_back(pkt);
+        drops.push(head, reason);
+        Verdict::QueuedCongested
+    }
+
     /// Runs every perturbation tick due at or before `now` (lazy timer).
     #[inline(always)]
     fn run_timers(&mut self, now: Time, drops: &mut Drops) {
@@ -343,6 +402,7 @@ impl Sfq {
             }
             let slot = &mut self.slots[x as usize];
             slot.backlog_bytes = 0;
+            slot.red = RedVars::new();
             self.buckets[slot.bucket as usize] = NONE;
         }
         self.tail = NONE;
@@ -364,6 +424,11 @@ impl Sfq {
                 drops.push(p, DropReason::FlowLimit);
                 continue;
             }
+            if let Some(law) = &self.red {
+                // sfq_rehash refreshes the slot's average (no marking decision).
+                let slot = &mut self.slots[x as usize];
+                slot.red.qavg = law.ewma(slot.red.qavg, slot.backlog_bytes);
+            }
             self.slot_push(x, p);
         }
         self.scratch = list;
@@ -371,7 +436,7 @@ impl Sfq {
 }
 
 impl Qdisc for Sfq {
-    fn enqueue(&mut self, pkt: Packet, now: Time, drops: &mut Drops) -> Verdict {
+    fn enqueue(&mut self, mut pkt: Packet, now: Time, drops: &mut Drops) -> Verdict {
         self.run_timers(now, drops);
         let b = self.bucket_of(&pkt);
         let mut x = self.buckets[b as usize];
@@ -386,20 +451,33 @@ impl Qdisc for Sfq {
             let slot = &mut self.slots[x as usize];
             slot.bucket = b;
             slot.backlog_bytes = 0;
-        } else if self.slots[x as usize].queue.len() as u32 >= self.depth {
-            // Per-slot depth limit.
-            if !self.headdrop {
-                drops.push(pkt, DropReason::FlowLimit);
-                return Verdict::Dropped;
+            slot.red = RedVars::new();
+        } else {
+            if let Some(law) = &self.red {
+                // Per-slot RED on the slot's byte backlog before this packet.
+                let slot = &mut self.slots[x as usize];
+                slot.red.qavg = law.ewma(slot.red.qavg, slot.backlog_bytes);
+                let may_mark = match law.action(&mut slot.red, &mut self.rng) {
+                    Action::Accept => None,
+                    // sfq_prob_mark: ecn; sfq_hard_mark: ecn without harddrop.
+                    Action::ProbMark => Some(self.red_ecn),
+                    Action::HardMark => Some(self.red_ecn && !self.red_harddrop),
+                };
+                if let Some(may_mark) = may_mark {
+                    let marked = may_mark
+                        && ((self.headdrop && slot.queue.front_mut().is_some_and(|h| h.set_ce()))
+                            || pkt.set_ce());
+                    if marked {
+                        self.ecn_marks += 1;
+                    } else {
+                        return self.congestion_drop(x, pkt, DropReason::Early, drops);
+                    }
+                }
             }
-            // headdrop: replace the slot's oldest packet by the arrival (depth unchanged).
-            let slot = &mut self.slots[x as usize];
-            let head = slot.queue.pop_front().expect("full slot");
-            slot.backlog_bytes = slot.backlog_bytes - head.len_bytes as u64 + pkt.len_bytes as u64;
-            self.backlog_bytes = self.backlog_bytes - head.len_bytes as u64 + pkt.len_bytes as u64;
-            slot.queue.push_back(pkt);
-            drops.push(head, DropReason::FlowLimit);
-            return Verdict::QueuedCongested;
+            if self.slots[x as usize].queue.len() as u32 >= self.depth {
+                // Per-slot depth limit.
+                return self.congestion_drop(x, pkt, DropReason::FlowLimit, drops);
+            }
         }
         let uid = pkt.uid;
         self.slot_push(x, pkt);
@@ -468,7 +546,7 @@ impl Qdisc for Sfq {
         self.backlog_bytes
     }
     fn ecn_marks(&self) -> u64 {
-        0
+        self.ecn_marks
     }
     fn observe(&mut self, _now: Time, emit: &mut dyn FnMut(&str, f64)) {
         // The perturbation timer is not run here: a rehash may drop packets and `observe`
@@ -482,27 +560,10 @@ impl Qdisc for Sfq {
     }
 }
 
-/// Builds `sfq [limit P] [depth P] [divisor N] [flows N] [quantum B] [perturb S] [headdrop]`
-/// with the clamping rules of `sfq_change`.
+/// Builds `sfq [limit P] [depth P] [divisor N] [flows N] [quantum B] [perturb S] [headdrop]
+/// [redflowlimit B [min B] [max B] [avpkt B] [burst P] [probability P] [ecn] [harddrop]]`
+/// with tc's RED derivation and the clamping rules of `sfq_change`.
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Sfq> {
-    for key in [
-        "redflowlimit",
-        "min",
-        "max",
-        "probability",
-        "ecn",
-        "harddrop",
-        "burst",
-        "avpkt",
-    ] {
-        if p.has(key) {
-            return Err(p.err(
-                key,
-                "SFQ's per-flow RED (redflowlimit, min, max, probability, ecn, harddrop, \
-                 burst, avpkt) is not supported in sojourn; use plain sfq, or red/fq_codel",
-            ));
-        }
-    }
     let limit_given = p.has("limit");
     let limit = p.u32("limit", MAX_DEPTH, 2, u32::MAX)?;
     let depth = p.u32("depth", MAX_DEPTH, 1, u32::MAX)?;
@@ -550,6 +611,7 @@ pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Sfq> {
         }
     };
     let headdrop = p.bool("headdrop", false)?;
+    let red = red_from_params(p)?;
 
     // sfq_change's clamping, in its order.
     let depth = depth.min(MAX_DEPTH);
@@ -565,7 +627,7 @@ pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Sfq> {
             "the effective limit (min(limit, depth * flows)) must be at least 2",
         ));
     }
-    Ok(Sfq::new(
+    Sfq::new(
         SfqParams {
             limit: limit_eff,
             depth,
@@ -574,15 +636,91 @@ pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Sfq> {
             quantum: quantum as u32,
             perturb,
             headdrop,
+            red,
         },
         ctx.rng(),
-    ))
+    )
+    .map_err(|m| p.err(if m.contains("burst") { "burst" } else { "max" }, m))
+}
+
+/// The per-slot RED keys, as tc's `sfq_parse_opt` reads them: any of them turns RED on and
+/// then `redflowlimit` is required; max = redflowlimit/4, min = max/3,
+/// burst = (2·min + max)/(3·avpkt), avpkt 1000, probability 0.02.
+fn red_from_params(p: &mut Params) -> ConfResult<Option<SfqRed>> {
+    const KEYS: [&str; 8] = [
+        "redflowlimit",
+        "min",
+        "max",
+        "avpkt",
+        "burst",
+        "probability",
+        "ecn",
+        "harddrop",
+    ];
+    if !KEYS.iter().any(|k| p.has(k)) {
+        return Ok(None);
+    }
+    let bytes = |p: &mut Params, key: &str| -> ConfResult<u32> {
+        match p.bytes_opt(key)? {
+            None => Ok(0),
+            Some(v) if v <= u32::MAX as u64 => Ok(v as u32),
+            Some(v) => Err(p.err(key, format!("{v} B is too large"))),
+        }
+    };
+    let redflowlimit = bytes(p, "redflowlimit")?;
+    if redflowlimit == 0 {
+        return Err(p.err(
+            "redflowlimit",
+            "per-slot RED needs `redflowlimit` (bytes per flow), as tc requires",
+        ));
+    }
+    let mut max = bytes(p, "max")?;
+    let mut min = bytes(p, "min")?;
+    let avpkt = match bytes(p, "avpkt")? {
+        0 if p.has("avpkt") => return Err(p.err("avpkt", "avpkt must be positive")),
+        0 => 1000,
+        a => a,
+    };
+    if max == 0 {
+        max = redflowlimit / 4;
+    }
+    if min == 0 {
+        min = max / 3;
+    }
+    let burst = match p.u32("burst", 0, 0, u32::MAX)? {
+        0 => ((2 * min as u64 + max as u64) / (3 * avpkt as u64)) as u32,
+        b => b,
+    };
+    if max > redflowlimit {
+        return Err(p.err("max", "\"max\" is larger than \"redflowlimit\""));
+    }
+    if min >= max {
+        return Err(p.err("min", "\"min\" is not smaller than \"max\""));
+    }
+    let probability = p.f64("probability", 0.02)?;
+    if !(probability > 0.0 && probability <= 1.0) {
+        return Err(p.err(
+            "probability",
+            format!("{probability} is out of range (0, 1]"),
+        ));
+    }
+    Ok(Some(SfqRed {
+        redflowlimit,
+        min,
+        max,
+        avpkt,
+        burst,
+        probability,
+        ecn: p.bool("ecn", false)?,
+        harddrop: p.bool("harddrop", false)?,
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::qdisc::testkit::{check_conservation, pkt};
+    use crate::qdisc::Dropped;
 
     fn sfq() -> Sfq {
         Sfq::new(
@@ -591,6 +729,7 @@ mod tests {
             },
             Rng::from_seed(3),
         )
+        .unwrap()
     }
 
     /// Flow ids whose buckets differ pairwise under `q`'s salt.
@@ -644,10 +783,13 @@ mod tests {
         assert_eq!(q.flows(), 64, "flows = min(flows, divisor)");
         assert!(built(&[("divisor", Value::Int(1000))]).is_err());
         assert!(built(&[("limit", Value::Int(1))]).is_err());
-        let e = built(&[("redflowlimit", Value::Int(100_000))])
-            .err()
-            .unwrap();
-        assert!(e.msg.contains("not supported"), "{}", e.msg);
+        let e = built(&[("ecn", Value::Bool(true))]).err().unwrap();
+        assert_eq!(e.path, "q.redflowlimit");
+        assert!(built(&[
+            ("redflowlimit", Value::Int(40_000)),
+            ("max", Value::Int(50_000))
+        ])
+        .is_err());
         let q = built(&[("perturb", Value::Int(10))]).unwrap();
         assert_eq!(q.perturb_period, Duration::from_secs(10));
     }
@@ -687,7 +829,8 @@ mod tests {
                 ..SfqParams::default()
             },
             Rng::from_seed(1),
-        );
+        )
+        .unwrap();
         let f = distinct_flows(&q, 2);
         let mut d = Drops::new();
         for i in 0..100 {
@@ -722,7 +865,8 @@ mod tests {
                 ..SfqParams::default()
             },
             Rng::from_seed(1),
-        );
+        )
+        .unwrap();
         let f = distinct_flows(&q, 2);
         let mut d = Drops::new();
         for i in 0..10 {
@@ -743,7 +887,8 @@ mod tests {
                 ..SfqParams::default()
             },
             Rng::from_seed(2),
-        );
+        )
+        .unwrap();
         let f = distinct_flows(&q, 3);
         let mut d = Drops::new();
         for i in 0..7 {
@@ -776,7 +921,8 @@ mod tests {
                 ..SfqParams::default()
             },
             Rng::from_seed(2),
-        );
+        )
+        .unwrap();
         for i in 0..10 {
             q.enqueue(pkt(i, f[0], 1000), Time(0), &mut d);
         }
@@ -832,7 +978,8 @@ mod tests {
                 ..SfqParams::default()
             },
             Rng::from_seed(12),
-        );
+        )
+        .unwrap();
         let mut d = Drops::new();
         for uid in 0..20_000u64 {
             if rng.chance(0.6) {
@@ -872,7 +1019,8 @@ mod tests {
                 ..SfqParams::default()
             },
             Rng::from_seed(9),
-        );
+        )
+        .unwrap();
         let f = distinct_flows(&q, 5);
         let mut d = Drops::new();
         for (i, &fl) in f[..4].iter().enumerate() {
@@ -902,7 +1050,8 @@ mod tests {
                 ..SfqParams::default()
             },
             Rng::from_seed(9),
-        );
+        )
+        .unwrap();
         let mut d = Drops::new();
         for i in 0..4 {
             q.enqueue(pkt(i, 7, 100), Time(0), &mut d);
@@ -919,7 +1068,8 @@ mod tests {
                 ..SfqParams::default()
             },
             Rng::from_seed(4),
-        );
+        )
+        .unwrap();
         let mut d = Drops::new();
         for i in 0..100u64 {
             q.enqueue(pkt(i, (i % 20) as u32, 500), Time(0), &mut d);
@@ -951,6 +1101,115 @@ mod tests {
         assert_eq!(total, 98);
     }
 
+    fn red_sfq(extra: &[(&str, Value)]) -> Sfq {
+        let mut kv = vec![("redflowlimit", Value::Int(40_000))];
+        kv.extend(extra.iter().cloned());
+        built(&kv).unwrap()
+    }
+
+    #[test]
+    fn per_slot_red_defaults_follow_tc() {
+        // redflowlimit 40000: max = 10000, min = 3333, burst = (6666 + 10000)/3000 = 5,
+        // avpkt 1000; a = 5 + 1 − 3.333 = 2.67: W = 1/2 gives 1.94 < a, W = 1/4 gives
+        // 4·(1 − 0.75^5) = 3.05 ≥ a → Wlog 2.
+        let q = red_sfq(&[]);
+        assert_eq!(q.red.as_ref().unwrap().wlog, 2);
+        // The docs' example builds: burst (16000 + 60000)/3000 = 25, a = 18 → Wlog 6.
+        let q = built(&[
+            ("limit", Value::Int(3000)),
+            ("depth", Value::Int(127)),
+            ("headdrop", Value::Bool(true)),
+            ("redflowlimit", Value::Int(100_000)),
+            ("min", Value::Int(8000)),
+            ("max", Value::Int(60_000)),
+            ("probability", Value::Float(0.2)),
+            ("ecn", Value::Bool(true)),
+        ])
+        .unwrap();
+        assert_eq!(q.red.as_ref().unwrap().wlog, 6);
+        assert!(built(&[
+            ("redflowlimit", Value::Int(40_000)),
+            ("min", Value::Int(10_000))
+        ])
+        .is_err());
+    }
+
+    /// Fat flow: 3 × 1000 B per step; thin flow: 1 × 200 B per step; 2 dequeues per step.
+    fn fat_and_thin(q: &mut Sfq, ect: bool) -> (Vec<Dropped>, u32, u32) {
+        let f = distinct_flows(q, 2);
+        let mut d = Drops::new();
+        let mut all = vec![];
+        let mut uid = 0;
+        for step in 0..400u64 {
+            let now = Time(step * 1000);
+            for _ in 0..3 {
+                let mut p = pkt(uid, f[0], 1000);
+                if ect {
+                    p.ecn = crate::packet::Ecn::Ect0;
+                }
+                q.enqueue(p, now, &mut d);
+                uid += 1;
+            }
+            q.enqueue(pkt(uid, f[1], 200), now, &mut d);
+            uid += 1;
+            q.dequeue(now, &mut d);
+            q.dequeue(now, &mut d);
+            all.extend(d.drain());
+        }
+        (all, f[0], f[1])
+    }
+
+    #[test]
+    fn per_slot_red_hits_the_fat_flow_only() {
+        // Per-flow RED (the point of redflowlimit): the fat slot's average passes max
+        // (10000 B) and its arrivals are dropped early; the thin slot stays below min.
+        let mut q = red_sfq(&[]);
+        let (drops, fat, _thin) = fat_and_thin(&mut q, false);
+        assert!(drops.len() > 100, "{}", drops.len());
+        assert!(drops
+            .iter()
+            .all(|x| x.pkt.flow == fat && x.reason == DropReason::Early));
+        assert_eq!(q.ecn_marks(), 0);
+        // The fat slot is held near the RED thresholds, far below depth.
+        let fb = q.bucket_of(&pkt(0, fat, 1));
+        let fat_bytes = q.slots[q.buckets[fb as usize] as usize].backlog_bytes;
+        assert!(fat_bytes <= 12_000, "{fat_bytes}");
+    }
+
+    #[test]
+    fn per_slot_red_marks_ect_with_ecn() {
+        let mut q = red_sfq(&[("ecn", Value::Bool(true))]);
+        let (drops, fat, _) = fat_and_thin(&mut q, true);
+        assert!(q.ecn_marks() > 100);
+        // With ecn and without harddrop even hard marks are CE marks: no early drops; the
+        // fat flow is stopped only by the packet limits.
+        assert!(drops.iter().all(|x| x.reason != DropReason::Early));
+        assert!(drops.iter().all(|x| x.pkt.flow == fat));
+        // harddrop: above max, drop even ECT packets.
+        let mut q = red_sfq(&[("ecn", Value::Bool(true)), ("harddrop", Value::Bool(true))]);
+        let (drops, _, _) = fat_and_thin(&mut q, true);
+        assert!(drops.iter().any(|x| x.reason == DropReason::Early));
+    }
+
+    #[test]
+    fn per_slot_red_headdrop_marks_the_head() {
+        let mut q = red_sfq(&[("ecn", Value::Bool(true)), ("headdrop", Value::Bool(true))]);
+        let mut d = Drops::new();
+        let mut uid = 0;
+        while q.ecn_marks() == 0 {
+            let mut p = pkt(uid, 5, 1000);
+            p.ecn = crate::packet::Ecn::Ect0;
+            q.enqueue(p, Time(0), &mut d);
+            uid += 1;
+            assert!(uid < 100);
+        }
+        let x = q.buckets[q.bucket_of(&pkt(0, 5, 1)) as usize];
+        let slot = &q.slots[x as usize];
+        assert_eq!(slot.queue.front().unwrap().ecn, crate::packet::Ecn::Ce);
+        assert_eq!(slot.queue.back().unwrap().ecn, crate::packet::Ecn::Ect0);
+        assert!(d.is_empty());
+    }
+
     #[test]
     fn conservation_property() {
         for seed in 0..12 {
@@ -969,11 +1228,20 @@ mod tests {
                         ..SfqParams::default()
                     },
                     Rng::from_seed(seed),
-                );
+                )
+                .unwrap();
                 check_conservation(&mut q, seed, 4_000, |q| {
                     q.len_packets() <= limit as usize
                         && q.slots.iter().all(|s| s.queue.len() <= depth as usize)
                 });
+            }
+            for ecn in [false, true] {
+                let mut q = red_sfq(&[
+                    ("limit", Value::Int(60)),
+                    ("ecn", Value::Bool(ecn)),
+                    ("headdrop", Value::Bool(ecn)),
+                ]);
+                check_conservation(&mut q, seed, 4_000, |q| q.len_packets() <= 60);
             }
         }
     }
