@@ -25,7 +25,11 @@ pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
 pub mod pie;
+pub mod prio;
+pub mod red;
 pub mod registry;
+pub mod sfq;
+pub mod tbf;
 
 use crate::packet::Packet;
 use crate::time::Time;
@@ -250,6 +254,11 @@ any_qdisc! {
     Cake(Box<cake::Cake>),
     Pie(Box<pie::Pie>),
     FqPie(Box<fq_pie::FqPie>),
+    Sfq(Box<sfq::Sfq>),
+    Red(Box<red::Red>),
+    Prio(Box<prio::Prio>),
+    PfifoFast(Box<prio::PfifoFast>),
+    Tbf(Box<tbf::Tbf>),
 }
 
 pub mod testkit;
