@@ -27,9 +27,9 @@ fn bench_spec(kind: &str) -> Option<Value> {
             t.insert("limit", Value::Str("100MB".into()));
         }
         "red" => {
-            t.insert("limit", Value::Str("10MB".into()));
-            t.insert("min", Value::Str("2MB".into()));
-            t.insert("max", Value::Str("6MB".into()));
+            t.insert("limit", Value::Str("4MB".into()));
+            t.insert("min", Value::Str("300kB".into()));
+            t.insert("max", Value::Str("900kB".into()));
             t.insert("avpkt", Value::Str("1000B".into()));
         }
         "age" => {
@@ -48,8 +48,17 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// ns per enqueue+dequeue pair for `kind` with `flows` active flows.
 fn qdisc_cost(kind: &str, flows: u32, iters: u64) -> Option<f64> {
     let spec = bench_spec(kind)?;
-    let ctx = BuildCtx { link_rate_bps: 10_000_000_000, ..BuildCtx::default() };
-    let mut q = qdisc::build(&spec, "bench", &ctx).ok()?;
+    let ctx = BuildCtx {
+        link_rate_bps: 10_000_000_000,
+        ..BuildCtx::default()
+    };
+    let mut q = match qdisc::build(&spec, "bench", &ctx) {
+        Ok(q) => q,
+        Err(e) => {
+            eprintln!("{kind}: cannot build the bench configuration: {e}");
+            return None;
+        }
+    };
     let mut drops = Drops::new();
     let mut now = Time(1_000_000);
     let step = Duration(1_200);
@@ -66,7 +75,7 @@ fn qdisc_cost(kind: &str, flows: u32, iters: u64) -> Option<f64> {
         p
     };
     // Prefill: a backlog covering every flow (capped at 2000 packets).
-    let backlog = (flows.max(256)).min(2000);
+    let backlog = flows.clamp(256, 2000);
     for i in 0..backlog {
         let mut p = mk(uid, i % flows);
         p.enqueued_at = now;
@@ -97,22 +106,38 @@ fn bench_qdiscs(short: bool, out: &mut serde_json::Map<String, serde_json::Value
     let iters = if short { 20_000 } else { 400_000 };
     let reps = if short { 1 } else { 5 };
     println!("\nns per enqueue+dequeue pair (median of {reps}; lower is better)");
-    println!("{:<18} {:>10} {:>10} {:>10}", "qdisc", "1 flow", "100 flows", "10k flows");
+    println!(
+        "{:<18} {:>10} {:>10} {:>10}",
+        "qdisc", "1 flow", "100 flows", "10k flows"
+    );
     let mut table = serde_json::Map::new();
     for (kind, _) in qdisc::describe() {
         let mut row = Vec::new();
         for flows in [1u32, 100, 10_000] {
-            let samples: Vec<f64> = (0..reps).filter_map(|_| qdisc_cost(kind, flows, iters)).collect();
-            row.push(if samples.is_empty() { f64::NAN } else { median(samples) });
+            let samples: Vec<f64> = (0..reps)
+                .filter_map(|_| qdisc_cost(kind, flows, iters))
+                .collect();
+            row.push(if samples.is_empty() {
+                f64::NAN
+            } else {
+                median(samples)
+            });
         }
-        println!("{:<18} {:>10.1} {:>10.1} {:>10.1}", kind, row[0], row[1], row[2]);
-        table.insert(kind.to_string(), serde_json::json!({"1": row[0], "100": row[1], "10000": row[2]}));
+        println!(
+            "{:<18} {:>10.1} {:>10.1} {:>10.1}",
+            kind, row[0], row[1], row[2]
+        );
+        table.insert(
+            kind.to_string(),
+            serde_json::json!({"1": row[0], "100": row[1], "10000": row[2]}),
+        );
     }
     out.insert("qdisc_ns_per_pair".into(), serde_json::Value::Object(table));
 }
 
 fn run_exp(text: &str) -> (f64, sojourn_sim::RunOutput) {
-    let exp = sojourn_sim::config::from_toml(text, std::path::Path::new(".")).expect("bench experiment is valid");
+    let exp = sojourn_sim::config::from_toml(text, std::path::Path::new("."))
+        .expect("bench experiment is valid");
     let t0 = Instant::now();
     let out = sojourn_sim::run(&exp, exp.seed, &mut |_| true).expect("not aborted");
     (t0.elapsed().as_secs_f64(), out)
@@ -149,14 +174,20 @@ fn bench_cbr(short: bool, out: &mut serde_json::Map<String, serde_json::Value>) 
     let mut evs = Vec::new();
     for _ in 0..reps {
         let (wall, o) = run_exp(&text);
-        let pkts = o.summary["links"]["bottleneck"]["tx_packets"].as_f64().unwrap();
+        let pkts = o.summary["links"]["bottleneck"]["tx_packets"]
+            .as_f64()
+            .unwrap();
         rates.push(pkts / wall);
         evs.push(o.summary["events"].as_f64().unwrap() / wall);
     }
     let r = median(rates);
     let e = median(evs);
     println!("\nsaturated CBR -> pfifo -> sink at 10 Gbit/s, {secs} s simulated:");
-    println!("  {:.2} M bottleneck packets per wall second, {:.1} M events per second", r / 1e6, e / 1e6);
+    println!(
+        "  {:.2} M bottleneck packets per wall second, {:.1} M events per second",
+        r / 1e6,
+        e / 1e6
+    );
     out.insert("cbr_bottleneck_packets_per_s".into(), serde_json::json!(r));
     out.insert("cbr_events_per_s".into(), serde_json::json!(e));
 }
@@ -164,8 +195,15 @@ fn bench_cbr(short: bool, out: &mut serde_json::Map<String, serde_json::Value>) 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let short = args.iter().any(|a| a == "--short");
-    let json_path = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1).cloned());
-    let what: Vec<&str> = args.iter().filter(|a| !a.starts_with("--") && Some(*a) != json_path.as_ref()).map(|s| s.as_str()).collect();
+    let json_path = args
+        .iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1).cloned());
+    let what: Vec<&str> = args
+        .iter()
+        .filter(|a| !a.starts_with("--") && Some(*a) != json_path.as_ref())
+        .map(|s| s.as_str())
+        .collect();
     let all = what.is_empty() || what.contains(&"all");
     let mut out = serde_json::Map::new();
     out.insert("short".into(), serde_json::json!(short));
@@ -176,7 +214,11 @@ fn main() {
         bench_qdiscs(short, &mut out);
     }
     if let Some(p) = json_path {
-        std::fs::write(&p, serde_json::to_string_pretty(&serde_json::Value::Object(out)).unwrap() + "\n").expect("write json");
+        std::fs::write(
+            &p,
+            serde_json::to_string_pretty(&serde_json::Value::Object(out)).unwrap() + "\n",
+        )
+        .expect("write json");
         println!("\nwrote {p}");
     }
 }
