@@ -23,6 +23,7 @@ pub mod codel_law;
 pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
+pub mod lstf_codel;
 pub mod registry;
 
 use crate::packet::Packet;
@@ -246,6 +247,7 @@ any_qdisc! {
     Fq(Box<fq::Fq>),
     Cocoa(Box<cocoa::Cocoa>),
     Cake(Box<cake::Cake>),
+    LstfCodel(Box<lstf_codel::LstfCodel>),
 }
 
 pub mod testkit;

@@ -1,7 +1,7 @@
 //! The registry: an experiment file names a discipline (`kind = "fq_codel"`) and its
 //! parameters by their tc names; unknown kinds and keys are rejected with the key path.
 
-use super::{cake, cocoa, codel, fifo, fq, fq_codel, AnyQdisc};
+use super::{cake, cocoa, codel, fifo, fq, fq_codel, lstf_codel, AnyQdisc};
 use crate::params::{ConfError, ConfResult, Params, Table, Value};
 use crate::rng::{splitmix64_mix, Rng};
 
@@ -98,6 +98,15 @@ pub static KINDS: &[Kind] = &[
         summary:
             "CAKE: shaper + diffserv tins + 8-way set-associative FQ with host isolation + COBALT",
         build: |p, c| Ok(AnyQdisc::Cake(Box::new(cake::from_params(p, c)?))),
+    },
+    Kind {
+        name: "lstf_codel",
+        summary: "LSTFCoDel: CoDel over a least-slack-time-first priority queue (seed 004)",
+        build: |p, c| {
+            Ok(AnyQdisc::LstfCodel(Box::new(lstf_codel::from_params(
+                p, c,
+            )?)))
+        },
     },
 ];
 
