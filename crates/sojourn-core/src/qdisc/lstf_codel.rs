@@ -340,6 +340,16 @@ mod tests {
     }
 
     #[test]
+    fn registered_as_lstf_codel() {
+        let t = Table(vec![
+            ("kind".into(), Value::Str("lstf_codel".into())),
+            ("alpha".into(), Value::Float(0.25)),
+        ]);
+        let q = crate::qdisc::build(&Value::Table(t), "q", &BuildCtx::default()).unwrap();
+        assert!(matches!(q, crate::qdisc::AnyQdisc::LstfCodel(ref l) if l.alpha() == 0.25));
+    }
+
+    #[test]
     fn key_is_one_over_one_plus_slack_and_zero_at_zero() {
         assert_eq!(key_for_slack(0.0), 0.0);
         assert_eq!(key_for_slack(1.0), 0.5);
