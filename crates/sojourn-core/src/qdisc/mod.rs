@@ -23,8 +23,14 @@ pub mod codel_law;
 pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
+pub mod fq_pie;
 pub mod lstf_codel;
+pub mod pie;
+pub mod prio;
+pub mod red;
 pub mod registry;
+pub mod sfq;
+pub mod tbf;
 
 use crate::packet::Packet;
 use crate::time::Time;
@@ -247,6 +253,13 @@ any_qdisc! {
     Fq(Box<fq::Fq>),
     Cocoa(Box<cocoa::Cocoa>),
     Cake(Box<cake::Cake>),
+    Pie(Box<pie::Pie>),
+    FqPie(Box<fq_pie::FqPie>),
+    Sfq(Box<sfq::Sfq>),
+    Red(Box<red::Red>),
+    Prio(Box<prio::Prio>),
+    PfifoFast(Box<prio::PfifoFast>),
+    Tbf(Box<tbf::Tbf>),
     LstfCodel(Box<lstf_codel::LstfCodel>),
 }
 

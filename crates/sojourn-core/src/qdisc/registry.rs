@@ -1,7 +1,9 @@
 //! The registry: an experiment file names a discipline (`kind = "fq_codel"`) and its
 //! parameters by their tc names; unknown kinds and keys are rejected with the key path.
 
-use super::{cake, cocoa, codel, fifo, fq, fq_codel, lstf_codel, AnyQdisc};
+use super::{
+    cake, cocoa, codel, fifo, fq, fq_codel, fq_pie, lstf_codel, pie, prio, red, sfq, tbf, AnyQdisc,
+};
 use crate::params::{ConfError, ConfResult, Params, Table, Value};
 use crate::rng::{splitmix64_mix, Rng};
 
@@ -98,6 +100,41 @@ pub static KINDS: &[Kind] = &[
         summary:
             "CAKE: shaper + diffserv tins + 8-way set-associative FQ with host isolation + COBALT",
         build: |p, c| Ok(AnyQdisc::Cake(Box::new(cake::from_params(p, c)?))),
+    },
+    Kind {
+        name: "pie",
+        summary: "PIE: PI-controlled early drop on queueing delay (RFC 8033, Linux sch_pie)",
+        build: |p, c| Ok(AnyQdisc::Pie(Box::new(pie::Pie::from_params(p, c)?))),
+    },
+    Kind {
+        name: "fq_pie",
+        summary: "FQ-PIE: DRR over hashed flows, each with its own PIE (Linux sch_fq_pie)",
+        build: |p, c| Ok(AnyQdisc::FqPie(Box::new(fq_pie::FqPie::from_params(p, c)?))),
+    },
+    Kind {
+        name: "sfq",
+        summary: "Stochastic Fairness Queueing: hashed slots served round robin (Linux sch_sfq)",
+        build: |p, c| Ok(AnyQdisc::Sfq(Box::new(sfq::from_params(p, c)?))),
+    },
+    Kind {
+        name: "red",
+        summary: "Random Early Detection on the average byte backlog (Linux sch_red)",
+        build: |p, c| Ok(AnyQdisc::Red(Box::new(red::from_params(p, c)?))),
+    },
+    Kind {
+        name: "prio",
+        summary: "Strict priority over child qdiscs chosen by skb->priority (Linux sch_prio)",
+        build: |p, c| Ok(AnyQdisc::Prio(Box::new(prio::from_params(p, c)?))),
+    },
+    Kind {
+        name: "pfifo_fast",
+        summary: "Linux's default 3-band priority FIFO (priority & 15 through the priomap)",
+        build: |p, c| Ok(AnyQdisc::PfifoFast(Box::new(prio::pfifo_fast(p, c)?))),
+    },
+    Kind {
+        name: "tbf",
+        summary: "Token bucket shaper over a child qdisc (Linux sch_tbf)",
+        build: |p, c| Ok(AnyQdisc::Tbf(Box::new(tbf::from_params(p, c)?))),
     },
     Kind {
         name: "lstf_codel",
