@@ -24,6 +24,7 @@ pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
+pub mod lstf_codel;
 pub mod pie;
 pub mod prio;
 pub mod red;
@@ -259,6 +260,7 @@ any_qdisc! {
     Prio(Box<prio::Prio>),
     PfifoFast(Box<prio::PfifoFast>),
     Tbf(Box<tbf::Tbf>),
+    LstfCodel(Box<lstf_codel::LstfCodel>),
 }
 
 pub mod testkit;

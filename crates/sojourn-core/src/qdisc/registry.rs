@@ -1,7 +1,9 @@
 //! The registry: an experiment file names a discipline (`kind = "fq_codel"`) and its
 //! parameters by their tc names; unknown kinds and keys are rejected with the key path.
 
-use super::{cake, cocoa, codel, fifo, fq, fq_codel, fq_pie, pie, prio, red, sfq, tbf, AnyQdisc};
+use super::{
+    cake, cocoa, codel, fifo, fq, fq_codel, fq_pie, lstf_codel, pie, prio, red, sfq, tbf, AnyQdisc,
+};
 use crate::params::{ConfError, ConfResult, Params, Table, Value};
 use crate::rng::{splitmix64_mix, Rng};
 
@@ -133,6 +135,15 @@ pub static KINDS: &[Kind] = &[
         name: "tbf",
         summary: "Token bucket shaper over a child qdisc (Linux sch_tbf)",
         build: |p, c| Ok(AnyQdisc::Tbf(Box::new(tbf::from_params(p, c)?))),
+    },
+    Kind {
+        name: "lstf_codel",
+        summary: "LSTFCoDel: CoDel over a least-slack-time-first priority queue (seed 004)",
+        build: |p, c| {
+            Ok(AnyQdisc::LstfCodel(Box::new(lstf_codel::from_params(
+                p, c,
+            )?)))
+        },
     },
 ];
 
