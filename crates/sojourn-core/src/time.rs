@@ -182,9 +182,13 @@ impl fmt::Display for Duration {
 #[inline]
 pub fn tx_time(bytes: u64, rate_bps: u64) -> Duration {
     debug_assert!(rate_bps > 0);
-    let bits = bytes as u128 * 8 * 1_000_000_000;
-    let r = rate_bps as u128;
-    Duration(bits.div_ceil(r) as u64)
+    // u64 arithmetic while it cannot overflow (frames up to ~2.3 GB); u128 otherwise.
+    if bytes < (u64::MAX / 8_000_000_000) {
+        Duration((bytes * 8_000_000_000).div_ceil(rate_bps))
+    } else {
+        let bits = bytes as u128 * 8 * 1_000_000_000;
+        Duration(bits.div_ceil(rate_bps as u128) as u64)
+    }
 }
 
 #[cfg(test)]

@@ -15,8 +15,22 @@
 //!   at `now` a discipline runs every tick due at or before `now`. This is exactly what a
 //!   timer event would do, because a qdisc's state only changes at its own operations.
 
+pub mod cake;
+pub mod cobalt;
+pub mod cocoa;
+pub mod codel;
+pub mod codel_law;
 pub mod fifo;
+pub mod fq;
+pub mod fq_codel;
+pub mod fq_pie;
+pub mod lstf_codel;
+pub mod pie;
+pub mod prio;
+pub mod red;
 pub mod registry;
+pub mod sfq;
+pub mod tbf;
 
 use crate::packet::Packet;
 use crate::time::Time;
@@ -234,6 +248,19 @@ any_qdisc! {
     Pfifo(fifo::Pfifo),
     Bfifo(fifo::Bfifo),
     PfifoHeadDrop(fifo::PfifoHeadDrop),
+    Codel(codel::Codel),
+    FqCodel(Box<fq_codel::FqCodel>),
+    Fq(Box<fq::Fq>),
+    Cocoa(Box<cocoa::Cocoa>),
+    Cake(Box<cake::Cake>),
+    Pie(Box<pie::Pie>),
+    FqPie(Box<fq_pie::FqPie>),
+    Sfq(Box<sfq::Sfq>),
+    Red(Box<red::Red>),
+    Prio(Box<prio::Prio>),
+    PfifoFast(Box<prio::PfifoFast>),
+    Tbf(Box<tbf::Tbf>),
+    LstfCodel(Box<lstf_codel::LstfCodel>),
 }
 
 pub mod testkit;

@@ -1,7 +1,9 @@
 //! The registry: an experiment file names a discipline (`kind = "fq_codel"`) and its
 //! parameters by their tc names; unknown kinds and keys are rejected with the key path.
 
-use super::{fifo, AnyQdisc};
+use super::{
+    cake, cocoa, codel, fifo, fq, fq_codel, fq_pie, lstf_codel, pie, prio, red, sfq, tbf, AnyQdisc,
+};
 use crate::params::{ConfError, ConfResult, Params, Table, Value};
 use crate::rng::{splitmix64_mix, Rng};
 
@@ -72,6 +74,76 @@ pub static KINDS: &[Kind] = &[
         name: "pfifo_head_drop",
         summary: "FIFO that drops the oldest packet when full",
         build: |p, c| Ok(AnyQdisc::PfifoHeadDrop(fifo::pfifo_head_drop(p, c)?)),
+    },
+    Kind {
+        name: "codel",
+        summary: "CoDel AQM over one FIFO (RFC 8289, Linux sch_codel)",
+        build: |p, c| Ok(AnyQdisc::Codel(codel::from_params(p, c)?)),
+    },
+    Kind {
+        name: "fq_codel",
+        summary: "flow queueing with per-flow CoDel (RFC 8290, Linux sch_fq_codel)",
+        build: |p, c| Ok(AnyQdisc::FqCodel(Box::new(fq_codel::from_params(p, c)?))),
+    },
+    Kind {
+        name: "fq",
+        summary: "Linux fq: per-flow fair queueing with pacing, 3 WRR bands (6.18)",
+        build: |p, c| Ok(AnyQdisc::Fq(Box::new(fq::from_params(p, c)?))),
+    },
+    Kind {
+        name: "cocoa",
+        summary: "CoCoA/TRAQ: fq with a learned per-flow buffer limit (seed 003)",
+        build: |p, c| Ok(AnyQdisc::Cocoa(Box::new(cocoa::from_params(p, c)?))),
+    },
+    Kind {
+        name: "cake",
+        summary:
+            "CAKE: shaper + diffserv tins + 8-way set-associative FQ with host isolation + COBALT",
+        build: |p, c| Ok(AnyQdisc::Cake(Box::new(cake::from_params(p, c)?))),
+    },
+    Kind {
+        name: "pie",
+        summary: "PIE: PI-controlled early drop on queueing delay (RFC 8033, Linux sch_pie)",
+        build: |p, c| Ok(AnyQdisc::Pie(Box::new(pie::Pie::from_params(p, c)?))),
+    },
+    Kind {
+        name: "fq_pie",
+        summary: "FQ-PIE: DRR over hashed flows, each with its own PIE (Linux sch_fq_pie)",
+        build: |p, c| Ok(AnyQdisc::FqPie(Box::new(fq_pie::FqPie::from_params(p, c)?))),
+    },
+    Kind {
+        name: "sfq",
+        summary: "Stochastic Fairness Queueing: hashed slots served round robin (Linux sch_sfq)",
+        build: |p, c| Ok(AnyQdisc::Sfq(Box::new(sfq::from_params(p, c)?))),
+    },
+    Kind {
+        name: "red",
+        summary: "Random Early Detection on the average byte backlog (Linux sch_red)",
+        build: |p, c| Ok(AnyQdisc::Red(Box::new(red::from_params(p, c)?))),
+    },
+    Kind {
+        name: "prio",
+        summary: "Strict priority over child qdiscs chosen by skb->priority (Linux sch_prio)",
+        build: |p, c| Ok(AnyQdisc::Prio(Box::new(prio::from_params(p, c)?))),
+    },
+    Kind {
+        name: "pfifo_fast",
+        summary: "Linux's default 3-band priority FIFO (priority & 15 through the priomap)",
+        build: |p, c| Ok(AnyQdisc::PfifoFast(Box::new(prio::pfifo_fast(p, c)?))),
+    },
+    Kind {
+        name: "tbf",
+        summary: "Token bucket shaper over a child qdisc (Linux sch_tbf)",
+        build: |p, c| Ok(AnyQdisc::Tbf(Box::new(tbf::from_params(p, c)?))),
+    },
+    Kind {
+        name: "lstf_codel",
+        summary: "LSTFCoDel: CoDel over a least-slack-time-first priority queue (seed 004)",
+        build: |p, c| {
+            Ok(AnyQdisc::LstfCodel(Box::new(lstf_codel::from_params(
+                p, c,
+            )?)))
+        },
     },
 ];
 

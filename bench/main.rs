@@ -1,0 +1,224 @@
+//! sojourn benchmarks. `cargo run --release -p sojourn-bench -- [--short] [qdisc|cbr|all] [--json FILE]`
+//!
+//! - `qdisc`: ns per enqueue+dequeue pair for every registered discipline with 1, 100 and
+//!   10,000 active flows (steady backlog, service every 1.2 us as on a 10 Gbit/s link).
+//! - `cbr`: a saturated CBR -> pfifo -> sink path at 10 Gbit/s; packets forwarded through the
+//!   bottleneck per wall-clock second (whole engine: events, links, accounting, metrics).
+//! - `tcp`: 16 TCP flows through a 10 Mbit/s, 100 ms dumbbell with FIFO (when the TCP
+//!   workloads exist): simulated packets (data + ACKs) per wall second.
+//!
+//! Timing uses wall-clock medians of several repetitions; machines here are noisy, so the
+//! numbers are reports, never assertions.
+
+use sojourn_core::params::{Table, Value};
+use sojourn_core::qdisc::{self, BuildCtx, Dequeue, Drops, Qdisc};
+use sojourn_core::{Duration, Ecn, Packet, Time};
+use std::hint::black_box;
+use std::time::Instant;
+
+/// Parameters needed by disciplines that have no usable defaults (tc requires them too).
+fn bench_spec(kind: &str) -> Option<Value> {
+    let mut t = Table::default();
+    t.insert("kind", Value::Str(kind.into()));
+    match kind {
+        "tbf" => {
+            t.insert("rate", Value::Str("100Gbit".into()));
+            t.insert("burst", Value::Str("1MB".into()));
+            t.insert("limit", Value::Str("100MB".into()));
+        }
+        "red" => {
+            t.insert("limit", Value::Str("4MB".into()));
+            t.insert("min", Value::Str("300kB".into()));
+            t.insert("max", Value::Str("900kB".into()));
+            t.insert("avpkt", Value::Str("1000B".into()));
+        }
+        "age" => {
+            t.insert("thresholds", Value::Array(vec![Value::Str("1MB".into())]));
+        }
+        _ => {}
+    }
+    Some(Value::Table(t))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// ns per enqueue+dequeue pair for `kind` with `flows` active flows.
+fn qdisc_cost(kind: &str, flows: u32, iters: u64) -> Option<f64> {
+    let spec = bench_spec(kind)?;
+    let ctx = BuildCtx {
+        link_rate_bps: 10_000_000_000,
+        ..BuildCtx::default()
+    };
+    let mut q = match qdisc::build(&spec, "bench", &ctx) {
+        Ok(q) => q,
+        Err(e) => {
+            eprintln!("{kind}: cannot build the bench configuration: {e}");
+            return None;
+        }
+    };
+    let mut drops = Drops::new();
+    let mut now = Time(1_000_000);
+    let step = Duration(1_200);
+    let mut uid = 0u64;
+    let mk = |uid: u64, flow: u32| {
+        let mut p = Packet::synthetic(uid, flow, 1514);
+        p.ecn = Ecn::Ect0;
+        p.socket = flow + 1;
+        // One host pair per flow, so CAKE's host isolation sees distinct hosts (with all
+        // flows towards one host, triple-isolate divides the quantum by the host load,
+        // as Linux does, and each packet costs many DRR rotations).
+        p.key.dst_addr = 2_000_000 + flow;
+        p.ct_bytes = uid * 1514 / flows.max(1) as u64;
+        p
+    };
+    // Prefill: a backlog covering every flow (capped at 2000 packets).
+    let backlog = flows.clamp(256, 2000);
+    for i in 0..backlog {
+        let mut p = mk(uid, i % flows);
+        p.enqueued_at = now;
+        q.enqueue(p, now, &mut drops);
+        uid += 1;
+    }
+    drops.clear();
+    let t0 = Instant::now();
+    for i in 0..iters {
+        now += step;
+        let mut p = mk(uid, (i % flows as u64) as u32);
+        uid += 1;
+        p.enqueued_at = now;
+        black_box(q.enqueue(p, now, &mut drops));
+        match q.dequeue(now, &mut drops) {
+            Dequeue::Packet(p) => {
+                black_box(p.uid);
+            }
+            Dequeue::NotBefore(t) => now = t,
+            Dequeue::Empty => {}
+        }
+        drops.clear();
+    }
+    Some(t0.elapsed().as_nanos() as f64 / iters as f64)
+}
+
+fn bench_qdiscs(short: bool, out: &mut serde_json::Map<String, serde_json::Value>) {
+    let iters = if short { 20_000 } else { 400_000 };
+    let reps = if short { 1 } else { 5 };
+    println!("\nns per enqueue+dequeue pair (median of {reps}; lower is better)");
+    println!(
+        "{:<18} {:>10} {:>10} {:>10}",
+        "qdisc", "1 flow", "100 flows", "10k flows"
+    );
+    let mut table = serde_json::Map::new();
+    for (kind, _) in qdisc::describe() {
+        let mut row = Vec::new();
+        for flows in [1u32, 100, 10_000] {
+            let samples: Vec<f64> = (0..reps)
+                .filter_map(|_| qdisc_cost(kind, flows, iters))
+                .collect();
+            row.push(if samples.is_empty() {
+                f64::NAN
+            } else {
+                median(samples)
+            });
+        }
+        println!(
+            "{:<18} {:>10.1} {:>10.1} {:>10.1}",
+            kind, row[0], row[1], row[2]
+        );
+        table.insert(
+            kind.to_string(),
+            serde_json::json!({"1": row[0], "100": row[1], "10000": row[2]}),
+        );
+    }
+    out.insert("qdisc_ns_per_pair".into(), serde_json::Value::Object(table));
+}
+
+fn run_exp(text: &str) -> (f64, sojourn_sim::RunOutput) {
+    let exp = sojourn_sim::config::from_toml(text, std::path::Path::new("."))
+        .expect("bench experiment is valid");
+    let t0 = Instant::now();
+    let out = sojourn_sim::run(&exp, exp.seed, &mut |_| true).expect("not aborted");
+    (t0.elapsed().as_secs_f64(), out)
+}
+
+fn bench_cbr(short: bool, out: &mut serde_json::Map<String, serde_json::Value>) {
+    let secs = if short { 0.5 } else { 6.0 };
+    let text = format!(
+        r#"
+        duration = "{secs}s"
+        [topology]
+        kind = "graph"
+        nodes = ["src", "dst"]
+        [[topology.links]]
+        name = "bottleneck"
+        from = "src"
+        to = "dst"
+        rate = "10Gbit"
+        delay = "1ms"
+        qdisc = {{ kind = "pfifo", limit = 1000 }}
+        [[workload]]
+        kind = "cbr"
+        from = "src"
+        to = "dst"
+        rate = "12Gbit"
+        packet_size = "1500B"
+        [record]
+        interval = "100ms"
+        links = ["bottleneck"]
+        "#
+    );
+    let reps = if short { 1 } else { 3 };
+    let mut rates = Vec::new();
+    let mut evs = Vec::new();
+    for _ in 0..reps {
+        let (wall, o) = run_exp(&text);
+        let pkts = o.summary["links"]["bottleneck"]["tx_packets"]
+            .as_f64()
+            .unwrap();
+        rates.push(pkts / wall);
+        evs.push(o.summary["events"].as_f64().unwrap() / wall);
+    }
+    let r = median(rates);
+    let e = median(evs);
+    println!("\nsaturated CBR -> pfifo -> sink at 10 Gbit/s, {secs} s simulated:");
+    println!(
+        "  {:.2} M bottleneck packets per wall second, {:.1} M events per second",
+        r / 1e6,
+        e / 1e6
+    );
+    out.insert("cbr_bottleneck_packets_per_s".into(), serde_json::json!(r));
+    out.insert("cbr_events_per_s".into(), serde_json::json!(e));
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let short = args.iter().any(|a| a == "--short");
+    let json_path = args
+        .iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1).cloned());
+    let what: Vec<&str> = args
+        .iter()
+        .filter(|a| !a.starts_with("--") && Some(*a) != json_path.as_ref())
+        .map(|s| s.as_str())
+        .collect();
+    let all = what.is_empty() || what.contains(&"all");
+    let mut out = serde_json::Map::new();
+    out.insert("short".into(), serde_json::json!(short));
+    if all || what.contains(&"cbr") {
+        bench_cbr(short, &mut out);
+    }
+    if all || what.contains(&"qdisc") {
+        bench_qdiscs(short, &mut out);
+    }
+    if let Some(p) = json_path {
+        std::fs::write(
+            &p,
+            serde_json::to_string_pretty(&serde_json::Value::Object(out)).unwrap() + "\n",
+        )
+        .expect("write json");
+        println!("\nwrote {p}");
+    }
+}

@@ -1,0 +1,231 @@
+//! `sojourn._engine`: the thin bridge between the Python front-end and the Rust engine.
+//! Configuration comes in as a Python dict (already parsed from TOML by the front-end),
+//! results go out as bytes of little-endian columns that numpy wraps without copying.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use sojourn_core::params::{ConfError, Table, Value};
+use sojourn_sim::{config, Column, Columns};
+use std::path::Path;
+
+pyo3::create_exception!(
+    _engine,
+    ConfigError,
+    PyValueError,
+    "A mistake in an experiment file: .path is the key path, .msg the reason."
+);
+
+fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, ConfError> {
+    if obj.is_instance_of::<PyBool>() {
+        return Ok(Value::Bool(obj.extract::<bool>().unwrap()));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        return obj
+            .extract::<i64>()
+            .map(Value::Int)
+            .map_err(|_| ConfError::new(path, "integer out of range"));
+    }
+    if obj.is_instance_of::<PyFloat>() {
+        return Ok(Value::Float(obj.extract::<f64>().unwrap()));
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Ok(Value::Str(obj.extract::<String>().unwrap()));
+    }
+    if let Ok(d) = obj.downcast::<PyDict>() {
+        return Ok(Value::Table(to_table(d, path)?));
+    }
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        let mut v = Vec::new();
+        for (i, x) in obj
+            .try_iter()
+            .map_err(|_| ConfError::new(path, "not iterable"))?
+            .enumerate()
+        {
+            let x = x.map_err(|_| ConfError::new(path, "not iterable"))?;
+            v.push(to_value(&x, &format!("{path}[{i}]"))?);
+        }
+        return Ok(Value::Array(v));
+    }
+    let tn = obj
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_default();
+    Err(ConfError::new(
+        path,
+        format!("unsupported value of type {tn}"),
+    ))
+}
+
+fn to_table(d: &Bound<'_, PyDict>, path: &str) -> Result<Table, ConfError> {
+    let mut t = Table::default();
+    for (k, v) in d.iter() {
+        let key: String = k
+            .extract()
+            .map_err(|_| ConfError::new(path, "keys must be strings"))?;
+        let p = sojourn_core::params::join(path, &key);
+        t.0.push((key, to_value(&v, &p)?));
+    }
+    Ok(t)
+}
+
+fn conf_err(e: ConfError) -> PyErr {
+    Python::with_gil(|py| {
+        let err = ConfigError::new_err(e.to_string());
+        let v = err.value(py);
+        let _ = v.setattr("path", e.path.clone());
+        let _ = v.setattr("msg", e.msg.clone());
+        err
+    })
+}
+
+fn parse(cfg: &Bound<'_, PyDict>, base_dir: &str) -> PyResult<config::Experiment> {
+    let t = to_table(cfg, "").map_err(conf_err)?;
+    config::from_table(&t, Path::new(base_dir)).map_err(conf_err)
+}
+
+fn columns<'py>(py: Python<'py>, c: &Columns) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for (name, col) in &c.0 {
+        let (dtype, data): (&str, PyObject) = match col {
+            Column::U64(v) => (
+                "<u8",
+                PyBytes::new(
+                    py,
+                    &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+                )
+                .into_any()
+                .unbind(),
+            ),
+            Column::U32(v) => (
+                "<u4",
+                PyBytes::new(
+                    py,
+                    &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+                )
+                .into_any()
+                .unbind(),
+            ),
+            Column::F64(v) => (
+                "<f8",
+                PyBytes::new(
+                    py,
+                    &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+                )
+                .into_any()
+                .unbind(),
+            ),
+            Column::Bool(v) => (
+                "bool",
+                PyBytes::new(py, &v.iter().map(|&b| b as u8).collect::<Vec<u8>>())
+                    .into_any()
+                    .unbind(),
+            ),
+            Column::Str(v) => ("str", PyList::new(py, v)?.into_any().unbind()),
+        };
+        out.append((name.as_str(), dtype, data))?;
+    }
+    Ok(out)
+}
+
+/// Validates an experiment dict; returns a short description of the plan.
+#[pyfunction]
+fn validate<'py>(
+    py: Python<'py>,
+    cfg: &Bound<'py, PyDict>,
+    base_dir: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let exp = parse(cfg, base_dir)?;
+    let d = PyDict::new(py);
+    d.set_item("name", &exp.name)?;
+    d.set_item("seed", exp.seed)?;
+    d.set_item("duration_s", exp.duration.as_secs_f64())?;
+    d.set_item("warmup_s", exp.warmup.as_secs_f64())?;
+    d.set_item("repeats", exp.repeats)?;
+    d.set_item("nodes", exp.node_names.clone())?;
+    let links = PyList::empty(py);
+    for l in &exp.links {
+        links.append((l.name.as_str(), sojourn_sim::sim::describe_qdisc(&l.qdisc)))?;
+    }
+    d.set_item("links", links)?;
+    d.set_item("workloads", exp.workloads.len())?;
+    Ok(d)
+}
+
+/// Runs one experiment. `progress(sim_s, end_s, events)` is called periodically; if it
+/// returns False (or raises) the run stops.
+#[pyfunction]
+#[pyo3(signature = (cfg, base_dir, seed=None, progress=None))]
+fn run<'py>(
+    py: Python<'py>,
+    cfg: &Bound<'py, PyDict>,
+    base_dir: &str,
+    seed: Option<u64>,
+    progress: Option<PyObject>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let exp = parse(cfg, base_dir)?;
+    let seed = seed.unwrap_or(exp.seed);
+    let mut py_err: Option<PyErr> = None;
+    let mut cb = |p: &sojourn_sim::Progress| -> bool {
+        if let Err(e) = py.check_signals() {
+            py_err = Some(e);
+            return false;
+        }
+        if let Some(f) = &progress {
+            match f.call1(py, (p.now.as_secs_f64(), p.end.as_secs_f64(), p.events)) {
+                Ok(r) => {
+                    if r.bind(py).extract::<bool>().ok() == Some(false) {
+                        return false;
+                    }
+                }
+                Err(e) => {
+                    py_err = Some(e);
+                    return false;
+                }
+            }
+        }
+        true
+    };
+    let out = sojourn_sim::run(&exp, seed, &mut cb);
+    if let Some(e) = py_err {
+        return Err(e);
+    }
+    let Some(out) = out else {
+        return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(
+            "run aborted",
+        ));
+    };
+    let d = PyDict::new(py);
+    d.set_item("summary_json", out.summary_json())?;
+    d.set_item("flows", columns(py, &out.flows)?)?;
+    d.set_item("timeseries", columns(py, &out.timeseries)?)?;
+    d.set_item("series_names", columns(py, &out.series_names)?)?;
+    match &out.packets {
+        Some(p) => d.set_item("packets", columns(py, p)?)?,
+        None => d.set_item("packets", py.None())?,
+    }
+    Ok(d)
+}
+
+/// `(name, summary)` of every registered discipline.
+#[pyfunction]
+fn qdiscs() -> Vec<(&'static str, &'static str)> {
+    sojourn_core::qdisc::describe()
+}
+
+/// The version of the engine.
+#[pyfunction]
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+#[pymodule]
+fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(validate, m)?)?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add("ConfigError", m.py().get_type::<ConfigError>())?;
+    Ok(())
+}

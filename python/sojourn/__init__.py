@@ -1,0 +1,104 @@
+"""sojourn: a laboratory for Active Queue Management and packet scheduling.
+
+Quick start::
+
+    import sojourn
+    res = sojourn.run("experiments/examples/cbr-fifo-overload.toml", seed=1)
+    res.summary["links"]["bottleneck"]["utilisation"]
+    res.flows                                   # pandas DataFrame, one row per flow
+    res.series("bottleneck", "queue_packets")   # a time series
+
+The engine is Rust (``sojourn._engine``); this package is the front-end: configuration
+loading, results I/O, statistics, plots and the ``sojourn`` command.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Union
+
+from ._config import ConfigError, load, set_key
+from .results import Result
+
+__all__ = ["run", "validate", "qdiscs", "Result", "ConfigError", "__version__"]
+
+try:
+    from . import _engine
+    __version__ = _engine.version()
+except ImportError:  # pragma: no cover - the analytics modules work without the engine
+    _engine = None  # type: ignore[assignment]
+    __version__ = "0.1.0"
+
+Source = Union[str, Path, Mapping[str, Any]]
+
+
+def _engine_or_fail():
+    if _engine is None:
+        raise ImportError("sojourn's engine (sojourn._engine) is not built: run `pip install .` at the repository root")
+    return _engine
+
+
+def _prepare(source: Source, overrides: Optional[Mapping[str, Any]] = None, duration: Optional[str] = None) -> tuple[dict, str, Path]:
+    cfg, name, base = load(source)
+    for k, v in (overrides or {}).items():
+        set_key(cfg, k, v)
+    if duration is not None:
+        cfg["duration"] = duration
+    return cfg, name, base
+
+
+def _wrap_engine_error(name: str, e: Exception) -> ConfigError:
+    return ConfigError(name, getattr(e, "path", ""), getattr(e, "msg", str(e)))
+
+
+def validate(source: Source, overrides: Optional[Mapping[str, Any]] = None) -> dict:
+    """Checks an experiment (file path or dict) without running it; returns its plan
+    (nodes, links with their qdiscs, number of workloads). Raises :class:`ConfigError`."""
+    eng = _engine_or_fail()
+    cfg, name, base = _prepare(source, overrides)
+    try:
+        return eng.validate(cfg, str(base))
+    except eng.ConfigError as e:
+        raise _wrap_engine_error(name, e) from None
+
+
+def run(
+    source: Source,
+    seed: Optional[int] = None,
+    duration: Optional[str] = None,
+    overrides: Optional[Mapping[str, Any]] = None,
+    progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
+) -> Result:
+    """Runs one experiment and returns its :class:`Result`.
+
+    ``source`` is a path to a TOML experiment file or an equivalent dict; ``seed``
+    overrides the file's seed; ``duration`` (e.g. ``"30s"``) its duration; ``overrides``
+    sets dotted keys (``{"topology.bottleneck.qdisc": "codel"}``). ``progress(sim_s,
+    end_s, events)`` is called about every 65k events; returning ``False`` aborts.
+    """
+    eng = _engine_or_fail()
+    cfg, name, base = _prepare(source, overrides, duration)
+    t0 = time.perf_counter()
+    try:
+        raw = eng.run(cfg, str(base), seed, progress)
+    except eng.ConfigError as e:
+        raise _wrap_engine_error(name, e) from None
+    wall = time.perf_counter() - t0
+    summary_events = None
+    res = Result.from_engine(raw)
+    summary_events = res.summary.get("events", 0)
+    sim_s = res.summary.get("duration_s", 0.0)
+    pkts = sum(l.get("tx_packets", 0) for l in res.summary.get("links", {}).values())
+    res.perf = {
+        "wall_seconds": wall,
+        "events": summary_events,
+        "events_per_second": summary_events / wall if wall > 0 else None,
+        "link_packets_per_second": pkts / wall if wall > 0 else None,
+        "simulated_seconds_per_wall_second": sim_s / wall if wall > 0 else None,
+    }
+    return res
+
+
+def qdiscs() -> list[tuple[str, str]]:
+    """``(name, summary)`` of every discipline an experiment file can name."""
+    return list(_engine_or_fail().qdiscs())

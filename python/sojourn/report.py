@@ -1,0 +1,153 @@
+"""Human-readable output: terminal tables and a Markdown report with plots for one run."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Iterable
+
+from rich.console import Console
+from rich.table import Table
+
+from .results import Result
+
+
+def _fmt(x, digits: int = 2, unit: str = "") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, int):
+        return f"{x}{unit}"
+    return f"{x:.{digits}f}{unit}"
+
+
+def _rate(bps: float) -> str:
+    if bps is None:
+        return "-"
+    for div, u in ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
+        if bps >= div:
+            return f"{bps / div:.2f} {u}"
+    return f"{bps:.0f} bit/s"
+
+
+def interesting_links(summary: dict) -> list[str]:
+    """Links worth showing: those that queued, dropped or were busy more than 1%."""
+    out = []
+    for name, l in summary["links"].items():
+        if l["drops_total"] > 0 or l["utilisation"] > 0.01 or (l["sojourn_ms"].get("max") or 0) > 0:
+            out.append(name)
+    return out or list(summary["links"])[:1]
+
+
+def links_table(res: Result, names: Iterable[str] | None = None) -> Table:
+    s = res.summary
+    t = Table(title=f"{s['experiment']} (seed {s['seed']}, {s['duration_s']:g} s simulated)")
+    for c in ["link", "qdisc", "util", "throughput", "drops", "ECN marks", "sojourn mean", "p50", "p99", "max"]:
+        t.add_column(c, justify="left" if c in ("link", "qdisc") else "right")
+    for name in names or interesting_links(s):
+        l = s["links"][name]
+        sj = l["sojourn_ms"]
+        drops = ", ".join(f"{k} {v}" for k, v in l["drops"].items()) or "0"
+        t.add_row(
+            name,
+            l["qdisc"],
+            f"{100 * l['utilisation']:.1f}%",
+            _rate(l["throughput_bps"]),
+            drops,
+            str(l["ecn_marks"]),
+            _fmt(sj.get("mean"), 2, " ms"),
+            _fmt(sj.get("p50"), 2, " ms"),
+            _fmt(sj.get("p99"), 2, " ms"),
+            _fmt(sj.get("max"), 2, " ms"),
+        )
+    return t
+
+
+def flows_table(res: Result) -> Table:
+    f = res.summary["flows"]
+    t = Table(title="flows (started after warm-up)")
+    for c in ["flows", "sized", "completed", "FCT mean ± 95% CI", "FCT p50", "FCT p99", "goodput mean"]:
+        t.add_column(c, justify="right")
+    fct = f["fct_s"]
+    g = f["goodput_bps"]
+    fct_mean = f"{fct['mean'] * 1e3:.1f} ± {fct['ci95'] * 1e3:.1f} ms" if fct.get("count") else "-"
+    t.add_row(
+        str(f["count"]),
+        str(f["sized"]),
+        str(f["completed"]),
+        fct_mean,
+        _fmt(fct.get("p50", float("nan")) * 1e3 if fct.get("count") else None, 1, " ms"),
+        _fmt(fct.get("p99", float("nan")) * 1e3 if fct.get("count") else None, 1, " ms"),
+        _rate(g.get("mean")) if g.get("count") else "-",
+    )
+    return t
+
+
+def print_run(res: Result, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(links_table(res))
+    if res.summary["flows"]["count"]:
+        console.print(flows_table(res))
+    acc = res.summary["accounting"]
+    ok = "[green]conserved[/green]" if acc["conserved"] else "[red]NOT conserved[/red]"
+    console.print(
+        f"packets: created {acc['created']}, delivered {acc['delivered']}, dropped {acc['dropped']}, "
+        f"in network {acc['in_network']} — {ok}"
+    )
+    p = res.perf
+    if p.get("wall_seconds"):
+        console.print(
+            f"[dim]{p['wall_seconds']:.2f} s wall, {p['events'] / 1e6:.2f} M events "
+            f"({p['events_per_second'] / 1e6:.1f} M/s), {p['link_packets_per_second'] / 1e6:.2f} M link-packets/s[/dim]"
+        )
+
+
+def write_run_report(res: Result, out_dir: Path) -> Path:
+    """Writes ``report.md`` with queue and throughput plots (PNG + SVG) of the busy links."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir = Path(out_dir)
+    s = res.summary
+    names = interesting_links(s)
+    ts = res.timeseries
+    figs = []
+    for metric, ylabel, fname in [("queue_packets", "queue (packets)", "queue"), ("throughput_bps", "throughput (Mbit/s)", "throughput")]:
+        fig, ax = plt.subplots(figsize=(8, 3.2))
+        plotted = False
+        for n in names:
+            sel = ts[(ts["entity"] == n) & (ts["metric"] == metric)]
+            if sel.empty:
+                continue
+            y = sel["value"] / (1e6 if metric == "throughput_bps" else 1)
+            ax.plot(sel["time_s"], y, label=n, lw=1)
+            plotted = True
+        if not plotted:
+            plt.close(fig)
+            continue
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        for ext in ("png", "svg"):
+            fig.savefig(out_dir / f"{fname}.{ext}", dpi=120)
+        plt.close(fig)
+        figs.append(fname)
+    lines = [f"# {s['experiment']}", "", s.get("description") or "", "",
+             f"seed {s['seed']}, {s['duration_s']:g} s simulated (warm-up {s['warmup_s']:g} s), {s['events']} events.", "",
+             "| link | qdisc | utilisation | throughput | drops | ECN marks | sojourn mean | p99 |", "|---|---|---|---|---|---|---|---|"]
+    for n in names:
+        l = s["links"][n]
+        sj = l["sojourn_ms"]
+        lines.append(f"| {n} | `{l['qdisc']}` | {100 * l['utilisation']:.1f}% | {_rate(l['throughput_bps'])} | {l['drops_total']} | {l['ecn_marks']} | {_fmt(sj.get('mean'), 2, ' ms')} | {_fmt(sj.get('p99'), 2, ' ms')} |")
+    f = s["flows"]
+    if f["fct_s"].get("count"):
+        lines += ["", f"Flows: {f['count']} ({f['completed']} of {f['sized']} sized flows completed); mean FCT {f['fct_s']['mean'] * 1e3:.1f} ± {f['fct_s']['ci95'] * 1e3:.1f} ms (95% CI)."]
+    for fig in figs:
+        lines += ["", f"![{fig}]({fig}.png)"]
+    acc = s["accounting"]
+    lines += ["", f"Accounting: created {acc['created']} = delivered {acc['delivered']} + dropped {acc['dropped']} + in network {acc['in_network']} ({'conserved' if acc['conserved'] else 'NOT conserved'})."]
+    path = out_dir / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

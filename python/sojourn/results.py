@@ -1,0 +1,163 @@
+"""Run results: the summary, the flow and time-series tables, and their files.
+
+Files in an output directory (schema in docs/output-schema.md):
+
+* ``summary.json`` - deterministic summary (same experiment + seed => same bytes);
+  written last, so its presence marks a complete result;
+* ``flows.parquet`` - one row per flow;
+* ``timeseries.parquet`` - long form: ``time_s, entity, metric, value``;
+* ``packets.parquet`` - one row per logged packet event (when ``[record] packets`` is set);
+* ``perf.json`` - wall-clock time and speed (not deterministic, hence separate).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SUMMARY = "summary.json"
+
+
+def _arrow_table(cols: list) -> pa.Table:
+    arrays, names = [], []
+    for name, dtype, data in cols:
+        if dtype == "str":
+            arr = pa.array(data, type=pa.string())
+        elif dtype == "bool":
+            arr = pa.array(np.frombuffer(data, dtype=np.uint8).astype(bool))
+        else:
+            arr = pa.array(np.frombuffer(data, dtype=np.dtype(dtype)))
+        arrays.append(arr)
+        names.append(name)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def _timeseries_table(ts_cols: list, name_cols: list) -> pa.Table:
+    """Long-form time series with dictionary-encoded ``entity`` and ``metric`` columns."""
+    ts = _arrow_table(ts_cols)
+    names = _arrow_table(name_cols)
+    ids = ts.column("series").to_numpy().astype(np.int64)
+    cols = []
+    for key in ("entity", "metric"):
+        per_series = np.asarray(names.column(key).to_pylist(), dtype=object)
+        # First-appearance order keeps the dictionary deterministic.
+        uniq, first = [], {}
+        codes = np.empty(len(per_series), dtype=np.int32)
+        for i, v in enumerate(per_series):
+            if v not in first:
+                first[v] = len(uniq)
+                uniq.append(v)
+            codes[i] = first[v]
+        row_codes = codes[ids] if len(ids) else np.empty(0, dtype=np.int32)
+        cols.append(pa.DictionaryArray.from_arrays(pa.array(row_codes, type=pa.int32()), pa.array(uniq, type=pa.string())))
+    return pa.Table.from_arrays([ts.column("time_s"), cols[0], cols[1], ts.column("value")], names=["time_s", "entity", "metric", "value"])
+
+
+@dataclass
+class Result:
+    """The outcome of one run.
+
+    ``summary`` is the parsed ``summary.json``; ``flows``, ``timeseries`` and ``packets``
+    are pandas DataFrames (``packets`` is ``None`` unless packet logging was on).
+    """
+
+    summary: dict
+    flows_table: pa.Table
+    timeseries_table: pa.Table
+    packets_table: Optional[pa.Table] = None
+    perf: dict = field(default_factory=dict)
+    summary_text: str = ""
+
+    @property
+    def flows(self) -> pd.DataFrame:
+        return self.flows_table.to_pandas()
+
+    @property
+    def timeseries(self) -> pd.DataFrame:
+        return self.timeseries_table.to_pandas()
+
+    @property
+    def packets(self) -> Optional[pd.DataFrame]:
+        return None if self.packets_table is None else self.packets_table.to_pandas()
+
+    def series(self, entity: str, metric: str) -> pd.Series:
+        """One time series, indexed by time in seconds (e.g. ``("bottleneck", "queue_packets")``)."""
+        df = self.timeseries
+        sel = df[(df["entity"] == entity) & (df["metric"] == metric)]
+        if sel.empty:
+            known = sorted(set(zip(df["entity"].astype(str), df["metric"].astype(str))))
+            raise KeyError(f"no series ({entity!r}, {metric!r}); known: {known[:20]}")
+        return pd.Series(sel["value"].to_numpy(), index=sel["time_s"].to_numpy(), name=f"{entity}.{metric}")
+
+    @classmethod
+    def from_engine(cls, raw: dict, perf: Optional[dict] = None) -> "Result":
+        text = raw["summary_json"]
+        return cls(
+            summary=json.loads(text),
+            flows_table=_arrow_table(raw["flows"]),
+            timeseries_table=_timeseries_table(raw["timeseries"], raw["series_names"]),
+            packets_table=None if raw.get("packets") is None else _arrow_table(raw["packets"]),
+            perf=perf or {},
+            summary_text=text,
+        )
+
+    def write(self, out_dir: "str | os.PathLike[str]") -> Path:
+        """Writes the result files atomically: each file is written to a temporary name in
+        the same directory and renamed into place, and ``summary.json`` (the completeness
+        marker) is removed first and renamed in last. A crash leaves no ``summary.json``."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / SUMMARY).unlink(missing_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".sojourn-partial-", dir=out))
+        try:
+            pq.write_table(self.flows_table, staging / "flows.parquet", compression="zstd")
+            pq.write_table(self.timeseries_table, staging / "timeseries.parquet", compression="zstd")
+            if self.packets_table is not None:
+                pq.write_table(self.packets_table, staging / "packets.parquet", compression="zstd")
+            else:
+                (out / "packets.parquet").unlink(missing_ok=True)
+            (staging / "perf.json").write_text(json.dumps(self.perf, indent=2, sort_keys=True) + "\n")
+            (staging / SUMMARY).write_text(self.summary_text or (json.dumps(self.summary, indent=2, sort_keys=True) + "\n"))
+            for name in ["flows.parquet", "timeseries.parquet", "packets.parquet", "perf.json", SUMMARY]:
+                src = staging / name
+                if src.exists():
+                    os.replace(src, out / name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return out
+
+    @classmethod
+    def read(cls, out_dir: "str | os.PathLike[str]") -> "Result":
+        """Reads a result directory written by :meth:`write` (refuses incomplete ones)."""
+        d = Path(out_dir)
+        s = d / SUMMARY
+        if not s.exists():
+            raise FileNotFoundError(f"{d}: no {SUMMARY} (not a sojourn result, or an incomplete one)")
+        text = s.read_text()
+        packets = d / "packets.parquet"
+        perf = d / "perf.json"
+        return cls(
+            summary=json.loads(text),
+            flows_table=pq.read_table(d / "flows.parquet"),
+            timeseries_table=pq.read_table(d / "timeseries.parquet"),
+            packets_table=pq.read_table(packets) if packets.exists() else None,
+            perf=json.loads(perf.read_text()) if perf.exists() else {},
+            summary_text=text,
+        )
+
+    def __repr__(self) -> str:  # pragma: no cover - convenience
+        s = self.summary
+        return f"<sojourn.Result {s.get('experiment')!r} seed={s.get('seed')} flows={s['flows']['count']} links={len(s['links'])}>"
+
+
+def summary_dict(raw_summary: str) -> Any:
+    return json.loads(raw_summary)
