@@ -25,6 +25,9 @@ pub struct LinkPlan {
     pub qdisc_path: String,
     pub loss: f64,
     pub framing_bytes: u32,
+    /// Reordering: probability that a packet is held back by the extra delay.
+    pub reorder: f64,
+    pub reorder_delay: Duration,
 }
 
 /// What to record.
@@ -257,6 +260,7 @@ struct LinkSpec {
     qdisc: Option<Value>,
     loss: Option<f64>,
     framing_bytes: Option<u32>,
+    reorder: Option<(f64, Duration)>,
 }
 
 impl LinkSpec {
@@ -269,6 +273,7 @@ impl LinkSpec {
             qdisc: self.qdisc.or_else(|| base.qdisc.clone()),
             loss: self.loss.or(base.loss),
             framing_bytes: self.framing_bytes.or(base.framing_bytes),
+            reorder: self.reorder.or(base.reorder),
         }
     }
 }
@@ -327,6 +332,7 @@ fn parse_link_spec(p: &mut Params, base_dir: &Path) -> ConfResult<LinkSpec> {
         None
     };
     let framing_bytes = p.bytes_opt("framing_overhead")?.map(|b| b as u32);
+    let reorder = crate::tcp::parse_reorder(p)?;
     Ok(LinkSpec {
         rate,
         delay,
@@ -334,6 +340,7 @@ fn parse_link_spec(p: &mut Params, base_dir: &Path) -> ConfResult<LinkSpec> {
         qdisc,
         loss,
         framing_bytes,
+        reorder,
     })
 }
 
@@ -482,6 +489,8 @@ fn add_link(
         qdisc_path: qpath,
         loss: spec.loss.unwrap_or(0.0),
         framing_bytes: spec.framing_bytes.unwrap_or(0),
+        reorder: spec.reorder.map_or(0.0, |r| r.0),
+        reorder_delay: spec.reorder.map_or(Duration::ZERO, |r| r.1),
     });
     Ok(())
 }
@@ -712,6 +721,7 @@ fn parse_graph(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
             let rev = rspec.or(&LinkSpec {
                 qdisc: None,
                 loss: None,
+                reorder: None,
                 delay_schedule: None,
                 ..spec.clone()
             });

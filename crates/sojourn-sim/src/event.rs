@@ -17,6 +17,8 @@ pub enum Event {
     TxDone(u32),
     /// The head packet in flight on a link reaches the far end.
     Arrive(u32),
+    /// The head of a link's reordered (extra-delayed) packets reaches the far end.
+    ArriveLate(u32),
     /// A shaper/pacer asked to be woken (`Dequeue::NotBefore`).
     QdiscWake(u32),
     /// An endpoint's deadline (lazily cancelled: checked against the endpoint's state).

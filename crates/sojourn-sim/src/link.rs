@@ -125,6 +125,13 @@ pub struct Link {
     /// Bernoulli loss probability applied after serialisation.
     pub loss: f64,
     pub loss_rng: Rng,
+    /// Probability that a packet is reordered: held back by `reorder_delay` beyond its
+    /// normal arrival, in a second in-flight FIFO, so later packets overtake it.
+    pub reorder: f64,
+    pub reorder_delay: Duration,
+    pub reorder_rng: Rng,
+    /// Reordered packets in flight, with their (later) arrival times.
+    pub late: VecDeque<(Time, Packet)>,
     pub qdisc: AnyQdisc,
     pub qdisc_desc: String,
     /// The packet being serialised.
@@ -169,6 +176,10 @@ impl Link {
             framing_bytes: 0,
             loss,
             loss_rng,
+            reorder: 0.0,
+            reorder_delay: Duration::ZERO,
+            reorder_rng: Rng::from_seed(0),
+            late: VecDeque::new(),
             qdisc,
             qdisc_desc,
             tx_pkt: None,

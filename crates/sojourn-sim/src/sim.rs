@@ -123,6 +123,9 @@ impl Sim {
             );
             l.delay_schedule = lp.delay_schedule.clone();
             l.framing_bytes = lp.framing_bytes;
+            l.reorder = lp.reorder;
+            l.reorder_delay = lp.reorder_delay;
+            l.reorder_rng = Rng::stream(seed, "link-reorder", i as u64);
             l.log_packets = exp.record.packet_links.contains(&lp.name);
             links.push(l);
         }
@@ -424,6 +427,19 @@ impl Sim {
             self.flows.records[pkt.flow as usize].pkts_dropped += 1;
         } else {
             let at = link.arrival_time(now);
+            if link.reorder > 0.0 && link.reorder_rng.chance(link.reorder) {
+                // Held back: arrival times in `late` are non-decreasing too (same extra delay).
+                link.late.push_back((at + link.reorder_delay, pkt));
+                if link.late.len() == 1 {
+                    self.events
+                        .push(at + link.reorder_delay, Event::ArriveLate(l));
+                }
+                self.start_tx(l);
+                if notify {
+                    self.notify_tx_complete(&pkt);
+                }
+                return;
+            }
             if at == now {
                 let to = link.to;
                 self.start_tx(l);
@@ -481,6 +497,16 @@ impl Sim {
         self.forward(to, pkt);
     }
 
+    fn on_arrive_late(&mut self, l: u32) {
+        let link = &mut self.links[l as usize];
+        let (_, pkt) = link.late.pop_front().expect("ArriveLate with nothing late");
+        if let Some(&(next, _)) = link.late.front() {
+            self.events.push(next, Event::ArriveLate(l));
+        }
+        let to = link.to;
+        self.forward(to, pkt);
+    }
+
     // ----- the loop -----
 
     /// Runs to the end, calling `progress` about every 2^16 events (return false to abort).
@@ -496,6 +522,7 @@ impl Sim {
             match ev {
                 Event::TxDone(l) => self.on_tx_done(l),
                 Event::Arrive(l) => self.on_arrive(l),
+                Event::ArriveLate(l) => self.on_arrive_late(l),
                 Event::QdiscWake(l) => {
                     let link = &mut self.links[l as usize];
                     if link.wake_at == Some(t) {
@@ -569,7 +596,10 @@ impl Sim {
         self.links
             .iter()
             .map(|l| {
-                l.qdisc.len_packets() as u64 + l.tx_pkt.is_some() as u64 + l.in_flight.len() as u64
+                l.qdisc.len_packets() as u64
+                    + l.tx_pkt.is_some() as u64
+                    + l.in_flight.len() as u64
+                    + l.late.len() as u64
             })
             .sum()
     }

@@ -135,11 +135,13 @@ fn handshake_switch_saves_one_round_trip() {
 /// equal the size, and the receiver's sequence-space bookkeeping never double counts.
 #[test]
 fn reliable_under_heavy_loss() {
-    for (loss, seed, sack) in [
-        (0.05, 1, true),
-        (0.2, 2, true),
-        (0.2, 3, false),
-        (0.1, 4, true),
+    for (loss, reorder, seed, sack) in [
+        (0.05, 0.0, 1, true),
+        (0.2, 0.0, 2, true),
+        (0.2, 0.0, 3, false),
+        (0.0, 0.05, 4, true),
+        (0.1, 0.05, 5, true),
+        (0.2, 0.1, 6, false),
     ] {
         let text = format!(
             r#"
@@ -150,8 +152,8 @@ fn reliable_under_heavy_loss() {
             [topology]
             kind = "dumbbell"
             pairs = 2
-            bottleneck = {{ rate = "20Mbit", delay = "10ms", loss = {loss} }}
-            reverse = {{ loss = {loss} }}
+            bottleneck = {{ rate = "20Mbit", delay = "10ms", loss = {loss}, reorder = {reorder}, reorder_delay = "3ms" }}
+            reverse = {{ loss = {loss}, reorder = {reorder}, reorder_delay = "2ms" }}
             [[workload]]
             kind = "transfer"
             pairs = "all"

@@ -296,3 +296,19 @@ pub fn open(
     sim.start_endpoint(sid);
     flow
 }
+
+/// Reads a link's `reorder` (probability) and `reorder_delay` (extra delay, default 1 ms).
+pub fn parse_reorder(p: &mut Params) -> ConfResult<Option<(f64, Duration)>> {
+    if !p.has("reorder") {
+        if p.has("reorder_delay") {
+            return Err(p.err("reorder_delay", "only meaningful with `reorder`"));
+        }
+        return Ok(None);
+    }
+    let prob = p.f64_in("reorder", 0.0, 0.0, 1.0)?;
+    let delay = p.duration("reorder_delay", Duration::from_ms(1))?;
+    if prob > 0.0 && delay.is_zero() {
+        return Err(p.err("reorder_delay", "must be positive to reorder anything"));
+    }
+    Ok(Some((prob, delay)))
+}

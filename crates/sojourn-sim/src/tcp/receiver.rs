@@ -338,3 +338,128 @@ impl Endpoint for TcpReceiver {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flows::{FlowKind, FlowRecord, FlowTable};
+
+    struct H {
+        out: Vec<Packet>,
+        notes: Vec<Note>,
+        flows: FlowTable,
+    }
+    impl H {
+        fn new() -> H {
+            let mut flows = FlowTable::default();
+            flows.add(FlowRecord::new(0, FlowKind::Tcp, 0, 0, 1, Time::ZERO));
+            H {
+                out: Vec::new(),
+                notes: Vec::new(),
+                flows,
+            }
+        }
+        fn io(&mut self, now: Time) -> Io<'_> {
+            Io {
+                now,
+                out: &mut self.out,
+                notes: &mut self.notes,
+                flows: &mut self.flows,
+            }
+        }
+    }
+
+    const MSS: u64 = 1448;
+
+    fn seg(i: u64) -> Packet {
+        let mut p = Packet::default();
+        p.hdr.seq = 1 + i * MSS;
+        p.hdr.payload_bytes = MSS as u32;
+        p.hdr.flags = tcp_flags::ACK;
+        p
+    }
+
+    fn receiver(size: u64) -> TcpReceiver {
+        let cfg = TcpConfig {
+            handshake: false,
+            ..TcpConfig::default()
+        };
+        TcpReceiver::new(0, FlowKey::default(), 0, &cfg, size)
+    }
+
+    #[test]
+    fn quickack_then_every_second_segment_then_delack_timer() {
+        let mut h = H::new();
+        let mut r = receiver(0);
+        let t = Time(1_000_000);
+        for i in 0..16 {
+            r.on_packet(&seg(i), &mut h.io(t));
+        }
+        assert_eq!(h.out.len(), 16, "quick-ACK for the first 16 segments");
+        h.out.clear();
+        for i in 16..26 {
+            r.on_packet(&seg(i), &mut h.io(t));
+        }
+        assert_eq!(h.out.len(), 5, "then one ACK per two full segments");
+        assert_eq!(h.out[4].hdr.ack, 1 + 26 * MSS);
+        h.out.clear();
+        r.on_packet(&seg(26), &mut h.io(t));
+        assert!(h.out.is_empty());
+        assert_eq!(
+            r.deadline(),
+            Some(t + Duration::from_ms(40)),
+            "TCP_DELACK_MIN"
+        );
+        r.on_timer(&mut h.io(t + Duration::from_ms(40)));
+        assert_eq!(h.out.len(), 1);
+        assert_eq!(r.deadline(), None);
+    }
+
+    #[test]
+    fn out_of_order_is_sacked_at_once_and_filled_in_order() {
+        let mut h = H::new();
+        let mut r = receiver(5 * MSS);
+        let t = Time(1_000_000);
+        r.quick = 0;
+        r.on_packet(&seg(0), &mut h.io(t));
+        assert!(h.out.is_empty(), "delayed");
+        r.on_packet(&seg(2), &mut h.io(t));
+        r.on_packet(&seg(4), &mut h.io(t));
+        assert_eq!(h.out.len(), 2, "out-of-order data is ACKed immediately");
+        let last = h.out.last().unwrap().hdr;
+        assert_eq!(last.ack, 1 + MSS);
+        assert_eq!(last.sack_count, 2);
+        assert_eq!(
+            last.sack[0],
+            SackBlock {
+                start: 1 + 4 * MSS,
+                end: 1 + 5 * MSS
+            },
+            "newest first"
+        );
+        assert_eq!(
+            last.sack[1],
+            SackBlock {
+                start: 1 + 2 * MSS,
+                end: 1 + 3 * MSS
+            }
+        );
+        // A duplicate is D-SACKed (RFC 2883).
+        r.on_packet(&seg(2), &mut h.io(t));
+        let d = h.out.last().unwrap().hdr;
+        assert_eq!(
+            d.sack[0],
+            SackBlock {
+                start: 1 + 2 * MSS,
+                end: 1 + 3 * MSS
+            }
+        );
+        r.on_packet(&seg(1), &mut h.io(t));
+        r.on_packet(&seg(3), &mut h.io(t));
+        assert_eq!(r.rcv_nxt, 1 + 5 * MSS);
+        assert_eq!(r.delivered, 5 * MSS);
+        assert_eq!(h.flows.get(0).delivered_bytes, 5 * MSS);
+        assert_eq!(h.notes, vec![Note::Completed { flow: 0 }]);
+        assert_eq!(h.out.last().unwrap().hdr.sack_count, 0);
+    }
+}

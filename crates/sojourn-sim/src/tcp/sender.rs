@@ -863,6 +863,7 @@ impl Endpoint for TcpSender {
             self.send_syn(io);
             self.rto_at = Some(io.now + self.cfg.initial_rto);
         } else {
+            self.ecn_ok = self.cfg.ecn;
             self.established(io);
         }
     }
@@ -965,5 +966,211 @@ impl Endpoint for TcpSender {
         emit("pacing_rate_bps", self.cs.pacing_rate_bps as f64);
         emit("inflight_bytes", self.sb.in_flight() as f64 * mss);
         self.cc.observe(emit);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flows::{FlowKind, FlowRecord, FlowTable};
+    use sojourn_core::packet::SackBlock;
+
+    struct Harness {
+        out: Vec<Packet>,
+        notes: Vec<Note>,
+        flows: FlowTable,
+    }
+
+    impl Harness {
+        fn new() -> Harness {
+            let mut flows = FlowTable::default();
+            flows.add(FlowRecord::new(0, FlowKind::Tcp, 0, 0, 1, Time::ZERO));
+            Harness {
+                out: Vec::new(),
+                notes: Vec::new(),
+                flows,
+            }
+        }
+        fn io(&mut self, now: Time) -> Io<'_> {
+            Io {
+                now,
+                out: &mut self.out,
+                notes: &mut self.notes,
+                flows: &mut self.flows,
+            }
+        }
+        fn take(&mut self) -> Vec<Packet> {
+            std::mem::take(&mut self.out)
+        }
+    }
+
+    fn sender(cfg: TcpConfig, h: &mut Harness) -> TcpSender {
+        let mut s = TcpSender::new(0, FlowKey::default(), 0, 1, 0, &cfg, Source::Bulk, 1);
+        s.start(&mut h.io(Time::ZERO));
+        s
+    }
+
+    fn ack(ack: u64, ece: bool, sack: &[(u64, u64)]) -> Packet {
+        let mut p = Packet::default();
+        p.hdr.ack = ack;
+        p.hdr.window = 1 << 30;
+        p.hdr.flags = tcp_flags::ACK | if ece { tcp_flags::ECE } else { 0 };
+        for (i, &(a, b)) in sack.iter().enumerate() {
+            p.hdr.sack[i] = SackBlock { start: a, end: b };
+        }
+        p.hdr.sack_count = sack.len() as u8;
+        p
+    }
+
+    const MSS: u64 = 1448;
+
+    fn cfg() -> TcpConfig {
+        TcpConfig {
+            handshake: false,
+            cc: crate::tcp::cc::CcKind::NewReno,
+            ..TcpConfig::default()
+        }
+    }
+
+    #[test]
+    fn initial_window_and_ecn_once_per_window() {
+        let mut h = Harness::new();
+        let mut s = sender(TcpConfig { ecn: true, ..cfg() }, &mut h);
+        let sent = h.take();
+        assert_eq!(sent.len(), 10, "IW 10");
+        assert!(sent
+            .iter()
+            .all(|p| p.ecn == Ecn::Ect0 && p.len_bytes == 1514));
+        // First ECE: one reduction (RFC 3168 §6.1.2), CWR on the next new segment.
+        let t = Time(40_000_000);
+        s.on_packet(&ack(1 + MSS, true, &[]), &mut h.io(t));
+        assert_eq!(s.ca_state(), CaState::Cwr);
+        let ss = s.cs.ssthresh;
+        assert_eq!(ss, 5, "Reno halves the 10-packet window");
+        let out = h.take();
+        assert!(out.iter().any(|p| p.hdr.flags & tcp_flags::CWR != 0));
+        // More ECE within the same window (below high_seq): no further reduction.
+        for k in 2..=9 {
+            s.on_packet(
+                &ack(1 + k * MSS, true, &[]),
+                &mut h.io(t + Duration::from_ms(k)),
+            );
+        }
+        assert_eq!(s.cs.ssthresh, ss);
+        assert_eq!(h.flows.get(0).retransmits, 0);
+        // After the window (high_seq) is acknowledged, a new ECE reduces again.
+        let nxt = s.snd_nxt;
+        s.on_packet(&ack(nxt, false, &[]), &mut h.io(t + Duration::from_ms(50)));
+        assert_eq!(s.ca_state(), CaState::Open);
+        h.take();
+        let nxt = s.snd_nxt;
+        s.on_packet(&ack(nxt, true, &[]), &mut h.io(t + Duration::from_ms(90)));
+        assert!(
+            s.cs.ssthresh < ss.max(s.cs.cwnd + 1),
+            "second window, second reduction"
+        );
+    }
+
+    #[test]
+    fn rto_backs_off_exponentially_and_restarts_slow_start() {
+        let mut h = Harness::new();
+        let mut s = sender(cfg(), &mut h);
+        h.take();
+        let mut t = s.deadline().unwrap();
+        assert_eq!(t, Time(1_000_000_000), "RFC 6298 §2.1: initial RTO 1 s");
+        for k in 1..=4u64 {
+            s.on_timer(&mut h.io(t));
+            let out = h.take();
+            assert_eq!(out.len(), 1, "cwnd 1 after an RTO: only the head is resent");
+            assert_eq!(out[0].hdr.seq, 1);
+            let next = s.deadline().unwrap();
+            assert_eq!(next - t, Duration(1_000_000_000 << k), "backoff {k}");
+            t = next;
+        }
+        assert_eq!(s.rtos, 4);
+        assert_eq!(s.cs.ssthresh, 5, "ssthresh reduced once per loss episode");
+    }
+
+    #[test]
+    fn sack_loss_triggers_fast_retransmit_and_prr() {
+        let mut h = Harness::new();
+        let mut s = sender(cfg(), &mut h);
+        h.take();
+        // Segment 1 lost; segments 2..5 SACKed one by one (dupthresh = 3).
+        let t = Time(50_000_000);
+        for k in 2..=3u64 {
+            s.on_packet(&ack(1, false, &[(1 + MSS, 1 + k * MSS)]), &mut h.io(t));
+        }
+        assert_eq!(
+            s.ca_state(),
+            CaState::Open,
+            "two SACKed segments: not yet lost"
+        );
+        assert!(h.take().iter().all(|p| p.hdr.seq != 1));
+        s.on_packet(&ack(1, false, &[(1 + MSS, 1 + 4 * MSS)]), &mut h.io(t));
+        let out = h.take();
+        assert_eq!(s.ca_state(), CaState::Recovery);
+        assert_eq!(out[0].hdr.seq, 1, "fast retransmit of the hole first");
+        assert_eq!(s.retransmits, 1);
+        assert_eq!(s.cs.ssthresh, 5);
+        // Cumulative ACK of everything sent: recovery ends with cwnd = ssthresh.
+        let nxt = s.snd_nxt;
+        s.on_packet(&ack(nxt, false, &[]), &mut h.io(t + Duration::from_ms(50)));
+        assert_eq!(s.ca_state(), CaState::Open);
+        assert!(s.cs.cwnd >= 5 && s.cs.cwnd <= 6, "cwnd {}", s.cs.cwnd);
+    }
+
+    #[test]
+    fn tail_loss_probe_fires_before_the_rto() {
+        let mut h = Harness::new();
+        let mut s = sender(
+            TcpConfig {
+                rwnd_bytes: 10 * MSS,
+                ..cfg()
+            },
+            &mut h,
+        );
+        h.take();
+        // ACK of the first 5 segments after 40 ms; the last 5 are lost.
+        let t = Time(40_000_000);
+        s.on_packet(&ack(1 + 5 * MSS, false, &[]), &mut h.io(t));
+        h.take();
+        let srtt = s.rtt.srtt_ns;
+        let d = s.deadline().unwrap();
+        assert_eq!(d - t, Duration(2 * srtt + 2_000_000), "PTO = 2·SRTT + 2 ms");
+        assert!(d < s.rto_at.unwrap());
+        s.on_timer(&mut h.io(d));
+        let out = h.take();
+        assert_eq!(out.len(), 1, "one probe");
+        assert_eq!(s.tlps, 1);
+    }
+
+    #[test]
+    fn newreno_partial_acks_without_sack() {
+        let mut h = Harness::new();
+        let mut s = sender(
+            TcpConfig {
+                sack: false,
+                ..cfg()
+            },
+            &mut h,
+        );
+        h.take();
+        // Segments 1 and 3 lost: three duplicate ACKs for 1.
+        let t = Time(50_000_000);
+        for _ in 0..3 {
+            s.on_packet(&ack(1, false, &[]), &mut h.io(t));
+        }
+        assert_eq!(s.ca_state(), CaState::Recovery);
+        let out = h.take();
+        assert_eq!(out[0].hdr.seq, 1);
+        // Partial ACK up to the second hole (RFC 6582 §3.2 step 5): resend it at once.
+        s.on_packet(
+            &ack(1 + 2 * MSS, false, &[]),
+            &mut h.io(t + Duration::from_ms(50)),
+        );
+        assert_eq!(s.ca_state(), CaState::Recovery);
+        let out = h.take();
+        assert_eq!(out.first().map(|p| p.hdr.seq), Some(1 + 2 * MSS));
     }
 }
