@@ -185,3 +185,93 @@ fn reliable_under_heavy_loss() {
         assert_eq!(out.summary["accounting"]["conserved"], true);
     }
 }
+
+/// Property test over random transports, paths and workloads: packet conservation,
+/// completed transfers delivered exactly their size, no transfer over-delivers.
+#[test]
+fn random_configurations_conserve_and_deliver_exactly() {
+    use sojourn_core::rng::Rng;
+    let ccs = ["reno", "cubic", "bbr", "vegas"];
+    let qdiscs = [
+        "{ kind = \"pfifo\", limit = 30 }",
+        "{ kind = \"codel\", ecn = true }",
+        "{ kind = \"fq_codel\" }",
+        "{ kind = \"pfifo\", limit = 500 }",
+    ];
+    for seed in 0..16u64 {
+        let mut r = Rng::from_seed(seed);
+        let text = format!(
+            r#"
+            duration = "{dur}s"
+            seed = {seed}
+            [transport]
+            cc = "{cc}"
+            sack = {sack}
+            ecn = {ecn}
+            pacing = {pacing}
+            handshake = {hs}
+            initial_window = {iw}
+            delayed_ack = {da}
+            [topology]
+            kind = "dumbbell"
+            pairs = 3
+            bottleneck = {{ rate = "{rate}Mbit", delay = "{d}ms", qdisc = {q}, loss = {loss}, reorder = {ro} }}
+            reverse = {{ loss = {loss} }}
+            [[workload]]
+            kind = "actors"
+            pairs = "all"
+            count = {n}
+            think = "300ms"
+            size = {{ dist = "pareto", alpha = 1.2, min = "2kB", max = "2MB" }}
+            [[workload]]
+            kind = "bulk"
+            pair = 0
+            cc = "{cc2}"
+            [[workload]]
+            kind = "thin"
+            pair = 1
+            message_size = "{msg}B"
+            interval = {{ dist = "exponential", mean = "30ms" }}
+            "#,
+            dur = 5 + r.below(20),
+            cc = ccs[r.below(4) as usize],
+            cc2 = ccs[r.below(4) as usize],
+            sack = r.chance(0.7),
+            ecn = r.chance(0.5),
+            pacing = r.chance(0.3),
+            hs = r.chance(0.8),
+            iw = [1, 3, 10, 32][r.below(4) as usize],
+            da = r.chance(0.8),
+            rate = 1 + r.below(40),
+            d = r.below(60),
+            q = qdiscs[r.below(4) as usize],
+            loss = [0.0, 0.0, 0.01, 0.05][r.below(4) as usize],
+            ro = [0.0, 0.0, 0.02][r.below(3) as usize],
+            n = 1 + r.below(12),
+            msg = 1 + r.below(3000),
+        );
+        let exp = sojourn_sim::config::from_toml(&text, std::path::Path::new(".")).unwrap();
+        let mut sim = sojourn_sim::Sim::new(&exp, seed);
+        sim.start_apps();
+        sim.run(&mut |_| true);
+        sim.check_conservation()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let mut completed = 0;
+        for rec in &sim.flows.records {
+            if rec.size_bytes > 0 {
+                assert!(
+                    rec.delivered_bytes <= rec.size_bytes,
+                    "seed {seed}: {rec:?}"
+                );
+                if rec.end.is_some() {
+                    assert_eq!(rec.delivered_bytes, rec.size_bytes, "seed {seed}");
+                    completed += 1;
+                }
+            }
+        }
+        assert!(
+            completed > 0 || sim.flows.records.len() < 5,
+            "seed {seed}: nothing completed\n{text}"
+        );
+    }
+}

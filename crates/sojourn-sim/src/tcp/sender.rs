@@ -113,6 +113,8 @@ pub struct TcpSender {
     retx_hint: u64,
     cwnd_usage_seq: u64,
     is_cwnd_limited: bool,
+    /// The last transmission attempt stopped at the pacing gate.
+    pace_blocked: bool,
     /// Bytes of this socket queued below TCP (qdisc + device), for TSQ (issue 8).
     pub bytes_below: u64,
     // Counters.
@@ -197,6 +199,7 @@ impl TcpSender {
             retx_hint: 0,
             cwnd_usage_seq: 0,
             is_cwnd_limited: false,
+            pace_blocked: false,
             bytes_below: 0,
             retransmits: 0,
             rtos: 0,
@@ -433,8 +436,10 @@ impl TcpSender {
         }
         let now = io.now;
         let mut cwnd_limited = false;
+        self.pace_blocked = false;
         loop {
             if self.pacing && self.next_tx_at > now {
+                self.pace_blocked = true;
                 break;
             }
             if self.sb.in_flight() >= self.cs.cwnd {
@@ -922,7 +927,7 @@ impl Endpoint for TcpSender {
                     }
                 } else if self.tlp_at.is_some_and(|t| t <= now) {
                     self.send_loss_probe(io);
-                } else if self.pacing && self.next_tx_at <= now {
+                } else if self.pace_blocked && self.next_tx_at <= now {
                     self.try_send(io);
                 }
             }
@@ -938,14 +943,11 @@ impl Endpoint for TcpSender {
             }
         };
         min(self.tlp_at);
-        min(self.next_message_at());
-        if self.pacing && self.state == ConnState::Established && self.next_tx_at > Time::ZERO {
-            let has_work = self.write_end > self.snd_nxt
-                || (self.fin_wanted && !self.fin_sent)
-                || self.sb.lost_out > self.sb.retrans_out;
-            if has_work && self.sb.in_flight() < self.cs.cwnd {
-                min(Some(self.next_tx_at));
-            }
+        if self.state == ConnState::Established {
+            min(self.next_message_at());
+        }
+        if self.pace_blocked {
+            min(Some(self.next_tx_at));
         }
         d
     }
