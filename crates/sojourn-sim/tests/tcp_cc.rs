@@ -293,3 +293,41 @@ fn ecn_flow_reduces_on_marks_without_retransmitting() {
         assert!(p50 < 10.0, "{cc}: median sojourn {p50} ms");
     }
 }
+
+/// Vegas keeps between α = 2 and β = 4 packets queued at the bottleneck (Brakmo &
+/// Peterson): at 10 Mbit/s one 1514-B packet is 1.21 ms, so the mean sojourn stays within
+/// β packets plus one delayed-ACK burst (5 packet times) while the link stays busy.
+#[test]
+fn vegas_keeps_alpha_to_beta_packets_queued() {
+    let out = run_toml(
+        r#"
+        duration = "60s"
+        warmup = "10s"
+        [transport]
+        cc = "vegas"
+        [topology]
+        kind = "dumbbell"
+        pairs = 1
+        bottleneck = { rate = "10Mbit", delay = "20ms", qdisc = { kind = "pfifo", limit = 1000 } }
+        [[workload]]
+        kind = "bulk"
+        pair = 0
+        "#,
+    )
+    .unwrap();
+    let b = &out.summary["links"]["bottleneck"];
+    let pkt_ms = 1514.0 * 8.0 / 10e6 * 1e3;
+    let mean = f(&b["sojourn_ms"]["mean"]);
+    eprintln!(
+        "vegas: mean sojourn {mean} ms ({:.2} packets)",
+        mean / pkt_ms
+    );
+    assert!(
+        mean / pkt_ms <= 5.0,
+        "mean queue {:.2} packets",
+        mean / pkt_ms
+    );
+    assert_eq!(f(&b["drops_total"]), 0.0);
+    let u = f(&b["utilisation"]);
+    assert!(u > 0.95, "utilisation {u}");
+}
