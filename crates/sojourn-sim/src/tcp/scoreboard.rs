@@ -151,9 +151,11 @@ impl Scoreboard {
     }
 
     /// RFC 6675 §4 `IsLost`: a segment is lost when at least `dupthresh` segments above
-    /// it are SACKed. Marks newly lost segments; returns how many.
-    pub fn mark_lost(&mut self, dupthresh: u32) -> u32 {
+    /// it are SACKed. Marks newly lost segments; returns how many and the sequence number
+    /// of the lowest one.
+    pub fn mark_lost(&mut self, dupthresh: u32) -> (u32, u64) {
         let mut newly = 0;
+        let mut first = u64::MAX;
         let mut i = self.segs.partition_point(|s| s.start < self.lost_mark);
         while i < self.segs.len() {
             let s = &mut self.segs[i];
@@ -168,11 +170,12 @@ impl Scoreboard {
                 s.flags |= LOST;
                 self.lost_out += 1;
                 newly += 1;
+                first = first.min(s.start);
             }
             self.lost_mark = s.end();
             i += 1;
         }
-        newly
+        (newly, first)
     }
 
     /// Marks one specific segment lost (NewReno head, RTO), if not SACKed.
@@ -271,7 +274,7 @@ mod tests {
             },
             |_| {},
         );
-        assert_eq!(b.mark_lost(3), 0);
+        assert_eq!(b.mark_lost(3).0, 0);
         // A third SACKed segment above: 0, 1 and 2 are all lost (RFC 6675 IsLost holds
         // for every un-SACKed segment with three SACKed ones above it).
         b.sack(
@@ -281,7 +284,7 @@ mod tests {
             },
             |_| {},
         );
-        assert_eq!(b.mark_lost(3), 3);
+        assert_eq!(b.mark_lost(3), (3, 1));
         assert_eq!(b.in_flight(), 10 - 3 - 3);
         b.check().unwrap();
         // Cumulative ACK of the first two: counters follow.

@@ -762,9 +762,11 @@ impl TcpSender {
         // Loss detection.
         let mut newly_lost = 0;
         if self.cfg.sack {
-            let before = self.sb.lost_out;
-            newly_lost = self.sb.mark_lost(self.cfg.dupthresh);
-            let _ = before;
+            let (n, first) = self.sb.mark_lost(self.cfg.dupthresh);
+            newly_lost = n;
+            if n > 0 {
+                self.retx_hint = self.retx_hint.min(first);
+            }
         } else if self.sb.packets_out() > 0 {
             let start_recovery = matches!(self.cs.ca_state, CaState::Open | CaState::Cwr)
                 && self.dupacks >= self.cfg.dupthresh;
@@ -776,7 +778,7 @@ impl TcpSender {
             // Reno: duplicate ACKs stand for segments that left the network (Linux
             // tcp_add_reno_sack): count them as delivered for PRR.
         }
-        if newly_lost > 0 {
+        if newly_lost > 0 && !self.cfg.sack {
             self.retx_hint = self.snd_una;
         }
         rs.losses = newly_lost;
