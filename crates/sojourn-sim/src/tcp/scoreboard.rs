@@ -178,6 +178,36 @@ impl Scoreboard {
         (newly, first)
     }
 
+    /// Lost retransmissions (the time-ordering rule of RACK, RFC 8985 §6.2, applied to
+    /// retransmitted segments only): a retransmission still in flight is lost when a
+    /// segment sent more than `reo_wnd` after it has been delivered. Returns how many were
+    /// marked and the lowest sequence number marked.
+    pub fn mark_lost_retransmissions(&mut self, rack_xmit: Time, reo_wnd: u64) -> (u32, u64) {
+        let mut left = self.retrans_out;
+        let mut newly = 0;
+        let mut first = u64::MAX;
+        for s in self.segs.iter_mut() {
+            if left == 0 {
+                break;
+            }
+            if !s.is(RETRANS) {
+                continue;
+            }
+            left -= 1;
+            if s.sent_at.0.saturating_add(reo_wnd) < rack_xmit.0 {
+                if !s.is(LOST) {
+                    self.lost_out += 1;
+                }
+                s.flags &= !RETRANS;
+                s.flags |= LOST;
+                self.retrans_out -= 1;
+                newly += 1;
+                first = first.min(s.start);
+            }
+        }
+        (newly, first)
+    }
+
     /// Marks one specific segment lost (NewReno head, RTO), if not SACKed.
     pub fn mark_one_lost(&mut self, i: usize) -> bool {
         let s = &mut self.segs[i];
@@ -311,7 +341,11 @@ mod tests {
                 b.mark_lost(3);
                 if let Some(i) = b.next_to_retransmit(0) {
                     b.segs[i].flags |= RETRANS | EVER_RETRANS;
+                    b.segs[i].sent_at = Time(r.below(100));
                     b.retrans_out += 1;
+                }
+                if r.chance(0.3) {
+                    b.mark_lost_retransmissions(Time(r.below(200)), 10);
                 }
                 if r.chance(0.2) {
                     una += 100 * r.below(3);

@@ -778,6 +778,18 @@ impl TcpSender {
             // Reno: duplicate ACKs stand for segments that left the network (Linux
             // tcp_add_reno_sack): count them as delivered for PRR.
         }
+        // Retransmissions overtaken by later transmissions are lost again (RACK rule).
+        if let Some(b) = best {
+            if self.sb.retrans_out > 0 && self.rtt.min_rtt_ns != u64::MAX {
+                let (n, first) = self
+                    .sb
+                    .mark_lost_retransmissions(b.sent_at, self.rtt.min_rtt_ns / 4);
+                if n > 0 {
+                    newly_lost += n;
+                    self.retx_hint = self.retx_hint.min(first);
+                }
+            }
+        }
         if newly_lost > 0 && !self.cfg.sack {
             self.retx_hint = self.snd_una;
         }
@@ -1122,6 +1134,37 @@ mod tests {
         s.on_packet(&ack(nxt, false, &[]), &mut h.io(t + Duration::from_ms(50)));
         assert_eq!(s.ca_state(), CaState::Open);
         assert!(s.cs.cwnd >= 5 && s.cs.cwnd <= 6, "cwnd {}", s.cs.cwnd);
+    }
+
+    #[test]
+    fn lost_retransmission_is_resent_without_an_rto() {
+        let mut h = Harness::new();
+        let mut s = sender(cfg(), &mut h);
+        h.take();
+        let t = Time(50_000_000);
+        s.on_packet(&ack(1, false, &[(1 + MSS, 1 + 4 * MSS)]), &mut h.io(t));
+        let out = h.take();
+        assert_eq!(out[0].hdr.seq, 1, "fast retransmit");
+        // 20 ms later another SACK lets new data out.
+        let t1 = t + Duration::from_ms(20);
+        s.on_packet(&ack(1, false, &[(1 + MSS, 1 + 9 * MSS)]), &mut h.io(t1));
+        let after: Vec<u64> = h.take().iter().map(|p| p.hdr.seq).collect();
+        assert!(
+            !after.is_empty() && !after.contains(&1),
+            "new data sent after the retransmission"
+        );
+        // That new data is SACKed but the retransmission is not: it was lost.
+        let t2 = t1 + Duration::from_ms(50);
+        let hi = after.last().unwrap() + MSS;
+        s.on_packet(&ack(1, false, &[(1 + MSS, hi)]), &mut h.io(t2));
+        let out = h.take();
+        assert_eq!(
+            out.first().map(|p| p.hdr.seq),
+            Some(1),
+            "second retransmission"
+        );
+        assert_eq!(s.retransmits, 2);
+        assert_eq!(s.rtos, 0);
     }
 
     #[test]
