@@ -342,6 +342,10 @@ impl TcpSender {
         p.truesize_bytes = sojourn_core::packet::truesize_for(p.len_bytes);
         p.hdr.seq = seg.start;
         p.hdr.payload_bytes = seg.len;
+        if matches!(self.source, Source::Sized(_)) {
+            // SRPT oracle: payload still unsent after this packet.
+            p.remaining_bytes = self.write_end.saturating_sub(seg.start + seg.len as u64);
+        }
         p.hdr.flags = tcp_flags::ACK;
         if seg.is(FIN) {
             p.hdr.flags |= tcp_flags::FIN;
