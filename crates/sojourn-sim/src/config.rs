@@ -61,6 +61,10 @@ pub struct Experiment {
     pub record: RecordPlan,
     /// For dumbbells: sender and receiver node of each pair.
     pub pairs: Vec<(u32, u32)>,
+    /// `[[classifier]]` rules (conntrack byte count -> priority).
+    pub classifiers: Vec<crate::classify::ClassifierPlan>,
+    /// Per node: conntrack enabled (by a classifier or an `age` qdisc on an egress link).
+    pub conntrack: Vec<Option<crate::classify::ConntrackPlan>>,
     /// The TOML tables kept verbatim for `sojourn` front-ends (sweep, plots).
     pub base_dir: PathBuf,
 }
@@ -127,6 +131,8 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
             fct_from: crate::output::FctFrom::Connect,
         },
         pairs: Vec::new(),
+        classifiers: Vec::new(),
+        conntrack: Vec::new(),
         base_dir: base_dir.to_path_buf(),
     };
 
@@ -178,12 +184,65 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
         exp.workloads.push(plan);
     }
 
+    parse_classifiers(&mut exp, p.raw("classifier"))?;
+
     if let Some(rt) = p.table_opt("record")? {
         parse_record(&mut exp, rt)?;
     }
     p.finish()?;
     check_routes(&exp)?;
     Ok(exp)
+}
+
+fn parse_classifiers(exp: &mut Experiment, v: Option<&Value>) -> ConfResult<()> {
+    use crate::classify::{parse_classifier, spec_needs_conntrack, ConntrackPlan};
+    exp.conntrack = vec![None; exp.node_names.len()];
+    for l in &exp.links {
+        if spec_needs_conntrack(&l.qdisc) {
+            exp.conntrack[l.from as usize] = Some(ConntrackPlan::default());
+        }
+    }
+    let entries = match v {
+        None => return Ok(()),
+        Some(Value::Array(a)) => a,
+        Some(other) => {
+            return Err(ConfError::new(
+                "classifier",
+                format!("use [[classifier]] entries, got {}", other.type_name()),
+            ))
+        }
+    };
+    let mut hosts: Vec<u32> = exp
+        .workloads
+        .iter()
+        .flat_map(|w| w.endpoints())
+        .flat_map(|(a, b)| [a, b])
+        .collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    for (i, e) in entries.iter().enumerate() {
+        let path = format!("classifier[{i}]");
+        let Value::Table(t) = e else {
+            return Err(ConfError::new(path, "expected a table"));
+        };
+        let (plan, ct) = parse_classifier(t, &path, &exp.node_names, &hosts)?;
+        for &n in &plan.nodes {
+            match exp.conntrack[n as usize] {
+                Some(existing) if existing != ct && entries.len() > 1 => {
+                    return Err(ConfError::new(
+                        path,
+                        format!(
+                            "node {:?} already counts with other conntrack options",
+                            exp.node_names[n as usize]
+                        ),
+                    ));
+                }
+                _ => exp.conntrack[n as usize] = Some(ct),
+            }
+        }
+        exp.classifiers.push(plan);
+    }
+    Ok(())
 }
 
 fn parse_record(exp: &mut Experiment, t: &Table) -> ConfResult<()> {

@@ -414,6 +414,8 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
             "ecn",
             Column::U32(pl.ecn.iter().map(|&e| e as u32).collect()),
         );
+        c.add("priority", Column::U32(pl.priority));
+        c.add("ct_bytes", Column::U64(pl.ct_bytes));
         Some(c)
     };
 

@@ -6,6 +6,7 @@
 //! delivered inside `TxDone`). Endpoint timers are deadlines re-armed lazily.
 
 use crate::app::AnyApp;
+use crate::classify::{lookup, Conntrack, Hook};
 use crate::config::{routing_tables, Experiment};
 use crate::endpoint::{AnyEndpoint, Endpoint, Io, Note};
 use crate::event::{Event, EventQueue};
@@ -29,6 +30,10 @@ pub struct Node {
     pub name: String,
     /// `routes[dst]` = egress link id, or `u32::MAX` when unreachable.
     pub routes: Vec<u32>,
+    /// Connection tracking (byte counts per connection), when enabled on this node.
+    pub conntrack: Option<Box<Conntrack>>,
+    /// Classifier rules `(hook, ct-bytes map)` run on packets leaving this node.
+    pub classifiers: Vec<(Hook, Vec<(u64, u32)>)>,
 }
 
 struct EndpointSlot {
@@ -86,15 +91,28 @@ impl Sim {
     /// Builds the network and the workloads of `exp` for one run with `seed`.
     pub fn new(exp: &Experiment, seed: u64) -> Sim {
         let tables = routing_tables(exp);
-        let nodes = exp
+        let mut nodes: Vec<Node> = exp
             .node_names
             .iter()
             .zip(tables)
-            .map(|(n, r)| Node {
+            .enumerate()
+            .map(|(i, (n, r))| Node {
                 name: n.clone(),
                 routes: r,
+                conntrack: exp
+                    .conntrack
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .map(|p| Box::new(Conntrack::new(p))),
+                classifiers: Vec::new(),
             })
             .collect();
+        for c in &exp.classifiers {
+            for &n in &c.nodes {
+                nodes[n as usize].classifiers.push((c.hook, c.map.clone()));
+            }
+        }
         let mut links = Vec::with_capacity(exp.links.len());
         for (i, lp) in exp.links.iter().enumerate() {
             let rate_bps = match &lp.rate {
@@ -260,7 +278,7 @@ impl Sim {
                 pkt.created_at = self.now;
                 self.acct.created += 1;
                 self.flows.get_mut(pkt.flow).pkts_sent += 1;
-                self.forward(node, pkt);
+                self.forward(node, pkt, true);
             }
             self.out = out;
         }
@@ -301,9 +319,13 @@ impl Sim {
 
     // ----- packet movement -----
 
-    /// A packet is at `node` (created there or arrived): deliver or forward it.
+    /// A packet is at `node` (created there if `local`, else arrived): run the node's
+    /// conntrack and classifier hooks, then deliver or forward it.
     #[inline]
-    fn forward(&mut self, node: u32, pkt: Packet) {
+    fn forward(&mut self, node: u32, mut pkt: Packet, local: bool) {
+        if self.nodes[node as usize].conntrack.is_some() {
+            self.conntrack_hook(node, &mut pkt, local);
+        }
         if pkt.key.dst_addr == node {
             self.deliver(pkt);
             return;
@@ -311,6 +333,30 @@ impl Sim {
         let l = self.nodes[node as usize].routes[pkt.key.dst_addr as usize];
         debug_assert!(l != u32::MAX, "route checked at load time");
         self.link_enqueue(l, pkt);
+    }
+
+    fn conntrack_hook(&mut self, node: u32, pkt: &mut Packet, local: bool) {
+        let original = pkt.key.src_addr == self.flows.get(pkt.flow).src_node;
+        let n = &mut self.nodes[node as usize];
+        let ct = n.conntrack.as_mut().expect("checked by caller");
+        let count = ct.account(pkt, original);
+        let leaving = pkt.key.dst_addr != node;
+        if !leaving {
+            return; // input: counted, not classified
+        }
+        pkt.ct_bytes = count;
+        for (hook, map) in &n.classifiers {
+            let applies = match hook {
+                Hook::Output => local,
+                Hook::Forward => !local,
+                Hook::Both => true,
+            };
+            if applies {
+                if let Some(p) = lookup(map, count) {
+                    pkt.priority = p;
+                }
+            }
+        }
     }
 
     fn deliver(&mut self, pkt: Packet) {
@@ -425,7 +471,7 @@ impl Sim {
                 if notify {
                     self.notify_tx_complete(&pkt);
                 }
-                self.forward(to, pkt);
+                self.forward(to, pkt, false);
                 return;
             }
             link.in_flight.push_back((at, pkt));
@@ -473,7 +519,7 @@ impl Sim {
             self.events.push(next, Event::Arrive(l));
         }
         let to = link.to;
-        self.forward(to, pkt);
+        self.forward(to, pkt, false);
     }
 
     // ----- the loop -----
