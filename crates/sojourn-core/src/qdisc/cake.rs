@@ -2015,9 +2015,18 @@ mod tests {
             q.enqueue(p, Time(1_000), &mut drops);
         }
         let first: Vec<u32> = (0..20)
-            .map(|_| q.dequeue(Time(1_000), &mut drops).packet().unwrap().priority & 0xffff)
+            .map(|_| {
+                q.dequeue(Time(1_000), &mut drops)
+                    .packet()
+                    .unwrap()
+                    .priority
+                    & 0xffff
+            })
             .collect();
-        assert!(first.contains(&1), "Linux DRR serves Bulk within 20 packets");
+        assert!(
+            first.contains(&1),
+            "Linux DRR serves Bulk within 20 packets"
+        );
     }
 
     #[test]

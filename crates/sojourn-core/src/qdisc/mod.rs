@@ -15,6 +15,7 @@
 //!   at `now` a discipline runs every tick due at or before `now`. This is exactly what a
 //!   timer event would do, because a qdisc's state only changes at its own operations.
 
+pub mod age;
 pub mod cake;
 pub mod cobalt;
 pub mod cocoa;
@@ -23,7 +24,9 @@ pub mod codel_law;
 pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
+pub mod las;
 pub mod registry;
+pub mod srpt;
 
 use crate::packet::Packet;
 use crate::time::Time;
@@ -246,6 +249,9 @@ any_qdisc! {
     Fq(Box<fq::Fq>),
     Cocoa(Box<cocoa::Cocoa>),
     Cake(Box<cake::Cake>),
+    Age(Box<age::Age>),
+    Las(Box<las::Las>),
+    Srpt(Box<srpt::Srpt>),
 }
 
 pub mod testkit;

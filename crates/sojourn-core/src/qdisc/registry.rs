@@ -1,7 +1,7 @@
 //! The registry: an experiment file names a discipline (`kind = "fq_codel"`) and its
 //! parameters by their tc names; unknown kinds and keys are rejected with the key path.
 
-use super::{cake, cocoa, codel, fifo, fq, fq_codel, AnyQdisc};
+use super::{age, cake, cocoa, codel, fifo, fq, fq_codel, las, srpt, AnyQdisc};
 use crate::params::{ConfError, ConfResult, Params, Table, Value};
 use crate::rng::{splitmix64_mix, Rng};
 
@@ -98,6 +98,21 @@ pub static KINDS: &[Kind] = &[
         summary:
             "CAKE: shaper + diffserv tins + 8-way set-associative FQ with host isolation + COBALT",
         build: |p, c| Ok(AnyQdisc::Cake(Box::new(cake::from_params(p, c)?))),
+    },
+    Kind {
+        name: "age",
+        summary: "age-based 2LPS/MLPS: byte thresholds -> strict-priority levels of any child",
+        build: |p, c| Ok(AnyQdisc::Age(Box::new(age::from_params(p, c)?))),
+    },
+    Kind {
+        name: "las",
+        summary: "LAS / foreground-background: least attained service first (reference)",
+        build: |p, c| Ok(AnyQdisc::Las(Box::new(las::from_params(p, c)?))),
+    },
+    Kind {
+        name: "srpt",
+        summary: "SRPT oracle: least remaining flow bytes first (reference, pkt.remaining_bytes)",
+        build: |p, c| Ok(AnyQdisc::Srpt(Box::new(srpt::from_params(p, c)?))),
     },
 ];
 
