@@ -215,6 +215,7 @@ impl Qdisc for Age {
 fn size_value(p: &Params, key: &str, v: &Value) -> ConfResult<u64> {
     match v {
         Value::Int(i) if *i >= 0 => Ok(*i as u64),
+        Value::Float(x) if *x >= 0.0 && x.fract() == 0.0 && *x < 1.8e19 => Ok(*x as u64),
         Value::Str(s) => units::parse_bytes(s).map_err(|m| p.err(key, m)),
         v => Err(p.err(
             key,
@@ -386,6 +387,8 @@ mod tests {
         assert_eq!(q.level_for_bytes(0), 0);
         assert_eq!(q.level_for_bytes(6_331_208), 0);
         assert_eq!(q.level_for_bytes(6_331_209), 1);
+        let q = built(&[("thresholds", Value::Float(6.5e6))]);
+        assert_eq!(q.level_for_bytes(6_500_001), 1);
         let q = built(&[(
             "thresholds",
             Value::Array(vec![Value::Int(100), s("1KiB"), Value::Int(5000)]),
@@ -525,6 +528,41 @@ mod tests {
         assert_eq!((q.level_len(0), q.level_len(1), q.level_len(2)), (1, 1, 3));
         assert_eq!(q.dequeue(Time(0), &mut d).packet().unwrap().uid, 2);
         assert_eq!(q.dequeue(Time(0), &mut d).packet().unwrap().uid, 1);
+    }
+
+    #[test]
+    fn a_throttled_level_lets_lower_levels_go_and_reports_not_before() {
+        // Level 0 is CAKE shaped at 1 Mbit/s: after one packet it answers NotBefore, so
+        // (as prio_dequeue) level 1 is served; with level 1 empty the earliest NotBefore
+        // comes back.
+        let cake = {
+            let mut t = Table::default();
+            t.insert("kind", s("cake"));
+            t.insert("bandwidth", s("1Mbit"));
+            Value::Table(t)
+        };
+        let mut q = built(&[
+            ("thresholds", Value::Int(1000)),
+            ("children", Value::Array(vec![cake, s("pfifo")])),
+        ]);
+        let mut d = Drops::new();
+        let now = Time(1_000);
+        for (uid, ct) in [(0, 10), (1, 10), (2, 5000), (3, 5000)] {
+            let mut p = with_ct(uid, ct as u32, 1000, ct);
+            p.enqueued_at = now;
+            q.enqueue(p, now, &mut d);
+        }
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            got.push(q.dequeue(now, &mut d).packet().unwrap().uid);
+        }
+        assert_eq!(got, vec![0, 2, 3]);
+        let Dequeue::NotBefore(t) = q.dequeue(now, &mut d) else {
+            panic!("expected NotBefore")
+        };
+        assert!(t > now);
+        assert_eq!(q.dequeue(t, &mut d).packet().unwrap().uid, 1);
+        assert!(matches!(q.dequeue(t, &mut d), Dequeue::Empty));
     }
 
     #[test]
