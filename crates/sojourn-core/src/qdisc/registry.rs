@@ -1,7 +1,10 @@
 //! The registry: an experiment file names a discipline (`kind = "fq_codel"`) and its
 //! parameters by their tc names; unknown kinds and keys are rejected with the key path.
 
-use super::{age, cake, cocoa, codel, fifo, fq, fq_codel, fq_pie, las, lstf_codel, pie, prio, red, sfq, srpt, tbf, AnyQdisc};
+use super::{
+    age, cake, cocoa, codel, fifo, fq, fq_codel, fq_pie, las, lstf_codel, pie, prio, red, sfq,
+    srpt, tbf, AnyQdisc,
+};
 use crate::params::{ConfError, ConfResult, Params, Table, Value};
 use crate::rng::{splitmix64_mix, Rng};
 
