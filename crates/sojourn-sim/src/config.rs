@@ -25,6 +25,8 @@ pub struct LinkPlan {
     pub qdisc_path: String,
     pub loss: f64,
     pub framing_bytes: u32,
+    /// Device transmit ring size in packets (0 = none).
+    pub tx_ring: u32,
 }
 
 /// What to record.
@@ -309,6 +311,7 @@ struct LinkSpec {
     qdisc: Option<Value>,
     loss: Option<f64>,
     framing_bytes: Option<u32>,
+    tx_ring: Option<u32>,
 }
 
 impl LinkSpec {
@@ -321,6 +324,7 @@ impl LinkSpec {
             qdisc: self.qdisc.or_else(|| base.qdisc.clone()),
             loss: self.loss.or(base.loss),
             framing_bytes: self.framing_bytes.or(base.framing_bytes),
+            tx_ring: self.tx_ring.or(base.tx_ring),
         }
     }
 }
@@ -379,6 +383,11 @@ fn parse_link_spec(p: &mut Params, base_dir: &Path) -> ConfResult<LinkSpec> {
         None
     };
     let framing_bytes = p.bytes_opt("framing_overhead")?.map(|b| b as u32);
+    let tx_ring = if p.has("tx_ring") {
+        Some(p.u32("tx_ring", 0, 0, 65_536)?)
+    } else {
+        None
+    };
     Ok(LinkSpec {
         rate,
         delay,
@@ -386,6 +395,7 @@ fn parse_link_spec(p: &mut Params, base_dir: &Path) -> ConfResult<LinkSpec> {
         qdisc,
         loss,
         framing_bytes,
+        tx_ring,
     })
 }
 
@@ -534,6 +544,7 @@ fn add_link(
         qdisc_path: qpath,
         loss: spec.loss.unwrap_or(0.0),
         framing_bytes: spec.framing_bytes.unwrap_or(0),
+        tx_ring: spec.tx_ring.unwrap_or(0),
     });
     Ok(())
 }

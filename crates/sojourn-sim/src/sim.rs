@@ -141,6 +141,7 @@ impl Sim {
             );
             l.delay_schedule = lp.delay_schedule.clone();
             l.framing_bytes = lp.framing_bytes;
+            l.ring_cap = lp.tx_ring as usize;
             l.log_packets = exp.record.packet_links.contains(&lp.name);
             links.push(l);
         }
@@ -398,9 +399,53 @@ impl Sim {
         if !self.drops.is_empty() {
             self.account_drops(l);
         }
-        if !self.links[l as usize].busy() {
+        let link = &self.links[l as usize];
+        if !link.busy() {
             self.start_tx(l);
+        } else if link.ring_cap > 0 {
+            self.fill_ring(l);
         }
+    }
+
+    /// Moves packets from the qdisc into the device transmit ring while it has room
+    /// (the kernel's `qdisc_run` filling the driver queue).
+    fn fill_ring(&mut self, l: u32) {
+        let now = self.now;
+        let link = &mut self.links[l as usize];
+        while link.ring.len() < link.ring_cap {
+            match link.qdisc.dequeue(now, &mut self.drops) {
+                Dequeue::Packet(p) => {
+                    link.stats.sojourn.record((now - p.enqueued_at).as_ns());
+                    if link.log_packets {
+                        self.packet_log.push(now, l, &p, None, self.packet_sample);
+                    }
+                    link.ring.push_back(p);
+                }
+                Dequeue::Empty => break,
+                Dequeue::NotBefore(t) => {
+                    if link.wake_at.is_none_or(|w| t < w) {
+                        link.wake_at = Some(t);
+                        self.events.push(t, Event::QdiscWake(l));
+                    }
+                    break;
+                }
+            }
+        }
+        if !self.drops.is_empty() {
+            self.account_drops(l);
+        }
+    }
+
+    /// Starts serialising `p` on an idle link.
+    #[inline]
+    fn begin_tx(&mut self, l: u32, p: Packet) {
+        let now = self.now;
+        let link = &mut self.links[l as usize];
+        let end = link.tx_end(now, &p);
+        link.stats.busy_ns += (end - now).as_ns();
+        link.tx_pkt = Some(p);
+        link.tx_started = now;
+        self.events.push(end, Event::TxDone(l));
     }
 
     fn account_drops(&mut self, l: u32) {
@@ -423,19 +468,23 @@ impl Sim {
         let now = self.now;
         let link = &mut self.links[l as usize];
         debug_assert!(!link.busy());
+        if link.ring_cap > 0 {
+            self.fill_ring(l);
+            if let Some(p) = self.links[l as usize].ring.pop_front() {
+                self.begin_tx(l, p);
+                self.fill_ring(l);
+            }
+            return;
+        }
         let r = link.qdisc.dequeue(now, &mut self.drops);
         match r {
             Dequeue::Packet(p) => {
                 let sojourn = (now - p.enqueued_at).as_ns();
                 link.stats.sojourn.record(sojourn);
-                let end = link.tx_end(now, &p);
-                link.stats.busy_ns += (end - now).as_ns();
                 if link.log_packets {
                     self.packet_log.push(now, l, &p, None, self.packet_sample);
                 }
-                link.tx_pkt = Some(p);
-                link.tx_started = now;
-                self.events.push(end, Event::TxDone(l));
+                self.begin_tx(l, p);
             }
             Dequeue::Empty => {}
             Dequeue::NotBefore(t) => {
@@ -544,6 +593,8 @@ impl Sim {
                     }
                     if !link.busy() {
                         self.start_tx(l);
+                    } else if link.ring_cap > 0 {
+                        self.fill_ring(l);
                     }
                 }
                 Event::EndpointTimer(id) => {
@@ -610,7 +661,10 @@ impl Sim {
         self.links
             .iter()
             .map(|l| {
-                l.qdisc.len_packets() as u64 + l.tx_pkt.is_some() as u64 + l.in_flight.len() as u64
+                l.qdisc.len_packets() as u64
+                    + l.ring.len() as u64
+                    + l.tx_pkt.is_some() as u64
+                    + l.in_flight.len() as u64
             })
             .sum()
     }
@@ -648,6 +702,9 @@ impl Sim {
             let s = &mut self.series;
             s.push(now, &name, "queue_packets", link.qdisc.len_packets() as f64);
             s.push(now, &name, "queue_bytes", link.qdisc.len_bytes() as f64);
+            if link.ring_cap > 0 {
+                s.push(now, &name, "ring_packets", link.ring.len() as f64);
+            }
             if now > Time::ZERO {
                 s.push(now, &name, "throughput_bps", d_tx as f64 * 8.0 / dt);
                 s.push(now, &name, "drops", d_drop as f64);
