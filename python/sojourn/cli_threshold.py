@@ -141,7 +141,7 @@ def _plot(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curve = threshold.threshold_curve(dist, load, n=50)
+    curve = threshold.threshold_curve(dist, load, n=40, n_grid=150)
     scale = (8.0 / rate) if rate else 1.0
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     ax.plot(curve["threshold_bytes"], curve["mean_2lps"] * scale, label="2LPS")

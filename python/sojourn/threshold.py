@@ -396,12 +396,13 @@ def optimal_threshold(
     bounded Brent minimisation on log(a) to a relative tolerance ``xtol``.
     """
     lo, hi = _search_range(dist, lo, hi)
+    coarse = lambda la: mean_2lps(dist, load, math.exp(la), min(n_grid, 150))  # noqa: E731
     f = lambda la: mean_2lps(dist, load, math.exp(la), n_grid)  # noqa: E731
     la = np.linspace(math.log(lo), math.log(hi), grid_points)
-    vals = np.array([f(v) for v in la])
+    vals = np.array([coarse(v) for v in la])
     i = int(np.argmin(vals))
     left, right = la[max(i - 1, 0)], la[min(i + 1, la.size - 1)]
-    best_la, best = la[i], vals[i]
+    best_la, best = la[i], f(la[i])
     if right > left:
         res = optimize.minimize_scalar(
             f, bounds=(left, right), method="bounded", options={"xatol": xtol}
@@ -418,7 +419,7 @@ def optimal_thresholds(
     levels: int,
     lo: float | None = None,
     hi: float | None = None,
-    n_grid: int = 250,
+    n_grid: int = 120,
 ) -> ThresholdResult:
     """Optimal thresholds of MLPS with ``levels`` PS levels (levels - 1 thresholds).
 
@@ -431,7 +432,7 @@ def optimal_thresholds(
     if levels == 1:
         m = mean_ps(dist, load)
         return ThresholdResult([], m, m)
-    two = optimal_threshold(dist, load, lo, hi, n_grid=n_grid)
+    two = optimal_threshold(dist, load, lo, hi)
     if levels == 2:
         return two
     lo, hi = _search_range(dist, lo, hi)
@@ -461,7 +462,7 @@ def optimal_thresholds(
     best: tuple[float, list[float]] = (two.mean, [two.threshold])
     for z0 in starts:
         res = optimize.minimize(
-            f, z0, method="Nelder-Mead", options={"xatol": 1e-3, "fatol": 1e-9 * two.mean, "maxiter": 400}
+            f, z0, method="Nelder-Mead", options={"xatol": 1e-2, "fatol": 1e-6 * two.mean, "maxiter": 200}
         )
         if res.fun < best[0]:
             best = (float(res.fun), unpack(res.x))
@@ -475,7 +476,7 @@ def flat_interval(
     load: float,
     result: ThresholdResult | None = None,
     tol: float = 0.01,
-    n_grid: int = 400,
+    n_grid: int = 250,
 ) -> tuple[float, float]:
     """[lo, hi]: the thresholds a with E[T_2LPS(a)] <= (1 + tol) min_a E[T_2LPS(a)].
 
