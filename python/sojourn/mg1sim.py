@@ -34,7 +34,7 @@ from .dists import SizeDist
 
 FloatArray = NDArray[np.float64]
 
-__all__ = ["poisson_jobs", "simulate", "batch_means", "SimEstimate", "estimate"]
+__all__ = ["poisson_jobs", "simulate", "batch_means", "SimEstimate", "estimate", "estimate_cv"]
 
 
 def poisson_jobs(

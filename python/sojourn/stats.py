@@ -43,6 +43,7 @@ __all__ = [
     "jain_index",
     "fct_column",
     "summarize",
+    "compare_table",
 ]
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 75.0, 95.0, 99.0)

@@ -32,7 +32,7 @@ mean unfinished work truncated at x, i.e. Pollaczek-Khinchine for sizes X_x):
 
   The first integral counts jobs present when the tagged job enters the level that are still
   there when it has received t, the second those arriving afterwards, b G(t)/p its batch
-  partners. The kernel's row sums are c E[(Y)^+ ...] = (rho_{a_j} - rho_a)/(1 - rho_a) < 1, so the
+  partners. The kernel's row sums are at most c E[(X - a)^+] = (rho - rho_a)/(1 - rho_a) < 1, so the
   equation has a unique bounded solution. We solve it by collocation: phi piecewise constant
   on a log-spaced partition of [0, a_j - a] refined at the atoms of X (the kernel integrals are
   exact, from ``lim1``), midpoint collocation, a dense linear solve. The seed code solved the
