@@ -324,8 +324,8 @@ def table(data: Data, metric: str = "fct", baseline: Optional[str] = None) -> pd
             "jain": jain(th), "lorenz_gap": lorenz_gap(th),
             "metric": metric, "metric_mean": mm, "metric_ci": mci,
         }
-        if base is not None:
-            row["gain"], row["gain_lo"], row["gain_hi"] = gain_ci(sm, base)
+        if base is not None:  # the baseline's own row has no gain
+            row["gain"], row["gain_lo"], row["gain_hi"] = (math.nan,) * 3 if p == baseline else gain_ci(sm, base)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -362,7 +362,7 @@ def _pct(g, lo=math.nan, hi=math.nan) -> str:
     return s + (f" [{100 * lo:+.1f}, {100 * hi:+.1f}]" if np.isfinite(lo) else "")
 
 
-def rows_for_display(t: pd.DataFrame, metric: str) -> tuple:
+def rows_for_display(t: pd.DataFrame, metric: str, baseline: Optional[str] = None) -> tuple:
     label, unit, scale, _ = METRICS[metric]
     has_fct = bool((t["fct_flows"] > 0).any())  # FCT columns only when some flow has a size
     heads = ["point", "runs", "flows"]
@@ -390,13 +390,13 @@ def rows_for_display(t: pd.DataFrame, metric: str) -> tuple:
         if metric != "fct":
             row.append(_pm(r["metric_mean"], r["metric_ci"], scale, 3 if metric == "goodput" else 2))
         if "gain" in t:
-            row.append(_pct(r["gain"], r["gain_lo"], r["gain_hi"]))
+            row.append("baseline" if not np.isfinite(r["gain"]) and r["point"] == baseline else _pct(r["gain"], r["gain_lo"], r["gain_hi"]))
         rows.append(row)
     return heads, rows
 
 
 def markdown(t: pd.DataFrame, pairs: pd.DataFrame, metric: str, baseline: Optional[str], title: str, plots: Sequence[str]) -> str:
-    heads, rows = rows_for_display(t, metric)
+    heads, rows = rows_for_display(t, metric, baseline)
     out = [f"# {title}", "",
            "Mean with 95% CI: ± 1.96·SEM over the flows of all repeats; '± CI repeats' is the Student-t interval over the "
            "per-repeat means. Percentiles over flows (linear interpolation). Utilisation, sojourn percentiles (from each "
@@ -413,12 +413,12 @@ def markdown(t: pd.DataFrame, pairs: pd.DataFrame, metric: str, baseline: Option
     return "\n".join(out) + "\n"
 
 
-def print_tables(t: pd.DataFrame, pairs: pd.DataFrame, metric: str, title: str, console=None) -> None:
+def print_tables(t: pd.DataFrame, pairs: pd.DataFrame, metric: str, title: str, console=None, baseline: Optional[str] = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console()
-    heads, rows = rows_for_display(t, metric)
+    heads, rows = rows_for_display(t, metric, baseline)
     tab = Table(title=title)
     for h in heads:
         tab.add_column(h, justify="left" if h == "point" else "right")
@@ -569,7 +569,7 @@ def compare(dirs: Sequence, metric: str = "fct", baseline: Optional[str] = None,
     made = write_plots(data, t, metric, out) if plots else []
     (out / "compare.md").write_text(markdown(t, pairs, metric, baseline, title, made))
     if not quiet:
-        print_tables(t, pairs, metric, title, console)
+        print_tables(t, pairs, metric, title, console, baseline)
     return t
 
 
