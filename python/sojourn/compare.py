@@ -417,7 +417,8 @@ def print_tables(t: pd.DataFrame, pairs: pd.DataFrame, metric: str, title: str, 
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    # Not a terminal (a pipe, a log): wide enough that no number is cut off.
+    console = console or (Console() if sys.stdout.isatty() else Console(width=400))
     heads, rows = rows_for_display(t, metric, baseline)
     tab = Table(title=title)
     for h in heads:
