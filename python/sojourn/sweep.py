@@ -445,7 +445,10 @@ def merge(plan: Plan, out: Path) -> "pd.DataFrame":  # noqa: F821
     runs_t = pa.Table.from_pandas(runs, preserve_index=False)
     _write_atomic(out / "runs.parquet", lambda p: pq.write_table(runs_t, p, compression="zstd"))
     if tables:
-        flows_t = pa.concat_tables(tables, promote_options="default")
+        try:  # runs may differ in columns (e.g. TCP-only ones): missing ones become null
+            flows_t = pa.concat_tables(tables, promote_options="default")
+        except TypeError:  # pragma: no cover - pyarrow < 14
+            flows_t = pa.concat_tables(tables, promote=True)
     else:
         flows_t = pa.table({"point": pa.array([], pa.string()), "seed": pa.array([], pa.int64())})
     _write_atomic(out / "flows.parquet", lambda p: pq.write_table(flows_t, p, compression="zstd"))
