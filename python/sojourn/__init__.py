@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Optional, Union
 from ._config import ConfigError, load, set_key
 from .results import Result
 
-__all__ = ["run", "validate", "qdiscs", "Result", "ConfigError", "__version__"]
+__all__ = ["run", "validate", "qdiscs", "sweep", "Result", "ConfigError", "__version__"]
 
 try:
     from . import _engine
@@ -38,8 +38,11 @@ def _engine_or_fail():
     return _engine
 
 
-def _prepare(source: Source, overrides: Optional[Mapping[str, Any]] = None, duration: Optional[str] = None) -> tuple[dict, str, Path]:
+def _prepare(source: Source, overrides: Optional[Mapping[str, Any]] = None, duration: Optional[str] = None,
+             base_dir: Optional[Union[str, Path]] = None) -> tuple[dict, str, Path]:
     cfg, name, base = load(source)
+    if base_dir is not None:  # relative paths (traces) of a dict config resolve here
+        base = Path(base_dir)
     for k, v in (overrides or {}).items():
         set_key(cfg, k, v)
     if duration is not None:
@@ -51,11 +54,12 @@ def _wrap_engine_error(name: str, e: Exception) -> ConfigError:
     return ConfigError(name, getattr(e, "path", ""), getattr(e, "msg", str(e)))
 
 
-def validate(source: Source, overrides: Optional[Mapping[str, Any]] = None) -> dict:
+def validate(source: Source, overrides: Optional[Mapping[str, Any]] = None, base_dir: Optional[Union[str, Path]] = None) -> dict:
     """Checks an experiment (file path or dict) without running it; returns its plan
-    (nodes, links with their qdiscs, number of workloads). Raises :class:`ConfigError`."""
+    (nodes, links with their qdiscs, number of workloads). Raises :class:`ConfigError`.
+    ``base_dir`` is where relative paths of a dict config resolve (default: the cwd)."""
     eng = _engine_or_fail()
-    cfg, name, base = _prepare(source, overrides)
+    cfg, name, base = _prepare(source, overrides, base_dir=base_dir)
     try:
         return eng.validate(cfg, str(base))
     except eng.ConfigError as e:
@@ -68,16 +72,18 @@ def run(
     duration: Optional[str] = None,
     overrides: Optional[Mapping[str, Any]] = None,
     progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
+    base_dir: Optional[Union[str, Path]] = None,
 ) -> Result:
     """Runs one experiment and returns its :class:`Result`.
 
     ``source`` is a path to a TOML experiment file or an equivalent dict; ``seed``
     overrides the file's seed; ``duration`` (e.g. ``"30s"``) its duration; ``overrides``
-    sets dotted keys (``{"topology.bottleneck.qdisc": "codel"}``). ``progress(sim_s,
+    sets dotted keys (``{"topology.bottleneck.qdisc": "codel"}``); ``base_dir`` is where
+    relative paths of a dict config resolve. ``progress(sim_s,
     end_s, events)`` is called about every 65k events; returning ``False`` aborts.
     """
     eng = _engine_or_fail()
-    cfg, name, base = _prepare(source, overrides, duration)
+    cfg, name, base = _prepare(source, overrides, duration, base_dir)
     t0 = time.perf_counter()
     try:
         raw = eng.run(cfg, str(base), seed, progress)
@@ -102,3 +108,8 @@ def run(
 def qdiscs() -> list[tuple[str, str]]:
     """``(name, summary)`` of every discipline an experiment file can name."""
     return list(_engine_or_fail().qdiscs())
+
+
+# ``sojourn.sweep`` is both the module and, being callable, the function
+# ``sojourn.sweep(path, out, jobs=...)`` (see sweep.py).
+from . import sweep  # noqa: E402

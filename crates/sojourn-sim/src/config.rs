@@ -28,6 +28,8 @@ pub struct LinkPlan {
     /// Reordering: probability that a packet is held back by the extra delay.
     pub reorder: f64,
     pub reorder_delay: Duration,
+    /// Device transmit ring size in packets (0 = none).
+    pub tx_ring: u32,
 }
 
 /// What to record.
@@ -66,6 +68,10 @@ pub struct Experiment {
     pub record: RecordPlan,
     /// For dumbbells: sender and receiver node of each pair.
     pub pairs: Vec<(u32, u32)>,
+    /// `[[classifier]]` rules (conntrack byte count -> priority).
+    pub classifiers: Vec<crate::classify::ClassifierPlan>,
+    /// Per node: conntrack enabled (by a classifier or an `age` qdisc on an egress link).
+    pub conntrack: Vec<Option<crate::classify::ConntrackPlan>>,
     /// The TOML tables kept verbatim for `sojourn` front-ends (sweep, plots).
     pub base_dir: PathBuf,
 }
@@ -133,6 +139,8 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
             fct_from: crate::output::FctFrom::Connect,
         },
         pairs: Vec::new(),
+        classifiers: Vec::new(),
+        conntrack: Vec::new(),
         base_dir: base_dir.to_path_buf(),
     };
 
@@ -188,12 +196,65 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
         exp.workloads.push(plan);
     }
 
+    parse_classifiers(&mut exp, p.raw("classifier"))?;
+
     if let Some(rt) = p.table_opt("record")? {
         parse_record(&mut exp, rt)?;
     }
     p.finish()?;
     check_routes(&exp)?;
     Ok(exp)
+}
+
+fn parse_classifiers(exp: &mut Experiment, v: Option<&Value>) -> ConfResult<()> {
+    use crate::classify::{parse_classifier, spec_needs_conntrack, ConntrackPlan};
+    exp.conntrack = vec![None; exp.node_names.len()];
+    for l in &exp.links {
+        if spec_needs_conntrack(&l.qdisc) {
+            exp.conntrack[l.from as usize] = Some(ConntrackPlan::default());
+        }
+    }
+    let entries = match v {
+        None => return Ok(()),
+        Some(Value::Array(a)) => a,
+        Some(other) => {
+            return Err(ConfError::new(
+                "classifier",
+                format!("use [[classifier]] entries, got {}", other.type_name()),
+            ))
+        }
+    };
+    let mut hosts: Vec<u32> = exp
+        .workloads
+        .iter()
+        .flat_map(|w| w.endpoints())
+        .flat_map(|(a, b)| [a, b])
+        .collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    for (i, e) in entries.iter().enumerate() {
+        let path = format!("classifier[{i}]");
+        let Value::Table(t) = e else {
+            return Err(ConfError::new(path, "expected a table"));
+        };
+        let (plan, ct) = parse_classifier(t, &path, &exp.node_names, &hosts)?;
+        for &n in &plan.nodes {
+            match exp.conntrack[n as usize] {
+                Some(existing) if existing != ct && entries.len() > 1 => {
+                    return Err(ConfError::new(
+                        path,
+                        format!(
+                            "node {:?} already counts with other conntrack options",
+                            exp.node_names[n as usize]
+                        ),
+                    ));
+                }
+                _ => exp.conntrack[n as usize] = Some(ct),
+            }
+        }
+        exp.classifiers.push(plan);
+    }
+    Ok(())
 }
 
 fn parse_record(exp: &mut Experiment, t: &Table) -> ConfResult<()> {
@@ -261,6 +322,7 @@ struct LinkSpec {
     loss: Option<f64>,
     framing_bytes: Option<u32>,
     reorder: Option<(f64, Duration)>,
+    tx_ring: Option<u32>,
 }
 
 impl LinkSpec {
@@ -274,6 +336,7 @@ impl LinkSpec {
             loss: self.loss.or(base.loss),
             framing_bytes: self.framing_bytes.or(base.framing_bytes),
             reorder: self.reorder.or(base.reorder),
+            tx_ring: self.tx_ring.or(base.tx_ring),
         }
     }
 }
@@ -333,6 +396,11 @@ fn parse_link_spec(p: &mut Params, base_dir: &Path) -> ConfResult<LinkSpec> {
     };
     let framing_bytes = p.bytes_opt("framing_overhead")?.map(|b| b as u32);
     let reorder = crate::tcp::parse_reorder(p)?;
+    let tx_ring = if p.has("tx_ring") {
+        Some(p.u32("tx_ring", 0, 0, 65_536)?)
+    } else {
+        None
+    };
     Ok(LinkSpec {
         rate,
         delay,
@@ -341,6 +409,7 @@ fn parse_link_spec(p: &mut Params, base_dir: &Path) -> ConfResult<LinkSpec> {
         loss,
         framing_bytes,
         reorder,
+        tx_ring,
     })
 }
 
@@ -491,6 +560,7 @@ fn add_link(
         framing_bytes: spec.framing_bytes.unwrap_or(0),
         reorder: spec.reorder.map_or(0.0, |r| r.0),
         reorder_delay: spec.reorder.map_or(Duration::ZERO, |r| r.1),
+        tx_ring: spec.tx_ring.unwrap_or(0),
     });
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! and seed, same bytes out.
 
 pub mod app;
+pub mod classify;
 pub mod config;
 pub mod endpoint;
 pub mod event;

@@ -134,6 +134,10 @@ pub struct Link {
     pub late: VecDeque<(Time, Packet)>,
     pub qdisc: AnyQdisc,
     pub qdisc_desc: String,
+    /// Device transmit ring between the qdisc and the wire (`tx_ring` packets; 0 = the
+    /// qdisc feeds the serialiser directly, as on a router model or a veth).
+    pub ring: VecDeque<Packet>,
+    pub ring_cap: usize,
     /// The packet being serialised.
     pub tx_pkt: Option<Packet>,
     pub tx_started: Time,
@@ -182,6 +186,8 @@ impl Link {
             late: VecDeque::new(),
             qdisc,
             qdisc_desc,
+            ring: VecDeque::new(),
+            ring_cap: 0,
             tx_pkt: None,
             tx_started: Time::ZERO,
             wake_at: None,

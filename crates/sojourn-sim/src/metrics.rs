@@ -51,6 +51,8 @@ pub struct PacketLog {
     pub event: Vec<u8>,
     pub sojourn_ns: Vec<u64>,
     pub ecn: Vec<u8>,
+    pub priority: Vec<u32>,
+    pub ct_bytes: Vec<u64>,
 }
 
 impl PacketLog {
@@ -80,6 +82,8 @@ impl PacketLog {
         self.event.push(reason.map(|r| r as u8).unwrap_or(255));
         self.sojourn_ns.push((now - p.enqueued_at).0);
         self.ecn.push(p.ecn as u8);
+        self.priority.push(p.priority);
+        self.ct_bytes.push(p.ct_bytes);
     }
     pub fn len(&self) -> usize {
         self.t_ns.len()

@@ -174,6 +174,7 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
                 "ecn_marks": l.qdisc.ecn_marks() - l.stats.marks_at_reset,
                 "sojourn_ms": hist_ms(&l.stats.sojourn),
                 "queue_packets_at_end": l.qdisc.len_packets(),
+                "ring_packets_at_end": l.ring.len(),
             }),
         );
     }
@@ -414,6 +415,8 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
             "ecn",
             Column::U32(pl.ecn.iter().map(|&e| e as u32).collect()),
         );
+        c.add("priority", Column::U32(pl.priority));
+        c.add("ct_bytes", Column::U64(pl.ct_bytes));
         Some(c)
     };
 

@@ -6,6 +6,7 @@
 //! delivered inside `TxDone`). Endpoint timers are deadlines re-armed lazily.
 
 use crate::app::AnyApp;
+use crate::classify::{lookup, Conntrack, Hook};
 use crate::config::{routing_tables, Experiment};
 use crate::endpoint::{AnyEndpoint, Endpoint, Io, Note};
 use crate::event::{Event, EventQueue};
@@ -29,6 +30,10 @@ pub struct Node {
     pub name: String,
     /// `routes[dst]` = egress link id, or `u32::MAX` when unreachable.
     pub routes: Vec<u32>,
+    /// Connection tracking (byte counts per connection), when enabled on this node.
+    pub conntrack: Option<Box<Conntrack>>,
+    /// Classifier rules `(hook, ct-bytes map)` run on packets leaving this node.
+    pub classifiers: Vec<(Hook, Vec<(u64, u32)>)>,
 }
 
 struct EndpointSlot {
@@ -86,15 +91,28 @@ impl Sim {
     /// Builds the network and the workloads of `exp` for one run with `seed`.
     pub fn new(exp: &Experiment, seed: u64) -> Sim {
         let tables = routing_tables(exp);
-        let nodes = exp
+        let mut nodes: Vec<Node> = exp
             .node_names
             .iter()
             .zip(tables)
-            .map(|(n, r)| Node {
+            .enumerate()
+            .map(|(i, (n, r))| Node {
                 name: n.clone(),
                 routes: r,
+                conntrack: exp
+                    .conntrack
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .map(|p| Box::new(Conntrack::new(p))),
+                classifiers: Vec::new(),
             })
             .collect();
+        for c in &exp.classifiers {
+            for &n in &c.nodes {
+                nodes[n as usize].classifiers.push((c.hook, c.map.clone()));
+            }
+        }
         let mut links = Vec::with_capacity(exp.links.len());
         for (i, lp) in exp.links.iter().enumerate() {
             let rate_bps = match &lp.rate {
@@ -126,6 +144,7 @@ impl Sim {
             l.reorder = lp.reorder;
             l.reorder_delay = lp.reorder_delay;
             l.reorder_rng = Rng::stream(seed, "link-reorder", i as u64);
+            l.ring_cap = lp.tx_ring as usize;
             l.log_packets = exp.record.packet_links.contains(&lp.name);
             links.push(l);
         }
@@ -268,7 +287,7 @@ impl Sim {
                 pkt.created_at = self.now;
                 self.acct.created += 1;
                 self.flows.get_mut(pkt.flow).pkts_sent += 1;
-                self.forward(node, pkt);
+                self.forward(node, pkt, true);
             }
             self.out = out;
         }
@@ -309,9 +328,13 @@ impl Sim {
 
     // ----- packet movement -----
 
-    /// A packet is at `node` (created there or arrived): deliver or forward it.
+    /// A packet is at `node` (created there if `local`, else arrived): run the node's
+    /// conntrack and classifier hooks, then deliver or forward it.
     #[inline]
-    fn forward(&mut self, node: u32, pkt: Packet) {
+    fn forward(&mut self, node: u32, mut pkt: Packet, local: bool) {
+        if self.nodes[node as usize].conntrack.is_some() {
+            self.conntrack_hook(node, &mut pkt, local);
+        }
         if pkt.key.dst_addr == node {
             self.deliver(pkt);
             return;
@@ -319,6 +342,30 @@ impl Sim {
         let l = self.nodes[node as usize].routes[pkt.key.dst_addr as usize];
         debug_assert!(l != u32::MAX, "route checked at load time");
         self.link_enqueue(l, pkt);
+    }
+
+    fn conntrack_hook(&mut self, node: u32, pkt: &mut Packet, local: bool) {
+        let original = pkt.key.src_addr == self.flows.get(pkt.flow).src_node;
+        let n = &mut self.nodes[node as usize];
+        let ct = n.conntrack.as_mut().expect("checked by caller");
+        let count = ct.account(pkt, original);
+        let leaving = pkt.key.dst_addr != node;
+        if !leaving {
+            return; // input: counted, not classified
+        }
+        pkt.ct_bytes = count;
+        for (hook, map) in &n.classifiers {
+            let applies = match hook {
+                Hook::Output => local,
+                Hook::Forward => !local,
+                Hook::Both => true,
+            };
+            if applies {
+                if let Some(p) = lookup(map, count) {
+                    pkt.priority = p;
+                }
+            }
+        }
     }
 
     fn deliver(&mut self, pkt: Packet) {
@@ -360,9 +407,53 @@ impl Sim {
         if !self.drops.is_empty() {
             self.account_drops(l);
         }
-        if !self.links[l as usize].busy() {
+        let link = &self.links[l as usize];
+        if !link.busy() {
             self.start_tx(l);
+        } else if link.ring_cap > 0 {
+            self.fill_ring(l);
         }
+    }
+
+    /// Moves packets from the qdisc into the device transmit ring while it has room
+    /// (the kernel's `qdisc_run` filling the driver queue).
+    fn fill_ring(&mut self, l: u32) {
+        let now = self.now;
+        let link = &mut self.links[l as usize];
+        while link.ring.len() < link.ring_cap {
+            match link.qdisc.dequeue(now, &mut self.drops) {
+                Dequeue::Packet(p) => {
+                    link.stats.sojourn.record((now - p.enqueued_at).as_ns());
+                    if link.log_packets {
+                        self.packet_log.push(now, l, &p, None, self.packet_sample);
+                    }
+                    link.ring.push_back(p);
+                }
+                Dequeue::Empty => break,
+                Dequeue::NotBefore(t) => {
+                    if link.wake_at.is_none_or(|w| t < w) {
+                        link.wake_at = Some(t);
+                        self.events.push(t, Event::QdiscWake(l));
+                    }
+                    break;
+                }
+            }
+        }
+        if !self.drops.is_empty() {
+            self.account_drops(l);
+        }
+    }
+
+    /// Starts serialising `p` on an idle link.
+    #[inline]
+    fn begin_tx(&mut self, l: u32, p: Packet) {
+        let now = self.now;
+        let link = &mut self.links[l as usize];
+        let end = link.tx_end(now, &p);
+        link.stats.busy_ns += (end - now).as_ns();
+        link.tx_pkt = Some(p);
+        link.tx_started = now;
+        self.events.push(end, Event::TxDone(l));
     }
 
     fn account_drops(&mut self, l: u32) {
@@ -385,19 +476,23 @@ impl Sim {
         let now = self.now;
         let link = &mut self.links[l as usize];
         debug_assert!(!link.busy());
+        if link.ring_cap > 0 {
+            self.fill_ring(l);
+            if let Some(p) = self.links[l as usize].ring.pop_front() {
+                self.begin_tx(l, p);
+                self.fill_ring(l);
+            }
+            return;
+        }
         let r = link.qdisc.dequeue(now, &mut self.drops);
         match r {
             Dequeue::Packet(p) => {
                 let sojourn = (now - p.enqueued_at).as_ns();
                 link.stats.sojourn.record(sojourn);
-                let end = link.tx_end(now, &p);
-                link.stats.busy_ns += (end - now).as_ns();
                 if link.log_packets {
                     self.packet_log.push(now, l, &p, None, self.packet_sample);
                 }
-                link.tx_pkt = Some(p);
-                link.tx_started = now;
-                self.events.push(end, Event::TxDone(l));
+                self.begin_tx(l, p);
             }
             Dequeue::Empty => {}
             Dequeue::NotBefore(t) => {
@@ -446,7 +541,7 @@ impl Sim {
                 if notify {
                     self.notify_tx_complete(&pkt);
                 }
-                self.forward(to, pkt);
+                self.forward(to, pkt, false);
                 return;
             }
             link.in_flight.push_back((at, pkt));
@@ -494,7 +589,7 @@ impl Sim {
             self.events.push(next, Event::Arrive(l));
         }
         let to = link.to;
-        self.forward(to, pkt);
+        self.forward(to, pkt, false);
     }
 
     fn on_arrive_late(&mut self, l: u32) {
@@ -504,7 +599,7 @@ impl Sim {
             self.events.push(next, Event::ArriveLate(l));
         }
         let to = link.to;
-        self.forward(to, pkt);
+        self.forward(to, pkt, false);
     }
 
     // ----- the loop -----
@@ -530,6 +625,8 @@ impl Sim {
                     }
                     if !link.busy() {
                         self.start_tx(l);
+                    } else if link.ring_cap > 0 {
+                        self.fill_ring(l);
                     }
                 }
                 Event::EndpointTimer(id) => {
@@ -597,6 +694,7 @@ impl Sim {
             .iter()
             .map(|l| {
                 l.qdisc.len_packets() as u64
+                    + l.ring.len() as u64
                     + l.tx_pkt.is_some() as u64
                     + l.in_flight.len() as u64
                     + l.late.len() as u64
@@ -637,6 +735,9 @@ impl Sim {
             let s = &mut self.series;
             s.push(now, &name, "queue_packets", link.qdisc.len_packets() as f64);
             s.push(now, &name, "queue_bytes", link.qdisc.len_bytes() as f64);
+            if link.ring_cap > 0 {
+                s.push(now, &name, "ring_packets", link.ring.len() as f64);
+            }
             if now > Time::ZERO {
                 s.push(now, &name, "throughput_bps", d_tx as f64 * 8.0 / dt);
                 s.push(now, &name, "drops", d_drop as f64);

@@ -124,6 +124,19 @@ pub enum AckFilter {
     Aggressive,
 }
 
+/// How the tin to serve is chosen (`tin_mode`; not a tc option, see docs/disciplines/cake.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TinMode {
+    /// Linux: weighted DRR over tins by `tin_quantum` when unshaped, threshold-rate
+    /// priority when shaped.
+    Linux,
+    /// Weighted DRR by `tin_quantum` whether shaped or not (the global shaper still applies).
+    Drr,
+    /// Strict priority in the tins' priority rank (`tin_order` read from the top: for
+    /// diffserv3 Voice > Best Effort > Bulk); per-tin threshold rates are ignored.
+    Strict,
+}
+
 /// Everything `tc qdisc add ... cake` can set, in kernel units.
 #[derive(Clone, Debug)]
 pub struct CakeConfig {
@@ -152,6 +165,8 @@ pub struct CakeConfig {
     pub mtu_bytes: u32,
     /// Bytes of L2 header included in `len_bytes` (`skb_network_offset`, 14 on Ethernet).
     pub network_offset_bytes: u32,
+    /// Tin scheduling (sojourn extension; `Linux` reproduces the kernel).
+    pub tin_mode: TinMode,
 }
 
 impl Default for CakeConfig {
@@ -175,6 +190,7 @@ impl Default for CakeConfig {
             handle_major: 1,
             mtu_bytes: 1514,
             network_offset_bytes: 14,
+            tin_mode: TinMode::Linux,
         }
     }
 }
@@ -1049,9 +1065,21 @@ impl Cake {
     ///   tins without flows.
     /// - Shaped: the highest-index tin with flows whose `time_next_packet <= now`; if none
     ///   is due, the one with the earliest `time_next_packet` (ties → higher index).
+    /// - `tin_mode = "strict"` (not Linux): the first tin with flows in priority rank, i.e.
+    ///   `tin_order` from the top (the order `skb->priority` minors 1..=tins map to, minor
+    ///   tins = highest): diffserv3 Voice > Best Effort > Bulk, diffserv4 Voice > Video >
+    ///   Best Effort > Bulk, diffserv8/precedence by index, highest first.
     fn choose_tin(&mut self, now: i64) -> Option<usize> {
         let tin_cnt = self.tins.len();
-        if self.rate_ns == 0 {
+        if self.cfg.tin_mode == TinMode::Strict {
+            let tin = (0..tin_cnt)
+                .rev()
+                .map(|r| self.tin_order[r] as usize)
+                .find(|&t| self.tins[t].active_flows() > 0)?;
+            self.cur_tin = tin;
+            return Some(tin);
+        }
+        if self.rate_ns == 0 || self.cfg.tin_mode == TinMode::Drr {
             let mut wrapped = false;
             let mut empty = true;
             loop {
@@ -1421,7 +1449,7 @@ impl Qdisc for Cake {
                         let len = self.advance_shaper(tin, adjusted, now, true) as i32;
                         let b = &mut self.tins[tin];
                         b.flows[idx].deficit -= len;
-                        b.tin_deficit -= len;
+                        b.tin_deficit = b.tin_deficit.wrapping_sub(len); // s32 arithmetic as in the kernel
                     }
                     let pkt = self.release_slot(s);
                     drops.push(pkt, DropReason::Aqm);
@@ -1471,7 +1499,7 @@ impl Cake {
             self.ecn_marks += 1;
         }
         b.flows[idx].deficit -= len;
-        b.tin_deficit -= len;
+        b.tin_deficit = b.tin_deficit.wrapping_sub(len); // s32 arithmetic as in the kernel
         b.stats.sent_packets += 1;
         let pkt = self.release_slot(s);
         self.tins[tin].stats.sent_bytes += pkt.len_bytes as u64;
@@ -1657,6 +1685,11 @@ pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Cake> {
     cfg.split_gso = p.bool("split_gso", true)?;
     cfg.nat = p.bool("nat", false)?;
     cfg.handle_major = p.u32("handle", 1, 1, 0xffff)? as u16;
+    cfg.tin_mode = match p.choice("tin_mode", &["linux", "drr", "strict"], "linux")? {
+        "drr" => TinMode::Drr,
+        "strict" => TinMode::Strict,
+        _ => TinMode::Linux,
+    };
     Ok(Cake::new(cfg, ctx.rng(), ctx.hash_salt()))
 }
 
@@ -1935,6 +1968,65 @@ mod tests {
         });
         let ratio = b[0] as f64 / b[1] as f64;
         assert!((ratio / 16.0 - 1.0).abs() < 0.05, "BE/Bulk = {ratio}");
+    }
+
+    #[test]
+    fn strict_tin_mode_serves_voice_then_best_effort_then_bulk() {
+        // tin_mode = "strict": with every tin backlogged, Voice (1:3) drains before Best
+        // Effort (1:2), which drains before Bulk (1:1) -- no 16:1 DRR share for Bulk.
+        for shaped in [false, true] {
+            let mut pairs = vec![("tin_mode", s("strict"))];
+            if shaped {
+                pairs.push(("bandwidth", s("1Gbit")));
+            }
+            let mut q = built(&pairs);
+            let mut drops = Drops::new();
+            let now = Time(1_000);
+            let mut uid = 0;
+            // Interleave arrivals so FIFO order would mix the classes.
+            for _ in 0..20 {
+                for (prio, sport) in [(0x1_0001u32, 11u16), (0x1_0002, 12), (0x1_0003, 13)] {
+                    let mut p = pkt(uid, 1, 2, sport, 1000);
+                    p.priority = prio;
+                    p.enqueued_at = now;
+                    uid += 1;
+                    q.enqueue(p, now, &mut drops);
+                }
+            }
+            let mut order = Vec::new();
+            let mut t = now;
+            while order.len() < 60 {
+                match q.dequeue(t, &mut drops) {
+                    Dequeue::Packet(p) => order.push(p.priority & 0xffff),
+                    Dequeue::NotBefore(x) => t = x,
+                    Dequeue::Empty => panic!("lost packets"),
+                }
+            }
+            assert!(drops.is_empty());
+            let expect: Vec<u32> = [3, 2, 1].iter().flat_map(|&m| [m; 20]).collect();
+            assert_eq!(order, expect, "shaped = {shaped}");
+        }
+        // The same load under Linux's unshaped DRR gives Bulk a share before BE drains.
+        let mut q = built(&[]);
+        let mut drops = Drops::new();
+        for i in 0..40u64 {
+            let mut p = pkt(i, 1, 2, 11 + (i % 2) as u16, 1000);
+            p.priority = 0x1_0001 + (i % 2) as u32;
+            q.enqueue(p, Time(1_000), &mut drops);
+        }
+        let first: Vec<u32> = (0..20)
+            .map(|_| {
+                q.dequeue(Time(1_000), &mut drops)
+                    .packet()
+                    .unwrap()
+                    .priority
+                    & 0xffff
+            })
+            .collect();
+        assert!(
+            first.contains(&1),
+            "Linux DRR serves Bulk within 20 packets"
+        );
     }
 
     #[test]
@@ -2363,6 +2455,13 @@ mod tests {
                 ("flow_mode", s("flowblind")),
                 ("memlimit", Value::Int(15_000)),
             ],
+            vec![("tin_mode", s("strict")), ("memlimit", Value::Int(40_000))],
+            vec![
+                ("tin_mode", s("strict")),
+                ("bandwidth", s("5Mbit")),
+                ("diffserv", s("diffserv4")),
+            ],
+            vec![("tin_mode", s("drr")), ("bandwidth", s("5Mbit"))],
             vec![
                 ("flow_mode", s("dsthost")),
                 ("bandwidth", s("3Mbit")),

@@ -15,6 +15,7 @@
 //!   at `now` a discipline runs every tick due at or before `now`. This is exactly what a
 //!   timer event would do, because a qdisc's state only changes at its own operations.
 
+pub mod age;
 pub mod cake;
 pub mod cobalt;
 pub mod cocoa;
@@ -24,12 +25,14 @@ pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
+pub mod las;
 pub mod lstf_codel;
 pub mod pie;
 pub mod prio;
 pub mod red;
 pub mod registry;
 pub mod sfq;
+pub mod srpt;
 pub mod tbf;
 
 use crate::packet::Packet;
@@ -261,6 +264,9 @@ any_qdisc! {
     PfifoFast(Box<prio::PfifoFast>),
     Tbf(Box<tbf::Tbf>),
     LstfCodel(Box<lstf_codel::LstfCodel>),
+    Age(Box<age::Age>),
+    Las(Box<las::Las>),
+    Srpt(Box<srpt::Srpt>),
 }
 
 pub mod testkit;

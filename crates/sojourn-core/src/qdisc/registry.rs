@@ -2,7 +2,8 @@
 //! parameters by their tc names; unknown kinds and keys are rejected with the key path.
 
 use super::{
-    cake, cocoa, codel, fifo, fq, fq_codel, fq_pie, lstf_codel, pie, prio, red, sfq, tbf, AnyQdisc,
+    age, cake, cocoa, codel, fifo, fq, fq_codel, fq_pie, las, lstf_codel, pie, prio, red, sfq,
+    srpt, tbf, AnyQdisc,
 };
 use crate::params::{ConfError, ConfResult, Params, Table, Value};
 use crate::rng::{splitmix64_mix, Rng};
@@ -144,6 +145,21 @@ pub static KINDS: &[Kind] = &[
                 p, c,
             )?)))
         },
+    },
+    Kind {
+        name: "age",
+        summary: "age-based 2LPS/MLPS: byte thresholds -> strict-priority levels of any child",
+        build: |p, c| Ok(AnyQdisc::Age(Box::new(age::from_params(p, c)?))),
+    },
+    Kind {
+        name: "las",
+        summary: "LAS / foreground-background: least attained service first (reference)",
+        build: |p, c| Ok(AnyQdisc::Las(Box::new(las::from_params(p, c)?))),
+    },
+    Kind {
+        name: "srpt",
+        summary: "SRPT oracle: least remaining flow bytes first (reference, pkt.remaining_bytes)",
+        build: |p, c| Ok(AnyQdisc::Srpt(Box::new(srpt::from_params(p, c)?))),
     },
 ];
 

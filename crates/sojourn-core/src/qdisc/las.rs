@@ -1,0 +1,441 @@
+//! `las`: Least Attained Service (a.k.a. foreground-background, FB) — a reference
+//! scheduler, not a Linux qdisc.
+//!
+//! Every flow (by `pkt.hash`) has an *attained service*: the bytes (`len_bytes`) this qdisc
+//! has dequeued for it. Dequeue always serves the head packet of the backlogged flow with
+//! the least attained service; flows with equal attained service are served round-robin
+//! packet by packet (the served flow goes behind the others with its new count), which is
+//! the packet-level version of processor sharing among ties (Kleinrock; Rai, Urvoy-Keller,
+//! Biersack 2003). Within a flow the order is FIFO.
+//!
+//! A flow's attained service is forgotten (reset to 0) when it has been idle — no packet
+//! queued here — for `idle_reset` (default 1 s; `"0"` = never, keep forever). On overflow
+//! (`limit` packets, default 10240) the *newest* packet of the backlogged flow with the
+//! MOST attained service is dropped: that flow is the one LAS would serve last, so dropping
+//! from it disturbs the schedule least (it may be the arrival itself).
+//!
+//! Backlogged flows sit in a binary min-heap keyed by (attained, sequence); only the served
+//! flow's key changes, so each dequeue is one pop and at most one push (no allocation once
+//! warm). Entries left behind when an overflow drop empties a flow are skipped lazily.
+
+use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use crate::packet::Packet;
+use crate::params::{ConfResult, Params};
+use crate::time::{Duration, Time};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+/// Default packet limit (as CAKE's `limit`; sojourn's choice, there is no Linux LAS).
+pub const LAS_LIMIT_PACKETS: u64 = 10240;
+
+#[derive(Debug, Default)]
+struct Flow {
+    hash: u32,
+    queue: VecDeque<Packet>,
+    /// Bytes dequeued for this flow since it (re)started.
+    attained_bytes: u64,
+    /// Last enqueue or dequeue of this flow.
+    last_active: Time,
+    /// Sequence of the flow's valid heap entry (entries with another seq are stale).
+    seq: u64,
+}
+
+/// Heap entry: (attained bytes, sequence, flow index), smallest first.
+type Entry = Reverse<(u64, u64, u32)>;
+
+pub struct Las {
+    flows: Vec<Flow>,
+    free: Vec<u32>,
+    by_hash: HashMap<u32, u32>,
+    heap: BinaryHeap<Entry>,
+    next_seq: u64,
+    limit: usize,
+    /// Idle time after which attained service is forgotten; zero = never.
+    idle_reset: Duration,
+    /// Sweep idle flows out of the table when it reaches this many entries.
+    gc_mark: usize,
+    qlen: usize,
+    backlog_bytes: u64,
+}
+
+impl Las {
+    pub fn new(limit: usize, idle_reset: Duration) -> Las {
+        assert!(limit >= 1);
+        Las {
+            flows: Vec::new(),
+            free: Vec::new(),
+            by_hash: HashMap::new(),
+            heap: BinaryHeap::new(),
+            next_seq: 0,
+            limit,
+            idle_reset,
+            gc_mark: 1024,
+            qlen: 0,
+            backlog_bytes: 0,
+        }
+    }
+
+    /// Attained service (bytes) of the flow with hash `hash`, if known.
+    pub fn attained_bytes(&self, hash: u32) -> Option<u64> {
+        self.by_hash
+            .get(&hash)
+            .map(|&i| self.flows[i as usize].attained_bytes)
+    }
+
+    /// Flows with state (backlogged or remembered).
+    pub fn flow_count(&self) -> usize {
+        self.by_hash.len()
+    }
+
+    #[inline]
+    fn idle_expired(&self, f: &Flow, now: Time) -> bool {
+        !self.idle_reset.is_zero() && now.saturating_since(f.last_active) >= self.idle_reset
+    }
+
+    /// Puts flow `idx` into the heap with its current attained service, behind every flow
+    /// already there with the same count (round-robin among ties).
+    #[inline]
+    fn push_flow(&mut self, idx: u32) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let f = &mut self.flows[idx as usize];
+        f.seq = seq;
+        self.heap.push(Reverse((f.attained_bytes, seq, idx)));
+    }
+
+    #[inline]
+    fn entry_valid(&self, e: &Entry) -> bool {
+        let f = &self.flows[e.0 .2 as usize];
+        f.seq == e.0 .1 && !f.queue.is_empty()
+    }
+
+    /// Forgets idle flows whose attained service has expired (amortised: runs when the
+    /// table has doubled since the last sweep). With `idle_reset = 0` state is kept forever.
+    fn sweep(&mut self, now: Time) {
+        if self.idle_reset.is_zero() || self.by_hash.len() < self.gc_mark {
+            return;
+        }
+        let mut freed = Vec::new();
+        for (&h, &i) in self.by_hash.iter() {
+            let f = &self.flows[i as usize];
+            if f.queue.is_empty() && self.idle_expired(f, now) {
+                freed.push((h, i));
+            }
+        }
+        for (h, i) in freed {
+            self.by_hash.remove(&h);
+            self.flows[i as usize].seq = u64::MAX; // invalidates any stale heap entry
+            self.free.push(i);
+        }
+        self.gc_mark = (2 * self.by_hash.len()).max(1024);
+    }
+
+    fn flow_index(&mut self, hash: u32, now: Time) -> u32 {
+        if let Some(&i) = self.by_hash.get(&hash) {
+            return i;
+        }
+        self.sweep(now);
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.flows.push(Flow::default());
+                (self.flows.len() - 1) as u32
+            }
+        };
+        let f = &mut self.flows[i as usize];
+        f.hash = hash;
+        f.attained_bytes = 0;
+        f.last_active = now;
+        f.seq = u64::MAX;
+        self.by_hash.insert(hash, i);
+        i
+    }
+
+    /// The backlogged flow with the most attained service (ties: the latest in the round).
+    /// A scan of the heap, only on overflow (like fq_codel's fattest-flow search).
+    fn most_attained(&self) -> Option<u32> {
+        self.heap
+            .iter()
+            .filter(|e| self.entry_valid(e))
+            .max_by_key(|e| (e.0 .0, e.0 .1))
+            .map(|e| e.0 .2)
+    }
+}
+
+impl Qdisc for Las {
+    fn enqueue(&mut self, pkt: Packet, now: Time, drops: &mut Drops) -> Verdict {
+        let idx = self.flow_index(pkt.hash, now);
+        let was_idle = self.flows[idx as usize].queue.is_empty();
+        if was_idle && self.idle_expired(&self.flows[idx as usize], now) {
+            self.flows[idx as usize].attained_bytes = 0;
+        }
+        let uid = pkt.uid;
+        let f = &mut self.flows[idx as usize];
+        f.last_active = now;
+        f.queue.push_back(pkt);
+        self.qlen += 1;
+        self.backlog_bytes += pkt.len_bytes as u64;
+        if was_idle {
+            self.push_flow(idx);
+        }
+        if self.qlen <= self.limit {
+            return Verdict::Queued;
+        }
+        // Overflow: drop the newest packet of the flow LAS would serve last.
+        let victim = self.most_attained().expect("a backlogged flow exists");
+        let f = &mut self.flows[victim as usize];
+        let p = f.queue.pop_back().expect("valid entries are backlogged");
+        self.qlen -= 1;
+        self.backlog_bytes -= p.len_bytes as u64;
+        let dropped_arrival = p.uid == uid;
+        drops.push(p, DropReason::Overlimit);
+        if dropped_arrival {
+            Verdict::Dropped
+        } else if victim == idx {
+            Verdict::QueuedCongested
+        } else {
+            Verdict::Queued
+        }
+    }
+
+    fn dequeue(&mut self, now: Time, _drops: &mut Drops) -> Dequeue {
+        while let Some(e) = self.heap.pop() {
+            if !self.entry_valid(&e) {
+                continue; // emptied by an overflow drop
+            }
+            let idx = e.0 .2;
+            let f = &mut self.flows[idx as usize];
+            let p = f.queue.pop_front().expect("valid entries are backlogged");
+            f.attained_bytes += p.len_bytes as u64;
+            f.last_active = now;
+            let more = !f.queue.is_empty();
+            self.qlen -= 1;
+            self.backlog_bytes -= p.len_bytes as u64;
+            if more {
+                self.push_flow(idx);
+            } else {
+                self.flows[idx as usize].seq = u64::MAX;
+            }
+            return Dequeue::Packet(p);
+        }
+        Dequeue::Empty
+    }
+
+    fn len_packets(&self) -> usize {
+        self.qlen
+    }
+    fn len_bytes(&self) -> u64 {
+        self.backlog_bytes
+    }
+    fn ecn_marks(&self) -> u64 {
+        0
+    }
+    fn observe(&mut self, _now: Time, emit: &mut dyn FnMut(&str, f64)) {
+        emit("flows", self.by_hash.len() as f64);
+        let backlogged = self.heap.iter().filter(|e| self.entry_valid(e)).count();
+        emit("backlogged_flows", backlogged as f64);
+    }
+}
+
+/// `las [limit PACKETS] [idle_reset TIME]` (see docs/disciplines/las.md).
+pub fn from_params(p: &mut Params, _ctx: &BuildCtx) -> ConfResult<Las> {
+    let limit = p.u64("limit", LAS_LIMIT_PACKETS, 1, u32::MAX as u64)? as usize;
+    let idle_reset = p.duration("idle_reset", Duration::from_secs(1))?;
+    Ok(Las::new(limit, idle_reset))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qdisc::testkit::{check_conservation, pkt};
+
+    fn drain(q: &mut Las, now: Time) -> Vec<Packet> {
+        let mut d = Drops::new();
+        std::iter::from_fn(|| q.dequeue(now, &mut d).packet()).collect()
+    }
+
+    #[test]
+    fn new_flow_preempts_an_old_large_one() {
+        let mut q = Las::new(1000, Duration::from_secs(1));
+        let mut d = Drops::new();
+        let old = pkt(0, 1, 1500).hash;
+        for i in 0..50 {
+            q.enqueue(pkt(i, 1, 1500), Time(0), &mut d);
+        }
+        for _ in 0..20 {
+            assert_eq!(q.dequeue(Time(1), &mut d).packet().unwrap().flow, 1);
+        }
+        assert_eq!(q.attained_bytes(old), Some(20 * 1500));
+        // A new flow's 10 packets all leave before the old flow's next one: its attained
+        // service stays below 30 kB until it has sent 20 packets.
+        for i in 0..10 {
+            q.enqueue(pkt(100 + i, 2, 1500), Time(2), &mut d);
+        }
+        let next: Vec<u32> = (0..12)
+            .map(|_| q.dequeue(Time(3), &mut d).packet().unwrap().flow)
+            .collect();
+        assert_eq!(&next[..10], &[2; 10]);
+        assert_eq!(&next[10..], &[1, 1]);
+    }
+
+    #[test]
+    fn equal_attained_flows_share_round_robin() {
+        let mut q = Las::new(1000, Duration::ZERO);
+        let mut d = Drops::new();
+        for i in 0..30 {
+            q.enqueue(pkt(i, (i % 3) as u32, 1000), Time(0), &mut d);
+        }
+        let order: Vec<u32> = drain(&mut q, Time(1)).iter().map(|p| p.flow).collect();
+        let expect: Vec<u32> = (0..30).map(|i| i % 3).collect();
+        assert_eq!(order, expect, "packet-by-packet round robin among ties");
+        // With unequal sizes LAS equalises bytes, not packets: a 500-B flow gets two
+        // packets per 1000-B packet of the other.
+        let mut q = Las::new(1000, Duration::ZERO);
+        for i in 0..20 {
+            q.enqueue(pkt(i, 1, 1000), Time(0), &mut d);
+            q.enqueue(pkt(100 + i, 2, 500), Time(0), &mut d);
+            q.enqueue(pkt(200 + i, 2, 500), Time(0), &mut d);
+        }
+        let out = drain(&mut q, Time(1));
+        let (mut a, mut b) = (0i64, 0i64);
+        for p in &out[..40] {
+            if p.flow == 1 {
+                a += 1000
+            } else {
+                b += 500
+            }
+            assert!(
+                (a - b).abs() <= 1000,
+                "attained service stays within one packet"
+            );
+        }
+    }
+
+    #[test]
+    fn idle_reset_forgets_attained_service() {
+        let mut q = Las::new(1000, Duration::from_secs(1));
+        let mut d = Drops::new();
+        let h = pkt(0, 1, 1500).hash;
+        q.enqueue(pkt(0, 1, 1500), Time(0), &mut d);
+        q.dequeue(Time(0), &mut d);
+        q.enqueue(pkt(1, 1, 1500), Time(999_999_999), &mut d);
+        assert_eq!(
+            q.attained_bytes(h),
+            Some(1500),
+            "idle < 1 s keeps the count"
+        );
+        q.dequeue(Time(999_999_999), &mut d);
+        q.enqueue(pkt(2, 1, 1500), Time(2_000_000_000), &mut d);
+        assert_eq!(q.attained_bytes(h), Some(0), "idle >= 1 s resets it");
+    }
+
+    #[test]
+    fn overflow_drops_from_the_most_attained_flow() {
+        let mut q = Las::new(10, Duration::ZERO);
+        let mut d = Drops::new();
+        for i in 0..6 {
+            q.enqueue(pkt(i, 1, 1500), Time(0), &mut d);
+        }
+        q.dequeue(Time(0), &mut d); // flow 1 attained 1500
+        for i in 0..5 {
+            q.enqueue(pkt(10 + i, 2, 1500), Time(0), &mut d);
+        }
+        assert_eq!(q.len_packets(), 10);
+        // Flow 2 (attained 0) overflows: flow 1's newest packet goes.
+        assert_eq!(
+            q.enqueue(pkt(20, 2, 1500), Time(0), &mut d),
+            Verdict::Queued
+        );
+        let dropped: Vec<u64> = d.drain().map(|x| x.pkt.uid).collect();
+        assert_eq!(dropped, vec![5]);
+        // Flow 1 (the most attained) arriving at a full queue loses its own arrival.
+        assert_eq!(
+            q.enqueue(pkt(21, 1, 1500), Time(0), &mut d),
+            Verdict::Dropped
+        );
+    }
+
+    /// Mean completion time of jobs (flows) all present at t = 0, served at 1 byte/ns.
+    fn batch_completions(q: &mut Las, sizes_pkts: &[u32], len: u32) -> Vec<f64> {
+        let mut d = Drops::new();
+        let mut uid = 0;
+        for (f, &n) in sizes_pkts.iter().enumerate() {
+            for _ in 0..n {
+                q.enqueue(pkt(uid, f as u32, len), Time(0), &mut d);
+                uid += 1;
+            }
+        }
+        let mut done = vec![0.0; sizes_pkts.len()];
+        let mut t = 0u64;
+        while let Some(p) = q.dequeue(Time(t), &mut d).packet() {
+            t += p.len_bytes as u64;
+            done[p.flow as usize] = t as f64;
+        }
+        done
+    }
+
+    #[test]
+    fn batch_of_equal_jobs_matches_processor_sharing() {
+        // n equal jobs of s bytes under PS all finish near n·s; packet-level PS (LAS with
+        // all ties) finishes job k at (n·(s/L − 1) + k)·L: the last round is sequential.
+        let (n, pkts, len) = (5usize, 40u32, 1000u32);
+        let done = batch_completions(&mut Las::new(10_000, Duration::ZERO), &vec![pkts; n], len);
+        for (k, &c) in done.iter().enumerate() {
+            let expect = ((n as u64 * (pkts as u64 - 1) + k as u64 + 1) * len as u64) as f64;
+            assert_eq!(c, expect, "job {k}");
+        }
+        // Unequal sizes: LAS = SRPT-like for a batch — sizes s1 < s2 < s3 finish at
+        // n·s1, s1 + (n−1)·s2 ... (PS with the smallest job leaving first):
+        // c1 = 3·s1, c2 = c1 + 2·(s2 − s1), c3 = c2 + (s3 − s2), up to the last-round
+        // packet granularity.
+        let sizes = [10u32, 20, 40];
+        let done = batch_completions(&mut Las::new(10_000, Duration::ZERO), &sizes, len);
+        let l = len as f64;
+        let c1 = 3.0 * 10.0 * l;
+        let c2 = c1 + 2.0 * 10.0 * l;
+        let c3 = c2 + 20.0 * l;
+        for (c, e) in done.iter().zip([c1, c2, c3]) {
+            assert!((c - e).abs() <= 2.0 * l, "{c} vs {e}");
+        }
+    }
+
+    #[test]
+    fn registry_builds_with_defaults_and_rejects_bad_values() {
+        use crate::params::{Table, Value};
+        use crate::qdisc::{build, AnyQdisc};
+        let ctx = BuildCtx::default();
+        match build(&Value::Str("las".into()), "q", &ctx).unwrap() {
+            AnyQdisc::Las(q) => assert_eq!(q.limit as u64, LAS_LIMIT_PACKETS),
+            _ => panic!(),
+        }
+        let mut t = Table::default();
+        t.insert("kind", Value::Str("las".into()));
+        t.insert("limit", Value::Int(0));
+        assert_eq!(
+            build(&Value::Table(t), "q", &ctx).err().unwrap().path,
+            "q.limit"
+        );
+    }
+
+    #[test]
+    fn conservation_property() {
+        for seed in 0..20 {
+            let mut q = Las::new(37, Duration::from_ms(3));
+            check_conservation(&mut q, seed, 5_000, |q| q.len_packets() <= 37);
+            let mut q = Las::new(500, Duration::ZERO);
+            check_conservation(&mut q, seed + 100, 3_000, |q| q.len_packets() <= 500);
+        }
+    }
+
+    #[test]
+    fn idle_flows_are_swept_from_the_table() {
+        let mut q = Las::new(100, Duration::from_ms(1));
+        let mut d = Drops::new();
+        for i in 0..5000u64 {
+            let now = Time(i * 1_000_000);
+            q.enqueue(pkt(i, i as u32, 100), now, &mut d);
+            q.dequeue(now, &mut d);
+        }
+        assert!(q.flow_count() <= 2048, "{}", q.flow_count());
+    }
+}

@@ -1,0 +1,586 @@
+"""``sojourn compare``: one row per point of a sweep (or per run directory) with FCT,
+goodput, utilisation, sojourn and drops, 95% confidence intervals, gains against a
+baseline and of every ``age-X`` over ``X``; ``compare.md`` and plots (PNG + SVG).
+
+Which flows count (as in summary.json): flows that started after the warm-up; FCT
+statistics use the sized flows that completed; goodput every such flow with a finite
+goodput. Per-flow statistics pool the flows of all repeats of a point; "across repeats"
+is the interval over the per-repeat means.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+PCTS = (50.0, 75.0, 95.0, 99.0)
+METRICS = {
+    # metric: (label, unit, scale from stored unit to display unit, lower is better)
+    "fct": ("mean FCT", "ms", 1e3, True),
+    "goodput": ("mean goodput", "Mbit/s", 1e-6, False),
+    "sojourn": ("mean sojourn", "ms", 1.0, True),
+}
+
+
+# ------------------------------------------------------------------------------------
+# statistics: sojourn.stats when present; the private fallbacks below are marked
+# FALLBACK and go away once stats.py is merged. Outputs are normalised here so either
+# the tuple- or the dict-returning flavour of stats.py works.
+# ------------------------------------------------------------------------------------
+
+
+def _stats():
+    try:
+        from . import stats  # type: ignore[attr-defined]
+
+        return stats
+    except ImportError:
+        return None
+
+
+def _finite(x) -> np.ndarray:
+    a = np.asarray(x, dtype=float).ravel()
+    return a[np.isfinite(a)]
+
+
+def mean_ci(x) -> tuple:
+    """(mean, half width of the 95% CI = 1.96 SEM) over samples (flows)."""
+    a = _finite(x)
+    if a.size == 0:
+        return math.nan, math.nan
+    st = _stats()
+    if st is not None and hasattr(st, "mean_ci"):
+        r = st.mean_ci(a)
+        return (r["mean"], r["half_width"]) if isinstance(r, dict) else (r[0], r[1])
+    # FALLBACK: normal approximation, 1.96 * sample std / sqrt(n)
+    return float(a.mean()), (1.96 * float(a.std(ddof=1)) / math.sqrt(a.size) if a.size > 1 else math.nan)
+
+
+def repeat_ci(values) -> tuple:
+    """(mean, half width) across repeats (one value per repeat)."""
+    a = _finite(values)
+    if a.size == 0:
+        return math.nan, math.nan
+    st = _stats()
+    for name in ("mean_ci_repeats", "repeat_ci"):
+        if st is not None and hasattr(st, name):
+            r = getattr(st, name)(a)
+            return (r["mean"], r["half_width"]) if isinstance(r, dict) else (r[0], r[1])
+    # FALLBACK: Student-t interval over the repeat means
+    if a.size < 2:
+        return float(a.mean()), math.nan
+    from scipy import stats as sps
+
+    return float(a.mean()), float(sps.t.ppf(0.975, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size))
+
+
+def gain_ci(a, b) -> tuple:
+    """(gain, lo, hi) with gain = mean(a)/mean(b) - 1 and a 95% interval."""
+    a, b = _finite(a), _finite(b)
+    if a.size == 0 or b.size == 0 or b.mean() == 0:
+        return math.nan, math.nan, math.nan
+    g = float(a.mean() / b.mean() - 1.0)
+    if a.size < 2 or b.size < 2:
+        return g, math.nan, math.nan
+    st = _stats()
+    for name in ("gain_ci", "gain"):
+        if st is not None and hasattr(st, name):
+            r = getattr(st, name)(a, b)
+            if isinstance(r, dict):
+                return r["gain"], r["lo"], r["hi"]
+            if len(r) == 2:
+                return r[0], r[0] - r[1], r[0] + r[1]
+            return r[0], r[1], r[2]
+    # FALLBACK: delta method for a ratio of independent means
+    ma, mb = a.mean(), b.mean()
+    se = abs(ma / mb) * math.sqrt(a.var(ddof=1) / a.size / ma**2 + b.var(ddof=1) / b.size / mb**2) if ma else math.nan
+    return g, g - 1.96 * se, g + 1.96 * se
+
+
+def percentiles(x, qs: Sequence[float] = PCTS) -> list:
+    a = _finite(x)
+    if a.size == 0:
+        return [math.nan] * len(qs)
+    st = _stats()
+    if st is not None and hasattr(st, "percentiles"):
+        r = st.percentiles(a, list(qs))
+        return [float(v) for v in (r.values() if isinstance(r, dict) else r)]
+    return [float(v) for v in np.percentile(a, list(qs))]  # FALLBACK: linear interpolation
+
+
+def fct_vs_size(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean FCT per logarithmic size bin: columns size_center, mean, half_width, count."""
+    st = _stats()
+    for name in ("fct_vs_size", "fct_by_size"):
+        if st is not None and hasattr(st, name):
+            return getattr(st, name)(df)
+    # FALLBACK: 5 bins per decade, [lo, hi)
+    s, f = df["size_bytes"].to_numpy(float), df["fct_s"].to_numpy(float)
+    ok = np.isfinite(s) & np.isfinite(f) & (s > 0)
+    s, f = s[ok], f[ok]
+    if s.size == 0:
+        return pd.DataFrame(columns=["size_center", "mean", "half_width", "count"])
+    lo, hi = math.floor(math.log10(s.min()) * 5), math.floor(math.log10(s.max()) * 5) + 1
+    e = 10.0 ** (np.arange(lo, hi + 1) / 5)
+    idx = np.searchsorted(e, s, side="right") - 1
+    rows = []
+    for i in range(e.size - 1):
+        v = f[idx == i]
+        if v.size:
+            m, hw = mean_ci(v)
+            rows.append((math.sqrt(e[i] * e[i + 1]), m, hw, v.size))
+    return pd.DataFrame(rows, columns=["size_center", "mean", "half_width", "count"])
+
+
+def lorenz(th) -> tuple:
+    """(x, L): Lorenz curve of per-flow throughputs, from (0, 0) to (1, 1)."""
+    st = _stats()
+    if st is not None and hasattr(st, "lorenz"):
+        x, L = st.lorenz(th)
+        return np.asarray(x), np.asarray(L)
+    if st is not None and hasattr(st, "lorenz_curve"):
+        d = st.lorenz_curve(th)
+        return d["share_flows"].to_numpy(), d["share_total"].to_numpy()
+    a = np.sort(_finite(th))  # FALLBACK
+    if a.size == 0 or a.sum() <= 0:
+        return np.array([0.0, 1.0]), np.array([0.0, 1.0])
+    return np.linspace(0, 1, a.size + 1), np.concatenate([[0.0], np.cumsum(a)]) / a.sum()
+
+
+def lorenz_gap(th) -> float:
+    if _finite(th).size == 0:
+        return math.nan
+    st = _stats()
+    if st is not None and hasattr(st, "lorenz_gap"):
+        return float(st.lorenz_gap(th))
+    x, L = lorenz(th)  # FALLBACK: max_x (x - L(x))
+    return float(np.max(x - L))
+
+
+def jain(th) -> float:
+    a = _finite(th)
+    if a.size == 0:
+        return math.nan
+    st = _stats()
+    for name in ("jain", "jain_index"):
+        if st is not None and hasattr(st, name):
+            return float(getattr(st, name)(a))
+    sq = float(np.dot(a, a))  # FALLBACK: (sum x)^2 / (n sum x^2)
+    return float(a.sum() ** 2 / (a.size * sq)) if sq > 0 else 1.0
+
+
+# ------------------------------------------------------------------------------------
+# loading
+# ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Data:
+    runs: pd.DataFrame  # one row per run: point, seed, run_dir, run_row() columns
+    flows: pd.DataFrame  # flows of all runs with point, seed, after_warmup
+    root: Path  # run_dir is relative to this
+    points: list  # in sweep order
+
+
+def _flows_of(run_path: Path, point: str, seed: int, warm: float) -> pd.DataFrame:
+    f = pd.read_parquet(run_path / "flows.parquet")
+    f.insert(0, "seed", seed)
+    f.insert(0, "point", point)
+    f["after_warmup"] = f["start_s"] >= warm if "start_s" in f else True
+    return f
+
+
+def load(dirs: Sequence) -> Data:
+    """A sweep directory (merged files, or its run directories when not merged yet), or
+    several run directories (each a point named after the directory)."""
+    from .sweep import run_row
+
+    dirs = [Path(d) for d in dirs]
+    for d in dirs:
+        if not d.is_dir():
+            raise FileNotFoundError(f"{d}: no such directory")
+    if len(dirs) == 1 and (dirs[0] / "runs.parquet").exists() and (dirs[0] / "flows.parquet").exists():
+        root = dirs[0]
+        runs = pd.read_parquet(root / "runs.parquet")
+        flows = pd.read_parquet(root / "flows.parquet")
+        if "point" not in flows:
+            flows = pd.DataFrame(columns=["point", "seed", "after_warmup"])
+        return Data(runs, flows, root, list(dict.fromkeys(runs["point"])))
+    if len(dirs) == 1 and (dirs[0] / "runs").is_dir():
+        root = dirs[0]
+        order = []
+        sj = root / "sweep.json"
+        if sj.exists():
+            order = [p["name"] for p in json.loads(sj.read_text()).get("points", [])]
+        found = sorted({p.parent.parent.name for p in (root / "runs").glob("*/seed-*/summary.json")})
+        order = [p for p in order if p in found] + [p for p in found if p not in order]
+        rows, fl = [], []
+        for p in order:
+            for s in sorted((root / "runs" / p).glob("seed-*/summary.json"), key=lambda x: int(x.parent.name[5:])):
+                summ = json.loads(s.read_text())
+                seed = int(s.parent.name[5:])
+                rows.append({"point": p, "seed": seed, "run_dir": str(s.parent.relative_to(root)), **run_row(summ)})
+                fl.append(_flows_of(s.parent, p, seed, float(summ.get("warmup_s", 0.0))))
+        if not rows:
+            raise FileNotFoundError(f"{root}: no finished runs")
+        return Data(pd.DataFrame(rows), pd.concat(fl, ignore_index=True), root, order)
+    rows, fl = [], []
+    names = [d.name for d in dirs]
+    for d in dirs:
+        s = d / "summary.json"
+        if not s.exists():
+            raise FileNotFoundError(f"{d}: neither a sweep directory (runs.parquet) nor a run directory (summary.json)")
+        summ = json.loads(s.read_text())
+        p = d.name if names.count(d.name) == 1 else f"{d.parent.name}/{d.name}"
+        seed = int(summ.get("seed", 0))
+        rows.append({"point": p, "seed": seed, "run_dir": str(d.resolve()), **run_row(summ)})
+        fl.append(_flows_of(d, p, seed, float(summ.get("warmup_s", 0.0))))
+    runs = pd.DataFrame(rows)
+    return Data(runs, pd.concat(fl, ignore_index=True), Path("/"), list(dict.fromkeys(runs["point"])))
+
+
+# ------------------------------------------------------------------------------------
+# the table
+# ------------------------------------------------------------------------------------
+
+
+def _point_flows(data: Data, p: str) -> pd.DataFrame:
+    f = data.flows[data.flows["point"] == p]
+    if "after_warmup" in f:
+        f = f[f["after_warmup"].astype(bool)]
+    return f
+
+
+def _fct_flows(f: pd.DataFrame) -> pd.DataFrame:
+    if "fct_s" not in f or "size_bytes" not in f:
+        return f.iloc[0:0]
+    ok = (f["size_bytes"] > 0) & np.isfinite(f["fct_s"].astype(float))
+    if "completed" in f:
+        ok &= f["completed"].astype(bool)
+    return f[ok]
+
+
+def throughputs(f: pd.DataFrame) -> np.ndarray:
+    """Per-flow mean throughput (bit/s): 8 size / FCT for completed sized flows, else the
+    flows' goodput (e.g. UDP streams)."""
+    s = _fct_flows(f)
+    if len(s):
+        fct = s["fct_s"].to_numpy(float)
+        return 8.0 * s["size_bytes"].to_numpy(float)[fct > 0] / fct[fct > 0]
+    return _finite(f["goodput_bps"]) if "goodput_bps" in f else np.array([])
+
+
+def samples(data: Data, p: str, metric: str) -> np.ndarray:
+    """The samples the gain of ``metric`` is computed over: flows for fct and goodput,
+    runs (mean bottleneck sojourn of each repeat) for sojourn."""
+    if metric == "fct":
+        return _finite(_fct_flows(_point_flows(data, p))["fct_s"])
+    if metric == "goodput":
+        f = _point_flows(data, p)
+        return _finite(f["goodput_bps"]) if "goodput_bps" in f else np.array([])
+    if metric == "sojourn":
+        return _finite(data.runs.loc[data.runs["point"] == p, "sojourn_mean_ms"])
+    raise ValueError(f"unknown metric {metric!r} (fct, sojourn, goodput)")
+
+
+def _per_run_means(f: pd.DataFrame, col: str) -> np.ndarray:
+    if f.empty:
+        return np.array([])
+    return f.groupby("seed")[col].mean().to_numpy(float)
+
+
+def table(data: Data, metric: str = "fct", baseline: Optional[str] = None) -> pd.DataFrame:
+    """One row per point. Units: seconds (fct_*), bit/s (goodput_*), ms (sojourn_*)."""
+    if baseline is not None and baseline not in data.points:
+        raise KeyError(f"no point named {baseline!r} (points: {', '.join(data.points)})")
+    base = samples(data, baseline, metric) if baseline else None
+    rows = []
+    for p in data.points:
+        rs = data.runs[data.runs["point"] == p]
+        f = _point_flows(data, p)
+        ff = _fct_flows(f)
+        fct = ff["fct_s"].to_numpy(float) if len(ff) else np.array([])
+        m, ci = mean_ci(fct)
+        rm, rci = repeat_ci(_per_run_means(ff, "fct_s")) if len(rs) > 1 else (math.nan, math.nan)
+        gp = _finite(f["goodput_bps"]) if "goodput_bps" in f else np.array([])
+        gm, gci = mean_ci(gp)
+        th = throughputs(f)
+        sm = samples(data, p, metric)
+        mm, mci = (repeat_ci(sm) if metric == "sojourn" else mean_ci(sm))
+        row = {
+            "point": p, "runs": len(rs), "flows": int(len(f)), "fct_flows": int(fct.size),
+            "fct_mean_s": m, "fct_ci_s": ci, "fct_repeats_mean_s": rm, "fct_repeats_ci_s": rci,
+            **{f"fct_p{int(q)}_s": v for q, v in zip(PCTS, percentiles(fct))},
+            "goodput_mean_bps": gm, "goodput_ci_bps": gci,
+            "utilisation": float(rs["utilisation"].mean()),
+            "sojourn_p50_ms": float(rs["sojourn_p50_ms"].mean()), "sojourn_p99_ms": float(rs["sojourn_p99_ms"].mean()),
+            "drops": float(rs["drops"].mean()),
+            "jain": jain(th), "lorenz_gap": lorenz_gap(th),
+            "metric": metric, "metric_mean": mm, "metric_ci": mci,
+        }
+        if base is not None:  # the baseline's own row has no gain
+            row["gain"], row["gain_lo"], row["gain_hi"] = (math.nan,) * 3 if p == baseline else gain_ci(sm, base)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def age_pairs(data: Data, metric: str = "fct") -> pd.DataFrame:
+    """Gain of every point ``age-X`` over point ``X`` (as seed 000's tables)."""
+    rows = []
+    for p in data.points:
+        if p.startswith("age-") and p[4:] in data.points:
+            g, lo, hi = gain_ci(samples(data, p, metric), samples(data, p[4:], metric))
+            rows.append({"base": p[4:], "age": p, "metric": metric, "gain": g, "gain_lo": lo, "gain_hi": hi})
+    return pd.DataFrame(rows, columns=["base", "age", "metric", "gain", "gain_lo", "gain_hi"])
+
+
+# ------------------------------------------------------------------------------------
+# rendering
+# ------------------------------------------------------------------------------------
+
+
+def _f(x, scale=1.0, d=1) -> str:
+    return "-" if x is None or not np.isfinite(x) else f"{x * scale:.{d}f}"
+
+
+def _pm(m, ci, scale=1.0, d=1) -> str:
+    if not np.isfinite(m):
+        return "-"
+    return f"{m * scale:.{d}f} ± {ci * scale:.{d}f}" if np.isfinite(ci) else f"{m * scale:.{d}f}"
+
+
+def _pct(g, lo=math.nan, hi=math.nan) -> str:
+    if not np.isfinite(g):
+        return "-"
+    s = f"{100 * g:+.1f}%"
+    return s + (f" [{100 * lo:+.1f}, {100 * hi:+.1f}]" if np.isfinite(lo) else "")
+
+
+def rows_for_display(t: pd.DataFrame, metric: str, baseline: Optional[str] = None) -> tuple:
+    label, unit, scale, _ = METRICS[metric]
+    has_fct = bool((t["fct_flows"] > 0).any())  # FCT columns only when some flow has a size
+    heads = ["point", "runs", "flows"]
+    if has_fct:
+        heads.append("FCT mean ± CI (ms)")
+        if t["runs"].max() > 1:
+            heads.append("± CI repeats (ms)")
+        heads += ["P50", "P75", "P95", "P99 (ms)"]
+    heads += ["goodput (Mbit/s)", "util", "sojourn p50/p99 (ms)", "drops/run", "Jain", "Lorenz gap"]
+    if metric != "fct":
+        heads.append(f"{label} ± CI ({unit})")
+    if "gain" in t:
+        heads.append(f"gain ({metric})")
+    rows = []
+    for _, r in t.iterrows():
+        row = [r["point"], str(r["runs"]), str(r["flows"])]
+        if has_fct:
+            row.append(_pm(r["fct_mean_s"], r["fct_ci_s"], 1e3, 1))
+            if t["runs"].max() > 1:
+                row.append(_pm(r["fct_repeats_mean_s"], r["fct_repeats_ci_s"], 1e3, 1))
+            row += [_f(r[f"fct_p{int(q)}_s"], 1e3, 1) for q in PCTS]
+        row += [_pm(r["goodput_mean_bps"], r["goodput_ci_bps"], 1e-6, 3), _f(r["utilisation"], 100, 1) + "%",
+                f"{_f(r['sojourn_p50_ms'], 1, 2)} / {_f(r['sojourn_p99_ms'], 1, 2)}", _f(r["drops"], 1, 1),
+                _f(r["jain"], 1, 3), _f(r["lorenz_gap"], 1, 3)]
+        if metric != "fct":
+            row.append(_pm(r["metric_mean"], r["metric_ci"], scale, 3 if metric == "goodput" else 2))
+        if "gain" in t:
+            row.append("baseline" if not np.isfinite(r["gain"]) and r["point"] == baseline else _pct(r["gain"], r["gain_lo"], r["gain_hi"]))
+        rows.append(row)
+    return heads, rows
+
+
+def markdown(t: pd.DataFrame, pairs: pd.DataFrame, metric: str, baseline: Optional[str], title: str, plots: Sequence[str]) -> str:
+    heads, rows = rows_for_display(t, metric, baseline)
+    out = [f"# {title}", "",
+           "Mean with 95% CI: ± 1.96·SEM over the flows of all repeats; '± CI repeats' is the Student-t interval over the "
+           "per-repeat means. Percentiles over flows (linear interpolation). Utilisation, sojourn percentiles (from each "
+           "run's histogram) and drops are means over repeats. Flows: started after the warm-up; FCT over completed sized flows.", ""]
+    if baseline:
+        out += [f"Gain = {METRICS[metric][0]} / {METRICS[metric][0]} of `{baseline}` − 1, with its 95% CI.", ""]
+    out += ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    if len(pairs):
+        out += ["", f"## age-based variants ({METRICS[metric][0]}: gain = age-X / X − 1)", "", "| base | age | gain [95% CI] |", "|---|---|---|"]
+        out += [f"| {r.base} | {r.age} | {_pct(r.gain, r.gain_lo, r.gain_hi)} |" for r in pairs.itertuples()]
+    for p in plots:
+        out += ["", f"![{p}]({p}.png)"]
+    return "\n".join(out) + "\n"
+
+
+def print_tables(t: pd.DataFrame, pairs: pd.DataFrame, metric: str, title: str, console=None, baseline: Optional[str] = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    # Not a terminal (a pipe, a log): wide enough that no number is cut off.
+    console = console or (Console() if sys.stdout.isatty() else Console(width=400))
+    heads, rows = rows_for_display(t, metric, baseline)
+    tab = Table(title=title)
+    for h in heads:
+        tab.add_column(h, justify="left" if h == "point" else "right")
+    for r in rows:
+        tab.add_row(*r)
+    console.print(tab)
+    if len(pairs):
+        pt = Table(title=f"age-based variants: gain of {METRICS[metric][0]} (age-X / X − 1, 95% CI)")
+        for h in ["base", "age", "gain"]:
+            pt.add_column(h, justify="right" if h == "gain" else "left")
+        for r in pairs.itertuples():
+            pt.add_row(r.base, r.age, _pct(r.gain, r.gain_lo, r.gain_hi))
+        console.print(pt)
+
+
+# ------------------------------------------------------------------------------------
+# plots
+# ------------------------------------------------------------------------------------
+
+
+def _sojourn_samples(data: Data, p: str) -> tuple:
+    """Bottleneck sojourn samples (ms) of a point and their kind: per packet from
+    packets.parquet, else queue delay estimated from the queue_bytes time series."""
+    rs = data.runs[data.runs["point"] == p]
+    pk, ts = [], []
+    for r in rs.itertuples():
+        d = data.root / r.run_dir
+        if (d / "packets.parquet").exists():
+            x = pd.read_parquet(d / "packets.parquet", columns=["link", "event", "sojourn_ms"])
+            sel = (x["link"].astype(str) == r.link) & (x["event"].astype(str) == "dequeue")
+            pk.append(x.loc[sel, "sojourn_ms"].to_numpy(float))
+        elif (d / "timeseries.parquet").exists() and np.isfinite(r.rate_bps) and r.rate_bps > 0:
+            x = pd.read_parquet(d / "timeseries.parquet")
+            sel = (x["entity"].astype(str) == r.link) & (x["metric"].astype(str) == "queue_bytes")
+            ts.append(x.loc[sel, "value"].to_numpy(float) * 8.0 / r.rate_bps * 1e3)
+    if pk:
+        return np.concatenate(pk), "per packet"
+    if ts:
+        return np.concatenate(ts), "queue bytes / rate, sampled"
+    return np.array([]), ""
+
+
+def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+
+    def save(fig, name):
+        fig.tight_layout()
+        for ext in ("png", "svg"):
+            fig.savefig(out / f"{name}.{ext}", dpi=120)
+        plt.close(fig)
+        made.append(name)
+
+    label, unit, scale, _ = METRICS[metric]
+    ok = t[np.isfinite(t["metric_mean"])]
+    if len(ok):
+        fig, ax = plt.subplots(figsize=(max(5, 0.7 * len(ok) + 2), 3.5))
+        x = np.arange(len(ok))
+        err = np.where(np.isfinite(ok["metric_ci"]), ok["metric_ci"], 0) * scale
+        ax.bar(x, ok["metric_mean"] * scale, yerr=err, capsize=4, color="#4C72B0")
+        ax.set_xticks(x, ok["point"], rotation=30, ha="right")
+        ax.set_ylabel(f"{label} ({unit})")
+        ax.set_title(f"{label} with 95% CI")
+        ax.grid(axis="y", alpha=0.3)
+        save(fig, f"{metric}_ci")
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    any_size = False
+    for p in data.points:
+        ff = _fct_flows(_point_flows(data, p))
+        if ff.empty:
+            continue
+        b = fct_vs_size(ff)
+        if len(b):
+            ax.errorbar(b["size_center"], b["mean"] * 1e3, yerr=np.nan_to_num(b["half_width"].to_numpy(float)) * 1e3,
+                        marker="o", ms=3, capsize=2, label=p)
+            any_size = True
+    if any_size:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("flow size (bytes)")
+        ax.set_ylabel("mean FCT (ms)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+        save(fig, "fct_vs_size")
+    else:
+        plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5, 5))
+    any_l = False
+    for p in data.points:
+        th = throughputs(_point_flows(data, p))
+        if th.size:
+            x, L = lorenz(th)
+            ax.plot(x, L, label=f"{p} (gap {lorenz_gap(th):.3f})", lw=1.2)
+            any_l = True
+    if any_l:
+        ax.plot([0, 1], [0, 1], "k--", lw=0.8, label="equality")
+        ax.set_xlabel("share of flows")
+        ax.set_ylabel("share of total throughput")
+        ax.set_title("Lorenz curves of per-flow throughput")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        save(fig, "lorenz")
+    else:
+        plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    kinds = set()
+    for p in data.points:
+        s, kind = _sojourn_samples(data, p)
+        if s.size:
+            s = np.sort(s)
+            ax.plot(s, np.arange(1, s.size + 1) / s.size, label=p, lw=1.2)
+            kinds.add(kind)
+    if kinds:
+        ax.set_xlabel(f"bottleneck sojourn (ms; {', '.join(sorted(kinds))})")
+        ax.set_ylabel("CDF")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        save(fig, "sojourn_cdf")
+    else:
+        plt.close(fig)
+    return made
+
+
+# ------------------------------------------------------------------------------------
+# command
+# ------------------------------------------------------------------------------------
+
+
+def compare(dirs: Sequence, metric: str = "fct", baseline: Optional[str] = None, plots: bool = False,
+            out: Optional[Path] = None, console=None, quiet: bool = False) -> pd.DataFrame:
+    """Loads, prints (unless quiet) and writes ``compare.md`` (and plots); returns the table."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r} (fct, sojourn, goodput)")
+    data = load(dirs)
+    t = table(data, metric, baseline)
+    pairs = age_pairs(data, metric)
+    dirs = [Path(d) for d in dirs]
+    out = Path(out) if out else (dirs[0] if len(dirs) == 1 else dirs[0].resolve().parent)
+    out.mkdir(parents=True, exist_ok=True)
+    title = f"comparison of {', '.join(str(d) for d in dirs)}"
+    made = write_plots(data, t, metric, out) if plots else []
+    (out / "compare.md").write_text(markdown(t, pairs, metric, baseline, title, made))
+    if not quiet:
+        print_tables(t, pairs, metric, title, console, baseline)
+    return t
+
+
+def cmd_compare(a) -> int:
+    from .cli import _err
+
+    try:
+        compare(a.dirs, metric=a.metric, baseline=a.baseline, plots=a.plots, out=a.out)
+    except (FileNotFoundError, KeyError) as e:
+        return _err(str(e).strip("'\""))
+    out = a.out or (a.dirs[0] if len(a.dirs) == 1 else "the parent directory")
+    print(f"wrote {out}/compare.md" + (" and plots" if a.plots else ""), file=sys.stderr)
+    return 0

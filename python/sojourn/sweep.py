@@ -1,0 +1,692 @@
+"""Sweeps: a grid of experiments x repeats, run in parallel on local cores, resumable,
+merged into one Parquet dataset.
+
+A sweep file (TOML, see docs/sweeps.md)::
+
+    name = "compare-aqm"
+    base = "dumbbell-onoff.toml"        # relative to this file; or an inline [base] table
+    repeats = 3                          # seeds base_seed .. base_seed+2 (or seeds = [..])
+    set = { duration = "20s" }           # optional overrides applied to every point
+
+    [[axis]]                             # cartesian product over all axes
+    key = "topology.bottleneck.qdisc"
+    values = ["pfifo", { kind = "codel", target = "5ms" }]
+    names = ["fifo", "codel"]            # optional labels (default: derived from values)
+
+    [[variant]]                          # optional hand-made list of named override sets,
+    name = "age-codel"                   # crossed with the axes
+    set = { "topology.bottleneck.qdisc" = { kind = "codel" } }
+
+Each run (point, seed) writes ``OUT/runs/<point>/seed-<n>/`` with :meth:`Result.write`
+(atomic, ``summary.json`` last). A run whose ``summary.json`` exists is skipped, so an
+interrupted sweep resumes where it stopped. Afterwards ``OUT/runs.parquet`` (one row per
+run) and ``OUT/flows.parquet`` (every run's flows, with the point, axis labels and seed)
+are (re)written atomically.
+
+``sojourn.sweep(path, out, jobs=None, repeats=None)`` runs a sweep from Python and
+returns the runs table (this module is callable).
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import re
+import signal
+import sys
+import time
+import types
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, Union
+
+from ._config import ConfigError, load, set_key
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+SWEEP_KEYS = {"name", "description", "base", "repeats", "seeds", "seed", "set", "axis", "variant", "link"}
+AXIS_KEYS = {"key", "values", "names", "name"}
+VARIANT_KEYS = {"name", "set"}
+# Columns of runs.parquet that axis label columns must not shadow.
+RESERVED = {
+    "point", "seed", "run_dir", "experiment", "duration_s", "warmup_s", "events", "link", "link_qdisc", "rate_bps",
+    "utilisation", "throughput_bps", "drops", "ecn_marks", "sojourn_mean_ms", "sojourn_p50_ms", "sojourn_p95_ms",
+    "sojourn_p99_ms", "sojourn_max_ms", "flows", "flows_sized", "flows_completed", "fct_mean_s", "fct_ci95_s",
+    "fct_p50_s", "fct_p75_s", "fct_p95_s", "fct_p99_s", "goodput_mean_bps", "created", "delivered", "dropped",
+    "in_network", "conserved", "after_warmup",
+}
+_SAFE = re.compile(r"[^A-Za-z0-9._=,-]+")
+
+
+class SweepFailed(RuntimeError):
+    """Some runs of a sweep failed (the others are kept and merged)."""
+
+
+# ------------------------------------------------------------------------------------
+# the plan
+# ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Point:
+    """One grid point: a name (its directory), axis labels (columns) and overrides."""
+
+    name: str
+    labels: dict
+    overrides: dict
+
+
+@dataclass
+class Plan:
+    file: str
+    name: str
+    base_cfg: dict
+    base_dir: Path
+    common: dict
+    points: list
+    seeds: list
+    columns: list
+    link: Optional[str] = None
+    _cfg_cache: dict = field(default_factory=dict, repr=False)
+
+    def config(self, point: Point) -> dict:
+        """The experiment dict of a point (the seed is passed separately)."""
+        cfg = copy.deepcopy(self.base_cfg)
+        for k, v in self.common.items():
+            set_key(cfg, k, copy.deepcopy(v))
+        for k, v in point.overrides.items():
+            set_key(cfg, k, copy.deepcopy(v))
+        return cfg
+
+    def fingerprint(self, point: Point) -> str:
+        cfg = self.config(point)
+        cfg.pop("seed", None)
+        cfg.pop("repeats", None)
+        text = json.dumps(cfg, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def runs(self) -> list:
+        return [(p, s) for p in self.points for s in self.seeds]
+
+    def to_json(self) -> dict:
+        return {
+            "schema": "sojourn.sweep",
+            "schema_version": 1,
+            "sweep": self.file,
+            "name": self.name,
+            "columns": self.columns,
+            "seeds": self.seeds,
+            "link": self.link,
+            "set": self.common,
+            "points": [{"name": p.name, "labels": p.labels, "overrides": p.overrides} for p in self.points],
+        }
+
+
+def run_dir(point: str, seed: int) -> str:
+    return f"runs/{point}/seed-{seed}"
+
+
+def _label(v: Any) -> Optional[str]:
+    """A short label for an axis value: scalars as text, a qdisc table by its kind and
+    parameters; None when no readable label exists."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float, str)):
+        s = str(v)
+    elif isinstance(v, dict) and isinstance(v.get("kind"), str):
+        parts = [v["kind"]]
+        for k, x in v.items():
+            if k == "kind":
+                continue
+            if isinstance(x, (dict, list)):
+                return None
+            parts.append(f"{k}={x}")
+        s = "-".join(parts)
+    else:
+        return None
+    s = _SAFE.sub("-", s).strip("-.")
+    return s or None
+
+
+def _check_name(file: str, where: str, name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise ConfigError(file, where, "expected a non-empty string")
+    if "/" in name or "\\" in name or name.startswith(".") or name != name.strip():
+        raise ConfigError(file, where, f"{name!r} cannot be a directory name (no '/', no leading '.', no surrounding spaces)")
+    return name
+
+
+def _check_set(file: str, where: str, s: Any) -> dict:
+    if not isinstance(s, dict):
+        raise ConfigError(file, where, "expected a table of dotted keys, e.g. { \"topology.bottleneck.qdisc\" = \"codel\" }")
+    return dict(s)
+
+
+def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Sequence[int]] = None) -> Plan:
+    """Reads and checks a sweep file (structure only; :func:`validate_plan` checks every
+    point against the engine). Raises :class:`ConfigError`."""
+    sw, file, sdir = load(path)
+    unknown = sorted(set(sw) - SWEEP_KEYS)
+    if unknown:
+        raise ConfigError(file, unknown[0], f"unknown key (expected one of {', '.join(sorted(SWEEP_KEYS))})")
+    if "base" not in sw:
+        raise ConfigError(file, "base", 'required: base = "experiment.toml" or an inline [base] table')
+    b = sw["base"]
+    if isinstance(b, str):
+        bpath = Path(b) if Path(b).is_absolute() else sdir / b
+        try:
+            base_cfg, _, base_dir = load(bpath)
+        except ConfigError as e:
+            raise ConfigError(file, "base", f"{b}: {e.msg}") from None
+    elif isinstance(b, dict):
+        base_cfg, base_dir = copy.deepcopy(b), sdir
+    else:
+        raise ConfigError(file, "base", "expected a file name or a table")
+    common = _check_set(file, "set", sw.get("set", {}))
+
+    # seeds
+    base_seed = sw.get("seed", base_cfg.get("seed", 1))
+    if not isinstance(base_seed, int) or isinstance(base_seed, bool) or base_seed < 0:
+        raise ConfigError(file, "seed", "expected a non-negative integer")
+    if "seeds" in sw and "repeats" in sw:
+        raise ConfigError(file, "seeds", "give either `seeds` or `repeats`, not both")
+    if seeds is not None:
+        seed_list = list(seeds)
+    elif "seeds" in sw:
+        seed_list = sw["seeds"]
+        if not isinstance(seed_list, list) or not seed_list or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seed_list):
+            raise ConfigError(file, "seeds", "expected a non-empty list of non-negative integers")
+        if len(set(seed_list)) != len(seed_list):
+            raise ConfigError(file, "seeds", "duplicate seeds")
+        if repeats is not None:
+            seed_list = seed_list[:repeats] + [max(seed_list) + 1 + i for i in range(max(0, repeats - len(seed_list)))]
+    else:
+        r = repeats if repeats is not None else sw.get("repeats", base_cfg.get("repeats", 1))
+        if not isinstance(r, int) or isinstance(r, bool) or r < 1:
+            raise ConfigError(file, "repeats", "expected a positive integer")
+        seed_list = list(range(base_seed, base_seed + r))
+    if repeats is not None and repeats < 1:
+        raise ConfigError("--repeats", "", "expected a positive integer")
+
+    # variants
+    variants = sw.get("variant", [])
+    if not isinstance(variants, list):
+        raise ConfigError(file, "variant", "expected an array of tables ([[variant]])")
+    vparts: list = []
+    seen: set = set()
+    for i, v in enumerate(variants):
+        where = f"variant[{i}]"
+        if not isinstance(v, dict):
+            raise ConfigError(file, where, "expected a table with `name` and `set`")
+        bad = sorted(set(v) - VARIANT_KEYS)
+        if bad:
+            raise ConfigError(file, f"{where}.{bad[0]}", "unknown key (expected name, set)")
+        name = _check_name(file, f"{where}.name", v.get("name"))
+        if name in seen:
+            raise ConfigError(file, f"{where}.name", f"duplicate variant name {name!r}")
+        seen.add(name)
+        vparts.append((name, _check_set(file, f"{where}.set", v.get("set", {}))))
+
+    # axes
+    axes = sw.get("axis", [])
+    if not isinstance(axes, list):
+        raise ConfigError(file, "axis", "expected an array of tables ([[axis]])")
+    columns: list = ["variant"] if vparts else []
+    aparts: list = []
+    for i, a in enumerate(axes):
+        where = f"axis[{i}]"
+        if not isinstance(a, dict):
+            raise ConfigError(file, where, "expected a table with `key` and `values`")
+        bad = sorted(set(a) - AXIS_KEYS)
+        if bad:
+            raise ConfigError(file, f"{where}.{bad[0]}", "unknown key (expected key, values, names, name)")
+        key = a.get("key")
+        if not isinstance(key, str) or not key:
+            raise ConfigError(file, f"{where}.key", 'required: a dotted key, e.g. "topology.bottleneck.qdisc"')
+        values = a.get("values")
+        if not isinstance(values, list) or not values:
+            raise ConfigError(file, f"{where}.values", "expected a non-empty list")
+        col = a.get("name", key.split(".")[-1].split("[")[0])
+        if not isinstance(col, str) or not col:
+            raise ConfigError(file, f"{where}.name", "expected a non-empty string")
+        if col in RESERVED or col in columns:
+            col = key
+        if col in RESERVED or col in columns:
+            raise ConfigError(file, f"{where}.name", f"column name {col!r} is taken; give the axis another `name`")
+        columns.append(col)
+        if "names" in a:
+            names = a["names"]
+            if not isinstance(names, list) or len(names) != len(values):
+                raise ConfigError(file, f"{where}.names", f"expected a list of {len(values)} labels, one per value")
+            labels = [_check_name(file, f"{where}.names[{j}]", n) for j, n in enumerate(names)]
+        else:
+            labels = []
+            for j, v in enumerate(values):
+                lab = _label(v)
+                labels.append(lab if lab is not None else f"{col}{j}")
+        dup = {x for x in labels if labels.count(x) > 1}
+        if dup:
+            raise ConfigError(file, f"{where}.values", f"two values get the label {sorted(dup)[0]!r}; give `names = [...]`")
+        aparts.append([(lab, {key: v}) for lab, v in zip(labels, values)])
+
+    points: list = []
+    vchoices = vparts or [(None, {})]
+    for vname, vset in vchoices:
+        for combo in itertools.product(*aparts):
+            parts = ([vname] if vname is not None else []) + [lab for lab, _ in combo]
+            name = "+".join(parts) if parts else "base"
+            labels = {}
+            if vname is not None:
+                labels["variant"] = vname
+            ov = dict(vset)
+            for col, (lab, kv) in zip(columns[1:] if vname is not None else columns, combo):
+                labels[col] = lab
+                ov.update(kv)
+            points.append(Point(name, labels, ov))
+    names = [p.name for p in points]
+    if len(set(names)) != len(names):
+        d = sorted({n for n in names if names.count(n) > 1})[0]
+        raise ConfigError(file, "axis", f"two points are both named {d!r}; give distinct `names`")
+    link = sw.get("link")
+    if link is not None and not isinstance(link, str):
+        raise ConfigError(file, "link", "expected a link name")
+    name = sw.get("name") or Path(file).name.split(".")[0]
+    return Plan(file=file, name=str(name), base_cfg=base_cfg, base_dir=base_dir, common=common,
+                points=points, seeds=seed_list, columns=columns, link=link)
+
+
+def validate_plan(plan: Plan) -> None:
+    """Checks every point with the engine before anything runs; the error names the point."""
+    import sojourn
+
+    for p in plan.points:
+        try:
+            sojourn.validate(plan.config(p), base_dir=plan.base_dir)
+        except ConfigError as e:
+            raise ConfigError(plan.file, f"point {p.name!r}: {e.path}" if e.path else f"point {p.name!r}", e.msg) from None
+
+
+# ------------------------------------------------------------------------------------
+# running
+# ------------------------------------------------------------------------------------
+
+_STOP = None  # a multiprocessing Event in workers
+
+
+def _worker_init(stop) -> None:
+    global _STOP
+    _STOP = stop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+
+
+def _run_task(cfg: dict, base_dir: str, seed: int, out: str) -> dict:
+    """Runs one (point, seed) and writes its directory. Returns a status dict."""
+    import sojourn
+
+    stop = _STOP
+    t0 = time.perf_counter()
+    try:
+        res = sojourn.run(cfg, seed=seed, base_dir=base_dir,
+                          progress=(lambda *a: not stop.is_set()) if stop is not None else None)
+    except KeyboardInterrupt:
+        return {"status": "aborted"}
+    except Exception as e:  # a failed run must not take the sweep down
+        return {"status": "failed", "error": f"{type(e).__name__}: {e}"}
+    res.write(out)
+    return {"status": "done", "wall_s": time.perf_counter() - t0}
+
+
+def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    _write_atomic(path, lambda p: p.write_text(text))
+
+
+def pick_link(summary: dict, link: Optional[str] = None) -> Optional[str]:
+    links = summary.get("links", {})
+    if link:
+        return link if link in links else None
+    if "bottleneck" in links:
+        return "bottleneck"
+    if not links:
+        return None
+    return max(sorted(links), key=lambda n: links[n].get("utilisation", 0.0))
+
+
+def run_row(summary: dict, link: Optional[str] = None) -> dict:
+    """The key numbers of one run (a row of runs.parquet) from its summary.json."""
+    nan = math.nan
+    name = pick_link(summary, link)
+    l = summary["links"].get(name, {}) if name else {}
+    sj = l.get("sojourn_ms", {})
+    f = summary.get("flows", {})
+    fct = f.get("fct_s", {})
+    g = f.get("goodput_bps", {})
+    acc = summary.get("accounting", {})
+
+    def num(d, k):
+        v = d.get(k)
+        return float(v) if v is not None else nan
+
+    return {
+        "experiment": summary.get("experiment", ""),
+        "duration_s": float(summary.get("duration_s", nan)),
+        "warmup_s": float(summary.get("warmup_s", 0.0)),
+        "events": int(summary.get("events", 0)),
+        "link": name or "",
+        "link_qdisc": str(l.get("qdisc", "")),
+        "rate_bps": num(l, "rate_bps"),
+        "utilisation": num(l, "utilisation"),
+        "throughput_bps": num(l, "throughput_bps"),
+        "drops": int(l.get("drops_total", 0)),
+        "ecn_marks": int(l.get("ecn_marks", 0)),
+        "sojourn_mean_ms": num(sj, "mean"),
+        "sojourn_p50_ms": num(sj, "p50"),
+        "sojourn_p95_ms": num(sj, "p95"),
+        "sojourn_p99_ms": num(sj, "p99"),
+        "sojourn_max_ms": num(sj, "max"),
+        "flows": int(f.get("count", 0)),
+        "flows_sized": int(f.get("sized", 0)),
+        "flows_completed": int(f.get("completed", 0)),
+        "fct_mean_s": num(fct, "mean"),
+        "fct_ci95_s": num(fct, "ci95"),
+        "fct_p50_s": num(fct, "p50"),
+        "fct_p75_s": num(fct, "p75"),
+        "fct_p95_s": num(fct, "p95"),
+        "fct_p99_s": num(fct, "p99"),
+        "goodput_mean_bps": num(g, "mean"),
+        "created": int(acc.get("created", 0)),
+        "delivered": int(acc.get("delivered", 0)),
+        "dropped": int(acc.get("dropped", 0)),
+        "in_network": int(acc.get("in_network", 0)),
+        "conserved": bool(acc.get("conserved", False)),
+    }
+
+
+def merge(plan: Plan, out: Path) -> "pd.DataFrame":  # noqa: F821
+    """Writes OUT/runs.parquet and OUT/flows.parquet from the finished runs of the plan
+    (in plan order: points, then seeds) and returns the runs table."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows, tables = [], []
+    for p, seed in plan.runs():
+        d = out / run_dir(p.name, seed)
+        s = d / "summary.json"
+        if not s.exists():
+            continue
+        summary = json.loads(s.read_text())
+        rows.append({"point": p.name, **p.labels, "seed": seed, "run_dir": run_dir(p.name, seed), **run_row(summary, plan.link)})
+        ft = pq.read_table(d / "flows.parquet")
+        n = ft.num_rows
+        extra = [("point", pa.array([p.name] * n, pa.string()))]
+        extra += [(c, pa.array([p.labels[c]] * n, pa.string())) for c in plan.columns]
+        extra += [("seed", pa.array([seed] * n, pa.int64()))]
+        warm = float(summary.get("warmup_s", 0.0))
+        start = ft.column("start_s").to_numpy() if "start_s" in ft.column_names else None
+        after = pa.array((start >= warm) if start is not None else [True] * n, pa.bool_())
+        cols = [a for _, a in extra] + ft.columns + [after]
+        names = [c for c, _ in extra] + ft.column_names + ["after_warmup"]
+        tables.append(pa.Table.from_arrays(cols, names=names))
+    runs = pd.DataFrame(rows, columns=["point", *plan.columns, "seed", "run_dir", *run_row({"links": {}}).keys()])
+    runs_t = pa.Table.from_pandas(runs, preserve_index=False)
+    _write_atomic(out / "runs.parquet", lambda p: pq.write_table(runs_t, p, compression="zstd"))
+    if tables:
+        try:  # runs may differ in columns (e.g. TCP-only ones): missing ones become null
+            flows_t = pa.concat_tables(tables, promote_options="default")
+        except TypeError:  # pragma: no cover - pyarrow < 14
+            flows_t = pa.concat_tables(tables, promote=True)
+    else:
+        flows_t = pa.table({"point": pa.array([], pa.string()), "seed": pa.array([], pa.int64())})
+    _write_atomic(out / "flows.parquet", lambda p: pq.write_table(flows_t, p, compression="zstd"))
+    return runs
+
+
+class _Display:
+    """One rich progress bar for the whole sweep (runs done/total, ETA); plain lines when
+    stderr is not a terminal; nothing when quiet."""
+
+    def __init__(self, total: int, cached: int, label: str, quiet: bool):
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.total, self.done, self.failed = total, cached, 0
+        self._p = None
+        if not quiet and self.tty:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+            self._p = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                               TextColumn("runs {task.fields[note]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                               TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+            self._p.start()
+            self._task = self._p.add_task(label, total=total, completed=cached, note="")
+
+    def log(self, msg: str) -> None:
+        if self.quiet:
+            return
+        if self._p is not None:
+            self._p.console.print(msg, markup=False, highlight=False)
+        else:
+            print(msg, file=sys.stderr)
+
+    def finished(self, what: str, ok: bool) -> None:
+        self.done += 1
+        self.failed += 0 if ok else 1
+        if self._p is not None:
+            self._p.update(self._task, advance=1, note=f"({self.failed} failed)" if self.failed else "")
+        elif not self.quiet:
+            print(f"[{self.done}/{self.total}] {what}", file=sys.stderr)
+
+    def close(self) -> None:
+        if self._p is not None:
+            self._p.stop()
+            self._p = None
+
+
+def run_plan(plan: Plan, out: PathLike, jobs: Optional[int] = None, quiet: bool = True) -> dict:
+    """Runs every pending (point, seed) of a validated plan. Returns counts
+    ``{"total", "cached", "ran", "failed": [(run, error)], "interrupted": bool}``."""
+    out = Path(out)
+    # Refuse to mix results of a changed point definition with old ones.
+    for p in plan.points:
+        pj = out / "runs" / p.name / "point.json"
+        if pj.exists():
+            old = json.loads(pj.read_text()).get("fingerprint")
+            if old != plan.fingerprint(p):
+                raise ConfigError(plan.file, f"point {p.name!r}",
+                                  f"{out}/runs/{p.name} holds runs of a different configuration; use another --out or delete that directory")
+    out.mkdir(parents=True, exist_ok=True)
+    _write_text_atomic(out / "sweep.json", json.dumps(plan.to_json(), indent=2, sort_keys=True, default=str) + "\n")
+    for p in plan.points:
+        d = out / "runs" / p.name
+        d.mkdir(parents=True, exist_ok=True)
+        _write_text_atomic(d / "point.json", json.dumps({"point": p.name, "labels": p.labels, "overrides": p.overrides,
+                                                          "fingerprint": plan.fingerprint(p)}, indent=2, sort_keys=True, default=str) + "\n")
+    all_runs = plan.runs()
+    pending = [(p, s) for p, s in all_runs if not (out / run_dir(p.name, s) / "summary.json").exists()]
+    cached = len(all_runs) - len(pending)
+    stats = {"total": len(all_runs), "cached": cached, "ran": 0, "failed": [], "interrupted": False}
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(pending) or 1))
+    disp = _Display(len(all_runs), cached, plan.name, quiet)
+    if cached:
+        disp.log(f"{cached} of {len(all_runs)} runs already done in {out} (cached)")
+
+    def finished(p: Point, s: int, r: dict) -> None:
+        what = f"{p.name} seed {s}"
+        if r["status"] == "done":
+            stats["ran"] += 1
+            disp.finished(f"{what} ({r['wall_s']:.1f} s)", True)
+        elif r["status"] == "failed":
+            stats["failed"].append((run_dir(p.name, s), r["error"]))
+            disp.log(f"run {run_dir(p.name, s)} failed: {r['error']}")
+            disp.finished(f"{what} FAILED", False)
+
+    tasks = [(p, s, (plan.config(p), str(plan.base_dir), s, str(out / run_dir(p.name, s)))) for p, s in pending]
+    try:
+        if jobs == 1:
+            for p, s, args in tasks:
+                r = _run_task(*args)
+                if r["status"] == "aborted":
+                    raise KeyboardInterrupt
+                finished(p, s, r)
+        elif tasks:
+            ctx = multiprocessing.get_context("spawn")
+            stop = ctx.Event()
+            ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init, initargs=(stop,))
+            futs = {ex.submit(_run_task, *args): (p, s) for p, s, args in tasks}
+            try:
+                todo = set(futs)
+                while todo:
+                    done, todo = wait(todo, return_when=FIRST_COMPLETED)
+                    for f in done:
+                        p, s = futs[f]
+                        try:
+                            r = f.result()
+                        except Exception as e:  # e.g. a worker died, or the disk is full
+                            r = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
+                        finished(p, s, r)
+            except KeyboardInterrupt:
+                # Ask running simulations to stop at their next progress tick, drop the
+                # queued ones, and wait for the workers (a second Ctrl-C kills them).
+                stop.set()
+                for f in futs:
+                    f.cancel()
+                disp.log("interrupted: stopping the running simulations (Ctrl-C again to kill them)")
+                try:
+                    ex.shutdown(wait=True, cancel_futures=True)
+                except KeyboardInterrupt:
+                    for proc in list(getattr(ex, "_processes", {}).values()):
+                        proc.kill()
+                    ex.shutdown(wait=False, cancel_futures=True)
+                raise
+            ex.shutdown(wait=True)
+    except KeyboardInterrupt:
+        stats["interrupted"] = True
+    finally:
+        disp.close()
+    return stats
+
+
+def run_sweep(path: PathLike, out: PathLike, jobs: Optional[int] = None, repeats: Optional[int] = None,
+              seeds: Optional[Sequence[int]] = None, quiet: bool = True) -> "pd.DataFrame":  # noqa: F821
+    """Loads, validates (every point, before running any), runs and merges a sweep.
+    Returns the runs table (one row per run). Raises :class:`ConfigError` for a bad sweep
+    file or point, :class:`SweepFailed` when runs failed, ``KeyboardInterrupt`` when
+    interrupted (finished runs are kept; rerun to resume)."""
+    plan = load_plan(path, repeats=repeats, seeds=seeds)
+    validate_plan(plan)
+    st = run_plan(plan, out, jobs=jobs, quiet=quiet)
+    runs = merge(plan, Path(out))
+    if st["interrupted"]:
+        raise KeyboardInterrupt
+    if st["failed"]:
+        raise SweepFailed("; ".join(f"{r}: {e}" for r, e in st["failed"]))
+    return runs
+
+
+class _CallableModule(types.ModuleType):
+    """Makes ``sojourn.sweep(...)`` call :func:`run_sweep` while ``sojourn.sweep.X``
+    still reaches this module's names."""
+
+    def __call__(self, path: PathLike, out: PathLike, jobs: Optional[int] = None, repeats: Optional[int] = None,
+                 seeds: Optional[Sequence[int]] = None, quiet: bool = True):
+        return run_sweep(path, out, jobs=jobs, repeats=repeats, seeds=seeds, quiet=quiet)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
+
+# ------------------------------------------------------------------------------------
+# command line
+# ------------------------------------------------------------------------------------
+
+SWEEP_EPILOG = """\
+examples:
+  sojourn sweep experiments/examples/compare-aqm.sweep.toml --out results/aqm
+  sojourn sweep my.sweep.toml --out results/my --jobs 2 --repeats 5
+  sojourn compare results/aqm --baseline pfifo --plots
+
+Each run goes to OUT/runs/<point>/seed-<n>/; finished runs are skipped when the command is
+repeated (resume after Ctrl-C or a crash). OUT/runs.parquet has one row per run and
+OUT/flows.parquet every flow of every run. See docs/sweeps.md.
+"""
+
+COMPARE_EPILOG = """\
+examples:
+  sojourn compare results/aqm
+  sojourn compare results/aqm --baseline pfifo --metric fct --plots
+  sojourn compare results/run-a results/run-b --out results/ab
+
+Prints one row per point (mean with 95% CI over flows and across repeats, percentiles,
+goodput, utilisation, sojourn, drops), gains against --baseline and of every `age-X` over
+`X`; writes DIR/compare.md (and PNG+SVG plots with --plots).
+"""
+
+
+def cmd_sweep(a) -> int:
+    from .cli import _err
+
+    try:
+        plan = load_plan(a.sweep, repeats=a.repeats)
+        validate_plan(plan)
+    except ConfigError as e:
+        return _err(str(e))
+    if not a.quiet:
+        print(f"{plan.name}: {len(plan.points)} points x {len(plan.seeds)} seeds = {len(plan.runs())} runs -> {a.out}", file=sys.stderr)
+    try:
+        st = run_plan(plan, a.out, jobs=a.jobs, quiet=a.quiet)
+    except ConfigError as e:
+        return _err(str(e))
+    runs = merge(plan, Path(a.out))
+    if st["interrupted"]:
+        print(f"sojourn: interrupted; {len(runs)} of {st['total']} runs are complete in {a.out} (run the same command to resume)", file=sys.stderr)
+        return 130
+    if not a.quiet:
+        print(f"{st['ran']} run(s), {st['cached']} cached, {len(st['failed'])} failed; merged {len(runs)} runs into "
+              f"{a.out}/runs.parquet and {a.out}/flows.parquet", file=sys.stderr)
+        print(f"next: sojourn compare {a.out}", file=sys.stderr)
+    if st["failed"]:
+        for r, e in st["failed"]:
+            print(f"sojourn: run {r} failed: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_parsers(sub) -> None:
+    """Adds ``sweep`` and ``compare`` to the ``sojourn`` command's sub-parsers."""
+    import argparse
+
+    s = sub.add_parser("sweep", help="run a grid of experiments x repeats in parallel (resumable)",
+                       description="Runs every (point, seed) of a sweep file on local cores; finished runs are kept and skipped.",
+                       epilog=SWEEP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("sweep", help="sweep file (TOML: base, repeats/seeds, [[axis]], [[variant]])")
+    s.add_argument("--out", required=True, help="output directory (reused: finished runs are skipped)")
+    s.add_argument("--jobs", "-j", type=int, help="parallel runs (default: number of CPUs)")
+    s.add_argument("--repeats", type=int, help="override the number of repeats (seeds base_seed..base_seed+R-1)")
+    s.add_argument("--quiet", action="store_true", help="no progress display and no messages")
+    s.set_defaults(func=cmd_sweep)
+
+    c = sub.add_parser("compare", help="compare the points of a sweep (tables, gains, plots)",
+                       description="Tables of FCT, goodput, utilisation, sojourn and drops per point of a sweep directory "
+                                   "(or per run directory), with 95%% confidence intervals and gains.",
+                       epilog=COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("dirs", nargs="+", metavar="DIR", help="a sweep output directory, or several run directories")
+    c.add_argument("--baseline", help="point to compute gains against (gain = mean/mean_baseline - 1)")
+    c.add_argument("--metric", choices=["fct", "sojourn", "goodput"], default="fct",
+                   help="headline metric for the CI plot and the gains (default: fct)")
+    c.add_argument("--plots", action="store_true", help="also write PNG+SVG plots next to compare.md")
+    c.add_argument("--out", help="where compare.md and plots go (default: the sweep directory)")
+    c.set_defaults(func=lambda a: __import__("sojourn.compare", fromlist=["cmd_compare"]).cmd_compare(a))
