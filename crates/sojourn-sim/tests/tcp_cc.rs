@@ -331,3 +331,45 @@ fn vegas_keeps_alpha_to_beta_packets_queued() {
     let u = f(&b["utilisation"]);
     assert!(u > 0.95, "utilisation {u}");
 }
+
+/// HyStart (Ha & Rhee 2011, Linux `tcp_cubic`): with a deep buffer, CUBIC leaves slow
+/// start when the RTT rises by clamp(min RTT/8, 4 ms, 16 ms) — a few packets of queue —
+/// instead of filling the buffer, while Reno's slow start overflows it.
+#[test]
+fn hystart_ends_slow_start_before_the_buffer_overflows() {
+    let run = |cc: &str| {
+        let out = run_toml(&format!(
+            r#"
+            duration = "6s"
+            [transport]
+            cc = "{cc}"
+            [topology]
+            kind = "dumbbell"
+            pairs = 1
+            bottleneck = {{ rate = "10Mbit", delay = "20ms", qdisc = {{ kind = "pfifo", limit = 400 }} }}
+            [[workload]]
+            kind = "bulk"
+            pair = 0
+            [record]
+            interval = "10ms"
+            flows = true
+            "#
+        ))
+        .unwrap();
+        let drops = f(&out.summary["links"]["bottleneck"]["drops_total"]);
+        let ssth = series(&out, "flow0", "ssthresh_bytes");
+        (drops, ssth.first().map(|x| (x.0, x.1 / 1448.0)))
+    };
+    let (cubic_drops, exit) = run("cubic");
+    let (reno_drops, _) = run("reno");
+    let (t, w) = exit.expect("CUBIC left slow start");
+    eprintln!(
+        "hystart exit at {t} s with {w} packets; drops cubic {cubic_drops} reno {reno_drops}"
+    );
+    assert_eq!(cubic_drops, 0.0);
+    assert!(reno_drops > 50.0, "Reno overflows the buffer in slow start");
+    // BDP ≈ 35 packets, overflow at BDP + 400. The delay threshold (5 ms ≈ 4 packets of
+    // queue) is crossed in the round after cwnd passes the BDP; the round's minimum RTT
+    // needs 8 samples, so detection lags by up to a round in which cwnd doubles.
+    assert!((35.0..=4.0 * 35.0 + 10.0).contains(&w), "exit window {w}");
+}
