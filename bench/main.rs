@@ -192,6 +192,53 @@ fn bench_cbr(short: bool, out: &mut serde_json::Map<String, serde_json::Value>) 
     out.insert("cbr_events_per_s".into(), serde_json::json!(e));
 }
 
+/// 16 CUBIC bulk flows through a 10 Mbit/s, 100 ms RTT dumbbell with a FIFO (issue 3's
+/// benchmark; the same shape as the ns-3 comparison dumbbell).
+fn bench_tcp(short: bool, out: &mut serde_json::Map<String, serde_json::Value>) {
+    let secs = if short { 30 } else { 300 };
+    let text = format!(
+        r#"
+        duration = "{secs}s"
+        [topology]
+        kind = "dumbbell"
+        pairs = 16
+        bottleneck = {{ rate = "10Mbit", delay = "48ms", qdisc = {{ kind = "pfifo", limit = 100 }} }}
+        access = {{ rate = "100Mbit", delay = "1ms" }}
+        [transport]
+        cc = "cubic"
+        [[workload]]
+        kind = "bulk"
+        pairs = "all"
+        [record]
+        interval = "1s"
+        links = ["bottleneck"]
+        "#
+    );
+    let reps = if short { 1 } else { 3 };
+    let mut rates = Vec::new();
+    let mut bottleneck = Vec::new();
+    for _ in 0..reps {
+        let (wall, o) = run_exp(&text);
+        let pkts = o.summary["accounting"]["created"].as_f64().unwrap();
+        rates.push(pkts / wall);
+        bottleneck.push(
+            o.summary["links"]["bottleneck"]["tx_packets"]
+                .as_f64()
+                .unwrap()
+                / wall,
+        );
+    }
+    let r = median(rates);
+    let b = median(bottleneck);
+    println!(
+        "
+16 CUBIC flows, 10 Mbit/s, 100 ms RTT, pfifo 100, {secs} s simulated:"
+    );
+    println!("  {:.2} M TCP packets (data + ACKs) per wall second, {:.2} M bottleneck packets per wall second", r / 1e6, b / 1e6);
+    out.insert("tcp_packets_per_s".into(), serde_json::json!(r));
+    out.insert("tcp_bottleneck_packets_per_s".into(), serde_json::json!(b));
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let short = args.iter().any(|a| a == "--short");
@@ -209,6 +256,9 @@ fn main() {
     out.insert("short".into(), serde_json::json!(short));
     if all || what.contains(&"cbr") {
         bench_cbr(short, &mut out);
+    }
+    if all || what.contains(&"tcp") {
+        bench_tcp(short, &mut out);
     }
     if all || what.contains(&"qdisc") {
         bench_qdiscs(short, &mut out);

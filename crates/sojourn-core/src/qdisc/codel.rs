@@ -48,7 +48,7 @@ impl Codel {
     pub fn new(limit: usize, params: CodelParams) -> Codel {
         Codel {
             fifo: Fifo {
-                packets: VecDeque::with_capacity(limit.min(1024)),
+                packets: VecDeque::new(),
                 backlog_bytes: 0,
             },
             limit,

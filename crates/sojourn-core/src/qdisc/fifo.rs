@@ -30,7 +30,7 @@ pub struct Fifo {
 impl Fifo {
     fn new(mode: Mode, limit: u64) -> Fifo {
         Fifo {
-            queue: VecDeque::with_capacity(limit.min(1024) as usize),
+            queue: VecDeque::new(),
             backlog_bytes: 0,
             limit,
             mode,

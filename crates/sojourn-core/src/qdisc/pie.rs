@@ -467,7 +467,7 @@ impl Pie {
             limit,
             vars: PieVars::new(),
             next_update: Time::ZERO + FIRST_UPDATE,
-            queue: VecDeque::with_capacity((limit as usize).min(1024)),
+            queue: VecDeque::new(),
             backlog_bytes: 0,
             rng,
             ecn_marks: 0,
