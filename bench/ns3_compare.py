@@ -2,6 +2,7 @@
 """The same TCP dumbbell in ns-3 and in sojourn, side by side: speed and key results.
 
     python bench/ns3_compare.py [--short] [--duration S] [--reps N] [--json FILE]
+                                [--ns3-min-rto-ms MS] [--skip-ns3]
 
 Scenario (sojourn's `cargo run -p sojourn-bench -- tcp`, bench/main.rs): 16 CUBIC bulk
 flows, 16 sender/receiver pairs, access links 100 Mbit/s / 1 ms, bottleneck 10 Mbit/s /
@@ -20,9 +21,9 @@ timestamps + SACK (ns-3 defaults), initial window 10, delayed-ACK timeout 40 ms,
 on the whole RTO (RFC 6298 2.4), whereas Linux computes RTO = SRTT + max(4 RTTVAR, 200 ms)
 (always >= SRTT + 200 ms, ~400 ms here); ns-3 with MinRto 200 ms fires spurious RTOs when
 the standing queue pushes the RTT to ~210 ms (--ns3-min-rto-ms 200 shows it: 51 RTOs and
-579 retransmissions for 253 drops in 10 s, Jain 0.91). Retransmissions and RTO expiries are
-counted by C++ trace sinks on every socket's Retransmission and CongState traces. Bottleneck packets = the queue disc's
-nTotalSentPackets (packets handed to the device, left -> right); mean queue = the queue
+579 retransmissions for 253 drops in 10 s, Jain 0.91). Retransmissions and RTO expiries
+are counted by C++ trace sinks on every socket's Retransmission and CongState traces.
+Bottleneck packets = the queue disc's nTotalSentPackets (packets handed to the device, left -> right); mean queue = the queue
 disc's length sampled every 10 ms (a C++ sampler compiled by cppyy, so no Python runs per
 packet); goodput = each PacketSink's received bytes / T. The wall time is that of
 Simulator::Run() only (the ~20 s of cppyy start-up and the topology build are excluded).
