@@ -1,0 +1,2 @@
+"""Reproductions of the seed papers: one module per reproduction, each with ``main(argv)``
+(see docs/repro/)."""
