@@ -144,7 +144,8 @@ def point_table(sweep_dir: Path) -> pd.DataFrame:
         u, d = np.concatenate(utils), np.concatenate(delays)
         kind = qdisc_kind(desc)
         target = qdisc_param_ms(desc, "target") or 0.0
-        row = {"point": point, "aqm": kind, "qdisc": desc, "target_ms": target, "seeds": len(g),
+        tcp = str(g["tcp"].iloc[0]) if "tcp" in g.columns else "cubic"
+        row = {"point": point, "aqm": kind, "tcp": tcp, "qdisc": desc, "target_ms": target, "seeds": len(g),
                "util_n": len(u), "delay_n": len(d), "drops_per_run": float(np.mean(drops))}
         for name, x in (("util", u), ("delay", d), ("delta", d - target)):
             q25, q50, q75 = _q(x)
@@ -210,6 +211,23 @@ def fig_simple(table: pd.DataFrame, path: Path, title: str, label, marker=None) 
     ax.axvline(0, color="k", lw=0.6)
     ax.set_title(title, fontsize=10)
     _finish(fig, ax, path)
+
+
+def fig_by_tcp(table: pd.DataFrame, path: Path, title: str, label, marker=None) -> None:
+    """One panel per congestion control (the rtt and interval sweeps run CUBIC and NewReno)."""
+    plt = _plt()
+    tcps = list(dict.fromkeys(table.tcp))
+    fig, axes = plt.subplots(1, len(tcps), figsize=(5.2 * len(tcps), 4.2), squeeze=False)
+    for ax, tcp in zip(axes[0], tcps):
+        operating_boxes(ax, table[table.tcp == tcp], label=label, marker=marker)
+        ax.axvline(0, color="k", lw=0.6)
+        ax.set_title(f"{title} — TCP {tcp}", fontsize=9)
+        ax.set_xlabel("Δ = queueing delay − target (ms)")
+        ax.set_ylabel("bottleneck utilisation (%)")
+        ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
 
 
 def fig_target(table: pd.DataFrame, path: Path) -> None:
@@ -504,8 +522,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if have("rtt"):
         t = point_table(results / "rtt")
         rtts = ["rtt100", "rtt200", "rtt300"]
-        fig_simple(t, out / "fig4_rtt.png", "Fig. 4: base RTT 100/200/300 ms, light load",
-                   label=lambda r: r.point, marker=lambda r: MARKERS[rtts.index(r.point.split("-")[1])])
+        fig_by_tcp(t, out / "fig4_rtt.png", "Fig. 4: base RTT 100/200/300 ms, light load",
+                   label=lambda r: _split(r.point)[0], marker=lambda r: MARKERS[rtts.index(_split(r.point)[0].split("-")[1])])
         md += ["## Figure 4 — base RTT", "", _op_md(t), ""]
     if have("pie-dynamics"):
         st5 = fig_pie_dynamics(results / "pie-dynamics", ["rtt100", "rtt300"], out / "fig5_pie_rtt.png",
@@ -528,9 +546,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         md += ["## Figure 7 — target delay", "", _op_md(t), ""]
     if have("interval"):
         t = point_table(results / "interval")
-        fig_simple(t, out / "fig8_interval.png", "Fig. 8: update interval at RTT 300 ms, light load",
-                   label=lambda r: r.point, marker=lambda r: MARKERS[["100ms", "200ms", "300ms", "30ms"].index(
-                       r.point.split("-")[1]) if r.point.split("-")[1] in ("100ms", "200ms", "300ms", "30ms") else 0])
+        lam = ["30ms", "100ms", "200ms", "300ms"]
+        fig_by_tcp(t, out / "fig8_interval.png", "Fig. 8: λ at RTT 300 ms, light load",
+                   label=lambda r: _split(r.point)[0].replace("-", " λ="),
+                   marker=lambda r: MARKERS[lam.index(_split(r.point)[0].split("-")[1])])
         md += ["## Figure 8 — update interval (RTT 300 ms)", "", _op_md(t), ""]
     if have("mix"):
         cbr, sf, bulk = mix_tables(results / "mix")
