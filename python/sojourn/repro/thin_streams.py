@@ -182,7 +182,11 @@ def collect_throughput(out: Path, group: Sequence[str], x: str) -> pd.DataFrame:
         p, f, s = _read_run(out, r["run_dir"])
         w, dur = float(s["warmup_s"]), float(s["duration_s"])
         row = {k: r[k] for k in group}
-        row[x] = int(str(r[x]).lstrip("n"))
+        v = str(r[x])
+        if v.startswith("l") and "-n" in v:  # dos.sweep.toml: l<Mbit/s>-n<flows>
+            row["load"] = float(v[1:].split("-n")[0])
+            v = v.split("-n")[1]
+        row[x] = int(v.lstrip("n"))
         row["seed"] = int(r["seed"])
         row["tcp_mbps"] = throughput_bps(p, f, 0, w, dur) / 1e6
         row["thin_mbps"] = throughput_bps(p, f, 1, w, dur) / 1e6
@@ -287,7 +291,7 @@ def plot_mixed(df: pd.DataFrame, img: Path) -> Path:
 
 
 def plot_throughput(df: pd.DataFrame, img: Path, panel: str, x: str, name: str, title: str,
-                    residual: Optional[callable] = None, xlabel: str = "") -> Path:
+                    residual: Optional[callable] = None, xlabel: str = "", logx: bool = False) -> Path:
     plt = _plt()
     panels = list(dict.fromkeys(df[panel])) if panel else [None]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4), sharey=True, squeeze=False)
@@ -299,8 +303,10 @@ def plot_throughput(df: pd.DataFrame, img: Path, panel: str, x: str, name: str, 
             ax.errorbar(m.index, m.values, yerr=[m.values - lo.values, hi.values - m.values], marker="o", capsize=3, label=LABELS.get(q, q))
         if residual is not None:
             xs = np.array(sorted(set(sub[x])))
-            ax.plot(xs, [residual(v, pv) for v in xs], "k--", lw=1, label="2 Mbit/s - thin load")
+            ax.plot(xs, [residual(v, pv) for v in xs], "k--", lw=1, label="2 Mbit/s - sparse load")
         ax.set_title(str(pv) if pv is not None else "")
+        if logx:
+            ax.set_xscale("log")
         ax.set_xlabel(xlabel or x)
         ax.grid(alpha=0.3)
         ax.set_ylim(bottom=0)
@@ -335,13 +341,13 @@ def table_mixed(df: pd.DataFrame) -> str:
 
 def table_throughput(df: pd.DataFrame, panel: Optional[str], x: str) -> str:
     keys = ([panel] if panel else []) + ["qdisc", x]
-    g = df.groupby(keys, sort=False).agg(tcp=("tcp_mbps", "mean"), tcp_min=("tcp_mbps", "min"), thin=("thin_mbps", "mean"),
-                                        thin_drops=("thin_drops", "mean"), newf=("new_flows_mean", "mean")).reset_index()
+    g = df.groupby(keys, sort=False).agg(tcp_m=("tcp_mbps", "mean"), tcp_min=("tcp_mbps", "min"), thin_m=("thin_mbps", "mean"),
+                                        thin_drops_m=("thin_drops", "mean"), newf=("new_flows_mean", "mean")).reset_index()
     head = ([panel] if panel else []) + ["discipline", x, "TCP Mbit/s (mean)", "TCP min", "thin Mbit/s", "thin drops/run", "mean new-list length"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, r in g.iterrows():
-        cells = ([str(r[panel])] if panel else []) + [LABELS.get(r["qdisc"], r["qdisc"]), str(r[x]), f"{r['tcp']:.3f}", f"{r['tcp_min']:.3f}",
-                                                     f"{r['thin']:.3f}", f"{r['thin_drops']:.0f}", _fmt(r["newf"], 2)]
+        cells = ([str(r[panel])] if panel else []) + [LABELS.get(r["qdisc"], r["qdisc"]), str(r[x]), f"{r['tcp_m']:.3f}", f"{r['tcp_min']:.3f}",
+                                                     f"{r['thin_m']:.3f}", f"{r['thin_drops_m']:.0f}", _fmt(r["newf"], 2)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -423,11 +429,12 @@ def report(out: Path, img: Path, studies: Iterable[str]) -> str:
                         residual, "thin UDP flows")
         parts.append("### Figure 6 (starvation)\n\n" + table_throughput(df, "variant", "thin"))
     if "dos" in studies and (out / "dos" / "runs.parquet").exists():
-        df = collect_throughput(out / "dos", ["qdisc"], "variant")
-        plot_throughput(df, img, "", "variant", "dos-new-list.png",
-                        "DoS: one bulk TCP flow beside N sparse UDP flows, 1 Mbit/s in total",
-                        lambda n, _: 1.0, "sparse flows (total load fixed at 1 Mbit/s)")
-        parts.append("### DoS (many sparse flows, fixed total load)\n\n" + table_throughput(df, None, "variant"))
+        df = collect_throughput(out / "dos", ["qdisc"], "variant").rename(columns={"variant": "flows"})
+        df["load"] = df["load"].map(lambda v: f"sparse load {v:.1f} Mbit/s")
+        plot_throughput(df, img, "load", "flows", "dos-new-list.png",
+                        "DoS: one bulk TCP flow beside N sparse UDP flows (100-B frames) of a fixed total load",
+                        lambda n, pv: 2.0 - float(pv.split()[2]), "sparse flows (log scale)", logx=True)
+        parts.append("### DoS (many sparse flows, fixed total load)\n\n" + table_throughput(df, "load", "flows"))
     text = "\n\n".join(parts) + "\n"
     (img / "tables.md").write_text(text)
     return text
