@@ -456,8 +456,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ap.error(f"unknown studies {bad}; known: {', '.join(STUDIES)}")
     out, img = Path(a.out), Path(a.img)
     if not a.report_only:
+        from sojourn._config import ConfigError
+
         for s in studies:
-            _sweep(s, out, a.jobs, a.repeats, a.duration)
+            try:
+                _sweep(s, out, a.jobs, a.repeats, a.duration)
+            except ConfigError as e:  # e.g. --duration shorter than a warm-up
+                sys.stderr.write(f"thin_streams: {e}\n")
+                return 2
     sys.stdout.write(report(out, img, studies))
     return 0
 
