@@ -1344,4 +1344,97 @@ mod tests {
         let out = h.take();
         assert_eq!(out.first().map(|p| p.hdr.seq), Some(1 + 2 * MSS));
     }
+
+    #[test]
+    fn tsq_limit_follows_tcp_small_queue_check() {
+        // 2 · truesize floor: 10 Mbit/s → 1 250 000 B/s >> 10 = 1220 B < 2 · 2880.
+        assert_eq!(tsq_limit_bytes(2880, 10_000_000, false, 4 << 20, 0), 5760);
+        // ~1 ms of the pacing rate: 1 Gbit/s → 125 000 000 >> 10 = 122 070 B.
+        assert_eq!(tsq_limit_bytes(2880, 1_000_000_000, false, 4 << 20, 0), 122_070);
+        // Retransmissions: doubled (factor 1).
+        assert_eq!(tsq_limit_bytes(2880, 1_000_000_000, false, 4 << 20, 1), 244_140);
+        // tcp_limit_output_bytes caps unpaced sockets only (100 Gbit/s → 12 207 031 B).
+        assert_eq!(tsq_limit_bytes(2880, 100_000_000_000, false, 4 << 20, 0), 4 << 20);
+        assert_eq!(tsq_limit_bytes(2880, 100_000_000_000, true, 4 << 20, 0), 12_207_031);
+        // No rate yet (no SRTT): unlimited rate, so the cap.
+        assert_eq!(tsq_limit_bytes(2880, 0, false, 1 << 20, 0), 1 << 20);
+    }
+
+    #[test]
+    fn pacing_rate_follows_tcp_update_pacing_rate() {
+        let inf = INFINITE_SSTHRESH;
+        // Slow start, 200 %: 2 · 10 · 1448 B / 10 ms = 2 896 000 B/s.
+        assert_eq!(
+            linux_pacing_rate_bps(1448, 10, 0, inf, 10_000_000),
+            2_896_000 * 8
+        );
+        // cwnd ≥ ssthresh/2: 120 %: 1.2 · 20 · 1448 / 10 ms = 3 475 200 B/s.
+        assert_eq!(
+            linux_pacing_rate_bps(1448, 20, 0, 30, 10_000_000),
+            3_475_200 * 8
+        );
+        // max(cwnd, packets_out); srtt in µs << 3 as the kernel keeps it (truncation).
+        assert_eq!(
+            linux_pacing_rate_bps(1448, 10, 40, inf, 10_000_000),
+            linux_pacing_rate_bps(1448, 40, 0, inf, 10_000_000)
+        );
+        let us8 = 1_234_567u64 * 8 / 1000;
+        assert_eq!(
+            linux_pacing_rate_bps(1000, 7, 0, inf, 1_234_567),
+            1000 * 80_000 * 200 * 7 / us8 * 8
+        );
+        // No SRTT: the kernel does not divide; sojourn reports 0 = unlimited.
+        assert_eq!(linux_pacing_rate_bps(1448, 10, 0, inf, 0), 0);
+    }
+
+    #[test]
+    fn tsq_throttles_until_a_completion_releases_the_socket() {
+        let mut h = Harness::new();
+        let mut s = sender(TcpConfig { tsq: true, ..cfg() }, &mut h);
+        // No SRTT yet: the limit is tcp_limit_output_bytes, the whole IW goes out.
+        let iw = h.take();
+        assert_eq!(iw.len(), 10);
+        assert_eq!(s.bytes_below, 10 * 2880);
+        // An ACK with a 100 ms RTT sample: pacing rate 2 · 11 · 1448 B / 100 ms ≈ 318 kB/s,
+        // limit = max(2 · 2880, 311) = 5760 B, far below the 9 packets still below TCP.
+        s.on_packet(&ack(1 + MSS, false, &[]), &mut h.io(Time(100_000_000)));
+        assert!(s.cs.cwnd > 10);
+        assert!(h.take().is_empty(), "throttled by TSQ, not by cwnd");
+        // Completions of 7 packets: 3 · 2880 > 5760 still throttled; the 8th brings the
+        // bytes below TCP to 5760 ≤ limit: exactly one more packet may go.
+        let t = Time(100_100_000);
+        for p in &iw[..7] {
+            s.on_tx_complete(p, &mut h.io(t));
+        }
+        assert!(h.take().is_empty());
+        s.on_tx_complete(&iw[7], &mut h.io(t));
+        assert_eq!(h.take().len(), 1, "2 · 2880 ≤ limit: one more, then throttled");
+        assert_eq!(s.bytes_below, 3 * 2880);
+        // Without TSQ the same ACK releases the whole cwnd at once.
+        let mut h2 = Harness::new();
+        let mut s2 = sender(cfg(), &mut h2);
+        h2.take();
+        s2.on_packet(&ack(1 + MSS, false, &[]), &mut h2.io(Time(100_000_000)));
+        assert!(h2.take().len() >= 2);
+    }
+
+    #[test]
+    fn a_host_drop_releases_the_socket_from_a_timer() {
+        let mut h = Harness::new();
+        let mut s = sender(TcpConfig { tsq: true, ..cfg() }, &mut h);
+        let iw = h.take();
+        s.on_packet(&ack(1 + MSS, false, &[]), &mut h.io(Time(100_000_000)));
+        h.take();
+        let t = Time(100_100_000);
+        for p in &iw[..7] {
+            s.on_tx_complete(p, &mut h.io(t));
+        }
+        // The host qdisc drops the 8th: credit returns, but nothing is sent from inside
+        // the engine's enqueue; a timer at `now` transmits instead.
+        s.on_host_drop(&iw[7], &mut h.io(t));
+        assert!(h.take().is_empty());
+        assert_eq!(s.deadline(), Some(t));
+        s.on_timer(&mut h.io(t));
+        assert!(!h.take().is_empty(), "released after the drop");
+    }
 }
