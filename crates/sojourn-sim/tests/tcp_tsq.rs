@@ -62,7 +62,6 @@ fn transfer_behind_bulk(qdisc: &str, transport: &str) -> f64 {
     fct[1] * 1e3
 }
 
-
 const FIFO: &str = "{ kind = \"pfifo\", limit = 1000 }";
 /// Serialisation of one 1514-B frame at 100 Mbit/s.
 const SER_MS: f64 = 1514.0 * 8.0 / 100e6 * 1e3;
@@ -82,23 +81,35 @@ fn tsq_keeps_the_sender_nic_queue_small_at_full_rate() {
     // RTT ≈ backlog × serialisation (Linux: ~2 ms), not ~120 ms.
     let srtt = mean_after(&series(&out, "flow0", "srtt_ms"), 0.5);
     assert!(srtt < 5.0, "srtt {srtt} ms");
-    assert!((srtt - backlog * SER_MS).abs() < 1.0, "srtt {srtt} vs backlog {backlog}");
+    assert!(
+        (srtt - backlog * SER_MS).abs() < 1.0,
+        "srtt {srtt} vs backlog {backlog}"
+    );
 }
 
 #[test]
 fn without_tsq_the_fifo_fills_and_the_rtt_grows_to_the_buffer() {
     let out = sender_side(FIFO, "tsq = false", BULK, "3s");
     let link = &out.summary["links"]["nic"];
-    assert!(f(&link["drops_total"]) > 0.0, "CUBIC fills the FIFO to overflow");
+    assert!(
+        f(&link["drops_total"]) > 0.0,
+        "CUBIC fills the FIFO to overflow"
+    );
     let q = series(&out, "nic", "queue_packets");
     assert!(q.iter().map(|x| x.1).fold(0.0, f64::max) >= 990.0);
     // limit × serialisation = 1000 × 0.121 ms ≈ 121 ms: the largest sojourn and RTT.
     let full = 1000.0 * SER_MS;
     let max_sojourn = f(&link["sojourn_ms"]["max"]);
-    assert!((max_sojourn - full).abs() < 0.05 * full, "{max_sojourn} vs {full}");
+    assert!(
+        (max_sojourn - full).abs() < 0.05 * full,
+        "{max_sojourn} vs {full}"
+    );
     let srtt = series(&out, "flow0", "srtt_ms");
     let max_srtt = srtt.iter().map(|x| x.1).fold(0.0, f64::max);
-    assert!(max_srtt > 0.8 * full && max_srtt < 1.1 * full, "srtt {max_srtt}");
+    assert!(
+        max_srtt > 0.8 * full && max_srtt < 1.1 * full,
+        "srtt {max_srtt}"
+    );
 }
 
 fn fct_ms(out: &RunOutput, flow: usize) -> f64 {
