@@ -530,7 +530,10 @@ impl TcpSender {
             }
             self.retx_hint = self.snd_nxt;
             // tcp_write_xmit: TSQ after the cwnd test, for the segment about to be sent.
-            let next_len = self.write_end.saturating_sub(self.snd_nxt).min(self.cfg.mss as u64);
+            let next_len = self
+                .write_end
+                .saturating_sub(self.snd_nxt)
+                .min(self.cfg.mss as u64);
             let has_data = next_len > 0 || (self.fin_wanted && !self.fin_sent);
             if has_data && self.tsq_blocks(next_len as u32, 0) {
                 break;
@@ -1353,12 +1356,24 @@ mod tests {
         // 2 · truesize floor: 10 Mbit/s → 1 250 000 B/s >> 10 = 1220 B < 2 · 2880.
         assert_eq!(tsq_limit_bytes(2880, 10_000_000, false, 4 << 20, 0), 5760);
         // ~1 ms of the pacing rate: 1 Gbit/s → 125 000 000 >> 10 = 122 070 B.
-        assert_eq!(tsq_limit_bytes(2880, 1_000_000_000, false, 4 << 20, 0), 122_070);
+        assert_eq!(
+            tsq_limit_bytes(2880, 1_000_000_000, false, 4 << 20, 0),
+            122_070
+        );
         // Retransmissions: doubled (factor 1).
-        assert_eq!(tsq_limit_bytes(2880, 1_000_000_000, false, 4 << 20, 1), 244_140);
+        assert_eq!(
+            tsq_limit_bytes(2880, 1_000_000_000, false, 4 << 20, 1),
+            244_140
+        );
         // tcp_limit_output_bytes caps unpaced sockets only (100 Gbit/s → 12 207 031 B).
-        assert_eq!(tsq_limit_bytes(2880, 100_000_000_000, false, 4 << 20, 0), 4 << 20);
-        assert_eq!(tsq_limit_bytes(2880, 100_000_000_000, true, 4 << 20, 0), 12_207_031);
+        assert_eq!(
+            tsq_limit_bytes(2880, 100_000_000_000, false, 4 << 20, 0),
+            4 << 20
+        );
+        assert_eq!(
+            tsq_limit_bytes(2880, 100_000_000_000, true, 4 << 20, 0),
+            12_207_031
+        );
         // No rate yet (no SRTT): unlimited rate, so the cap.
         assert_eq!(tsq_limit_bytes(2880, 0, false, 1 << 20, 0), 1 << 20);
     }
@@ -1411,7 +1426,11 @@ mod tests {
         }
         assert!(h.take().is_empty());
         s.on_tx_complete(&iw[7], &mut h.io(t));
-        assert_eq!(h.take().len(), 1, "2 · 2880 ≤ limit: one more, then throttled");
+        assert_eq!(
+            h.take().len(),
+            1,
+            "2 · 2880 ≤ limit: one more, then throttled"
+        );
         assert_eq!(s.bytes_below, 3 * 2880);
         // Without TSQ the same ACK releases the whole cwnd at once.
         let mut h2 = Harness::new();
