@@ -290,7 +290,11 @@ impl TcpSender {
             pacing_rate_bps: self.cs.pacing_rate_bps,
             // A sender that paces itself stamps its departure time (EDT, Linux >= 4.20), so
             // sch_fq honours the sender's schedule instead of pacing a second time.
-            departure_at: if self.pacing && self.cs.pacing_rate_bps > 0 { now.max(Time(1)) } else { Time::ZERO },
+            departure_at: if self.pacing && self.cs.pacing_rate_bps > 0 {
+                now.max(Time(1))
+            } else {
+                Time::ZERO
+            },
             hdr: TransportHeader {
                 ack: 1,
                 window: 65_535,
