@@ -125,8 +125,14 @@ impl Cubic {
     }
 
     fn hystart_update(&mut self, st: &mut CcState, delay_ns: u64) {
+        // A new round starts at the first ACK past the previous round's snd_nxt, at any
+        // cwnd; the tests below only from hystart_low_window on (Linux 6.14+, commit
+        // "tcp_cubic: fix incorrect HyStart round start detection").
         if st.snd_una > self.end_seq {
             self.hystart_reset(st);
+        }
+        if st.cwnd < HYSTART_LOW_WINDOW {
+            return;
         }
         // Ack train: ACKs keep arriving closely spaced for longer than delay_min/2
         // (plus Linux's ack-delay allowance of ≤ 1 ms when a pacing rate is known).
@@ -207,7 +213,7 @@ impl CongestionControl for Cubic {
         if self.delay_min_ns == 0 || self.delay_min_ns > delay {
             self.delay_min_ns = delay;
         }
-        if self.hystart && !self.found && st.in_slow_start() && st.cwnd >= HYSTART_LOW_WINDOW {
+        if self.hystart && !self.found && st.in_slow_start() {
             self.hystart_update(st, delay);
         }
     }
@@ -334,5 +340,28 @@ mod tests {
             c.cong_avoid(&mut st, 2);
         }
         assert!(st.cwnd > 22);
+    }
+
+    /// Linux 6.14+ ("fix incorrect HyStart round start detection"): rounds start below
+    /// hystart_low_window too, so the train is timed from the round's true start.
+    #[test]
+    fn hystart_rounds_start_below_the_low_window() {
+        let mut c = Cubic::new();
+        let mut st = test_state(15);
+        st.pacing_rate_bps = 2 * 16 * 1448 * 8 * 1000;
+        c.init(&mut st);
+        c.delay_min_ns = 100_000;
+        st.snd_nxt = 1_000_000;
+        st.snd_una = 3;
+        st.now = Time::from_ns(100_000);
+        c.pkts_acked(&mut st, 2, Some(150_000)); // cwnd 15: opens the round only
+        assert!(st.in_slow_start());
+        st.cwnd = 16;
+        st.snd_una = 5;
+        st.now = Time::from_ns(700_000);
+        c.pkts_acked(&mut st, 2, Some(150_000));
+        // 600 us into the round > (100 us + 1 ms)/2: slow start ends at once.
+        assert!(!st.in_slow_start());
+        assert_eq!(st.ssthresh, 16);
     }
 }
