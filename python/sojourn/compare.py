@@ -22,6 +22,8 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from . import stats
+
 PCTS = (50.0, 75.0, 95.0, 99.0)
 METRICS = {
     # metric: (label, unit, scale from stored unit to display unit, lower is better)
@@ -32,19 +34,9 @@ METRICS = {
 
 
 # ------------------------------------------------------------------------------------
-# statistics: sojourn.stats when present; the private fallbacks below are marked
-# FALLBACK and go away once stats.py is merged. Outputs are normalised here so either
-# the tuple- or the dict-returning flavour of stats.py works.
+# statistics: thin adapters over sojourn.stats (tuples, and NaN instead of errors for
+# empty or single-sample inputs, which a comparison table must tolerate)
 # ------------------------------------------------------------------------------------
-
-
-def _stats():
-    try:
-        from . import stats  # type: ignore[attr-defined]
-
-        return stats
-    except ImportError:
-        return None
 
 
 def _finite(x) -> np.ndarray:
@@ -57,125 +49,58 @@ def mean_ci(x) -> tuple:
     a = _finite(x)
     if a.size == 0:
         return math.nan, math.nan
-    st = _stats()
-    if st is not None and hasattr(st, "mean_ci"):
-        r = st.mean_ci(a)
-        return (r["mean"], r["half_width"]) if isinstance(r, dict) else (r[0], r[1])
-    # FALLBACK: normal approximation, 1.96 * sample std / sqrt(n)
-    return float(a.mean()), (1.96 * float(a.std(ddof=1)) / math.sqrt(a.size) if a.size > 1 else math.nan)
+    r = stats.mean_ci(a)
+    return r["mean"], r["half_width"]
 
 
 def repeat_ci(values) -> tuple:
-    """(mean, half width) across repeats (one value per repeat)."""
+    """(mean, half width of the Student-t 95% CI) across repeats (one value per repeat)."""
     a = _finite(values)
     if a.size == 0:
         return math.nan, math.nan
-    st = _stats()
-    for name in ("mean_ci_repeats", "repeat_ci"):
-        if st is not None and hasattr(st, name):
-            r = getattr(st, name)(a)
-            return (r["mean"], r["half_width"]) if isinstance(r, dict) else (r[0], r[1])
-    # FALLBACK: Student-t interval over the repeat means
     if a.size < 2:
         return float(a.mean()), math.nan
-    from scipy import stats as sps
-
-    return float(a.mean()), float(sps.t.ppf(0.975, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size))
+    r = stats.repeat_ci(a)
+    return r["mean"], r["half_width"]
 
 
 def gain_ci(a, b) -> tuple:
-    """(gain, lo, hi) with gain = mean(a)/mean(b) - 1 and a 95% interval."""
+    """(gain, lo, hi) with gain = mean(a)/mean(b) - 1 and a 95% delta-method interval."""
     a, b = _finite(a), _finite(b)
     if a.size == 0 or b.size == 0 or b.mean() == 0:
         return math.nan, math.nan, math.nan
-    g = float(a.mean() / b.mean() - 1.0)
     if a.size < 2 or b.size < 2:
-        return g, math.nan, math.nan
-    st = _stats()
-    for name in ("gain_ci", "gain"):
-        if st is not None and hasattr(st, name):
-            r = getattr(st, name)(a, b)
-            if isinstance(r, dict):
-                return r["gain"], r["lo"], r["hi"]
-            if len(r) == 2:
-                return r[0], r[0] - r[1], r[0] + r[1]
-            return r[0], r[1], r[2]
-    # FALLBACK: delta method for a ratio of independent means
-    ma, mb = a.mean(), b.mean()
-    se = abs(ma / mb) * math.sqrt(a.var(ddof=1) / a.size / ma**2 + b.var(ddof=1) / b.size / mb**2) if ma else math.nan
-    return g, g - 1.96 * se, g + 1.96 * se
+        return float(a.mean() / b.mean() - 1.0), math.nan, math.nan
+    r = stats.gain(a, b)
+    return r["gain"], r["lo"], r["hi"]
 
 
 def percentiles(x, qs: Sequence[float] = PCTS) -> list:
-    a = _finite(x)
-    if a.size == 0:
-        return [math.nan] * len(qs)
-    st = _stats()
-    if st is not None and hasattr(st, "percentiles"):
-        r = st.percentiles(a, list(qs))
-        return [float(v) for v in (r.values() if isinstance(r, dict) else r)]
-    return [float(v) for v in np.percentile(a, list(qs))]  # FALLBACK: linear interpolation
+    return list(stats.percentiles(x, list(qs)).values())
 
 
 def fct_vs_size(df: pd.DataFrame) -> pd.DataFrame:
-    """Mean FCT per logarithmic size bin: columns size_center, mean, half_width, count."""
-    st = _stats()
-    for name in ("fct_vs_size", "fct_by_size"):
-        if st is not None and hasattr(st, name):
-            return getattr(st, name)(df)
-    # FALLBACK: 5 bins per decade, [lo, hi)
-    s, f = df["size_bytes"].to_numpy(float), df["fct_s"].to_numpy(float)
-    ok = np.isfinite(s) & np.isfinite(f) & (s > 0)
-    s, f = s[ok], f[ok]
-    if s.size == 0:
-        return pd.DataFrame(columns=["size_center", "mean", "half_width", "count"])
-    lo, hi = math.floor(math.log10(s.min()) * 5), math.floor(math.log10(s.max()) * 5) + 1
-    e = 10.0 ** (np.arange(lo, hi + 1) / 5)
-    idx = np.searchsorted(e, s, side="right") - 1
-    rows = []
-    for i in range(e.size - 1):
-        v = f[idx == i]
-        if v.size:
-            m, hw = mean_ci(v)
-            rows.append((math.sqrt(e[i] * e[i + 1]), m, hw, v.size))
-    return pd.DataFrame(rows, columns=["size_center", "mean", "half_width", "count"])
+    """Mean FCT per logarithmic size bin: columns size_center, mean, half_width, count, …"""
+    return stats.fct_by_size(df)
 
 
 def lorenz(th) -> tuple:
     """(x, L): Lorenz curve of per-flow throughputs, from (0, 0) to (1, 1)."""
-    st = _stats()
-    if st is not None and hasattr(st, "lorenz"):
-        x, L = st.lorenz(th)
-        return np.asarray(x), np.asarray(L)
-    if st is not None and hasattr(st, "lorenz_curve"):
-        d = st.lorenz_curve(th)
-        return d["share_flows"].to_numpy(), d["share_total"].to_numpy()
-    a = np.sort(_finite(th))  # FALLBACK
+    a = _finite(th)
     if a.size == 0 or a.sum() <= 0:
         return np.array([0.0, 1.0]), np.array([0.0, 1.0])
-    return np.linspace(0, 1, a.size + 1), np.concatenate([[0.0], np.cumsum(a)]) / a.sum()
+    d = stats.lorenz_curve(a)
+    return d["share_flows"].to_numpy(), d["share_total"].to_numpy()
 
 
 def lorenz_gap(th) -> float:
-    if _finite(th).size == 0:
-        return math.nan
-    st = _stats()
-    if st is not None and hasattr(st, "lorenz_gap"):
-        return float(st.lorenz_gap(th))
-    x, L = lorenz(th)  # FALLBACK: max_x (x - L(x))
-    return float(np.max(x - L))
+    a = _finite(th)
+    return float(stats.lorenz_gap(a)) if a.size else math.nan
 
 
 def jain(th) -> float:
     a = _finite(th)
-    if a.size == 0:
-        return math.nan
-    st = _stats()
-    for name in ("jain", "jain_index"):
-        if st is not None and hasattr(st, name):
-            return float(getattr(st, name)(a))
-    sq = float(np.dot(a, a))  # FALLBACK: (sum x)^2 / (n sum x^2)
-    return float(a.sum() ** 2 / (a.size * sq)) if sq > 0 else 1.0
+    return float(stats.jain_index(a)) if a.size else math.nan
 
 
 # ------------------------------------------------------------------------------------
