@@ -149,7 +149,8 @@ def sweep_text(setup: str, length: str) -> str:
         f"{s['actors']} actors, think Exp({s['think']}),",
         f"# discrete bounded Pareto alpha {s['alpha']}, {s['range']}), the twelve configurations of Table III/IV",
         f"# (+ age-cake-strict, a sojourn extension), {what}: {dur}, warm-up {warm},",
-        f"# flows ending in the last 60 s left out (end_margin).",
+        (f"# flows ending in the last 60 s left out (end_margin)." if length != "ci" else
+         "# no end margin (a 60-s margin is longer than the run; unfinished flows are left out as always)."),
         f"# Parameters: CoDel/FQ-CoDel interval 10 ms target 0.5 ms; PIE/FQ-PIE tupdate 3 ms target 0.5 ms;",
         f"# CAKE rtt 10 ms; threshold {T:,} B (inclusive, ct bytes both directions, IP bytes) on the",
         f"# client's output hook; prio bands 3 with the same leaf on every band, 1:1 / 1:2; pfifo_fast",
@@ -160,7 +161,7 @@ def sweep_text(setup: str, length: str) -> str:
         f'base = "age-{setup}.toml"',
         f"repeats = 1",
         f'link = "nic"',
-        f'end_margin = "60s"',
+    ] + (['end_margin = "60s"'] if length != "ci" else []) + [
         f'set = {{ duration = "{dur}", warmup = "{warm}" }}',
     ]
     for name, q, prios, _ in CONFIGS:
@@ -239,3 +240,317 @@ def write_files(directory: Path) -> list:
             (directory / n).write_text(text)
             out.append(directory / n)
     return out
+
+
+# ------------------------------------------------------------------------------------------
+# analysis
+# ------------------------------------------------------------------------------------------
+
+
+def load(directory, end_margin=None) -> cmp.Data:
+    """A sweep directory with the flow filters of the seed (warm-up, end margin: the sweep
+    file's ``end_margin`` unless given)."""
+    import json
+
+    data = cmp.load([directory])
+    if end_margin is None:
+        sj = Path(directory) / "sweep.json"
+        end_margin = json.loads(sj.read_text()).get("end_margin") if sj.exists() else None
+    return cmp.apply_end_margin(data, cmp.parse_seconds(end_margin))
+
+
+def fct_ms(data: cmp.Data, point: str) -> np.ndarray:
+    """FCT samples (ms) of a point: completed sized flows after the warm-up and before the
+    end margin."""
+    return cmp.samples(data, point, "fct") * 1e3
+
+
+def mean_table(data: cmp.Data, setup: str) -> pd.DataFrame:
+    """Table III/IV: per base discipline, mean FCT ± CI of the age-based and the base
+    version and the gain, sojourn's and the paper's."""
+    rows = []
+    for base in BASES:
+        for age in AGE_OF[base]:
+            if base not in data.points or age not in data.points:
+                continue
+            a, b = fct_ms(data, age), fct_ms(data, base)
+            am, aci = cmp.mean_ci(a)
+            bm, bci = cmp.mean_ci(b)
+            g, glo, ghi = cmp.gain_ci(a, b)
+            pam, paci, pbm, pbci, pg = PAPER_MEAN[setup][base] if age == AGE_OF[base][0] else (math.nan,) * 5
+            rows.append({"base": base, "age": age, "age_mean_ms": am, "age_ci_ms": aci, "base_mean_ms": bm,
+                         "base_ci_ms": bci, "gain": g, "gain_lo": glo, "gain_hi": ghi, "flows_age": a.size,
+                         "flows_base": b.size, "paper_age_ms": pam, "paper_age_ci_ms": paci, "paper_base_ms": pbm,
+                         "paper_base_ci_ms": pbci, "paper_gain": pg / 100.0})
+    return pd.DataFrame(rows)
+
+
+def pct_table(data: cmp.Data, setup: str) -> pd.DataFrame:
+    """Table V/VI: P50/P75/P95/P99 (ms) per point, sojourn's and the paper's."""
+    rows = []
+    for name, _, _, paper in CONFIGS:
+        if name not in data.points:
+            continue
+        ps = cmp.percentiles(fct_ms(data, name))
+        pp = PAPER_PCT[setup].get(name, (math.nan,) * 4)
+        rows.append({"point": name, **{f"p{q}": v for q, v in zip((50, 75, 95, 99), ps)},
+                     **{f"paper_p{q}": v for q, v in zip((50, 75, 95, 99), pp)}})
+    return pd.DataFrame(rows)
+
+
+def extra_table(data: cmp.Data, setup: str) -> pd.DataFrame:
+    """Per point: flows, share of flows at most the threshold, utilisation, drops, sojourn
+    p50/p99, Jain's index and Lorenz gap of per-flow mean throughput, wall time."""
+    import json
+
+    t = cmp.table(data, "fct")
+    rows = []
+    for r in t.itertuples():
+        f = cmp._fct_flows(cmp._point_flows(data, r.point))
+        share = float((f["size_bytes"] <= THRESHOLD[setup]).mean()) if len(f) else math.nan
+        wall, pkts = math.nan, math.nan
+        for rr in data.runs[data.runs["point"] == r.point].itertuples():
+            pj = data.root / rr.run_dir / "perf.json"
+            sj = data.root / rr.run_dir / "summary.json"
+            if pj.exists():
+                wall = json.loads(pj.read_text()).get("wall_seconds", math.nan)
+            if sj.exists():
+                pkts = json.loads(sj.read_text()).get("accounting", {}).get("created", math.nan)
+        rows.append({"point": r.point, "flows": r.fct_flows, "share_le_threshold": share, "utilisation": r.utilisation,
+                     "drops": r.drops, "sojourn_p50_ms": r.sojourn_p50_ms, "sojourn_p99_ms": r.sojourn_p99_ms,
+                     "jain": r.jain, "lorenz_gap": r.lorenz_gap, "wall_s": wall, "packets": pkts})
+    return pd.DataFrame(rows)
+
+
+def threshold_table(data: cmp.Data, base_data: Optional[cmp.Data], setup: str) -> pd.DataFrame:
+    """Mean FCT ± CI per (age variant, threshold), with the gain over the base discipline
+    (from ``base_data``, the short comparison at the same length and seed)."""
+    rows = []
+    for p in data.points:
+        name, _, label = p.partition("+")
+        base = cmp.age_base(name, BASES)
+        x = fct_ms(data, p)
+        m, ci = cmp.mean_ci(x)
+        g = glo = ghi = math.nan
+        if base_data is not None and base in base_data.points:
+            g, glo, ghi = cmp.gain_ci(x, fct_ms(base_data, base))
+        rows.append({"variant": name, "threshold_bytes": float(label.split("=")[1][:-2]) * 1e6 if "=" in label else math.nan,
+                     "label": label, "mean_ms": m, "ci_ms": ci, "base": base, "gain": g, "gain_lo": glo, "gain_hi": ghi})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------
+# rendering
+# ------------------------------------------------------------------------------------------
+
+
+def _f(x, d=1) -> str:
+    return "–" if x is None or not np.isfinite(x) else f"{x:.{d}f}"
+
+
+def _g(x) -> str:
+    return "–" if not np.isfinite(x) else f"{100 * x:+.1f} %"
+
+
+def markdown_tables(setup: str, mt: pd.DataFrame, pt: pd.DataFrame, et: pd.DataFrame,
+                    tt: Optional[pd.DataFrame] = None, label: str = "") -> str:
+    n = {"1g": ("III", "V"), "10g": ("IV", "VI")}[setup]
+    out = [f"### {setup}: mean FCT (Table {n[0]}){label}", "",
+           "| discipline | age-based (ms) | base (ms) | gain [95% CI] | paper age-based | paper base | paper gain |",
+           "|---|---|---|---|---|---|---|"]
+    for r in mt.itertuples():
+        out.append(f"| {r.base} / {r.age} | {_f(r.age_mean_ms)} ± {_f(r.age_ci_ms)} | {_f(r.base_mean_ms)} ± {_f(r.base_ci_ms)} | "
+                   f"{_g(r.gain)} [{_g(r.gain_lo)}, {_g(r.gain_hi)}] | "
+                   + (f"{_f(r.paper_age_ms)} ± {_f(r.paper_age_ci_ms, 2)} | {_f(r.paper_base_ms)} ± {_f(r.paper_base_ci_ms, 2)} | "
+                      f"{_g(r.paper_gain)} |" if np.isfinite(r.paper_age_ms) else "(not in the paper) | | |"))
+    out += ["", f"### {setup}: FCT percentiles (Table {n[1]}), ms — sojourn / paper{label}", "",
+            "| point | P50 | P75 | P95 | P99 |", "|---|---|---|---|---|"]
+    for r in pt.itertuples():
+        cells = [f"{_f(getattr(r, f'p{q}'))} / {_f(getattr(r, f'paper_p{q}'))}" for q in (50, 75, 95, 99)]
+        out.append(f"| {r.point} | " + " | ".join(cells) + " |")
+    out += ["", f"### {setup}: other statistics{label}", "",
+            "| point | flows | ≤ threshold | util | drops | sojourn p50 / p99 (ms) | Jain | Lorenz gap | wall (s) | packets |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in et.itertuples():
+        out.append(f"| {r.point} | {r.flows} | {_f(100 * r.share_le_threshold)} % | {_f(100 * r.utilisation)} % | {r.drops:.0f} | "
+                   f"{_f(r.sojourn_p50_ms, 2)} / {_f(r.sojourn_p99_ms, 2)} | {_f(r.jain, 3)} | {_f(r.lorenz_gap, 3)} | "
+                   f"{_f(r.wall_s)} | {r.packets:,.0f} |")
+    if tt is not None and len(tt):
+        out += ["", f"### {setup}: threshold study (mean FCT, ms; gain over the base discipline){label}", "",
+                "| variant | threshold | mean FCT (ms) | gain over base [95% CI] |", "|---|---|---|---|"]
+        for r in tt.itertuples():
+            mark = " (seed)" if r.threshold_bytes and abs(r.threshold_bytes - THRESHOLD[setup]) < 1e3 else (
+                " (analytic opt.)" if abs(r.threshold_bytes - ANALYTIC_THRESHOLD[setup]) < 1e3 else "")
+            out.append(f"| {r.variant} | {r.threshold_bytes / 1e6:.4g} MB{mark} | {_f(r.mean_ms)} ± {_f(r.ci_ms)} | "
+                       f"{_g(r.gain)} [{_g(r.gain_lo)}, {_g(r.gain_hi)}] |")
+    return "\n".join(out) + "\n"
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, out: Path, name: str, made: list) -> None:
+    fig.tight_layout()
+    fig.savefig(out / f"{name}.png", dpi=90)
+    fig.savefig(out / f"{name}.svg")
+    _plt().close(fig)
+    made.append(name)
+
+
+def plot_mean_pairs(setup: str, mt: pd.DataFrame, out: Path, made: list, tag: str = "") -> None:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    first = mt.drop_duplicates("base")
+    x = np.arange(len(first))
+    ax.bar(x - 0.2, first["base_mean_ms"], 0.38, yerr=first["base_ci_ms"], capsize=3, color="#8c8c8c", label="base (sojourn)")
+    ax.bar(x + 0.2, first["age_mean_ms"], 0.38, yerr=first["age_ci_ms"], capsize=3, color="#4C72B0", label="age-based (sojourn)")
+    ax.plot(x - 0.2, first["paper_base_ms"], "k_", ms=18, mew=2, label="paper")
+    ax.plot(x + 0.2, first["paper_age_ms"], "k_", ms=18, mew=2)
+    for i, r in enumerate(first.itertuples()):
+        ax.annotate(_g(r.gain), (i, max(r.base_mean_ms, r.age_mean_ms) * 1.02), ha="center", fontsize=8)
+    strict = mt[mt["age"] == "age-cake-strict"]
+    if len(strict):
+        i = list(first["base"]).index("cake")
+        ax.plot([i + 0.2], strict["age_mean_ms"], "v", color="#C44E52", label="age-cake-strict")
+    ax.set_xticks(x, first["base"])
+    ax.set_ylabel("mean FCT (ms), 95% CI")
+    if setup == "10g" and np.nanmax(first["paper_base_ms"]) > 5 * np.nanmax(first["base_mean_ms"]):
+        ax.set_ylim(0, np.nanmax(first[["base_mean_ms", "age_mean_ms"]].to_numpy()) * 1.6)
+        ax.text(0.99, 0.97, "paper's CAKE (660 / 185 ms, CPU-bound) off scale", transform=ax.transAxes, ha="right", va="top", fontsize=7)
+    ax.set_title(f"seed 000, {setup}: mean FCT per discipline pair{tag}")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    _save(fig, out, f"mean_fct_{setup}", made)
+
+
+def plot_fct_vs_size(setup: str, data: cmp.Data, out: Path, made: list) -> None:
+    plt = _plt()
+    fig, axs = plt.subplots(2, 3, figsize=(10, 5.6), sharex=True, sharey=True)
+    for ax, base in zip(axs.ravel(), BASES):
+        for p, c in zip([base] + AGE_OF[base], ["#8c8c8c", "#4C72B0", "#C44E52"]):
+            if p not in data.points:
+                continue
+            b = cmp.fct_vs_size(cmp._fct_flows(cmp._point_flows(data, p)))
+            b = b[b["count"] >= 5]
+            ax.plot(b["size_center"], b["mean"] * 1e3, marker="o", ms=2.5, lw=1.2, color=c, label=p)
+        ax.axvline(THRESHOLD[setup], color="k", ls=":", lw=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7, loc="upper left")
+    for ax in axs[1]:
+        ax.set_xlabel("flow size (bytes); dotted: threshold")
+    for ax in axs[:, 0]:
+        ax.set_ylabel("mean FCT (ms)")
+    fig.suptitle(f"seed 000, {setup}: mean FCT vs flow size (5 bins per decade)", fontsize=10)
+    _save(fig, out, f"fct_vs_size_{setup}", made)
+
+
+def plot_lorenz(setup: str, data: cmp.Data, out: Path, made: list) -> None:
+    plt = _plt()
+    fig, axs = plt.subplots(2, 3, figsize=(9, 6), sharex=True, sharey=True)
+    for ax, base in zip(axs.ravel(), BASES):
+        for p, c in zip([base] + AGE_OF[base][:1], ["#8c8c8c", "#4C72B0"]):
+            if p not in data.points:
+                continue
+            th = cmp.throughputs(cmp._point_flows(data, p))
+            x, L = cmp.lorenz(th)
+            k = max(1, x.size // 400)
+            gap = cmp.lorenz_gap(th)
+            ax.plot(x[::k], L[::k], color=c, lw=1.2, label=f"{p}: gap {gap:.3f}")
+            i = int(np.argmax(x - L))
+            ax.plot([x[i], x[i]], [L[i], x[i]], color=c, lw=0.8, ls="--")
+        ax.plot([0, 1], [0, 1], "k:", lw=0.8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    for ax in axs[1]:
+        ax.set_xlabel("share of flows")
+    for ax in axs[:, 0]:
+        ax.set_ylabel("share of mean throughput")
+    fig.suptitle(f"seed 000, {setup}: Lorenz curves of per-flow mean throughput (dashed: the gap)", fontsize=10)
+    _save(fig, out, f"lorenz_{setup}", made)
+
+
+def plot_thresholds(setup: str, tt: pd.DataFrame, base_data: Optional[cmp.Data], out: Path, made: list) -> None:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    for (v, g), c in zip(tt.groupby("variant", sort=False), ["#8c8c8c", "#4C72B0", "#55A868", "#C44E52"]):
+        g = g.sort_values("threshold_bytes")
+        ax.errorbar(g["threshold_bytes"], g["mean_ms"], yerr=g["ci_ms"], marker="o", ms=3, capsize=2, color=c, label=v)
+        b = cmp.age_base(v, BASES)
+        if base_data is not None and b in base_data.points:
+            ax.axhline(cmp.mean_ci(fct_ms(base_data, b))[0], color=c, ls=":", lw=1)
+    ax.axvline(THRESHOLD[setup], color="k", ls="--", lw=0.8)
+    ax.axvline(ANALYTIC_THRESHOLD[setup], color="k", ls="-.", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("threshold (bytes); dashed: seed, dash-dot: analytic optimum; dotted: base")
+    ax.set_ylabel("mean FCT (ms)")
+    ax.set_title(f"seed 000, {setup}: mean FCT vs 2LPS threshold")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    _save(fig, out, f"thresholds_{setup}", made)
+
+
+# ------------------------------------------------------------------------------------------
+# command
+# ------------------------------------------------------------------------------------------
+
+
+def analyse(setup: str, directory, out: Path, thr_dir=None, label: str = "", plots: bool = True) -> str:
+    data = load(directory)
+    mt, pt, et = mean_table(data, setup), pct_table(data, setup), extra_table(data, setup)
+    tt = None
+    made: list = []
+    if thr_dir is not None and Path(thr_dir).exists():
+        tt = threshold_table(load(thr_dir), data, setup)
+    if plots:
+        out.mkdir(parents=True, exist_ok=True)
+        plot_mean_pairs(setup, mt, out, made, label)
+        plot_fct_vs_size(setup, data, out, made)
+        plot_lorenz(setup, data, out, made)
+        if tt is not None and len(tt):
+            plot_thresholds(setup, tt, data, out, made)
+    return markdown_tables(setup, mt, pt, et, tt, label)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sojourn.repro.age_based",
+                                 description="Seed 000 reproduction: Tables III-VI next to the paper's, plots.")
+    ap.add_argument("--1g", dest="g1", metavar="DIR", help="sweep output of short-1g or full-1g")
+    ap.add_argument("--10g", dest="g10", metavar="DIR", help="sweep output of short-10g or full-10g")
+    ap.add_argument("--thresholds-1g", metavar="DIR", help="sweep output of thresholds-1g")
+    ap.add_argument("--thresholds-10g", metavar="DIR", help="sweep output of thresholds-10g")
+    ap.add_argument("--out", default="docs/repro/img/age-based", help="where the plots go (PNG + SVG)")
+    ap.add_argument("--markdown", help="also write the tables to this file (default: print them)")
+    ap.add_argument("--label", default="", help="appended to table titles, e.g. ' — short, no TSQ'")
+    ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--write-files", metavar="DIR", help="(re)write the generated sweep files and size tables into DIR")
+    a = ap.parse_args(argv)
+    if a.write_files:
+        for f in write_files(Path(a.write_files)):
+            print(f"wrote {f}", file=sys.stderr)
+        if not (a.g1 or a.g10):
+            return 0
+    if not (a.g1 or a.g10):
+        ap.error("give --1g and/or --10g (sweep output directories)")
+    text = []
+    for setup, d, td in (("1g", a.g1, a.thresholds_1g), ("10g", a.g10, a.thresholds_10g)):
+        if d:
+            text.append(analyse(setup, d, Path(a.out), td, a.label, not a.no_plots))
+    md = "\n".join(text)
+    if a.markdown:
+        Path(a.markdown).write_text(md)
+        print(f"wrote {a.markdown}", file=sys.stderr)
+    else:
+        print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Seed 000 reproduction (age-based scheduling over AQMs), reduced for CI.
+
+* The shipped experiment files carry the seed's thresholds (6,331,208 B at 1 Gb/s,
+  19,500,715 B at 10 Gb/s, nftables tests/nft.cue), its classids, and the seed's exact
+  discrete size table.
+* A reduced-duration run of the 1 Gb/s set-up (experiments/repro/age-based/ci-1g.sweep.toml:
+  the full set-up, 40 s simulated, 5 s warm-up) reproduces the paper's qualitative finding
+  (Table III): every age-based variant has a lower mean FCT than its base discipline. The
+  assertion is a one-sided test at the 95% level on the gain's delta-method interval
+  (sojourn.stats), i.e. the upper end of the 95% interval must be below 0, for the pairs
+  where that is statistically resolvable at this length (see PAIRS_RESOLVED); for the others
+  only the point estimate is checked, and the docstring of PAIRS_RESOLVED says why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    import tomli as tomllib
+
+import numpy as np
+import pytest
+
+import _local  # noqa: F401  (this worktree's python/sojourn first)
+from sojourn import dists
+from sojourn.repro import age_based as ab
+
+ROOT = Path(__file__).resolve().parents[2]
+DIR = ROOT / "experiments" / "repro" / "age-based"
+
+
+def _variants(path: Path) -> dict:
+    sw = tomllib.loads(path.read_text())
+    return {v["name"]: v["set"] for v in sw["variant"]}
+
+
+@pytest.mark.parametrize("setup", ["1g", "10g"])
+def test_shipped_files_carry_the_seed_threshold_and_classids(setup):
+    T = {"1g": 6_331_208, "10g": 19_500_715}[setup]
+    assert ab.THRESHOLD[setup] == T
+    files = [DIR / f"full-{setup}.sweep.toml", DIR / f"short-{setup}.sweep.toml"]
+    if setup == "1g":
+        files.append(DIR / "ci-1g.sweep.toml")
+    want = {"age-pfifofast": ("1:6", "1:0"), "age-cake": ("1:2", "1:1"), "age-cake-strict": ("1:2", "1:1"),
+            **{f"age-prio-{q}": ("1:1", "1:2") for q in ("codel", "fqcodel", "pie", "fqpie")}}
+    for f in files:
+        vs = _variants(f)
+        assert set(vs) == {c[0] for c in ab.CONFIGS}, f
+        for name, s in vs.items():
+            if name.startswith("age-"):
+                (rule,) = s["classifier"]
+                assert rule["at"] == "client" and rule["hook"] == "output"
+                small, large = rule["map"]
+                assert small["upto"] == T, (f, name)  # inclusive 0-T, like nft's map
+                assert "upto" not in large  # `*`
+                assert (small["priority"], large["priority"]) == want[name], (f, name)
+            else:
+                assert "classifier" not in s, (f, name)  # base variants: no nft table
+        # the files are what the generator writes (no hand edits drifted)
+        kind = f.name.split("-")[0]
+        assert f.read_text() == ab.sweep_text(setup, kind)
+
+
+@pytest.mark.parametrize("setup", ["1g", "10g"])
+def test_size_table_is_the_seed_discretisation(setup):
+    d = dists.seed000(setup)
+    rows = [line.split() for line in (DIR / f"sizes-{setup}.cdf").read_text().splitlines() if not line.startswith("#")]
+    x = np.array([float(r[0]) for r in rows])[1::2]
+    p = np.diff(np.concatenate([[0.0], np.array([float(r[1]) for r in rows])[1::2]]))
+    assert np.array_equal(x, d.values)
+    assert np.allclose(p, d.probs, rtol=1e-12, atol=1e-15)
+    # seed_code_facts.md §1: 249 sizes 312,316 .. 1,056,434,894 B (1g); 199 sizes 382,378 .. 66,687,628,479 B (10g)
+    n, lo, hi = {"1g": (249, 312_316, 1_056_434_894), "10g": (199, 382_378, 66_687_628_479)}[setup]
+    assert (x.size, x[0], x[-1]) == (n, lo, hi)
+
+
+#: Pairs whose gain is resolved (95% interval entirely below 0) in the 40-s CI run. The
+#: others are checked on the point estimate only; see the report in docs/repro/age-based.md.
+PAIRS_RESOLVED = {"pfifo", "codel", "fqcodel", "cake", "pie", "fqpie"}
+
+
+def test_every_age_variant_beats_its_base_at_1g(tmp_path):
+    import sojourn
+
+    out = tmp_path / "ci-1g"
+    sojourn.sweep(str(DIR / "ci-1g.sweep.toml"), str(out), jobs=2, quiet=True)
+    data = ab.load(out)
+    mt = ab.mean_table(data, "1g")
+    assert len(mt) == 7
+    for r in mt.itertuples():
+        # few flows are still running at the end (those are left out, as in the seed);
+        # too many would bias the mean in favour of the discipline that starves them
+        f = data.flows[(data.flows["point"] == r.age) & data.flows["after_warmup"].astype(bool)]
+        assert (~f["completed"].astype(bool)).mean() < 0.03, r.age
+        assert r.age_mean_ms < r.base_mean_ms, f"{r.age}: {r.age_mean_ms:.1f} ms vs {r.base}: {r.base_mean_ms:.1f} ms"
+        if r.base in PAIRS_RESOLVED:
+            assert r.gain_hi < 0, f"{r.age} over {r.base}: gain {r.gain:+.3f} [{r.gain_lo:+.3f}, {r.gain_hi:+.3f}]"
