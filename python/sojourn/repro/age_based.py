@@ -38,16 +38,16 @@ THRESHOLD = {"1g": 6_331_208, "10g": 19_500_715}
 #: 0.88` and `seed000-10g --load 0.92`), and the other thresholds of the threshold study
 ANALYTIC_THRESHOLD = {"1g": 11_500_000, "10g": 312_000_000}
 THRESHOLD_STUDY = {
-    "1g": [1_000_000, 3_000_000, 6_331_208, 11_500_000, 30_000_000, 100_000_000],
-    "10g": [6_331_208, 19_500_715, 60_000_000, 312_000_000],
+    "1g": [2_000_000, 6_331_208, 11_500_000, 30_000_000, 100_000_000],
+    "10g": [19_500_715, 60_000_000, 312_000_000],
 }
 
 SETUP = {
     "1g": {"rate": "1Gbit", "actors": 80, "think": "1s", "alpha": 1.2, "range": "300 KiB–1 GiB",
-           "duration": "6h", "warmup": "3600s", "short_duration": "15min", "short_warmup": "150s",
+           "duration": "6h", "warmup": "3600s", "short_duration": "15min", "short_warmup": "150s", "short_margin": "60s",
            "ci_duration": "40s", "ci_warmup": "5s", "load": 0.88, "rtt_ms": 0.710},
     "10g": {"rate": "10Gbit", "actors": 150, "think": "0.35s", "alpha": 1.1, "range": "373 KiB–62 GiB",
-            "duration": "4h", "warmup": "1800s", "short_duration": "5min", "short_warmup": "60s",
+            "duration": "4h", "warmup": "1800s", "short_duration": "150s", "short_warmup": "30s", "short_margin": "10s",
             "load": 0.92, "rtt_ms": 0.270},
 }
 
@@ -149,7 +149,7 @@ def sweep_text(setup: str, length: str) -> str:
         f"{s['actors']} actors, think Exp({s['think']}),",
         f"# discrete bounded Pareto alpha {s['alpha']}, {s['range']}), the twelve configurations of Table III/IV",
         f"# (+ age-cake-strict, a sojourn extension), {what}: {dur}, warm-up {warm},",
-        (f"# flows ending in the last 60 s left out (end_margin)." if length != "ci" else
+        (f"# flows ending in the last {'60s' if length == 'full' else s['short_margin']} left out (end_margin)." if length != "ci" else
          "# no end margin (a 60-s margin is longer than the run; unfinished flows are left out as always)."),
         f"# Parameters: CoDel/FQ-CoDel interval 10 ms target 0.5 ms; PIE/FQ-PIE tupdate 3 ms target 0.5 ms;",
         f"# CAKE rtt 10 ms; threshold {T:,} B (inclusive, ct bytes both directions, IP bytes) on the",
@@ -161,7 +161,7 @@ def sweep_text(setup: str, length: str) -> str:
         f'base = "age-{setup}.toml"',
         f"repeats = 1",
         f'link = "nic"',
-    ] + (['end_margin = "60s"'] if length != "ci" else []) + [
+    ] + ({"full": ['end_margin = "60s"'], "short": [f'end_margin = "{s["short_margin"]}"'], "ci": []}[length]) + [
         f'set = {{ duration = "{dur}", warmup = "{warm}" }}',
     ]
     for name, q, prios, _ in CONFIGS:
@@ -190,7 +190,7 @@ def threshold_sweep_text(setup: str) -> str:
         f'base = "age-{setup}.toml"',
         "repeats = 1",
         'link = "nic"',
-        'end_margin = "60s"',
+        f'end_margin = "{s["short_margin"]}"',
         f'set = {{ duration = "{s["short_duration"]}", warmup = "{s["short_warmup"]}" }}',
     ]
     for name, q, prios, _ in CONFIGS:
