@@ -98,3 +98,25 @@ def test_every_age_variant_beats_its_base_at_1g(tmp_path):
         assert r.age_mean_ms < r.base_mean_ms, f"{r.age}: {r.age_mean_ms:.1f} ms vs {r.base}: {r.base_mean_ms:.1f} ms"
         if r.base in PAIRS_RESOLVED:
             assert r.gain_hi < 0, f"{r.age} over {r.base}: gain {r.gain:+.3f} [{r.gain_lo:+.3f}, {r.gain_hi:+.3f}]"
+
+
+def test_seed_style_age_pairs_and_end_margin():
+    import pandas as pd
+
+    from sojourn import compare as cmp
+
+    pts = [c[0] for c in ab.CONFIGS]
+    want = {"age-pfifofast": "pfifo", "age-prio-codel": "codel", "age-prio-fqcodel": "fqcodel", "age-cake": "cake",
+            "age-cake-strict": "cake", "age-prio-pie": "pie", "age-prio-fqpie": "fqpie"}
+    assert {p: cmp.age_base(p, pts) for p in pts if p.startswith("age-")} == want
+    assert cmp.age_base("age-codel+1Gbit", ["codel+1Gbit", "codel+10Gbit"]) == "codel+1Gbit"
+    assert cmp.age_base("age-codel", ["pfifo"]) is None
+    # seed 000's end filter: keep flows that end at least `margin` before the end of the run
+    runs = pd.DataFrame({"point": ["a"], "seed": [1], "duration_s": [100.0]})
+    flows = pd.DataFrame({"point": "a", "seed": 1, "start_s": [10.0, 20.0, 30.0, 50.0],
+                          "end_s": [39.0, 40.0, 40.5, float("nan")], "completed": [True, True, True, False],
+                          "size_bytes": 1000, "fct_s": [29.0, 20.0, 10.5, float("nan")], "after_warmup": True})
+    data = cmp.apply_end_margin(cmp.Data(runs, flows, Path("."), ["a"]), cmp.parse_seconds("60s"))
+    assert list(data.flows["before_end"]) == [True, True, False, True]
+    assert sorted(cmp.samples(data, "a", "fct")) == [20.0, 29.0]
+    assert cmp.parse_seconds("1.5min") == 90.0 and cmp.parse_seconds(None) == 0.0
