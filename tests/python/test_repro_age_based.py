@@ -5,11 +5,15 @@
   discrete size table.
 * A reduced-duration run of the 1 Gb/s set-up (experiments/repro/age-based/ci-1g.sweep.toml:
   the full set-up, 40 s simulated, 5 s warm-up) reproduces the paper's qualitative finding
-  (Table III): every age-based variant has a lower mean FCT than its base discipline. The
-  assertion is a one-sided test at the 95% level on the gain's delta-method interval
-  (sojourn.stats), i.e. the upper end of the 95% interval must be below 0, for the pairs
-  where that is statistically resolvable at this length (see PAIRS_RESOLVED); for the others
-  only the point estimate is checked, and the docstring of PAIRS_RESOLVED says why.
+  (Table III): every age-based variant has a lower mean FCT than its base discipline.
+  Why this is sound at 40 s: over seeds 1-6 of this file every one of the 7 pairs had a
+  negative gain (42/42; smallest -13 %, pie on seed 3; the pairs share the seed, so the
+  actors draw the same sizes and think times in every configuration, and the gain's
+  run-to-run spread is far below the unpaired 95% interval, about ±20 points here). The
+  stronger claim, the 95% interval of the gain entirely below 0, holds for FIFO on every seed
+  (upper end <= -22 %) and is asserted for it; for the other pairs it held on 4-6 of 6 seeds
+  (PIE on 4, upper end up to +3.5 %), so it is not asserted: at CI length only the
+  direction of the gain is robust for them (docs/repro/age-based.md, "CI test").
 """
 
 from __future__ import annotations
@@ -77,9 +81,9 @@ def test_size_table_is_the_seed_discretisation(setup):
     assert (x.size, x[0], x[-1]) == (n, lo, hi)
 
 
-#: Pairs whose gain is resolved (95% interval entirely below 0) in the 40-s CI run. The
-#: others are checked on the point estimate only; see the report in docs/repro/age-based.md.
-PAIRS_RESOLVED = {"pfifo", "codel", "fqcodel", "cake", "pie", "fqpie"}
+#: Pairs whose gain is resolved (95% interval entirely below 0) on every one of seeds 1-6 of
+#: the 40-s CI run; the others are checked on the point estimate only (see the docstring).
+PAIRS_RESOLVED = {"pfifo"}
 
 
 def test_every_age_variant_beats_its_base_at_1g(tmp_path):
