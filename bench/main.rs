@@ -7,8 +7,9 @@
 //! - `tcp`: 16 TCP flows through a 10 Mbit/s, 100 ms dumbbell with FIFO (when the TCP
 //!   workloads exist): simulated packets (data + ACKs) per wall second.
 //!
-//! Timing uses wall-clock medians of several repetitions; machines here are noisy, so the
-//! numbers are reports, never assertions.
+//! Whole-run benchmarks divide by the thread's CPU time (not wall time), so other processes
+//! on the machine do not distort them; per-operation ones use wall-clock medians of several
+//! repetitions. The numbers are reports, never assertions.
 
 use sojourn_core::params::{Table, Value};
 use sojourn_core::qdisc::{self, BuildCtx, Dequeue, Drops, Qdisc};
@@ -184,7 +185,7 @@ fn bench_cbr(short: bool, out: &mut serde_json::Map<String, serde_json::Value>) 
     let e = median(evs);
     println!("\nsaturated CBR -> pfifo -> sink at 10 Gbit/s, {secs} s simulated:");
     println!(
-        "  {:.2} M bottleneck packets per wall second, {:.1} M events per second",
+        "  {:.2} M bottleneck packets per CPU second, {:.1} M events per CPU second",
         r / 1e6,
         e / 1e6
     );
@@ -234,7 +235,7 @@ fn bench_tcp(short: bool, out: &mut serde_json::Map<String, serde_json::Value>) 
         "
 16 CUBIC flows, 10 Mbit/s, 100 ms RTT, pfifo 100, {secs} s simulated:"
     );
-    println!("  {:.2} M TCP packets (data + ACKs) per wall second, {:.2} M bottleneck packets per wall second", r / 1e6, b / 1e6);
+    println!("  {:.2} M TCP packets (data + ACKs) per CPU second, {:.2} M bottleneck packets per CPU second", r / 1e6, b / 1e6);
     out.insert("tcp_packets_per_s".into(), serde_json::json!(r));
     out.insert("tcp_bottleneck_packets_per_s".into(), serde_json::json!(b));
 }

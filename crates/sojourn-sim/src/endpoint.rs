@@ -53,6 +53,10 @@ pub trait Endpoint {
     fn deadline(&self) -> Option<Time>;
     /// One of this endpoint's packets left the host's device (TSQ completion).
     fn on_tx_complete(&mut self, _pkt: &Packet, _io: &mut Io) {}
+    /// One of this endpoint's packets was dropped by its own host's qdisc (Linux frees
+    /// the skb: the same TSQ accounting as a completion). Called from inside the engine's
+    /// enqueue/dequeue: an endpoint must not send from here (ask for a timer instead).
+    fn on_host_drop(&mut self, _pkt: &Packet, _io: &mut Io) {}
     /// State for time series (cwnd, srtt, …).
     fn observe(&self, _emit: &mut dyn FnMut(&str, f64)) {}
 }
@@ -72,6 +76,8 @@ macro_rules! any_endpoint {
             fn deadline(&self) -> Option<Time> { match self { $(AnyEndpoint::$variant(e) => e.deadline()),* } }
             #[inline]
             fn on_tx_complete(&mut self, pkt: &Packet, io: &mut Io) { match self { $(AnyEndpoint::$variant(e) => e.on_tx_complete(pkt, io)),* } }
+            #[inline]
+            fn on_host_drop(&mut self, pkt: &Packet, io: &mut Io) { match self { $(AnyEndpoint::$variant(e) => e.on_host_drop(pkt, io)),* } }
             fn observe(&self, emit: &mut dyn FnMut(&str, f64)) { match self { $(AnyEndpoint::$variant(e) => e.observe(emit)),* } }
         }
     };

@@ -459,6 +459,7 @@ impl Sim {
     fn account_drops(&mut self, l: u32) {
         let now = self.now;
         let link = &mut self.links[l as usize];
+        let notify = link.notify_tx;
         for d in self.drops.drain() {
             link.stats.drops[d.reason as usize] += 1;
             self.acct.dropped += 1;
@@ -466,6 +467,29 @@ impl Sim {
             if link.log_packets {
                 self.packet_log
                     .push(now, l, &d.pkt, Some(d.reason), self.packet_sample);
+            }
+            // A drop in the sending host's own qdisc frees the skb: TSQ credit returns
+            // to the socket as on a completion (Linux sock_wfree/tcp_wfree).
+            if notify && d.pkt.socket != 0 {
+                let id = d.pkt.socket - 1;
+                if let Some(slot) = self.endpoints.get_mut(id as usize) {
+                    if slot.live && slot.flow == d.pkt.flow {
+                        let mut io = Io {
+                            now,
+                            out: &mut self.out,
+                            notes: &mut self.notes,
+                            flows: &mut self.flows,
+                        };
+                        slot.ep.on_host_drop(&d.pkt, &mut io);
+                        let slot = &mut self.endpoints[id as usize];
+                        if let Some(t) = slot.ep.deadline() {
+                            if t < slot.scheduled {
+                                slot.scheduled = t;
+                                self.events.push(t.max(now), Event::EndpointTimer(id));
+                            }
+                        }
+                    }
+                }
             }
         }
     }

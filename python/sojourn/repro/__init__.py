@@ -1,2 +1,3 @@
-"""Reproductions of the seed papers: scripts that turn sweep output into the papers' tables
-and figures (one module per paper, each with ``main(argv)``)."""
+"""Reproductions of the seed papers: one module per paper, each with a ``main(argv)``
+that runs the shipped sweeps in ``experiments/repro/<name>/`` and writes the tables and
+plots of ``docs/repro/<name>.md``."""

@@ -194,7 +194,13 @@ pub fn codel_dequeue<Q: CodelQueue + ?Sized>(
     drops: &mut Drops,
 ) -> Option<Packet> {
     let Some(first) = queue.dequeue_head(vars) else {
+        // An empty queue cannot be above target: leave the dropping state and forget
+        // `first_above_time` (RFC 8289 §5.4 reference `dodequeue`; Linux since commit
+        // 815980fe6dbb "net_sched: codel: fix stale state for empty flows in fq_codel",
+        // 2026 — before it, a sparse fq_codel flow kept a stale timestamp and its next
+        // packet, arriving more than an interval later, was dropped at once).
         vars.dropping = false;
+        vars.first_above_time = Time::ZERO;
         return None;
     };
     let mut pkt = Some(first);

@@ -715,24 +715,33 @@ mod tests {
     /// A link at 10 Mbit/s drains the qdisc; 4 bulk flows are kept backlogged and a sparse
     /// flow sends a 200-B packet every 100 ms. Returns the sparse packets' sojourn times.
     fn sparse_beside_bulk(new_flow_priority: bool) -> Vec<Duration> {
+        let (sojourns, sparse_drops) =
+            sparse_every(new_flow_priority, Duration::from_ms(100), 10_000_000);
+        assert_eq!(sparse_drops, 0, "only bulk packets are dropped");
+        sojourns
+    }
+
+    /// As [`sparse_beside_bulk`] with a sparse packet every `gap` and a link of `rate`
+    /// bit/s; returns the sparse packets' sojourn times and how many were dropped.
+    fn sparse_every(new_flow_priority: bool, gap: Duration, rate: u64) -> (Vec<Duration>, usize) {
         let mut q = FqCodel::new(FqCodelConfig {
             new_flow_priority,
             ..Default::default()
         });
         let flows = distinct_flows(&q, 5);
         let (bulk, sparse) = (&flows[..4], flows[4]);
-        let rate = 10_000_000;
         let mut d = Drops::new();
         let mut now = Time::ZERO;
         let mut next_sparse = Time::from_ns(50_000_000);
         let mut uid = 0;
         let mut inside = [0i64; 4];
         let mut sojourns = Vec::new();
+        let mut sparse_drops = 0;
         while now < Time::from_ns(3_000_000_000) {
             while next_sparse <= now {
                 q.enqueue(p_at(uid, sparse, 200, next_sparse), now, &mut d);
                 uid += 1;
-                next_sparse += Duration::from_ms(100);
+                next_sparse += gap;
             }
             for (i, &f) in bulk.iter().enumerate() {
                 while inside[i] < 20 {
@@ -743,11 +752,10 @@ mod tests {
             }
             let p = q.dequeue(now, &mut d).packet().expect("backlogged");
             for x in d.drain() {
-                let i = bulk
-                    .iter()
-                    .position(|&f| f == x.pkt.flow)
-                    .expect("only bulk dropped");
-                inside[i] -= 1;
+                match bulk.iter().position(|&f| f == x.pkt.flow) {
+                    Some(i) => inside[i] -= 1,
+                    None => sparse_drops += 1,
+                }
             }
             if p.flow == sparse {
                 sojourns.push(now - p.enqueued_at);
@@ -760,7 +768,25 @@ mod tests {
             q.codel_stats().drop_count > 0,
             "bulk flows were CoDel-controlled"
         );
-        sojourns
+        (sojourns, sparse_drops)
+    }
+
+    /// RFC 8289 §5.4 (`dodequeue`: an empty queue resets `first_above_time`; Linux since
+    /// 2026, commit 815980fe6dbb): a sparse flow whose every packet waits its round (WP)
+    /// above target but leaves its queue empty is never "above target for an interval",
+    /// so CoDel never drops it. With the stale timestamp (Linux before the fix) every
+    /// second sparse packet, arriving more than an interval after the first, was dropped.
+    #[test]
+    fn sparse_flow_above_target_is_not_dropped_after_idle() {
+        let target = Duration::from_ms(5);
+        // 2 Mbit/s (seed 001): one 1514-B packet per bulk flow ahead is 6 ms > target.
+        let (s, sparse_drops) = sparse_every(false, Duration::from_ms(250), 2_000_000);
+        assert!(s.len() >= 10, "{} sparse packets delivered", s.len());
+        assert!(
+            s.iter().all(|&x| x >= target),
+            "each sparse packet waited above target (the premise)"
+        );
+        assert_eq!(sparse_drops, 0, "no sparse packet dropped");
     }
 
     #[test]

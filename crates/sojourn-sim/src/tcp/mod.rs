@@ -59,7 +59,15 @@ pub struct TcpConfig {
     pub tlp: bool,
     /// RFC 6675 DupThresh (Linux `tcp_reordering` = 3).
     pub dupthresh: u32,
+    /// TCP Small Queues on the sending host (Linux: always on).
+    pub tsq: bool,
+    /// Linux `tcp_limit_output_bytes`: the TSQ cap for unpaced sockets (4 MiB since 6.16).
+    pub tsq_limit_output_bytes: u64,
 }
+
+/// Linux `tcp_limit_output_bytes` default since 6.16 (commit "tcp: increase
+/// tcp_limit_output_bytes default value to 4MB"); 1 MiB from 4.20 to 6.15.
+pub const TCP_LIMIT_OUTPUT_BYTES: u64 = 4 << 20;
 
 impl Default for TcpConfig {
     fn default() -> TcpConfig {
@@ -80,6 +88,8 @@ impl Default for TcpConfig {
             pacing: false,
             tlp: true,
             dupthresh: 3,
+            tsq: true,
+            tsq_limit_output_bytes: TCP_LIMIT_OUTPUT_BYTES,
         }
     }
 }
@@ -151,6 +161,16 @@ impl TcpConfig {
         c.pacing = p.bool("pacing", c.pacing)?;
         c.tlp = p.bool("tlp", c.tlp)?;
         c.dupthresh = p.u32("dupthresh", c.dupthresh, 1, 1000)?;
+        c.tsq = p.bool("tsq", c.tsq)?;
+        if let Some(b) = p.bytes_opt("tsq_limit_output_bytes")? {
+            if b == 0 {
+                return Err(p.err(
+                    "tsq_limit_output_bytes",
+                    "must be positive (use `tsq = false` to switch TCP Small Queues off)",
+                ));
+            }
+            c.tsq_limit_output_bytes = b;
+        }
         Ok(c)
     }
 }

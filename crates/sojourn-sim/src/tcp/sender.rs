@@ -20,7 +20,11 @@
 //!   on the next new data segment;
 //! - pacing at the congestion control's rate when it needs pacing (BBR) or `pacing = true`,
 //!   otherwise Linux's `sk_pacing_rate` (cwnd·mss/srtt × 200% in slow start, × 120%
-//!   after) is only stamped on packets for sch_fq.
+//!   after) is only stamped on packets for sch_fq and sizes TSQ;
+//! - TCP Small Queues (Linux 6.18 `tcp_small_queue_check`, see [`tsq_limit_bytes`]): at
+//!   most ~1 ms of the pacing rate (≥ 2 packets) of this socket below TCP (host qdisc +
+//!   device); the socket is released when one of its packets leaves the host or is
+//!   dropped there.
 
 use super::cc::{
     AnyCc, CaEvent, CaState, CcState, CongestionControl, RateSample, INFINITE_SSTHRESH,
@@ -61,6 +65,53 @@ pub enum ConnState {
     SynSent,
     Established,
     Closed,
+}
+
+/// Linux `tcp_update_pacing_rate` (6.18) in bit/s; 0 = unlimited (no SRTT yet: the kernel
+/// skips the division and the rate is only capped by `sk_max_pacing_rate`, ~0 = none).
+///
+/// `rate = mss · 80 000 · ratio · max(cwnd, packets_out) / srtt_us` bytes/s, with `srtt_us`
+/// the smoothed RTT in µs << 3 and ratio `tcp_pacing_ss_ratio` = 200 (%) while
+/// cwnd < ssthresh/2 (slow start not about to end) else `tcp_pacing_ca_ratio` = 120 (%).
+pub fn linux_pacing_rate_bps(
+    mss: u32,
+    cwnd: u32,
+    packets_out: u32,
+    ssthresh: u32,
+    srtt_ns: u64,
+) -> u64 {
+    let srtt_us8 = srtt_ns * 8 / 1000;
+    if srtt_us8 == 0 {
+        return 0;
+    }
+    let ratio: u64 = if cwnd < ssthresh / 2 { 200 } else { 120 };
+    let rate = mss as u64 * ((1_000_000 / 100) << 3) * ratio * cwnd.max(packets_out) as u64;
+    rate / srtt_us8 * 8
+}
+
+/// The TSQ limit of Linux `tcp_small_queue_check` (6.18), in bytes of truesize:
+/// `max(2 · truesize of the skb to send, sk_pacing_rate >> sk_pacing_shift)` with
+/// `sk_pacing_shift` = 10 (~1 ms of the pacing rate), capped by `tcp_limit_output_bytes`
+/// only while the socket is not paced (`sk_pacing_status == SK_PACING_NONE`), then
+/// doubled `factor` times (1 for retransmissions). The caller throttles when the bytes
+/// below TCP exceed it. `pacing_rate_bps` 0 means unlimited.
+pub fn tsq_limit_bytes(
+    truesize: u32,
+    pacing_rate_bps: u64,
+    paced: bool,
+    limit_output_bytes: u64,
+    factor: u32,
+) -> u64 {
+    let rate_bytes = if pacing_rate_bps == 0 {
+        u64::MAX
+    } else {
+        pacing_rate_bps / 8
+    };
+    let mut limit = (2 * truesize as u64).max(rate_bytes >> 10);
+    if !paced {
+        limit = limit.min(limit_output_bytes);
+    }
+    limit.saturating_mul(1 << factor)
 }
 
 pub struct TcpSender {
@@ -115,8 +166,16 @@ pub struct TcpSender {
     is_cwnd_limited: bool,
     /// The last transmission attempt stopped at the pacing gate.
     pace_blocked: bool,
-    /// Bytes of this socket queued below TCP (qdisc + device), for TSQ (issue 8).
+    /// Bytes (truesize) of this socket queued below TCP (qdisc + device): Linux
+    /// `sk_wmem_alloc` minus its bias of 1.
     pub bytes_below: u64,
+    /// TSQ stopped the last transmission attempt (Linux `TSQ_THROTTLED`).
+    tsq_throttled: bool,
+    /// A host drop released a throttled socket: transmit from the timer, not from within
+    /// the engine's enqueue (Linux runs the TSQ handler from a BH work item).
+    tsq_wake: Option<Time>,
+    /// Transmissions stopped by TSQ (Linux has no counter; `TCPSmallQueueFailure`-like).
+    pub tsq_throttles: u64,
     // Counters.
     pub retransmits: u64,
     pub rtos: u64,
@@ -201,6 +260,9 @@ impl TcpSender {
             is_cwnd_limited: false,
             pace_blocked: false,
             bytes_below: 0,
+            tsq_throttled: false,
+            tsq_wake: None,
+            tsq_throttles: 0,
             retransmits: 0,
             rtos: 0,
             tlps: 0,
@@ -452,6 +514,10 @@ impl TcpSender {
             }
             let from = self.sb.segs.partition_point(|s| s.start < self.retx_hint);
             if let Some(i) = self.sb.next_to_retransmit(from) {
+                // tcp_xmit_retransmit_queue: TSQ with the limit doubled for retransmits.
+                if self.tsq_blocks(self.sb.segs[i].len, 1) {
+                    break;
+                }
                 self.retx_hint = self.sb.segs[i].start;
                 self.retransmit(i, io);
                 if matches!(self.cs.ca_state, CaState::Recovery | CaState::Cwr) {
@@ -460,6 +526,12 @@ impl TcpSender {
                 continue;
             }
             self.retx_hint = self.snd_nxt;
+            // tcp_write_xmit: TSQ after the cwnd test, for the segment about to be sent.
+            let next_len = self.write_end.saturating_sub(self.snd_nxt).min(self.cfg.mss as u64);
+            let has_data = next_len > 0 || (self.fin_wanted && !self.fin_sent);
+            if has_data && self.tsq_blocks(next_len as u32, 0) {
+                break;
+            }
             if !self.send_new_segment(io, false) {
                 // Application-limited (tcp_rate_check_app_limited).
                 if self.write_end <= self.snd_nxt {
@@ -472,6 +544,9 @@ impl TcpSender {
                 self.prr_out += 1;
             }
         }
+        // tcp_write_xmit: whatever stopped the loop (TSQ, pacing), a full window counts
+        // as cwnd-limited.
+        cwnd_limited |= self.sb.in_flight() >= self.cs.cwnd;
         // Linux tcp_cwnd_validate.
         let pkts = self.sb.packets_out();
         if self.snd_una >= self.cwnd_usage_seq || cwnd_limited || pkts > self.cs.max_packets_out {
@@ -539,19 +614,51 @@ impl TcpSender {
         if matches!(self.cc, AnyCc::Bbr(_)) {
             return; // BBR sets its own pacing rate
         }
-        // Linux tcp_update_pacing_rate.
-        if self.rtt.srtt_ns == 0 {
-            self.cs.pacing_rate_bps = 0;
-            return;
+        self.cs.pacing_rate_bps = linux_pacing_rate_bps(
+            self.cfg.mss,
+            self.cs.cwnd,
+            self.sb.packets_out(),
+            self.cs.ssthresh,
+            self.rtt.srtt_ns,
+        );
+    }
+
+    /// Linux `tcp_small_queue_check` (6.18) for a segment of `payload` bytes about to be
+    /// sent; `factor` is 0 for new data (`tcp_write_xmit`), 1 for retransmissions
+    /// (`tcp_xmit_retransmit_queue`). True = do not send now (throttled until one of this
+    /// socket's packets leaves the host or is dropped there).
+    fn tsq_blocks(&mut self, payload: u32, factor: u32) -> bool {
+        if !self.cfg.tsq {
+            return false;
         }
-        let ratio = if self.cs.cwnd < self.cs.ssthresh / 2 {
-            2.0
-        } else {
-            1.2
-        };
-        let pkts = self.cs.cwnd.max(self.sb.packets_out()) as f64;
-        let bps = self.cfg.mss as f64 * 8.0 * pkts * ratio / (self.rtt.srtt_ns as f64 * 1e-9);
-        self.cs.pacing_rate_bps = bps as u64;
+        let truesize = sojourn_core::packet::truesize_for(payload + self.cfg.header_bytes());
+        let limit = tsq_limit_bytes(
+            truesize,
+            self.cs.pacing_rate_bps,
+            self.pacing,
+            self.cfg.tsq_limit_output_bytes,
+            factor,
+        );
+        if self.bytes_below <= limit {
+            return false;
+        }
+        // "Always send skb if rtx queue is empty or has one skb": no TX completion needed
+        // to make progress (tcp_rtx_queue_empty_or_single_skb, since 6.6).
+        if self.sb.packets_out() <= 1 {
+            return false;
+        }
+        self.tsq_throttled = true;
+        self.tsq_throttles += 1;
+        true
+    }
+
+    /// One of this socket's packets left the host queue (transmitted or dropped): Linux
+    /// `tcp_wfree` returns its truesize and, if the socket was throttled, queues it for
+    /// `tcp_tsq_handler`, which retransmits lost segments if cwnd allows and then calls
+    /// `tcp_write_xmit` — both are what `try_send` does.
+    fn tsq_release(&mut self, pkt: &Packet) -> bool {
+        self.bytes_below = self.bytes_below.saturating_sub(pkt.truesize_bytes as u64);
+        std::mem::take(&mut self.tsq_throttled)
     }
 
     // ----- window reductions -----
@@ -929,7 +1036,7 @@ impl Endpoint for TcpSender {
                     Some(now + Duration(self.cfg.initial_rto.0 << self.rtt.backoff.min(20)));
             }
             ConnState::Established => {
-                if self.write_messages(now) {
+                if self.tsq_wake.take().is_some() | self.write_messages(now) {
                     self.try_send(io);
                 }
                 if self.rto_at.is_some_and(|t| t <= now) {
@@ -967,11 +1074,22 @@ impl Endpoint for TcpSender {
         if self.pace_blocked {
             min(Some(self.next_tx_at));
         }
+        min(self.tsq_wake);
         d
     }
 
-    fn on_tx_complete(&mut self, pkt: &Packet, _io: &mut Io) {
-        self.bytes_below = self.bytes_below.saturating_sub(pkt.truesize_bytes as u64);
+    fn on_tx_complete(&mut self, pkt: &Packet, io: &mut Io) {
+        if self.tsq_release(pkt) && self.state == ConnState::Established {
+            self.try_send(io);
+        }
+    }
+
+    fn on_host_drop(&mut self, pkt: &Packet, io: &mut Io) {
+        // Called from inside the engine's enqueue/dequeue: defer the transmission to a
+        // timer at the current time (the kernel defers it to the TSQ BH work as well).
+        if self.tsq_release(pkt) && self.state == ConnState::Established {
+            self.tsq_wake = Some(io.now);
+        }
     }
 
     fn observe(&self, emit: &mut dyn FnMut(&str, f64)) {
@@ -1044,10 +1162,12 @@ mod tests {
 
     const MSS: u64 = 1448;
 
+    /// The harness never completes transmissions: TSQ off except in the TSQ tests.
     fn cfg() -> TcpConfig {
         TcpConfig {
             handshake: false,
             cc: crate::tcp::cc::CcKind::NewReno,
+            tsq: false,
             ..TcpConfig::default()
         }
     }
@@ -1223,5 +1343,98 @@ mod tests {
         assert_eq!(s.ca_state(), CaState::Recovery);
         let out = h.take();
         assert_eq!(out.first().map(|p| p.hdr.seq), Some(1 + 2 * MSS));
+    }
+
+    #[test]
+    fn tsq_limit_follows_tcp_small_queue_check() {
+        // 2 · truesize floor: 10 Mbit/s → 1 250 000 B/s >> 10 = 1220 B < 2 · 2880.
+        assert_eq!(tsq_limit_bytes(2880, 10_000_000, false, 4 << 20, 0), 5760);
+        // ~1 ms of the pacing rate: 1 Gbit/s → 125 000 000 >> 10 = 122 070 B.
+        assert_eq!(tsq_limit_bytes(2880, 1_000_000_000, false, 4 << 20, 0), 122_070);
+        // Retransmissions: doubled (factor 1).
+        assert_eq!(tsq_limit_bytes(2880, 1_000_000_000, false, 4 << 20, 1), 244_140);
+        // tcp_limit_output_bytes caps unpaced sockets only (100 Gbit/s → 12 207 031 B).
+        assert_eq!(tsq_limit_bytes(2880, 100_000_000_000, false, 4 << 20, 0), 4 << 20);
+        assert_eq!(tsq_limit_bytes(2880, 100_000_000_000, true, 4 << 20, 0), 12_207_031);
+        // No rate yet (no SRTT): unlimited rate, so the cap.
+        assert_eq!(tsq_limit_bytes(2880, 0, false, 1 << 20, 0), 1 << 20);
+    }
+
+    #[test]
+    fn pacing_rate_follows_tcp_update_pacing_rate() {
+        let inf = INFINITE_SSTHRESH;
+        // Slow start, 200 %: 2 · 10 · 1448 B / 10 ms = 2 896 000 B/s.
+        assert_eq!(
+            linux_pacing_rate_bps(1448, 10, 0, inf, 10_000_000),
+            2_896_000 * 8
+        );
+        // cwnd ≥ ssthresh/2: 120 %: 1.2 · 20 · 1448 / 10 ms = 3 475 200 B/s.
+        assert_eq!(
+            linux_pacing_rate_bps(1448, 20, 0, 30, 10_000_000),
+            3_475_200 * 8
+        );
+        // max(cwnd, packets_out); srtt in µs << 3 as the kernel keeps it (truncation).
+        assert_eq!(
+            linux_pacing_rate_bps(1448, 10, 40, inf, 10_000_000),
+            linux_pacing_rate_bps(1448, 40, 0, inf, 10_000_000)
+        );
+        let us8 = 1_234_567u64 * 8 / 1000;
+        assert_eq!(
+            linux_pacing_rate_bps(1000, 7, 0, inf, 1_234_567),
+            1000 * 80_000 * 200 * 7 / us8 * 8
+        );
+        // No SRTT: the kernel does not divide; sojourn reports 0 = unlimited.
+        assert_eq!(linux_pacing_rate_bps(1448, 10, 0, inf, 0), 0);
+    }
+
+    #[test]
+    fn tsq_throttles_until_a_completion_releases_the_socket() {
+        let mut h = Harness::new();
+        let mut s = sender(TcpConfig { tsq: true, ..cfg() }, &mut h);
+        // No SRTT yet: the limit is tcp_limit_output_bytes, the whole IW goes out.
+        let iw = h.take();
+        assert_eq!(iw.len(), 10);
+        assert_eq!(s.bytes_below, 10 * 2880);
+        // An ACK with a 100 ms RTT sample: pacing rate 2 · 11 · 1448 B / 100 ms ≈ 318 kB/s,
+        // limit = max(2 · 2880, 311) = 5760 B, far below the 9 packets still below TCP.
+        s.on_packet(&ack(1 + MSS, false, &[]), &mut h.io(Time(100_000_000)));
+        assert!(s.cs.cwnd > 10);
+        assert!(h.take().is_empty(), "throttled by TSQ, not by cwnd");
+        // Completions of 7 packets: 3 · 2880 > 5760 still throttled; the 8th brings the
+        // bytes below TCP to 5760 ≤ limit: exactly one more packet may go.
+        let t = Time(100_100_000);
+        for p in &iw[..7] {
+            s.on_tx_complete(p, &mut h.io(t));
+        }
+        assert!(h.take().is_empty());
+        s.on_tx_complete(&iw[7], &mut h.io(t));
+        assert_eq!(h.take().len(), 1, "2 · 2880 ≤ limit: one more, then throttled");
+        assert_eq!(s.bytes_below, 3 * 2880);
+        // Without TSQ the same ACK releases the whole cwnd at once.
+        let mut h2 = Harness::new();
+        let mut s2 = sender(cfg(), &mut h2);
+        h2.take();
+        s2.on_packet(&ack(1 + MSS, false, &[]), &mut h2.io(Time(100_000_000)));
+        assert!(h2.take().len() >= 2);
+    }
+
+    #[test]
+    fn a_host_drop_releases_the_socket_from_a_timer() {
+        let mut h = Harness::new();
+        let mut s = sender(TcpConfig { tsq: true, ..cfg() }, &mut h);
+        let iw = h.take();
+        s.on_packet(&ack(1 + MSS, false, &[]), &mut h.io(Time(100_000_000)));
+        h.take();
+        let t = Time(100_100_000);
+        for p in &iw[..7] {
+            s.on_tx_complete(p, &mut h.io(t));
+        }
+        // The host qdisc drops the 8th: credit returns, but nothing is sent from inside
+        // the engine's enqueue; a timer at `now` transmits instead.
+        s.on_host_drop(&iw[7], &mut h.io(t));
+        assert!(h.take().is_empty());
+        assert_eq!(s.deadline(), Some(t));
+        s.on_timer(&mut h.io(t));
+        assert!(!h.take().is_empty(), "released after the drop");
     }
 }
