@@ -444,7 +444,7 @@ def _save(fig, out: Path, name: str, made: list) -> None:
     made.append(name)
 
 
-def plot_mean_pairs(setup: str, mt: pd.DataFrame, out: Path, made: list, tag: str = "") -> None:
+def plot_mean_pairs(setup: str, mt: pd.DataFrame, out: Path, made: list, tag: str = "", suffix: str = "") -> None:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7.5, 3.6))
     first = mt.drop_duplicates("base")
@@ -470,10 +470,10 @@ def plot_mean_pairs(setup: str, mt: pd.DataFrame, out: Path, made: list, tag: st
     if not (setup == "10g" and np.nanmax(first["paper_base_ms"]) > 5 * np.nanmax(first["base_mean_ms"])):
         ax.set_ylim(0, top * 1.35)
     ax.legend(fontsize=7, loc="upper right", ncol=4)
-    _save(fig, out, f"mean_fct_{setup}", made)
+    _save(fig, out, f"mean_fct_{setup}{suffix}", made)
 
 
-def plot_fct_vs_size(setup: str, data: cmp.Data, out: Path, made: list) -> None:
+def plot_fct_vs_size(setup: str, data: cmp.Data, out: Path, made: list, suffix: str = "") -> None:
     plt = _plt()
     fig, axs = plt.subplots(2, 3, figsize=(10, 5.6), sharex=True, sharey=True)
     for ax, base in zip(axs.ravel(), BASES):
@@ -493,10 +493,10 @@ def plot_fct_vs_size(setup: str, data: cmp.Data, out: Path, made: list) -> None:
     for ax in axs[:, 0]:
         ax.set_ylabel("mean FCT (ms)")
     fig.suptitle(f"seed 000, {setup}: mean FCT vs flow size (5 bins per decade)", fontsize=10)
-    _save(fig, out, f"fct_vs_size_{setup}", made)
+    _save(fig, out, f"fct_vs_size_{setup}{suffix}", made)
 
 
-def plot_lorenz(setup: str, data: cmp.Data, out: Path, made: list) -> None:
+def plot_lorenz(setup: str, data: cmp.Data, out: Path, made: list, suffix: str = "") -> None:
     plt = _plt()
     fig, axs = plt.subplots(2, 3, figsize=(9, 6), sharex=True, sharey=True)
     for ax, base in zip(axs.ravel(), BASES):
@@ -518,10 +518,10 @@ def plot_lorenz(setup: str, data: cmp.Data, out: Path, made: list) -> None:
     for ax in axs[:, 0]:
         ax.set_ylabel("share of mean throughput")
     fig.suptitle(f"seed 000, {setup}: Lorenz curves of per-flow mean throughput (dashed: the gap)", fontsize=10)
-    _save(fig, out, f"lorenz_{setup}", made)
+    _save(fig, out, f"lorenz_{setup}{suffix}", made)
 
 
-def plot_thresholds(setup: str, tt: pd.DataFrame, base_data: Optional[cmp.Data], out: Path, made: list) -> None:
+def plot_thresholds(setup: str, tt: pd.DataFrame, base_data: Optional[cmp.Data], out: Path, made: list, suffix: str = "") -> None:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     for (v, g), c in zip(tt.groupby("variant", sort=False), ["#8c8c8c", "#4C72B0", "#55A868", "#C44E52"]):
@@ -538,7 +538,7 @@ def plot_thresholds(setup: str, tt: pd.DataFrame, base_data: Optional[cmp.Data],
     ax.set_title(f"seed 000, {setup}: mean FCT vs 2LPS threshold")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
-    _save(fig, out, f"thresholds_{setup}", made)
+    _save(fig, out, f"thresholds_{setup}{suffix}", made)
 
 
 # ------------------------------------------------------------------------------------------
@@ -546,7 +546,7 @@ def plot_thresholds(setup: str, tt: pd.DataFrame, base_data: Optional[cmp.Data],
 # ------------------------------------------------------------------------------------------
 
 
-def analyse(setup: str, directory, out: Path, thr_dir=None, label: str = "", plots: bool = True) -> str:
+def analyse(setup: str, directory, out: Path, thr_dir=None, label: str = "", plots: bool = True, suffix: str = "") -> str:
     data = load(directory)
     mt, pt, et = mean_table(data, setup), pct_table(data, setup), extra_table(data, setup)
     tt = None
@@ -555,11 +555,11 @@ def analyse(setup: str, directory, out: Path, thr_dir=None, label: str = "", plo
         tt = threshold_table(load(thr_dir), data, setup)
     if plots:
         out.mkdir(parents=True, exist_ok=True)
-        plot_mean_pairs(setup, mt, out, made, label)
-        plot_fct_vs_size(setup, data, out, made)
-        plot_lorenz(setup, data, out, made)
+        plot_mean_pairs(setup, mt, out, made, label, suffix)
+        plot_fct_vs_size(setup, data, out, made, suffix)
+        plot_lorenz(setup, data, out, made, suffix)
         if tt is not None and len(tt):
-            plot_thresholds(setup, tt, data, out, made)
+            plot_thresholds(setup, tt, data, out, made, suffix)
     return markdown_tables(setup, mt, pt, et, tt, label)
 
 
@@ -586,6 +586,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                   "'<!-- BEGIN GENERATED: 1g -->' and '<!-- END GENERATED: 1g -->', same for 10g)")
     ap.add_argument("--label", default="", help="appended to table titles, e.g. ' — short, no TSQ'")
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--suffix", default="", help="appended to plot names and to the doc block tags (e.g. '-notsq')")
     ap.add_argument("--write-files", metavar="DIR", help="(re)write the generated sweep files and size tables into DIR")
     a = ap.parse_args(argv)
     if a.write_files:
@@ -598,11 +599,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     text = []
     for setup, d, td in (("1g", a.g1, a.thresholds_1g), ("10g", a.g10, a.thresholds_10g)):
         if d:
-            t = analyse(setup, d, Path(a.out), td, a.label, not a.no_plots)
+            t = analyse(setup, d, Path(a.out), td, a.label, not a.no_plots, a.suffix)
             text.append(t)
             if a.doc:
-                replace_block(Path(a.doc), setup, t)
-                print(f"updated the {setup} block of {a.doc}", file=sys.stderr)
+                replace_block(Path(a.doc), setup + a.suffix, t)
+                print(f"updated the {setup}{a.suffix} block of {a.doc}", file=sys.stderr)
     md = "\n".join(text)
     if a.markdown:
         Path(a.markdown).write_text(md)
