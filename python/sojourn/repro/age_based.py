@@ -396,7 +396,7 @@ def _g(x) -> str:
 def markdown_tables(setup: str, mt: pd.DataFrame, pt: pd.DataFrame, et: pd.DataFrame,
                     tt: Optional[pd.DataFrame] = None, label: str = "") -> str:
     n = {"1g": ("III", "V"), "10g": ("IV", "VI")}[setup]
-    out = [f"### {setup}: mean FCT (Table {n[0]}){label}", "",
+    out = [f"#### {setup}: mean FCT (Table {n[0]}){label}", "",
            "| discipline | age-based (ms) | base (ms) | gain [95% CI] | paper age-based | paper base | paper gain |",
            "|---|---|---|---|---|---|---|"]
     for r in mt.itertuples():
@@ -404,12 +404,12 @@ def markdown_tables(setup: str, mt: pd.DataFrame, pt: pd.DataFrame, et: pd.DataF
                    f"{_g(r.gain)} [{_g(r.gain_lo)}, {_g(r.gain_hi)}] | "
                    + (f"{_f(r.paper_age_ms)} ± {_f(r.paper_age_ci_ms, 2)} | {_f(r.paper_base_ms)} ± {_f(r.paper_base_ci_ms, 2)} | "
                       f"{_g(r.paper_gain)} |" if np.isfinite(r.paper_age_ms) else "(not in the paper) | | |"))
-    out += ["", f"### {setup}: FCT percentiles (Table {n[1]}), ms — sojourn / paper{label}", "",
+    out += ["", f"#### {setup}: FCT percentiles (Table {n[1]}), ms — sojourn / paper{label}", "",
             "| point | P50 | P75 | P95 | P99 |", "|---|---|---|---|---|"]
     for r in pt.itertuples():
         cells = [f"{_f(getattr(r, f'p{q}'))} / {_f(getattr(r, f'paper_p{q}'))}" for q in (50, 75, 95, 99)]
         out.append(f"| {r.point} | " + " | ".join(cells) + " |")
-    out += ["", f"### {setup}: other statistics{label}", "",
+    out += ["", f"#### {setup}: other statistics{label}", "",
             "| point | flows | ≤ threshold | util | drops | sojourn p50 / p99 (ms) | Jain | Lorenz gap | wall (s) | packets |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in et.itertuples():
@@ -417,7 +417,7 @@ def markdown_tables(setup: str, mt: pd.DataFrame, pt: pd.DataFrame, et: pd.DataF
                    f"{_f(r.sojourn_p50_ms, 2)} / {_f(r.sojourn_p99_ms, 2)} | {_f(r.jain, 3)} | {_f(r.lorenz_gap, 3)} | "
                    f"{_f(r.wall_s)} | {r.packets:,.0f} |")
     if tt is not None and len(tt):
-        out += ["", f"### {setup}: threshold study (mean FCT, ms; gain over the base discipline){label}", "",
+        out += ["", f"#### {setup}: threshold study (mean FCT, ms; gain over the base discipline){label}", "",
                 "| variant | threshold | mean FCT (ms) | gain over base [95% CI] |", "|---|---|---|---|"]
         for r in tt.itertuples():
             mark = " (seed)" if r.threshold_bytes and abs(r.threshold_bytes - THRESHOLD[setup]) < 1e3 else (
