@@ -370,6 +370,8 @@ fn hystart_ends_slow_start_before_the_buffer_overflows() {
     assert!(reno_drops > 50.0, "Reno overflows the buffer in slow start");
     // BDP ≈ 35 packets, overflow at BDP + 400. The delay threshold (5 ms ≈ 4 packets of
     // queue) is crossed in the round after cwnd passes the BDP; the round's minimum RTT
-    // needs 8 samples, so detection lags by up to a round in which cwnd doubles.
-    assert!((35.0..=4.0 * 35.0 + 10.0).contains(&w), "exit window {w}");
+    // needs 8 samples taken from the round's start, and rounds are counted from the
+    // connection's first ACK (Linux 6.14+), so detection lags by up to two rounds in
+    // which cwnd doubles (the kernel commit reports the same later exit).
+    assert!((35.0..=5.0 * 35.0).contains(&w), "exit window {w}");
 }

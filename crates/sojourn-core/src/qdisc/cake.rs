@@ -1698,7 +1698,7 @@ mod tests {
     use super::*;
     use crate::packet::{Ecn, FlowKey, SackBlock};
     use crate::params::Table;
-    use crate::qdisc::testkit::check_conservation;
+    use crate::qdisc::testkit::check_conservation_with;
     use crate::qdisc::{build, AnyQdisc};
     use crate::time::tx_time;
 
@@ -2388,33 +2388,16 @@ mod tests {
 
     /// Gives testkit's packets DSCPs and TCP ACK headers so every tin and the ACK filter
     /// are exercised.
-    struct Varied(Cake);
-
-    impl Qdisc for Varied {
-        fn enqueue(&mut self, mut p: Packet, now: Time, drops: &mut Drops) -> Verdict {
-            p.dscp = [0, 8, 46, 34, 10, 48, 1, 24][(p.uid % 8) as usize];
-            if p.uid.is_multiple_of(3) {
-                p.key.proto = proto::TCP;
-                p.hdr.flags = tcp_flags::ACK;
-                p.hdr.ack = p.uid * 100;
-                p.hash = p.key.hash(0);
-            }
-            if p.uid.is_multiple_of(5) {
-                p.priority = 0x1_0000 | (p.uid % 4) as u32;
-            }
-            self.0.enqueue(p, now, drops)
+    fn vary(p: &mut Packet, _now: Time) {
+        p.dscp = [0, 8, 46, 34, 10, 48, 1, 24][(p.uid % 8) as usize];
+        if p.uid.is_multiple_of(3) {
+            p.key.proto = proto::TCP;
+            p.hdr.flags = tcp_flags::ACK;
+            p.hdr.ack = p.uid * 100;
+            p.hash = p.key.hash(0);
         }
-        fn dequeue(&mut self, now: Time, drops: &mut Drops) -> Dequeue {
-            self.0.dequeue(now, drops)
-        }
-        fn len_packets(&self) -> usize {
-            self.0.len_packets()
-        }
-        fn len_bytes(&self) -> u64 {
-            self.0.len_bytes()
-        }
-        fn ecn_marks(&self) -> u64 {
-            self.0.ecn_marks()
+        if p.uid.is_multiple_of(5) {
+            p.priority = 0x1_0000 | (p.uid % 4) as u32;
         }
     }
 
@@ -2472,19 +2455,23 @@ mod tests {
         ];
         for (ci, c) in configs.iter().enumerate() {
             for seed in 0..6 {
-                let mut q = Varied(built(c));
-                check_conservation(&mut q, seed * 31 + ci as u64, 4_000, |q| {
-                    q.0.memory_used_bytes() <= q.0.memory_limit_bytes()
-                });
+                let mut q = built(c);
+                check_conservation_with(
+                    &mut q,
+                    seed * 31 + ci as u64,
+                    4_000,
+                    |q| q.memory_used_bytes() <= q.memory_limit_bytes(),
+                    vary,
+                );
                 // Drained: every counter back to rest.
-                for b in &q.0.tins {
+                for b in &q.tins {
                     assert_eq!(b.tin_backlog, 0);
                     assert!(b
                         .flows
                         .iter()
                         .all(|f| f.backlog_bytes == 0 && f.head == NIL));
                 }
-                assert_eq!(q.0.memory_used_bytes(), 0, "config {ci}");
+                assert_eq!(q.memory_used_bytes(), 0, "config {ci}");
             }
         }
     }

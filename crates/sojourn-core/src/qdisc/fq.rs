@@ -919,7 +919,7 @@ impl<P: FlowPolicy> Qdisc for FqSched<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::testkit::{check_conservation, pkt};
+    use crate::qdisc::testkit::{check_conservation_with, pkt};
 
     const MTU: u32 = 1514;
 
@@ -1376,38 +1376,22 @@ mod tests {
         eprintln!("pfifo baseline on this machine: {ns:.1} ns per enqueue+dequeue");
     }
 
-    /// Stamps the synthetic packets of the property test with sockets, pacing rates and EDT.
-    struct Stamp<Q>(Q);
-    impl<Q: Qdisc> Qdisc for Stamp<Q> {
-        fn enqueue(&mut self, mut p: Packet, now: Time, drops: &mut Drops) -> Verdict {
-            match p.flow % 4 {
-                0 => {}
-                1 => {
-                    p.socket = p.flow + 1;
-                    p.pacing_rate_bps = 2_000_000 + 1_000_000 * (p.flow as u64 % 7);
-                }
-                2 => {
-                    p.socket = p.flow + 1;
-                    p.pacing_rate_bps = 300_000;
-                }
-                _ => {
-                    p.socket = p.flow + 1;
-                    p.departure_at = now + Duration((p.uid * 7919) % 3_000_000);
-                }
+    /// Gives the property test's packets sockets, pacing rates and EDT stamps.
+    fn stamp(p: &mut Packet, now: Time) {
+        match p.flow % 4 {
+            0 => {}
+            1 => {
+                p.socket = p.flow + 1;
+                p.pacing_rate_bps = 2_000_000 + 1_000_000 * (p.flow as u64 % 7);
             }
-            self.0.enqueue(p, now, drops)
-        }
-        fn dequeue(&mut self, now: Time, drops: &mut Drops) -> Dequeue {
-            self.0.dequeue(now, drops)
-        }
-        fn len_packets(&self) -> usize {
-            self.0.len_packets()
-        }
-        fn len_bytes(&self) -> u64 {
-            self.0.len_bytes()
-        }
-        fn ecn_marks(&self) -> u64 {
-            self.0.ecn_marks()
+            2 => {
+                p.socket = p.flow + 1;
+                p.pacing_rate_bps = 300_000;
+            }
+            _ => {
+                p.socket = p.flow + 1;
+                p.departure_at = now + Duration((p.uid * 7919) % 3_000_000);
+            }
         }
     }
 
@@ -1421,11 +1405,17 @@ mod tests {
                 cfg.flow_limit = 15;
                 cfg.ce_threshold = Duration::from_ms(2);
                 cfg.orphan_mask = if seed % 2 == 0 { 7 } else { 1023 };
-                let mut q = Stamp(Fq::new(cfg));
-                check_conservation(&mut q, seed, 4_000, |q| {
-                    q.0.band_packets().iter().all(|&n| n <= 60)
-                        && q.0.flows().all(|(_, qlen, _)| qlen <= 15)
-                });
+                let mut q = Fq::new(cfg);
+                check_conservation_with(
+                    &mut q,
+                    seed,
+                    4_000,
+                    |q| {
+                        q.band_packets().iter().all(|&n| n <= 60)
+                            && q.flows().all(|(_, qlen, _)| qlen <= 15)
+                    },
+                    stamp,
+                );
             }
         }
     }

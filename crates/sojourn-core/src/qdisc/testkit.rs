@@ -18,6 +18,19 @@ pub fn pkt(uid: u64, flow: u32, len: u32) -> Packet {
 /// `len_packets`/`len_bytes` agree with the count of packets inside, and `limit_ok` after
 /// every operation. Panics on violation.
 pub fn check_conservation<Q: Qdisc>(q: &mut Q, seed: u64, n: usize, limit_ok: impl Fn(&Q) -> bool) {
+    check_conservation_with(q, seed, n, limit_ok, |_, _| {});
+}
+
+/// [`check_conservation`] with `shape(&mut packet, now)` applied to every synthetic packet
+/// before it is offered, so a test can give packets sockets, pacing rates, DSCPs, TCP
+/// headers… (`len_bytes` must not be changed: the accounting relies on it).
+pub fn check_conservation_with<Q: Qdisc>(
+    q: &mut Q,
+    seed: u64,
+    n: usize,
+    limit_ok: impl Fn(&Q) -> bool,
+    mut shape: impl FnMut(&mut Packet, Time),
+) {
     let mut rng = Rng::from_seed(seed);
     let mut drops = Drops::new();
     let mut now = Time(1_000);
@@ -57,6 +70,8 @@ pub fn check_conservation<Q: Qdisc>(q: &mut Q, seed: u64, n: usize, limit_ok: im
                 }
                 p.enqueued_at = now;
                 p.priority = rng.below(4) as u32;
+                shape(&mut p, now);
+                debug_assert_eq!(p.len_bytes, len, "shape must not change the length");
                 offered.insert(uid);
                 sizes.insert(uid, len);
                 inside_pkts += 1;

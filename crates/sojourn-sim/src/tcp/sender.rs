@@ -163,7 +163,6 @@ pub struct TcpSender {
     syn_retrans: u32,
     retx_hint: u64,
     cwnd_usage_seq: u64,
-    is_cwnd_limited: bool,
     /// The last transmission attempt stopped at the pacing gate.
     pace_blocked: bool,
     /// Bytes (truesize) of this socket queued below TCP (qdisc + device): Linux
@@ -231,9 +230,10 @@ impl TcpSender {
                 packets_out: 0,
                 delivered: 0,
                 ca_state: CaState::Open,
-                cwnd_limited: false,
+                is_cwnd_limited: false,
                 pacing_rate_bps: 0,
                 max_packets_out: 0,
+                paced: pacing,
             },
             prr_delivered: 0,
             prr_out: 0,
@@ -257,7 +257,6 @@ impl TcpSender {
             syn_retrans: 0,
             retx_hint: 0,
             cwnd_usage_seq: 0,
-            is_cwnd_limited: false,
             pace_blocked: false,
             bytes_below: 0,
             tsq_throttled: false,
@@ -288,6 +287,13 @@ impl TcpSender {
             hash: self.hash,
             socket: self.me + 1,
             pacing_rate_bps: self.cs.pacing_rate_bps,
+            // A sender that paces itself stamps its departure time (EDT, Linux >= 4.20), so
+            // sch_fq honours the sender's schedule instead of pacing a second time.
+            departure_at: if self.pacing && self.cs.pacing_rate_bps > 0 {
+                now.max(Time(1))
+            } else {
+                Time::ZERO
+            },
             hdr: TransportHeader {
                 ack: 1,
                 window: 65_535,
@@ -502,6 +508,9 @@ impl TcpSender {
         }
         let now = io.now;
         let mut cwnd_limited = false;
+        // New data packets sent (tcp_write_xmit's sent_pkts; retransmissions come from
+        // tcp_xmit_retransmit_queue, which does not validate the cwnd).
+        let mut sent = 0u32;
         self.pace_blocked = false;
         loop {
             if self.pacing && self.next_tx_at > now {
@@ -527,7 +536,10 @@ impl TcpSender {
             }
             self.retx_hint = self.snd_nxt;
             // tcp_write_xmit: TSQ after the cwnd test, for the segment about to be sent.
-            let next_len = self.write_end.saturating_sub(self.snd_nxt).min(self.cfg.mss as u64);
+            let next_len = self
+                .write_end
+                .saturating_sub(self.snd_nxt)
+                .min(self.cfg.mss as u64);
             let has_data = next_len > 0 || (self.fin_wanted && !self.fin_sent);
             if has_data && self.tsq_blocks(next_len as u32, 0) {
                 break;
@@ -540,6 +552,7 @@ impl TcpSender {
                 }
                 break;
             }
+            sent += 1;
             if matches!(self.cs.ca_state, CaState::Recovery | CaState::Cwr) {
                 self.prr_out += 1;
             }
@@ -547,14 +560,27 @@ impl TcpSender {
         // tcp_write_xmit: whatever stopped the loop (TSQ, pacing), a full window counts
         // as cwnd-limited.
         cwnd_limited |= self.sb.in_flight() >= self.cs.cwnd;
-        // Linux tcp_cwnd_validate.
+        if sent > 0 || cwnd_limited {
+            self.cwnd_validate(cwnd_limited);
+        }
+        self.schedule_loss_probe(now);
+    }
+
+    /// Linux `tcp_cwnd_validate` (6.18; the `cwnd_usage_seq` rule since 5.19): a
+    /// cwnd-limited attempt is remembered for the rest of the window (until `snd_una`
+    /// passes `cwnd_usage_seq`); otherwise track the window's largest `packets_out`,
+    /// which must not clear a cwnd-limited mark of the same window. Called only when
+    /// something was sent or the attempt was cwnd-limited, as `tcp_write_xmit` does.
+    fn cwnd_validate(&mut self, cwnd_limited: bool) {
         let pkts = self.sb.packets_out();
-        if self.snd_una >= self.cwnd_usage_seq || cwnd_limited || pkts > self.cs.max_packets_out {
-            self.is_cwnd_limited = cwnd_limited;
+        if self.snd_una >= self.cwnd_usage_seq
+            || cwnd_limited
+            || (!self.cs.is_cwnd_limited && pkts > self.cs.max_packets_out)
+        {
+            self.cs.is_cwnd_limited = cwnd_limited;
             self.cs.max_packets_out = pkts;
             self.cwnd_usage_seq = self.snd_nxt;
         }
-        self.schedule_loss_probe(now);
     }
 
     /// Linux `tcp_schedule_loss_probe` (RFC 8985 §7.2).
@@ -946,11 +972,6 @@ impl TcpSender {
         self.cs.snd_nxt = self.snd_nxt;
         self.cs.in_flight = self.sb.in_flight();
         self.cs.packets_out = self.sb.packets_out();
-        self.cs.cwnd_limited = if self.cs.in_slow_start() {
-            self.cs.cwnd < 2 * self.cs.max_packets_out
-        } else {
-            self.is_cwnd_limited
-        };
         self.cc.pkts_acked(&mut self.cs, acked_sacked, ca_rtt);
         let reno_delivered = if !self.cfg.sack && is_dupack {
             1
@@ -1350,12 +1371,24 @@ mod tests {
         // 2 · truesize floor: 10 Mbit/s → 1 250 000 B/s >> 10 = 1220 B < 2 · 2880.
         assert_eq!(tsq_limit_bytes(2880, 10_000_000, false, 4 << 20, 0), 5760);
         // ~1 ms of the pacing rate: 1 Gbit/s → 125 000 000 >> 10 = 122 070 B.
-        assert_eq!(tsq_limit_bytes(2880, 1_000_000_000, false, 4 << 20, 0), 122_070);
+        assert_eq!(
+            tsq_limit_bytes(2880, 1_000_000_000, false, 4 << 20, 0),
+            122_070
+        );
         // Retransmissions: doubled (factor 1).
-        assert_eq!(tsq_limit_bytes(2880, 1_000_000_000, false, 4 << 20, 1), 244_140);
+        assert_eq!(
+            tsq_limit_bytes(2880, 1_000_000_000, false, 4 << 20, 1),
+            244_140
+        );
         // tcp_limit_output_bytes caps unpaced sockets only (100 Gbit/s → 12 207 031 B).
-        assert_eq!(tsq_limit_bytes(2880, 100_000_000_000, false, 4 << 20, 0), 4 << 20);
-        assert_eq!(tsq_limit_bytes(2880, 100_000_000_000, true, 4 << 20, 0), 12_207_031);
+        assert_eq!(
+            tsq_limit_bytes(2880, 100_000_000_000, false, 4 << 20, 0),
+            4 << 20
+        );
+        assert_eq!(
+            tsq_limit_bytes(2880, 100_000_000_000, true, 4 << 20, 0),
+            12_207_031
+        );
         // No rate yet (no SRTT): unlimited rate, so the cap.
         assert_eq!(tsq_limit_bytes(2880, 0, false, 1 << 20, 0), 1 << 20);
     }
@@ -1408,7 +1441,11 @@ mod tests {
         }
         assert!(h.take().is_empty());
         s.on_tx_complete(&iw[7], &mut h.io(t));
-        assert_eq!(h.take().len(), 1, "2 · 2880 ≤ limit: one more, then throttled");
+        assert_eq!(
+            h.take().len(),
+            1,
+            "2 · 2880 ≤ limit: one more, then throttled"
+        );
         assert_eq!(s.bytes_below, 3 * 2880);
         // Without TSQ the same ACK releases the whole cwnd at once.
         let mut h2 = Harness::new();

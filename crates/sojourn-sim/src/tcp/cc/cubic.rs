@@ -125,8 +125,14 @@ impl Cubic {
     }
 
     fn hystart_update(&mut self, st: &mut CcState, delay_ns: u64) {
+        // A new round starts at the first ACK past the previous round's snd_nxt, at any
+        // cwnd; the tests below only from hystart_low_window on (Linux 6.14+, commit
+        // "tcp_cubic: fix incorrect HyStart round start detection").
         if st.snd_una > self.end_seq {
             self.hystart_reset(st);
+        }
+        if st.cwnd < HYSTART_LOW_WINDOW {
+            return;
         }
         // Ack train: ACKs keep arriving closely spaced for longer than delay_min/2
         // (plus Linux's ack-delay allowance of ≤ 1 ms when a pacing rate is known).
@@ -136,7 +142,10 @@ impl Cubic {
             let allowance = (65_536u64 * 4 * 1_000_000_000)
                 .checked_div(rate_bytes)
                 .map_or(0, |a| a.min(1_000_000));
-            let threshold = (self.delay_min_ns + allowance) / 2;
+            let mut threshold = self.delay_min_ns + allowance;
+            if !st.paced {
+                threshold /= 2;
+            }
             if st.now.saturating_since(self.round_start).0 > threshold {
                 self.found = true;
                 st.ssthresh = st.cwnd;
@@ -178,7 +187,7 @@ impl CongestionControl for Cubic {
     }
 
     fn cong_avoid(&mut self, st: &mut CcState, mut acked: u32) {
-        if !st.cwnd_limited {
+        if !st.cwnd_limited() {
             return;
         }
         if st.in_slow_start() {
@@ -204,7 +213,7 @@ impl CongestionControl for Cubic {
         if self.delay_min_ns == 0 || self.delay_min_ns > delay {
             self.delay_min_ns = delay;
         }
-        if self.hystart && !self.found && st.in_slow_start() && st.cwnd >= HYSTART_LOW_WINDOW {
+        if self.hystart && !self.found && st.in_slow_start() {
             self.hystart_update(st, delay);
         }
     }
@@ -266,5 +275,93 @@ mod tests {
         assert!((c.k_s - k).abs() < 1e-9, "{} vs {k}", c.k_s);
         assert_eq!(c.w_cubic(k), 100.0);
         assert_eq!(FRIENDLY_SCALE, 15);
+    }
+
+    /// Drive HyStart through one round with ACKs every `spacing_us`, delay samples
+    /// `rtt_us`, and return the cwnd at which slow start ended (None = did not end).
+    fn hystart_exit(paced: bool, spacing_us: u64, rtt_us: u64, acks: u32) -> Option<u32> {
+        let mut c = Cubic::new();
+        let mut st = test_state(16);
+        st.paced = paced;
+        // Linux sk_pacing_rate in slow start for cwnd 16, srtt 1 ms: 200% · 16·1448 B/ms.
+        st.pacing_rate_bps = 2 * 16 * 1448 * 8 * 1000;
+        c.init(&mut st);
+        c.delay_min_ns = 100_000;
+        // The first ACK passes end_seq and opens the round (bictcp_hystart_reset).
+        st.snd_nxt = 1_000_000;
+        for i in 1..=acks {
+            st.now = Time::from_ns(i as u64 * spacing_us * 1000);
+            st.snd_una += 2;
+            c.pkts_acked(&mut st, 2, Some(rtt_us * 1000));
+            if !st.in_slow_start() {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn hystart_ack_train_threshold_follows_the_kernel() {
+        // hystart_ack_delay = min(1 ms, 4 · 65536 B / rate): capped at 1 ms here.
+        // Unpaced (SK_PACING_NONE): the train ends slow start once the round is longer
+        // than (delay_min + 1 ms)/2 = 550 us: ACKs every 100 us from the round's first
+        // ACK -> the 7th ACK (600 us into the round).
+        assert_eq!(hystart_exit(false, 100, 150, 20), Some(7));
+        // Paced: no halving, > 1100 us -> the 13th ACK (1200 us).
+        assert_eq!(hystart_exit(true, 100, 150, 20), Some(13));
+        // ACKs more than hystart_ack_delta_us (2 ms) apart are no train: no exit, and
+        // the delay test stays below delay_min + 4 ms (HYSTART_DELAY_MIN clamp).
+        assert_eq!(hystart_exit(false, 2_100, 3_000, 20), None);
+        // Delay test: 8 samples, then the round's minimum RTT above delay_min + 4 ms.
+        assert_eq!(hystart_exit(false, 2_100, 4_200, 20), Some(9));
+    }
+
+    /// Linux `tcp_is_cwnd_limited`: in slow start a window below twice the packets out
+    /// may grow even if the sender is not cwnd-limited; once HyStart has set
+    /// ssthresh = cwnd only the cwnd-limited flag counts.
+    #[test]
+    fn growth_needs_cwnd_limited_after_hystart() {
+        let mut c = Cubic::new();
+        let mut st = test_state(20);
+        c.init(&mut st);
+        st.is_cwnd_limited = false;
+        st.max_packets_out = 11;
+        assert!(st.cwnd_limited(), "20 < 2 · 11 in slow start");
+        c.cong_avoid(&mut st, 2);
+        assert_eq!(st.cwnd, 22);
+        st.ssthresh = st.cwnd; // HyStart exit
+        assert!(!st.cwnd_limited());
+        for _ in 0..100 {
+            c.cong_avoid(&mut st, 2);
+        }
+        assert_eq!(st.cwnd, 22, "no growth while not cwnd-limited");
+        st.is_cwnd_limited = true;
+        for _ in 0..100 {
+            c.cong_avoid(&mut st, 2);
+        }
+        assert!(st.cwnd > 22);
+    }
+
+    /// Linux 6.14+ ("fix incorrect HyStart round start detection"): rounds start below
+    /// hystart_low_window too, so the train is timed from the round's true start.
+    #[test]
+    fn hystart_rounds_start_below_the_low_window() {
+        let mut c = Cubic::new();
+        let mut st = test_state(15);
+        st.pacing_rate_bps = 2 * 16 * 1448 * 8 * 1000;
+        c.init(&mut st);
+        c.delay_min_ns = 100_000;
+        st.snd_nxt = 1_000_000;
+        st.snd_una = 3;
+        st.now = Time::from_ns(100_000);
+        c.pkts_acked(&mut st, 2, Some(150_000)); // cwnd 15: opens the round only
+        assert!(st.in_slow_start());
+        st.cwnd = 16;
+        st.snd_una = 5;
+        st.now = Time::from_ns(700_000);
+        c.pkts_acked(&mut st, 2, Some(150_000));
+        // 600 us into the round > (100 us + 1 ms)/2: slow start ends at once.
+        assert!(!st.in_slow_start());
+        assert_eq!(st.ssthresh, 16);
     }
 }

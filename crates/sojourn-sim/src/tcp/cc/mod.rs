@@ -46,17 +46,31 @@ pub struct CcState {
     /// Packets delivered (ACKed or SACKed) so far.
     pub delivered: u64,
     pub ca_state: CaState,
-    /// Linux `tcp_is_cwnd_limited`.
-    pub cwnd_limited: bool,
-    /// Pacing rate (bit/s) set by algorithms that control it (BBR).
+    /// Linux `tp->is_cwnd_limited`: the sender used the whole cwnd at some transmission
+    /// attempt of the current window (`tcp_cwnd_validate`); see [`CcState::cwnd_limited`].
+    pub is_cwnd_limited: bool,
+    /// Pacing rate (bit/s): Linux `sk_pacing_rate` (BBR sets its own).
     pub pacing_rate_bps: u64,
-    /// Largest number of packets in flight since the last cwnd-usage check.
+    /// Linux `tp->max_packets_out`: largest `packets_out` of the current window
+    /// (`tcp_cwnd_validate`).
     pub max_packets_out: u32,
+    /// Linux `sk_pacing_status != SK_PACING_NONE`: the socket is paced (internal pacing
+    /// requested by the experiment or the algorithm). CUBIC's HyStart ack-train
+    /// threshold is not halved for paced sockets.
+    pub paced: bool,
 }
 
 impl CcState {
     pub fn in_slow_start(&self) -> bool {
         self.cwnd < self.ssthresh
+    }
+
+    /// Linux `tcp_is_cwnd_limited` (include/net/tcp.h), evaluated when the algorithm
+    /// asks — after `pkts_acked`, so an ACK on which HyStart ends slow start already
+    /// sees the congestion-avoidance rule: the flag `is_cwnd_limited`, or, in slow
+    /// start, cwnd below twice the largest number of packets out in the window.
+    pub fn cwnd_limited(&self) -> bool {
+        self.is_cwnd_limited || (self.in_slow_start() && self.cwnd < 2 * self.max_packets_out)
     }
 
     /// Linux `tcp_slow_start`: cwnd grows by the packets ACKed, up to ssthresh; returns
@@ -229,8 +243,9 @@ pub(crate) fn test_state(cwnd: u32) -> CcState {
         packets_out: 0,
         delivered: 0,
         ca_state: CaState::Open,
-        cwnd_limited: true,
+        is_cwnd_limited: true,
         pacing_rate_bps: 0,
         max_packets_out: 0,
+        paced: false,
     }
 }

@@ -15,7 +15,7 @@ impl CongestionControl for NewReno {
         (st.cwnd / 2).max(2)
     }
     fn cong_avoid(&mut self, st: &mut CcState, mut acked: u32) {
-        if !st.cwnd_limited {
+        if !st.cwnd_limited() {
             return;
         }
         if st.in_slow_start() {
