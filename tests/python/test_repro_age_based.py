@@ -6,15 +6,15 @@
 * A reduced-duration run of the 1 Gb/s set-up (experiments/repro/age-based/ci-1g.sweep.toml:
   the full set-up, 40 s simulated, 5 s warm-up) reproduces the paper's qualitative finding
   (Table III): every age-based variant has a lower mean FCT than its base discipline.
-  Why this is sound at 40 s (engine with TSQ, the default): over seeds 1-6 of this file every
-  one of the 7 pairs had a negative gain (42/42; the smallest -18 %, CoDel on seed 3). The
-  pairs share the seed, so the actors draw the same sizes and think times in every
-  configuration, and the gain's seed-to-seed spread is well inside the unpaired 95% interval
-  (about ±15-20 points here). The stronger claim, the gain's 95% interval entirely below 0,
-  held on all 6 seeds for every pair too, but with little room for some (CAKE: upper end
-  -1 % on seed 4; CoDel -4 % on seed 3), so it is asserted only for FIFO (upper end <= -18 %
-  on every seed). Without TSQ the direction also held 42/42 (smallest -13 %), the interval
-  not always (PIE on 2 of 6 seeds). docs/repro/age-based.md, "CI test", has the tables.
+  Why this is sound at 40 s: over seeds 1-6 of this file every one of the 7 pairs had a
+  negative gain, on each of three engine versions (without TSQ; with TSQ; with TSQ and the
+  HyStart round-start fix): 126/126, the smallest -10.6 % (CoDel). The pairs share the seed,
+  so the actors draw the same sizes and think times in every configuration, and the gain's
+  seed-to-seed spread is well inside the unpaired 95% interval (about ±15-20 points here).
+  The stronger claim, the gain's 95% interval entirely below 0, held for FIFO on every seed
+  and version (upper end <= -18 %) and is asserted for it; for the others it failed on some
+  seeds (CoDel 2/6, PIE 1/6 with the latest engine; PIE 2/6 without TSQ), so only the
+  direction is asserted for them. docs/repro/age-based.md, "CI test", has the tables.
 """
 
 from __future__ import annotations
