@@ -163,7 +163,7 @@ def sweep_text(setup: str, length: str) -> str:
         f"#   " + one.format(f=fname, setup=setup),
         f'name = "seed000-{setup}-{length}"',
         f'base = "age-{setup}.toml"',
-        f"repeats = 1",
+        f"repeats = {3 if length == 'full' else 1}" + ("                    # as the paper; `--repeats 1` for one pass" if length == "full" else ""),
         f'link = "nic"',
     ] + ({"full": ['end_margin = "60s"'], "short": [f'end_margin = "{s["short_margin"]}"'], "ci": []}[length]) + [
         f'set = {{ duration = "{dur}", warmup = "{warm}" }}',
