@@ -1,11 +1,11 @@
-//! sojourn benchmarks. `cargo run --release -p sojourn-bench -- [--short] [qdisc|cbr|all] [--json FILE]`
+//! sojourn benchmarks. `cargo run --release -p sojourn-bench -- [--short] [qdisc|cbr|tcp|all] [--json FILE]`
 //!
 //! - `qdisc`: ns per enqueue+dequeue pair for every registered discipline with 1, 100 and
 //!   10,000 active flows (steady backlog, service every 1.2 us as on a 10 Gbit/s link).
 //! - `cbr`: a saturated CBR -> pfifo -> sink path at 10 Gbit/s; packets forwarded through the
-//!   bottleneck per wall-clock second (whole engine: events, links, accounting, metrics).
-//! - `tcp`: 16 TCP flows through a 10 Mbit/s, 100 ms dumbbell with FIFO (when the TCP
-//!   workloads exist): simulated packets (data + ACKs) per wall second.
+//!   bottleneck per CPU second (whole engine: events, links, accounting, metrics).
+//! - `tcp`: 16 TCP flows through a 10 Mbit/s, 100 ms dumbbell with FIFO,
+//!   simulated packets (data + ACKs) per CPU second (issue 3 benchmark; the ns-3 comparison shape).
 //!
 //! Whole-run benchmarks divide by the thread's CPU time (not wall time), so other processes
 //! on the machine do not distort them; per-operation ones use wall-clock medians of several
@@ -136,12 +136,25 @@ fn bench_qdiscs(short: bool, out: &mut serde_json::Map<String, serde_json::Value
     out.insert("qdisc_ns_per_pair".into(), serde_json::Value::Object(table));
 }
 
+/// CPU time of this thread in seconds: robust to other processes competing for the cores
+/// (on a loaded 2-core machine wall time can be several times the CPU time).
+fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes into the timespec we own; the clock id is a constant.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Runs an experiment; returns (thread CPU seconds, output).
 fn run_exp(text: &str) -> (f64, sojourn_sim::RunOutput) {
     let exp = sojourn_sim::config::from_toml(text, std::path::Path::new("."))
         .expect("bench experiment is valid");
-    let t0 = Instant::now();
+    let t0 = thread_cpu_seconds();
     let out = sojourn_sim::run(&exp, exp.seed, &mut |_| true).expect("not aborted");
-    (t0.elapsed().as_secs_f64(), out)
+    (thread_cpu_seconds() - t0, out)
 }
 
 fn bench_cbr(short: bool, out: &mut serde_json::Map<String, serde_json::Value>) {

@@ -3,6 +3,11 @@
 //!
 //! In-flight packets wait in the link's own FIFO (arrival times are non-decreasing because
 //! the delay is constant between changes), so only the head's arrival is a pending event.
+//!
+//! Performance: a packet is ~200 bytes and copying it dominated the per-hop cost, so the
+//! common case moves it only once on a link: `begin_tx` already places it at the back of
+//! `in_flight` (its fate is known then, see [`TxFate`]) and the serialisation-end event
+//! only touches counters.
 
 use sojourn_core::hist::Histogram;
 use sojourn_core::qdisc::{AnyQdisc, DropReason};
@@ -110,6 +115,30 @@ pub struct LinkStats {
     pub since: Time,
 }
 
+/// What becomes of the packet being serialised when its last bit is out.
+///
+/// Decided when serialisation starts. Loss, reordering and the arrival time depend only on
+/// this link's own state (its `loss_rng`/`reorder_rng` streams, `delay_schedule`
+/// evaluated at the serialisation end, `last_arrival`), and transmissions on a link end in
+/// the order they start, so drawing them at the start gives exactly the values drawn at the
+/// end. Everything observable (counters, events, deliveries) still happens at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxFate {
+    /// Nothing being serialised.
+    Idle,
+    /// Lost on the wire; the packet waits in `tx_pkt`.
+    Lost,
+    /// Held back for reordering; the packet waits in `tx_pkt` and joins `late` with this
+    /// arrival time.
+    Late(Time),
+    /// Arrives the instant its serialisation ends (zero delay); waits in `tx_pkt` and is
+    /// forwarded directly at the end.
+    Direct,
+    /// The common case: the packet is already the back entry of `in_flight` (with its
+    /// arrival time), not yet announced by an `Arrive` event.
+    InFlight,
+}
+
 pub struct Link {
     pub name: String,
     pub from: u32,
@@ -138,12 +167,18 @@ pub struct Link {
     /// qdisc feeds the serialiser directly, as on a router model or a veth).
     pub ring: VecDeque<Packet>,
     pub ring_cap: usize,
-    /// The packet being serialised.
+    /// What happens at the end of the current serialisation (`Idle` when not busy).
+    pub tx_fate: TxFate,
+    /// `len_bytes` of the packet being serialised (counted when it is out).
+    pub tx_len: u32,
+    /// The packet being serialised, unless `tx_fate` is `InFlight` (then it is already
+    /// the back of `in_flight`).
     pub tx_pkt: Option<Packet>,
     pub tx_started: Time,
     /// Pending `QdiscWake` time, if any.
     pub wake_at: Option<Time>,
-    /// Packets propagating, with their arrival times.
+    /// Packets propagating, with their arrival times; while `tx_fate` is `InFlight` the
+    /// back entry is still being serialised.
     pub in_flight: VecDeque<(Time, Packet)>,
     last_arrival: Time,
     /// Notify the sending endpoint when its packet leaves (TSQ), for host egress links.
@@ -188,6 +223,8 @@ impl Link {
             qdisc_desc,
             ring: VecDeque::new(),
             ring_cap: 0,
+            tx_fate: TxFate::Idle,
+            tx_len: 0,
             tx_pkt: None,
             tx_started: Time::ZERO,
             wake_at: None,
@@ -202,7 +239,13 @@ impl Link {
 
     #[inline]
     pub fn busy(&self) -> bool {
-        self.tx_pkt.is_some()
+        self.tx_fate != TxFate::Idle
+    }
+
+    /// Packets in `in_flight` whose serialisation has ended (propagating).
+    #[inline]
+    pub fn propagating(&self) -> usize {
+        self.in_flight.len() - (self.tx_fate == TxFate::InFlight) as usize
     }
 
     /// The nominal rate at `now` (bit/s); for traces, the long-run average.

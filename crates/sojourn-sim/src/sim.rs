@@ -11,7 +11,7 @@ use crate::config::{routing_tables, Experiment};
 use crate::endpoint::{AnyEndpoint, Endpoint, Io, Note};
 use crate::event::{Event, EventQueue};
 use crate::flows::FlowTable;
-use crate::link::Link;
+use crate::link::{Link, TxFate};
 use crate::metrics::{PacketLog, TimeSeries};
 use crate::workload;
 use sojourn_core::qdisc::{self, BuildCtx, Dequeue, DropReason, Drops, Qdisc};
@@ -330,13 +330,15 @@ impl Sim {
 
     /// A packet is at `node` (created there if `local`, else arrived): run the node's
     /// conntrack and classifier hooks, then deliver or forward it.
-    #[inline]
+    // Always inlined into its few callers, so the ~200-byte packet goes from where it was
+    // taken out (a FIFO, an endpoint's output) into the qdisc without extra copies.
+    #[inline(always)]
     fn forward(&mut self, node: u32, mut pkt: Packet, local: bool) {
         if self.nodes[node as usize].conntrack.is_some() {
             self.conntrack_hook(node, &mut pkt, local);
         }
         if pkt.key.dst_addr == node {
-            self.deliver(pkt);
+            self.deliver(&pkt);
             return;
         }
         let l = self.nodes[node as usize].routes[pkt.key.dst_addr as usize];
@@ -368,7 +370,7 @@ impl Sim {
         }
     }
 
-    fn deliver(&mut self, pkt: Packet) {
+    fn deliver(&mut self, pkt: &Packet) {
         self.acct.delivered += 1;
         let rec = self.flows.get_mut(pkt.flow);
         if pkt.hdr.payload_bytes > 0 {
@@ -393,11 +395,11 @@ impl Sim {
             notes: &mut self.notes,
             flows: &mut self.flows,
         };
-        slot.ep.on_packet(&pkt, &mut io);
+        slot.ep.on_packet(pkt, &mut io);
         self.after_endpoint_call(id);
     }
 
-    #[inline]
+    #[inline(always)]
     fn link_enqueue(&mut self, l: u32, mut pkt: Packet) {
         let now = self.now;
         let link = &mut self.links[l as usize];
@@ -444,15 +446,33 @@ impl Sim {
         }
     }
 
-    /// Starts serialising `p` on an idle link.
+    /// Starts serialising `p` on an idle link and decides its fate at the serialisation
+    /// end (see `TxFate`: same draws, in the same per-link order, as at the end).
     #[inline]
     fn begin_tx(&mut self, l: u32, p: Packet) {
         let now = self.now;
         let link = &mut self.links[l as usize];
         let end = link.tx_end(now, &p);
         link.stats.busy_ns += (end - now).as_ns();
-        link.tx_pkt = Some(p);
         link.tx_started = now;
+        link.tx_len = p.len_bytes;
+        if link.loss > 0.0 && link.loss_rng.chance(link.loss) {
+            link.tx_fate = TxFate::Lost;
+            link.tx_pkt = Some(p);
+        } else {
+            let at = link.arrival_time(end);
+            if link.reorder > 0.0 && link.reorder_rng.chance(link.reorder) {
+                link.tx_fate = TxFate::Late(at + link.reorder_delay);
+                link.tx_pkt = Some(p);
+            } else if at == end {
+                link.tx_fate = TxFate::Direct;
+                link.tx_pkt = Some(p);
+            } else {
+                // The common case: the packet's only copy on this link.
+                link.tx_fate = TxFate::InFlight;
+                link.in_flight.push_back((at, p));
+            }
+        }
         self.events.push(end, Event::TxDone(l));
     }
 
@@ -532,50 +552,58 @@ impl Sim {
     }
 
     fn on_tx_done(&mut self, l: u32) {
-        let now = self.now;
         let link = &mut self.links[l as usize];
-        let pkt = link.tx_pkt.take().expect("TxDone on an idle link");
+        let fate = std::mem::replace(&mut link.tx_fate, TxFate::Idle);
         // Counted when the last bit is out, so throughput bins and utilisation only see
         // transmitted bits (a trace link may hold a packet across an idle phase).
         link.stats.tx_pkts += 1;
-        link.stats.tx_bytes += pkt.len_bytes as u64;
+        link.stats.tx_bytes += link.tx_len as u64;
         let notify = link.notify_tx;
-        if link.loss > 0.0 && link.loss_rng.chance(link.loss) {
-            link.stats.drops[DropReason::LinkLoss as usize] += 1;
-            self.acct.dropped += 1;
-            self.flows.records[pkt.flow as usize].pkts_dropped += 1;
-        } else {
-            let at = link.arrival_time(now);
-            if link.reorder > 0.0 && link.reorder_rng.chance(link.reorder) {
+        if fate == TxFate::InFlight {
+            let &(at, ref pkt) = link.in_flight.back().expect("in flight since begin_tx");
+            if link.in_flight.len() == 1 {
+                self.events.push(at, Event::Arrive(l));
+            }
+            // TSQ needs the packet after the next transmission starts (which may push onto
+            // `in_flight`): copy it only when a sending socket is waiting for it.
+            let done = (notify && pkt.socket != 0).then_some(*pkt);
+            self.start_tx(l);
+            if let Some(pkt) = done {
+                self.notify_tx_complete(&pkt);
+            }
+            return;
+        }
+        let pkt = link.tx_pkt.take().expect("TxDone on an idle link");
+        match fate {
+            TxFate::Lost => {
+                link.stats.drops[DropReason::LinkLoss as usize] += 1;
+                self.acct.dropped += 1;
+                self.flows.records[pkt.flow as usize].pkts_dropped += 1;
+                self.start_tx(l);
+                if notify {
+                    self.notify_tx_complete(&pkt);
+                }
+            }
+            TxFate::Late(at) => {
                 // Held back: arrival times in `late` are non-decreasing too (same extra delay).
-                link.late.push_back((at + link.reorder_delay, pkt));
+                link.late.push_back((at, pkt));
                 if link.late.len() == 1 {
-                    self.events
-                        .push(at + link.reorder_delay, Event::ArriveLate(l));
+                    self.events.push(at, Event::ArriveLate(l));
                 }
                 self.start_tx(l);
                 if notify {
                     self.notify_tx_complete(&pkt);
                 }
-                return;
             }
-            if at == now {
+            TxFate::Direct => {
                 let to = link.to;
                 self.start_tx(l);
                 if notify {
                     self.notify_tx_complete(&pkt);
                 }
                 self.forward(to, pkt, false);
-                return;
             }
-            link.in_flight.push_back((at, pkt));
-            if link.in_flight.len() == 1 {
-                self.events.push(at, Event::Arrive(l));
-            }
-        }
-        self.start_tx(l);
-        if notify {
-            self.notify_tx_complete(&pkt);
+            TxFate::Idle | TxFate::InFlight => unreachable!("TxDone on an idle link"),
         }
     }
 
@@ -609,8 +637,9 @@ impl Sim {
             .in_flight
             .pop_front()
             .expect("Arrive with nothing in flight");
-        if let Some(&(next, _)) = link.in_flight.front() {
-            self.events.push(next, Event::Arrive(l));
+        // The next packet's arrival is pending only once its serialisation has ended.
+        if link.propagating() > 0 {
+            self.events.push(link.in_flight[0].0, Event::Arrive(l));
         }
         let to = link.to;
         self.forward(to, pkt, false);
