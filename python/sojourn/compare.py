@@ -4,13 +4,16 @@ baseline and of every ``age-X`` over ``X``; ``compare.md`` and plots (PNG + SVG)
 
 Which flows count (as in summary.json): flows that started after the warm-up; FCT
 statistics use the sized flows that completed; goodput every such flow with a finite
-goodput. Per-flow statistics pool the flows of all repeats of a point; "across repeats"
+goodput. With ``end_margin`` (``--end-margin 60s``) flows that end in the last
+``end_margin`` seconds of their run are left out too (seed 000 keeps flows with
+start > warm-up and end < duration - 60 s). Per-flow statistics pool the flows of all repeats of a point; "across repeats"
 is the interval over the per-repeat means.
 """
 from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,6 +114,34 @@ class Data:
     flows: pd.DataFrame  # flows of all runs with point, seed, after_warmup
     root: Path  # run_dir is relative to this
     points: list  # in sweep order
+    end_margin: float = 0.0  # seconds; flows ending later than duration - end_margin left out
+
+
+def apply_end_margin(data: "Data", margin_s: float) -> "Data":
+    """Marks flows that end in the last ``margin_s`` seconds of their run (column
+    ``before_end``); the statistics then leave them out. Flows that did not complete keep
+    ``before_end`` (they are not in FCT statistics anyway)."""
+    data.end_margin = float(margin_s)
+    f = data.flows
+    if margin_s <= 0 or f.empty or "end_s" not in f:
+        return data
+    dur = data.runs.set_index(["point", "seed"])["duration_s"]
+    d = pd.MultiIndex.from_frame(f[["point", "seed"]]).map(dur.to_dict().get).to_numpy(float)
+    end = f["end_s"].to_numpy(float)
+    f["before_end"] = ~(np.isfinite(end) & (end > d - margin_s))
+    return data
+
+
+def parse_seconds(v) -> float:
+    """``60``, ``"60s"``, ``"1min"``, ``"500ms"`` -> seconds."""
+    if v is None:
+        return 0.0
+    if isinstance(v, (int, float)):
+        return float(v)
+    m = re.fullmatch(r"\s*([0-9.]+(?:e[-+]?[0-9]+)?)\s*(ns|us|ms|s|min|h)?\s*", str(v))
+    if not m:
+        raise ValueError(f"expected a duration like 60s, got {v!r}")
+    return float(m.group(1)) * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}[m.group(2) or "s"]
 
 
 def _flows_of(run_path: Path, point: str, seed: int, warm: float) -> pd.DataFrame:
@@ -179,6 +210,8 @@ def _point_flows(data: Data, p: str) -> pd.DataFrame:
     f = data.flows[data.flows["point"] == p]
     if "after_warmup" in f:
         f = f[f["after_warmup"].astype(bool)]
+    if "before_end" in f:
+        f = f[f["before_end"].astype(bool)]
     return f
 
 
@@ -255,13 +288,38 @@ def table(data: Data, metric: str = "fct", baseline: Optional[str] = None) -> pd
     return pd.DataFrame(rows)
 
 
+def age_base(p: str, points: Sequence[str]) -> Optional[str]:
+    """The base point of an age-based point: ``age-X`` -> ``X``; also seed 000's names
+    ``age-prio-X`` -> ``X``, ``age-pfifofast`` -> ``pfifo``, and a trailing ``-suffix``
+    (``age-cake-strict`` -> ``cake``) when that is what exists. For a point name with axis
+    labels (``age-codel+1Gbit``) the labels must match (``codel+1Gbit``)."""
+    name, plus, labels = p.partition("+")
+    if not name.startswith("age-"):
+        return None
+    rest = name[4:]
+    cands = [rest]
+    if rest.startswith("prio-"):
+        cands.append(rest[5:])
+    cands += [c.replace("pfifofast", "pfifo").replace("pfifo_fast", "pfifo") for c in list(cands)]
+    for c in list(cands):
+        while "-" in c:
+            c = c.rsplit("-", 1)[0]
+            cands.append(c)
+    for c in cands:
+        if c and (c + plus + labels) in points and (c + plus + labels) != p:
+            return c + plus + labels
+    return None
+
+
 def age_pairs(data: Data, metric: str = "fct") -> pd.DataFrame:
-    """Gain of every point ``age-X`` over point ``X`` (as seed 000's tables)."""
+    """Gain of every age-based point over its base (``age-X`` over ``X``, see
+    :func:`age_base`), as seed 000's tables."""
     rows = []
     for p in data.points:
-        if p.startswith("age-") and p[4:] in data.points:
-            g, lo, hi = gain_ci(samples(data, p, metric), samples(data, p[4:], metric))
-            rows.append({"base": p[4:], "age": p, "metric": metric, "gain": g, "gain_lo": lo, "gain_hi": hi})
+        b = age_base(p, data.points)
+        if b is not None:
+            g, lo, hi = gain_ci(samples(data, p, metric), samples(data, b, metric))
+            rows.append({"base": b, "age": p, "metric": metric, "gain": g, "gain_lo": lo, "gain_hi": hi})
     return pd.DataFrame(rows, columns=["base", "age", "metric", "gain", "gain_lo", "gain_hi"])
 
 
@@ -481,11 +539,17 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
 
 
 def compare(dirs: Sequence, metric: str = "fct", baseline: Optional[str] = None, plots: bool = False,
-            out: Optional[Path] = None, console=None, quiet: bool = False) -> pd.DataFrame:
-    """Loads, prints (unless quiet) and writes ``compare.md`` (and plots); returns the table."""
+            out: Optional[Path] = None, console=None, quiet: bool = False, end_margin=None) -> pd.DataFrame:
+    """Loads, prints (unless quiet) and writes ``compare.md`` (and plots); returns the table.
+    ``end_margin`` (seconds or "60s"): leave out flows ending in the last part of a run;
+    None = the sweep file's ``end_margin`` (sweep.json), else 0."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r} (fct, sojourn, goodput)")
     data = load(dirs)
+    if end_margin is None:  # the sweep file's end_margin, if any
+        sj = Path(dirs[0]) / "sweep.json"
+        end_margin = json.loads(sj.read_text()).get("end_margin") if len(dirs) == 1 and sj.exists() else None
+    data = apply_end_margin(data, parse_seconds(end_margin))
     t = table(data, metric, baseline)
     pairs = age_pairs(data, metric)
     dirs = [Path(d) for d in dirs]
@@ -493,7 +557,11 @@ def compare(dirs: Sequence, metric: str = "fct", baseline: Optional[str] = None,
     out.mkdir(parents=True, exist_ok=True)
     title = f"comparison of {', '.join(str(d) for d in dirs)}"
     made = write_plots(data, t, metric, out) if plots else []
-    (out / "compare.md").write_text(markdown(t, pairs, metric, baseline, title, made))
+    md = markdown(t, pairs, metric, baseline, title, made)
+    if data.end_margin > 0:
+        md = md.replace("Flows: started after the warm-up;",
+                        f"Flows: started after the warm-up and ended at least {data.end_margin:g} s before the end of the run;", 1)
+    (out / "compare.md").write_text(md)
     if not quiet:
         print_tables(t, pairs, metric, title, console, baseline)
     return t
@@ -503,8 +571,9 @@ def cmd_compare(a) -> int:
     from .cli import _err
 
     try:
-        compare(a.dirs, metric=a.metric, baseline=a.baseline, plots=a.plots, out=a.out)
-    except (FileNotFoundError, KeyError) as e:
+        compare(a.dirs, metric=a.metric, baseline=a.baseline, plots=a.plots, out=a.out,
+                end_margin=getattr(a, "end_margin", None))
+    except (FileNotFoundError, KeyError, ValueError) as e:
         return _err(str(e).strip("'\""))
     out = a.out or (a.dirs[0] if len(a.dirs) == 1 else "the parent directory")
     print(f"wrote {out}/compare.md" + (" and plots" if a.plots else ""), file=sys.stderr)

@@ -49,7 +49,7 @@ from ._config import ConfigError, load, set_key
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-SWEEP_KEYS = {"name", "description", "base", "repeats", "seeds", "seed", "set", "axis", "variant", "link"}
+SWEEP_KEYS = {"name", "description", "base", "repeats", "seeds", "seed", "set", "axis", "variant", "link", "end_margin"}
 AXIS_KEYS = {"key", "values", "names", "name"}
 VARIANT_KEYS = {"name", "set"}
 # Columns of runs.parquet that axis label columns must not shadow.
@@ -92,6 +92,7 @@ class Plan:
     seeds: list
     columns: list
     link: Optional[str] = None
+    end_margin: Optional[str] = None  # analysis: leave out flows ending in the run's last part
     _cfg_cache: dict = field(default_factory=dict, repr=False)
 
     def config(self, point: Point) -> dict:
@@ -122,6 +123,7 @@ class Plan:
             "columns": self.columns,
             "seeds": self.seeds,
             "link": self.link,
+            "end_margin": self.end_margin,
             "set": self.common,
             "points": [{"name": p.name, "labels": p.labels, "overrides": p.overrides} for p in self.points],
         }
@@ -295,9 +297,19 @@ def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Seq
     link = sw.get("link")
     if link is not None and not isinstance(link, str):
         raise ConfigError(file, "link", "expected a link name")
+    end_margin = sw.get("end_margin")
+    if end_margin is not None:
+        from .compare import parse_seconds
+
+        try:
+            if parse_seconds(end_margin) < 0:
+                raise ValueError
+        except ValueError:
+            raise ConfigError(file, "end_margin", f"expected a duration like \"60s\", got {end_margin!r}") from None
+        end_margin = str(end_margin)
     name = sw.get("name") or Path(file).name.split(".")[0]
     return Plan(file=file, name=str(name), base_cfg=base_cfg, base_dir=base_dir, common=common,
-                points=points, seeds=seed_list, columns=columns, link=link)
+                points=points, seeds=seed_list, columns=columns, link=link, end_margin=end_margin)
 
 
 def validate_plan(plan: Plan) -> None:
@@ -689,4 +701,7 @@ def add_parsers(sub) -> None:
                    help="headline metric for the CI plot and the gains (default: fct)")
     c.add_argument("--plots", action="store_true", help="also write PNG+SVG plots next to compare.md")
     c.add_argument("--out", help="where compare.md and plots go (default: the sweep directory)")
+    c.add_argument("--end-margin", metavar="DURATION",
+                   help='leave out flows that end in the last DURATION of their run, e.g. "60s" '
+                        "(default: the sweep file's end_margin, else 0)")
     c.set_defaults(func=lambda a: __import__("sojourn.compare", fromlist=["cmd_compare"]).cmd_compare(a))
