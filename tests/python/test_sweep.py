@@ -341,6 +341,6 @@ def test_help_has_examples(capsys):
 def test_shipped_example_sweep_validates():
     root = Path(__file__).resolve().parents[2]
     plan = sw.load_plan(root / "experiments/examples/compare-aqm.sweep.toml")
-    assert [p.name for p in plan.points] == ["pfifo", "codel", "fq_codel", "cake", "fq"]
+    assert [p.name for p in plan.points] == ["pfifo", "codel", "fq_codel", "pie", "cake", "fq_pie"]
     assert len(plan.seeds) == 2
     sw.validate_plan(plan)
