@@ -158,15 +158,11 @@ pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Codel> {
 mod tests {
     use super::*;
     use crate::packet::Ecn;
-    use crate::params::{Table, Value};
+    use crate::params::Value;
     use crate::qdisc::testkit::{check_conservation, pkt};
 
     fn build(t: Vec<(&str, Value)>) -> ConfResult<Codel> {
-        let table = Table(t.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
-        let mut p = Params::new("q", &table);
-        let q = from_params(&mut p, &BuildCtx::default())?;
-        p.finish()?;
-        Ok(q)
+        crate::qdisc::testkit::build_from(from_params, t, &BuildCtx::default())
     }
 
     #[test]

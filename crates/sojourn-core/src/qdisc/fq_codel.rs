@@ -587,11 +587,7 @@ mod tests {
     use crate::time::{tx_time, Duration};
 
     fn build_with(t: Vec<(&str, Value)>, ctx: &BuildCtx) -> ConfResult<FqCodel> {
-        let table = Table(t.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
-        let mut p = Params::new("q", &table);
-        let q = from_params(&mut p, ctx)?;
-        p.finish()?;
-        Ok(q)
+        crate::qdisc::testkit::build_from(from_params, t, ctx)
     }
     fn build(t: Vec<(&str, Value)>) -> ConfResult<FqCodel> {
         build_with(t, &BuildCtx::default())

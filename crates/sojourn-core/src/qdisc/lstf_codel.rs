@@ -302,11 +302,7 @@ mod tests {
     }
 
     fn build(t: Vec<(&str, Value)>) -> ConfResult<LstfCodel> {
-        let table = Table(t.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
-        let mut p = Params::new("q", &table);
-        let q = from_params(&mut p, &BuildCtx::default())?;
-        p.finish()?;
-        Ok(q)
+        crate::qdisc::testkit::build_from(from_params, t, &BuildCtx::default())
     }
 
     #[test]

@@ -352,11 +352,7 @@ mod tests {
     use crate::qdisc::testkit::{check_conservation, pkt};
 
     fn build(pairs: Vec<(&str, Value)>) -> ConfResult<Prio> {
-        let tab = Table(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
-        let mut p = Params::new("q", &tab);
-        let r = from_params(&mut p, &BuildCtx::default())?;
-        p.finish()?;
-        Ok(r)
+        crate::qdisc::testkit::build_from(from_params, pairs, &BuildCtx::default())
     }
 
     fn with_prio(uid: u64, priority: u32) -> Packet {

@@ -474,20 +474,11 @@ pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Red> {
 mod tests {
     use super::*;
     use crate::packet::Ecn;
-    use crate::params::{Table, Value};
+    use crate::params::Value;
     use crate::qdisc::testkit::{check_conservation, pkt};
 
     fn build(pairs: &[(&str, Value)]) -> ConfResult<Red> {
-        let tab = Table(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect(),
-        );
-        let mut p = Params::new("q", &tab);
-        let r = from_params(&mut p, &BuildCtx::default())?;
-        p.finish()?;
-        Ok(r)
+        crate::qdisc::testkit::build_from(from_params, pairs.to_vec(), &BuildCtx::default())
     }
 
     fn int(i: i64) -> Value {

@@ -212,7 +212,7 @@ pub fn from_params(p: &mut Params, _ctx: &BuildCtx) -> ConfResult<Srpt> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::testkit::{check_conservation, pkt};
+    use crate::qdisc::testkit::{check_conservation_with, pkt};
 
     /// A packet of flow `flow` with `remaining` bytes still unsent after it.
     fn rp(uid: u64, flow: u32, len: u32, remaining: u64) -> Packet {
@@ -365,37 +365,19 @@ mod tests {
     fn conservation_property() {
         for seed in 0..20 {
             let mut q = Srpt::new(29, seed % 2 == 0);
-            let mut w = Stamp(&mut q, seed);
-            check_conservation(&mut w, seed, 5_000, |w| w.0.len_packets() <= 29);
-        }
-    }
-
-    /// Gives arrivals pseudo-random remaining sizes (some unknown).
-    struct Stamp<'a>(&'a mut Srpt, u64);
-    impl Qdisc for Stamp<'_> {
-        fn enqueue(&mut self, mut p: Packet, now: Time, d: &mut Drops) -> Verdict {
-            self.1 = self
-                .1
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            p.remaining_bytes = if self.1 >> 60 == 0 {
-                0
-            } else {
-                (self.1 >> 40) % 1_000_000
+            // Pseudo-random remaining sizes for the arrivals, some unknown (0).
+            let mut lcg: u64 = seed;
+            let stamp = |p: &mut Packet, _now: Time| {
+                lcg = lcg
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                p.remaining_bytes = if lcg >> 60 == 0 {
+                    0
+                } else {
+                    (lcg >> 40) % 1_000_000
+                };
             };
-            self.0.enqueue(p, now, d)
-        }
-        fn dequeue(&mut self, now: Time, d: &mut Drops) -> Dequeue {
-            self.0.dequeue(now, d)
-        }
-        fn len_packets(&self) -> usize {
-            self.0.len_packets()
-        }
-        fn len_bytes(&self) -> u64 {
-            self.0.len_bytes()
-        }
-        fn ecn_marks(&self) -> u64 {
-            0
+            check_conservation_with(&mut q, seed, 5_000, |q| q.len_packets() <= 29, stamp);
         }
     }
 }

@@ -1,11 +1,26 @@
 //! Shared test harness for disciplines: synthetic packets and the conservation property
 //! (every packet offered leaves exactly once, as a delivery or as a drop, and limits hold).
 
-use super::{Dequeue, Drops, Qdisc, Verdict};
+use super::{BuildCtx, Dequeue, Drops, Qdisc, Verdict};
 use crate::packet::{Ecn, Packet};
+use crate::params::{ConfResult, Params, Table, Value};
 use crate::rng::Rng;
 use crate::time::{Duration, Time};
 use std::collections::HashSet;
+
+/// Builds a discipline from `(key, value)` parameters through its `from_params`, rejecting
+/// unread keys as the registry does (path `q`).
+pub fn build_from<Q>(
+    from_params: impl Fn(&mut Params, &BuildCtx) -> ConfResult<Q>,
+    pairs: Vec<(&str, Value)>,
+    ctx: &BuildCtx,
+) -> ConfResult<Q> {
+    let table = Table(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+    let mut p = Params::new("q", &table);
+    let q = from_params(&mut p, ctx)?;
+    p.finish()?;
+    Ok(q)
+}
 
 /// A synthetic packet of `len` bytes in flow `flow`.
 pub fn pkt(uid: u64, flow: u32, len: u32) -> Packet {

@@ -332,3 +332,41 @@ pub fn parse_reorder(p: &mut Params) -> ConfResult<Option<(f64, Duration)>> {
     }
     Ok(Some((prob, delay)))
 }
+
+/// The engine side of endpoint calls for unit tests: collects sent packets and notes, with
+/// one TCP flow record (flow 0).
+#[cfg(test)]
+pub(crate) mod test_io {
+    use crate::endpoint::{Io, Note};
+    use crate::flows::{FlowKind, FlowRecord, FlowTable};
+    use sojourn_core::{Packet, Time};
+
+    pub(crate) struct Harness {
+        pub out: Vec<Packet>,
+        pub notes: Vec<Note>,
+        pub flows: FlowTable,
+    }
+
+    impl Harness {
+        pub fn new() -> Harness {
+            let mut flows = FlowTable::default();
+            flows.add(FlowRecord::new(0, FlowKind::Tcp, 0, 0, 1, Time::ZERO));
+            Harness {
+                out: Vec::new(),
+                notes: Vec::new(),
+                flows,
+            }
+        }
+        pub fn io(&mut self, now: Time) -> Io<'_> {
+            Io {
+                now,
+                out: &mut self.out,
+                notes: &mut self.notes,
+                flows: &mut self.flows,
+            }
+        }
+        pub fn take(&mut self) -> Vec<Packet> {
+            std::mem::take(&mut self.out)
+        }
+    }
+}

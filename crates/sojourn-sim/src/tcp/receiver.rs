@@ -342,32 +342,8 @@ impl Endpoint for TcpReceiver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flows::{FlowKind, FlowRecord, FlowTable};
 
-    struct H {
-        out: Vec<Packet>,
-        notes: Vec<Note>,
-        flows: FlowTable,
-    }
-    impl H {
-        fn new() -> H {
-            let mut flows = FlowTable::default();
-            flows.add(FlowRecord::new(0, FlowKind::Tcp, 0, 0, 1, Time::ZERO));
-            H {
-                out: Vec::new(),
-                notes: Vec::new(),
-                flows,
-            }
-        }
-        fn io(&mut self, now: Time) -> Io<'_> {
-            Io {
-                now,
-                out: &mut self.out,
-                notes: &mut self.notes,
-                flows: &mut self.flows,
-            }
-        }
-    }
+    use crate::tcp::test_io::Harness as H;
 
     const MSS: u64 = 1448;
 

@@ -1131,37 +1131,9 @@ impl Endpoint for TcpSender {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flows::{FlowKind, FlowRecord, FlowTable};
     use sojourn_core::packet::SackBlock;
 
-    struct Harness {
-        out: Vec<Packet>,
-        notes: Vec<Note>,
-        flows: FlowTable,
-    }
-
-    impl Harness {
-        fn new() -> Harness {
-            let mut flows = FlowTable::default();
-            flows.add(FlowRecord::new(0, FlowKind::Tcp, 0, 0, 1, Time::ZERO));
-            Harness {
-                out: Vec::new(),
-                notes: Vec::new(),
-                flows,
-            }
-        }
-        fn io(&mut self, now: Time) -> Io<'_> {
-            Io {
-                now,
-                out: &mut self.out,
-                notes: &mut self.notes,
-                flows: &mut self.flows,
-            }
-        }
-        fn take(&mut self) -> Vec<Packet> {
-            std::mem::take(&mut self.out)
-        }
-    }
+    use crate::tcp::test_io::Harness;
 
     fn sender(cfg: TcpConfig, h: &mut Harness) -> TcpSender {
         let mut s = TcpSender::new(0, FlowKey::default(), 0, 1, 0, &cfg, Source::Bulk, 1);
