@@ -1334,48 +1334,6 @@ mod tests {
         assert_eq!(q.stats().gc_flows, 2);
     }
 
-    /// `cargo test --release -p sojourn-core fq_cost -- --ignored --nocapture`: ns per
-    /// enqueue+dequeue pair with a standing backlog, for 10 ... 10000 flows (no assertion).
-    #[test]
-    #[ignore]
-    fn fq_cost_per_packet() {
-        for (sockets, nflows) in [(false, 10u32), (false, 1000), (true, 10), (true, 10_000)] {
-            let mut q = fq();
-            let mut d = Drops::new();
-            let mk = |uid: u64| {
-                let f = (uid.wrapping_mul(0x9E37_79B9) % nflows as u64) as u32;
-                let mut p = fwd(uid, f, f.wrapping_mul(2_654_435_761), 1000);
-                if sockets {
-                    p.socket = f + 1;
-                }
-                p
-            };
-            for uid in 0..(4 * nflows as u64).min(9000) {
-                enq(&mut q, mk(uid), Time(0), &mut d);
-            }
-            let n = 2_000_000u64;
-            let t0 = std::time::Instant::now();
-            for uid in 0..n {
-                let now = Time(uid * 100);
-                q.enqueue(mk(uid + 100_000), now, &mut d);
-                std::hint::black_box(q.dequeue(now, &mut d));
-                d.clear();
-            }
-            let ns = t0.elapsed().as_nanos() as f64 / n as f64;
-            eprintln!("fq sockets={sockets} flows={nflows}: {ns:.1} ns per enqueue+dequeue");
-        }
-        let mut q = crate::qdisc::fifo::pfifo_with_limit(10_000);
-        let mut d = Drops::new();
-        let n = 2_000_000u64;
-        let t0 = std::time::Instant::now();
-        for uid in 0..n {
-            q.enqueue(fwd(uid, 1, 1, 1000), Time(uid), &mut d);
-            std::hint::black_box(q.dequeue(Time(uid), &mut d));
-        }
-        let ns = t0.elapsed().as_nanos() as f64 / n as f64;
-        eprintln!("pfifo baseline on this machine: {ns:.1} ns per enqueue+dequeue");
-    }
-
     /// Gives the property test's packets sockets, pacing rates and EDT stamps.
     fn stamp(p: &mut Packet, now: Time) {
         match p.flow % 4 {
