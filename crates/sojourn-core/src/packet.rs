@@ -153,6 +153,12 @@ pub struct Packet {
     /// Oracle knowledge for SRPT: payload bytes of the flow still unsent after this
     /// packet (set by senders of sized transfers; 0 when unknown or unbounded).
     pub remaining_bytes: u64,
+    /// Segments in this buffer (Linux `skb_shinfo(skb)->gso_segs`): a TCP sender with GSO
+    /// hands the host qdisc one buffer of up to 64 KiB, cut into `gso_size`-byte wire
+    /// segments after the qdisc ([`Packet::gso_segment`]). 0 or 1 = an ordinary packet.
+    pub gso_segs: u16,
+    /// Payload bytes per segment of a GSO buffer (`gso_size`, the MSS).
+    pub gso_size: u16,
     pub hdr: TransportHeader,
 }
 
@@ -166,6 +172,51 @@ impl Packet {
             true
         } else {
             false
+        }
+    }
+
+    /// Wire packets this buffer becomes (1 unless it is a GSO buffer).
+    #[inline]
+    pub fn wire_packets(&self) -> u32 {
+        (self.gso_segs as u32).max(1)
+    }
+
+    /// Software GSO (Linux `skb_gso_segment` → `tcp_gso_segment`, run by
+    /// `validate_xmit_skb` when the device cannot segment): calls `out` with each wire
+    /// segment in sequence order. Each segment carries `gso_size` payload bytes (the last
+    /// one the rest) behind its own copy of the headers; FIN and PSH stay on the last
+    /// segment, CWR on the first; `truesize` is shared out in proportion to the payload.
+    pub fn gso_segment(&self, mut out: impl FnMut(Packet)) {
+        let n = self.wire_packets();
+        if n == 1 {
+            out(*self);
+            return;
+        }
+        let total = self.hdr.payload_bytes;
+        let headers = (self.len_bytes - total) / n;
+        let size = self.gso_size.max(1) as u32;
+        let mut seg = *self;
+        seg.gso_segs = 1;
+        seg.gso_size = 0;
+        let mut offset = 0u32;
+        for i in 0..n {
+            let payload = size.min(total - offset);
+            let last = i + 1 == n;
+            seg.hdr.seq = self.hdr.seq + offset as u64;
+            seg.hdr.payload_bytes = payload;
+            seg.len_bytes = payload + headers;
+            seg.truesize_bytes =
+                (self.truesize_bytes as u64 * payload as u64 / total.max(1) as u64) as u32;
+            seg.remaining_bytes = self.remaining_bytes + (total - offset - payload) as u64;
+            seg.hdr.flags = self.hdr.flags;
+            if !last {
+                seg.hdr.flags &= !(tcp_flags::FIN | tcp_flags::PSH);
+            }
+            if i > 0 {
+                seg.hdr.flags &= !tcp_flags::CWR;
+            }
+            out(seg);
+            offset += payload;
         }
     }
 
@@ -201,6 +252,47 @@ pub fn truesize_for(len: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gso_segment_conserves_bytes_and_sequence() {
+        // 45 segments of 1448 B (+66 B of headers each, as Linux builds for a 64-KiB
+        // skb) with the last one short: tcp_gso_segment keeps FIN/PSH on the last only.
+        let mut p = Packet::synthetic(1, 1, 0);
+        let payload = 44 * 1448 + 1000;
+        p.hdr.seq = 5000;
+        p.hdr.payload_bytes = payload;
+        p.hdr.flags = tcp_flags::ACK | tcp_flags::PSH | tcp_flags::FIN | tcp_flags::CWR;
+        p.len_bytes = payload + 45 * 66;
+        p.truesize_bytes = payload + 832;
+        p.gso_segs = 45;
+        p.gso_size = 1448;
+        let mut segs = Vec::new();
+        p.gso_segment(|s| segs.push(s));
+        assert_eq!(segs.len(), 45);
+        assert_eq!(segs.iter().map(|s| s.len_bytes).sum::<u32>(), p.len_bytes);
+        assert_eq!(
+            segs.iter().map(|s| s.hdr.payload_bytes).sum::<u32>(),
+            payload
+        );
+        assert!(segs.iter().all(|s| s.wire_packets() == 1));
+        for w in segs.windows(2) {
+            assert_eq!(w[0].hdr.seq + w[0].hdr.payload_bytes as u64, w[1].hdr.seq);
+        }
+        assert_eq!(segs[0].len_bytes, 1514);
+        assert_eq!(segs[44].hdr.payload_bytes, 1000);
+        assert_eq!(segs[0].hdr.flags, tcp_flags::ACK | tcp_flags::CWR);
+        assert_eq!(segs[1].hdr.flags, tcp_flags::ACK);
+        assert_eq!(
+            segs[44].hdr.flags,
+            tcp_flags::ACK | tcp_flags::PSH | tcp_flags::FIN
+        );
+        let t: u32 = segs.iter().map(|s| s.truesize_bytes).sum();
+        assert!(t <= p.truesize_bytes && t + 45 >= p.truesize_bytes, "{t}");
+        // An ordinary packet is its own single segment.
+        let mut n = 0;
+        Packet::synthetic(2, 1, 1514).gso_segment(|_| n += 1);
+        assert_eq!(n, 1);
+    }
 
     #[test]
     fn set_ce_follows_inet_ecn_set_ce() {

@@ -30,6 +30,8 @@ pub struct LinkPlan {
     pub reorder_delay: Duration,
     /// Device transmit ring size in packets (0 = none).
     pub tx_ring: u32,
+    /// The rate is a token-bucket shaper on a fast device (tc htb/tbf on a veth).
+    pub shaper: bool,
 }
 
 /// What to record.
@@ -323,6 +325,7 @@ struct LinkSpec {
     framing_bytes: Option<u32>,
     reorder: Option<(f64, Duration)>,
     tx_ring: Option<u32>,
+    shaper: Option<bool>,
 }
 
 impl LinkSpec {
@@ -337,6 +340,7 @@ impl LinkSpec {
             framing_bytes: self.framing_bytes.or(base.framing_bytes),
             reorder: self.reorder.or(base.reorder),
             tx_ring: self.tx_ring.or(base.tx_ring),
+            shaper: self.shaper.or(base.shaper),
         }
     }
 }
@@ -401,6 +405,14 @@ fn parse_link_spec(p: &mut Params, base_dir: &Path) -> ConfResult<LinkSpec> {
     } else {
         None
     };
+    let shaper = if p.has("shaper") {
+        Some(p.bool("shaper", false)?)
+    } else {
+        None
+    };
+    if shaper == Some(true) && matches!(rate, Some(RateModel::Trace(_))) {
+        return Err(p.err("shaper", "a Mahimahi trace is a wire, not a shaper"));
+    }
     Ok(LinkSpec {
         rate,
         delay,
@@ -410,6 +422,7 @@ fn parse_link_spec(p: &mut Params, base_dir: &Path) -> ConfResult<LinkSpec> {
         framing_bytes,
         reorder,
         tx_ring,
+        shaper,
     })
 }
 
@@ -561,6 +574,7 @@ fn add_link(
         reorder: spec.reorder.map_or(0.0, |r| r.0),
         reorder_delay: spec.reorder.map_or(Duration::ZERO, |r| r.1),
         tx_ring: spec.tx_ring.unwrap_or(0),
+        shaper: spec.shaper.unwrap_or(false),
     });
     Ok(())
 }

@@ -137,6 +137,10 @@ pub enum TxFate {
     /// The common case: the packet is already the back entry of `in_flight` (with its
     /// arrival time), not yet announced by an `Arrive` event.
     InFlight,
+    /// Everything was decided and queued when the transmission began (a GSO buffer cut
+    /// into segments, or any packet on a `shaper` link); the end only frees the link and,
+    /// on a wire, completes TSQ for `tx_notify`.
+    Released,
 }
 
 pub struct Link {
@@ -171,6 +175,8 @@ pub struct Link {
     pub tx_fate: TxFate,
     /// `len_bytes` of the packet being serialised (counted when it is out).
     pub tx_len: u32,
+    /// Wire packets of the current transmission (a GSO buffer's segments).
+    pub tx_wire: u32,
     /// The packet being serialised, unless `tx_fate` is `InFlight` (then it is already
     /// the back of `in_flight`).
     pub tx_pkt: Option<Packet>,
@@ -183,6 +189,13 @@ pub struct Link {
     last_arrival: Time,
     /// Notify the sending endpoint when its packet leaves (TSQ), for host egress links.
     pub notify_tx: bool,
+    /// The rate is a token-bucket shaper (tc htb/tbf) in front of a much faster device
+    /// (a veth): a packet leaves whole when the shaper releases it — it propagates from
+    /// the start of its slot and its TSQ credit returns then (veth orphans the skb) — and
+    /// the next one waits `len / rate`. False: the rate is the wire's own serialisation.
+    pub shaper: bool,
+    /// The GSO buffer whose TSQ completion is due at the end of a `Released` transmission.
+    pub tx_notify: Option<Packet>,
     pub stats: LinkStats,
     /// Whether to log packets of this link into packets.parquet.
     pub log_packets: bool,
@@ -225,12 +238,15 @@ impl Link {
             ring_cap: 0,
             tx_fate: TxFate::Idle,
             tx_len: 0,
+            tx_wire: 0,
             tx_pkt: None,
             tx_started: Time::ZERO,
             wake_at: None,
             in_flight: VecDeque::new(),
             last_arrival: Time::ZERO,
             notify_tx: false,
+            shaper: false,
+            tx_notify: None,
             stats: LinkStats::default(),
             log_packets: false,
             cap_mark: Time::ZERO,
@@ -266,10 +282,10 @@ impl Link {
         }
     }
 
-    /// Serialisation end for `pkt` starting now.
+    /// Serialisation end for `pkt` starting now (framing counted once per wire packet).
     #[inline]
     pub fn tx_end(&mut self, now: Time, pkt: &Packet) -> Time {
-        let bytes = pkt.len_bytes + self.framing_bytes;
+        let bytes = pkt.len_bytes + self.framing_bytes * pkt.wire_packets();
         match &mut self.rate {
             RateModel::Constant(r) => now + tx_time(bytes as u64, *r),
             RateModel::Schedule(_) => {

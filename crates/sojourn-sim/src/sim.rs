@@ -145,6 +145,7 @@ impl Sim {
             l.reorder_delay = lp.reorder_delay;
             l.reorder_rng = Rng::stream(seed, "link-reorder", i as u64);
             l.ring_cap = lp.tx_ring as usize;
+            l.shaper = lp.shaper;
             l.log_packets = exp.record.packet_links.contains(&lp.name);
             links.push(l);
         }
@@ -405,7 +406,16 @@ impl Sim {
         let link = &mut self.links[l as usize];
         pkt.enqueued_at = now;
         link.stats.enq_pkts += 1;
-        link.qdisc.enqueue(pkt, now, &mut self.drops);
+        if pkt.gso_segs > 1 {
+            // A qdisc may segment a GSO buffer (CAKE's split_gso): whatever entered the
+            // queue or the drop sink beyond the one buffer was created here.
+            let before = link.qdisc.len_packets() + self.drops.len();
+            link.qdisc.enqueue(pkt, now, &mut self.drops);
+            let entered = link.qdisc.len_packets() + self.drops.len() - before;
+            self.acct.created += entered.saturating_sub(1) as u64;
+        } else {
+            link.qdisc.enqueue(pkt, now, &mut self.drops);
+        }
         if !self.drops.is_empty() {
             self.account_drops(l);
         }
@@ -452,10 +462,15 @@ impl Sim {
     fn begin_tx(&mut self, l: u32, p: Packet) {
         let now = self.now;
         let link = &mut self.links[l as usize];
+        if link.shaper || p.gso_segs > 1 {
+            self.begin_tx_released(l, p);
+            return;
+        }
         let end = link.tx_end(now, &p);
         link.stats.busy_ns += (end - now).as_ns();
         link.tx_started = now;
         link.tx_len = p.len_bytes;
+        link.tx_wire = 1;
         if link.loss > 0.0 && link.loss_rng.chance(link.loss) {
             link.tx_fate = TxFate::Lost;
             link.tx_pkt = Some(p);
@@ -474,6 +489,78 @@ impl Sim {
             }
         }
         self.events.push(end, Event::TxDone(l));
+    }
+
+    /// The slower start of a transmission whose consequences are all settled at once:
+    /// a GSO buffer is cut into wire segments here (Linux `validate_xmit_skb` segments
+    /// after the qdisc when the device cannot), each serialised back to back; on a
+    /// `shaper` link a packet propagates from the start of its slot. Loss and reordering
+    /// are drawn per wire packet, in order, as on the fast path.
+    fn begin_tx_released(&mut self, l: u32, p: Packet) {
+        let now = self.now;
+        let n = p.wire_packets();
+        if n > 1 {
+            // One buffer became n packets (conservation counts wire packets).
+            self.acct.created += (n - 1) as u64;
+        }
+        let mut next_uid = self.next_uid;
+        let link = &mut self.links[l as usize];
+        let had_in_flight = !link.in_flight.is_empty();
+        let had_late = !link.late.is_empty();
+        let mut lost = 0u64;
+        let mut t = now;
+        let mut index = 0u32;
+        let shaper = link.shaper;
+        p.gso_segment(|mut seg| {
+            if index > 0 {
+                seg.uid = next_uid;
+                next_uid += 1;
+            }
+            index += 1;
+            let end = link.tx_end(t, &seg);
+            let depart = if shaper { now } else { end };
+            t = end;
+            if link.loss > 0.0 && link.loss_rng.chance(link.loss) {
+                lost += 1;
+                return;
+            }
+            let at = link.arrival_time(depart);
+            if link.reorder > 0.0 && link.reorder_rng.chance(link.reorder) {
+                link.late.push_back((at + link.reorder_delay, seg));
+            } else {
+                link.in_flight.push_back((at, seg));
+            }
+        });
+        self.next_uid = next_uid;
+        link.stats.busy_ns += (t - now).as_ns();
+        link.tx_started = now;
+        link.tx_len = p.len_bytes;
+        link.tx_wire = n;
+        link.tx_fate = TxFate::Released;
+        if lost > 0 {
+            link.stats.drops[DropReason::LinkLoss as usize] += lost;
+            self.acct.dropped += lost;
+            self.flows.records[p.flow as usize].pkts_dropped += lost;
+        }
+        if !had_in_flight {
+            if let Some(&(at, _)) = link.in_flight.front() {
+                self.events.push(at, Event::Arrive(l));
+            }
+        }
+        if !had_late {
+            if let Some(&(at, _)) = link.late.front() {
+                self.events.push(at, Event::ArriveLate(l));
+            }
+        }
+        self.events.push(t, Event::TxDone(l));
+        if link.notify_tx && p.socket != 0 {
+            if shaper {
+                // The shaper hands the whole buffer to the device, which orphans it.
+                self.notify_tx_complete(&p);
+            } else {
+                link.tx_notify = Some(p);
+            }
+        }
     }
 
     fn account_drops(&mut self, l: u32) {
@@ -556,7 +643,7 @@ impl Sim {
         let fate = std::mem::replace(&mut link.tx_fate, TxFate::Idle);
         // Counted when the last bit is out, so throughput bins and utilisation only see
         // transmitted bits (a trace link may hold a packet across an idle phase).
-        link.stats.tx_pkts += 1;
+        link.stats.tx_pkts += link.tx_wire as u64;
         link.stats.tx_bytes += link.tx_len as u64;
         let notify = link.notify_tx;
         if fate == TxFate::InFlight {
@@ -567,6 +654,14 @@ impl Sim {
             // TSQ needs the packet after the next transmission starts (which may push onto
             // `in_flight`): copy it only when a sending socket is waiting for it.
             let done = (notify && pkt.socket != 0).then_some(*pkt);
+            self.start_tx(l);
+            if let Some(pkt) = done {
+                self.notify_tx_complete(&pkt);
+            }
+            return;
+        }
+        if fate == TxFate::Released {
+            let done = link.tx_notify.take();
             self.start_tx(l);
             if let Some(pkt) = done {
                 self.notify_tx_complete(&pkt);
@@ -603,7 +698,9 @@ impl Sim {
                 }
                 self.forward(to, pkt, false);
             }
-            TxFate::Idle | TxFate::InFlight => unreachable!("TxDone on an idle link"),
+            TxFate::Idle | TxFate::InFlight | TxFate::Released => {
+                unreachable!("TxDone on an idle link")
+            }
         }
     }
 

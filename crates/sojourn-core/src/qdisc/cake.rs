@@ -502,6 +502,8 @@ fn scaled_ns(len: u32, rate_ns: u64, shft: u32) -> u64 {
 /// The CAKE qdisc.
 pub struct Cake {
     cfg: CakeConfig,
+    /// Segments of a GSO buffer being split (reused).
+    gso_scratch: Vec<Packet>,
     tins: Vec<Tin>,
     tin_index: &'static [u8; 64],
     tin_order: &'static [u8; 8],
@@ -561,6 +563,7 @@ impl Cake {
             rng,
             host_salt,
             cfg,
+            gso_scratch: Vec::new(),
         };
         // Heap positions interleave tins like the kernel's `k = queue * MAX_TINS + tin`.
         for j in 0..CAKE_QUEUES {
@@ -1256,6 +1259,27 @@ fn sack_compare(a: &TransportHeader, b: &TransportHeader) -> i32 {
 impl Qdisc for Cake {
     /// `cake_enqueue`.
     fn enqueue(&mut self, mut pkt: Packet, now_t: Time, drops: &mut Drops) -> Verdict {
+        if pkt.gso_segs > 1 && self.cfg.split_gso {
+            // cake_enqueue with CAKE_FLAG_SPLIT_GSO (the default): a GSO buffer is
+            // segmented and each segment classified, shaped and AQM-managed on its own,
+            // so a 64-KiB burst does not hold the shaper for one long slot.
+            let mut segs = std::mem::take(&mut self.gso_scratch);
+            segs.clear();
+            pkt.gso_segment(|s| segs.push(s));
+            let mut verdict = Verdict::Dropped;
+            for s in segs.drain(..) {
+                match self.enqueue(s, now_t, drops) {
+                    Verdict::Dropped => {}
+                    v => {
+                        if verdict != Verdict::QueuedCongested {
+                            verdict = v;
+                        }
+                    }
+                }
+            }
+            self.gso_scratch = segs;
+            return verdict;
+        }
         let now = now_t.as_ns() as i64;
         let mode = self.cfg.flow_mode;
         let tin = self.classify_tin(&mut pkt);

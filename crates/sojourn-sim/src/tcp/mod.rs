@@ -63,7 +63,15 @@ pub struct TcpConfig {
     pub tsq: bool,
     /// Linux `tcp_limit_output_bytes`: the TSQ cap for unpaced sockets (4 MiB since 6.16).
     pub tsq_limit_output_bytes: u64,
+    /// Generic segmentation offload: hand the host qdisc buffers of several segments
+    /// (Linux always does for TCP since 4.19, whatever the device's offloads).
+    pub gso: bool,
+    /// `sk_gso_max_size` (the device's `gso_max_size`, 64 KiB for veth and most NICs).
+    pub gso_max_bytes: u32,
 }
+
+/// Linux `GSO_LEGACY_MAX_SIZE`, the default `gso_max_size` of a device.
+pub const GSO_MAX_BYTES: u32 = 65_536;
 
 /// Linux `tcp_limit_output_bytes` default since 6.16 (commit "tcp: increase
 /// tcp_limit_output_bytes default value to 4MB"); 1 MiB from 4.20 to 6.15.
@@ -90,6 +98,8 @@ impl Default for TcpConfig {
             dupthresh: 3,
             tsq: true,
             tsq_limit_output_bytes: TCP_LIMIT_OUTPUT_BYTES,
+            gso: true,
+            gso_max_bytes: GSO_MAX_BYTES,
         }
     }
 }
@@ -170,6 +180,16 @@ impl TcpConfig {
                 ));
             }
             c.tsq_limit_output_bytes = b;
+        }
+        c.gso = p.bool("gso", c.gso)?;
+        if let Some(b) = p.bytes_opt("gso_max_size")? {
+            if !(c.mss as u64..=524_288).contains(&b) {
+                return Err(p.err(
+                    "gso_max_size",
+                    "must hold at least one segment and be at most 512 KiB (BIG TCP)",
+                ));
+            }
+            c.gso_max_bytes = b as u32;
         }
         Ok(c)
     }

@@ -114,6 +114,36 @@ pub fn tsq_limit_bytes(
     limit.saturating_mul(1 << factor)
 }
 
+/// `skb->truesize` of a TCP data buffer beyond its payload (the `sk_buff`, its shared
+/// info and the header room), measured on Linux 6.18 with `ss -m`: two 45-segment
+/// buffers (2 × 65160 B of payload) in the qdisc showed `t131984`.
+pub const SKB_HEAD_TRUESIZE: u32 = 832;
+
+/// Linux `tcp_tso_autosize` (6.18) with `tcp_tso_rtt_log` = 9 and `sk_pacing_shift` = 10:
+/// segments per GSO buffer — about 1 ms at the pacing rate, plus `gso_max_size` halved for
+/// every 512 µs of minimum RTT (near peers get big buffers), at most `gso_max_size`, at
+/// least `min_tso_segs`. `pacing_rate_bps` 0 = not yet known (`~0UL`); `min_rtt_us`
+/// `u64::MAX` = no sample yet.
+pub fn tso_autosize_segs(
+    pacing_rate_bps: u64,
+    min_rtt_us: u64,
+    gso_max_bytes: u32,
+    mss: u32,
+    min_tso_segs: u32,
+) -> u32 {
+    let mut bytes = if pacing_rate_bps == 0 {
+        u64::MAX
+    } else {
+        (pacing_rate_bps / 8) >> 10
+    };
+    let r = min_rtt_us >> 9;
+    if r < 32 {
+        bytes = bytes.saturating_add((gso_max_bytes >> r) as u64);
+    }
+    bytes = bytes.min(gso_max_bytes as u64);
+    ((bytes / mss.max(1) as u64) as u32).max(min_tso_segs)
+}
+
 pub struct TcpSender {
     pub flow: u32,
     pub key: FlowKey,
@@ -175,6 +205,15 @@ pub struct TcpSender {
     tsq_wake: Option<Time>,
     /// Transmissions stopped by TSQ (Linux has no counter; `TCPSmallQueueFailure`-like).
     pub tsq_throttles: u64,
+    /// Last data transmission (Linux `tcp_wstamp_ns` of an unpaced socket).
+    last_tx_at: Time,
+    /// First sequence number of the newest buffer of new data: the retransmission queue
+    /// holds a single buffer once `snd_una` reaches it.
+    last_skb_start: u64,
+    /// Buffers deferred by `tcp_tso_should_defer`.
+    pub tso_defers: u64,
+    tso_deferred_cwnd_limited: bool,
+    tx_scratch: Vec<Seg>,
     // Counters.
     pub retransmits: u64,
     pub rtos: u64,
@@ -262,6 +301,11 @@ impl TcpSender {
             tsq_throttled: false,
             tsq_wake: None,
             tsq_throttles: 0,
+            last_tx_at: Time::ZERO,
+            last_skb_start: 0,
+            tso_defers: 0,
+            tso_deferred_cwnd_limited: false,
+            tx_scratch: Vec::new(),
             retransmits: 0,
             rtos: 0,
             tlps: 0,
@@ -404,58 +448,85 @@ impl TcpSender {
         seg.sent_at = now;
     }
 
-    fn emit_data(&mut self, seg: &Seg, retrans: bool, io: &mut Io) {
+    /// Emits one buffer carrying `segs` (consecutive, already on the scoreboard) — a GSO
+    /// buffer when there are several.
+    fn emit_data(&mut self, segs: &[Seg], retrans: bool, io: &mut Io) {
+        let first = segs[0];
+        let last = segs[segs.len() - 1];
+        // Payload only: a FIN occupies sequence space but no byte on the wire.
+        let payload = (last.start + last.len as u64 - first.start) as u32;
+        let n = segs.len() as u32;
         let mut p = self.base_packet(io.now);
-        p.len_bytes = seg.len + self.cfg.header_bytes();
-        p.truesize_bytes = sojourn_core::packet::truesize_for(p.len_bytes);
-        p.hdr.seq = seg.start;
-        p.hdr.payload_bytes = seg.len;
+        p.len_bytes = payload + n * self.cfg.header_bytes();
+        p.truesize_bytes = self.data_truesize(payload, n);
+        if n > 1 {
+            p.gso_segs = n as u16;
+            p.gso_size = self.cfg.mss as u16;
+        }
+        p.hdr.seq = first.start;
+        p.hdr.payload_bytes = payload;
         if matches!(self.source, Source::Sized(_)) {
             // SRPT oracle: payload still unsent after this packet.
-            p.remaining_bytes = self.write_end.saturating_sub(seg.start + seg.len as u64);
+            p.remaining_bytes = self.write_end.saturating_sub(last.end());
         }
         p.hdr.flags = tcp_flags::ACK;
-        if seg.is(FIN) {
+        if last.is(FIN) {
             p.hdr.flags |= tcp_flags::FIN;
         }
-        if self.ecn_ok && !retrans && seg.len > 0 {
+        if self.ecn_ok && !retrans && payload > 0 {
             p.ecn = Ecn::Ect0;
             if self.send_cwr {
                 p.hdr.flags |= tcp_flags::CWR;
                 self.send_cwr = false;
             }
         }
-        if seg.len > 0 {
-            p.hdr.flags |= tcp_flags::PSH * (seg.end() >= self.write_end) as u8;
+        if payload > 0 {
+            p.hdr.flags |= tcp_flags::PSH * (last.end() >= self.write_end) as u8;
         }
         if self.pacing && self.cs.pacing_rate_bps > 0 {
             // Linux EDT: the next departure is one payload serialisation at the pacing
             // rate after this one (or after now if the flow was idle).
-            let gap = sojourn_core::time::tx_time(seg.len.max(1) as u64, self.cs.pacing_rate_bps);
+            let gap = sojourn_core::time::tx_time(payload.max(1) as u64, self.cs.pacing_rate_bps);
             self.next_tx_at = self.next_tx_at.max(io.now) + gap;
         }
         self.bytes_below += p.truesize_bytes as u64;
-        self.data_pkts_sent += 1;
+        self.data_pkts_sent += n as u64;
+        self.last_tx_at = io.now;
+        if !retrans {
+            self.last_skb_start = first.start;
+        }
         io.send(p);
     }
 
-    fn send_new_segment(&mut self, io: &mut Io, ignore_cwnd_reason_tlp: bool) -> bool {
-        let now = io.now;
+    /// `skb->truesize` of a data buffer. With GSO, TCP keeps the payload in page
+    /// fragments behind a small head: payload + [`SKB_HEAD_TRUESIZE`] (what `ss -m` shows
+    /// on Linux 6.18: two 45-segment buffers in the qdisc, `t131984`). Without, a linear
+    /// buffer per segment.
+    fn data_truesize(&self, payload: u32, segs: u32) -> u32 {
+        if self.cfg.gso {
+            payload + SKB_HEAD_TRUESIZE
+        } else {
+            sojourn_core::packet::truesize_for(payload + segs * self.cfg.header_bytes())
+        }
+    }
+
+    /// Takes the next new segment (at most one MSS) onto the scoreboard: the receive
+    /// window, the FIN, and the rate-sample bookkeeping. None when there is nothing to send.
+    fn take_new_segment(&mut self, now: Time) -> Option<Seg> {
         let avail = self.write_end.saturating_sub(self.snd_nxt);
         let mut len = avail.min(self.cfg.mss as u64) as u32;
         // Receive window (RFC 793/9293): never beyond snd_una + rwnd.
         let wnd_end = self.snd_una + self.peer_rwnd;
         if len > 0 && self.snd_nxt + len as u64 > wnd_end {
             if self.snd_nxt >= wnd_end {
-                return false;
+                return None;
             }
             len = (wnd_end - self.snd_nxt) as u32;
         }
         let fin = self.fin_wanted && !self.fin_sent && self.snd_nxt + len as u64 == self.write_end;
         if len == 0 && !fin {
-            return false;
+            return None;
         }
-        let _ = ignore_cwnd_reason_tlp;
         if self.sb.packets_out() == 0 {
             // First transmission after idle (Linux CA_EVENT_TX_START).
             self.cs.now = now;
@@ -476,13 +547,44 @@ impl TcpSender {
             self.fin_sent = true;
         }
         self.snd_nxt = seg.end();
-        let was_empty = self.sb.packets_out() == 0;
         self.sb.push(seg);
-        self.emit_data(&seg, false, io);
+        Some(seg)
+    }
+
+    /// Sends one buffer of up to `max_segs` new segments (one packet, a GSO buffer if
+    /// more than one segment). False when there was nothing to send.
+    fn send_new_data(&mut self, io: &mut Io, max_segs: u32) -> bool {
+        let now = io.now;
+        let was_empty = self.sb.packets_out() == 0;
+        // Reused scratch space: no allocation per buffer.
+        let mut segs = std::mem::take(&mut self.tx_scratch);
+        segs.clear();
+        while (segs.len() as u32) < max_segs.max(1) {
+            let Some(seg) = self.take_new_segment(now) else {
+                break;
+            };
+            segs.push(seg);
+            if seg.is(FIN) || seg.len < self.cfg.mss {
+                break;
+            }
+        }
+        let sent = !segs.is_empty();
+        if sent {
+            self.emit_data(&segs, false, io);
+        }
+        self.tx_scratch = segs;
+        if !sent {
+            return false;
+        }
         if was_empty || self.rto_at.is_none() {
             self.rto_at = Some(self.rtt.rto_deadline(now));
         }
         true
+    }
+
+    fn send_new_segment(&mut self, io: &mut Io, ignore_cwnd_reason_tlp: bool) -> bool {
+        let _ = ignore_cwnd_reason_tlp;
+        self.send_new_data(io, 1)
     }
 
     fn retransmit(&mut self, i: usize, io: &mut Io) {
@@ -497,7 +599,7 @@ impl TcpSender {
         self.sb.segs[i] = seg;
         self.retransmits += 1;
         io.flows.get_mut(self.flow).retransmits += 1;
-        self.emit_data(&seg, true, io);
+        self.emit_data(&[seg], true, io);
     }
 
     /// Linux `tcp_write_xmit` + `tcp_xmit_retransmit_queue`: retransmit lost segments
@@ -512,6 +614,8 @@ impl TcpSender {
         // tcp_xmit_retransmit_queue, which does not validate the cwnd).
         let mut sent = 0u32;
         self.pace_blocked = false;
+        // tcp_tso_segs, once per tcp_write_xmit.
+        let max_segs = if self.cfg.gso { self.tso_segs() } else { 1 };
         loop {
             if self.pacing && self.next_tx_at > now {
                 self.pace_blocked = true;
@@ -524,7 +628,7 @@ impl TcpSender {
             let from = self.sb.segs.partition_point(|s| s.start < self.retx_hint);
             if let Some(i) = self.sb.next_to_retransmit(from) {
                 // tcp_xmit_retransmit_queue: TSQ with the limit doubled for retransmits.
-                if self.tsq_blocks(self.sb.segs[i].len, 1) {
+                if self.tsq_blocks(self.sb.segs[i].len, 1, 1) {
                     break;
                 }
                 self.retx_hint = self.sb.segs[i].start;
@@ -535,16 +639,39 @@ impl TcpSender {
                 continue;
             }
             self.retx_hint = self.snd_nxt;
-            // tcp_write_xmit: TSQ after the cwnd test, for the segment about to be sent.
-            let next_len = self
-                .write_end
-                .saturating_sub(self.snd_nxt)
-                .min(self.cfg.mss as u64);
-            let has_data = next_len > 0 || (self.fin_wanted && !self.fin_sent);
-            if has_data && self.tsq_blocks(next_len as u32, 0) {
+            let avail = self.write_end.saturating_sub(self.snd_nxt);
+            let has_data = avail > 0 || (self.fin_wanted && !self.fin_sent);
+            let mss = self.cfg.mss as u64;
+            let mut segs = 1u32;
+            if self.cfg.gso && has_data {
+                // tcp_write_xmit: the buffer is cut to the cwnd quota (tcp_cwnd_test keeps
+                // at least two buffers in flight) and to the autosized length, and may be
+                // deferred hoping for a bigger quota (tcp_tso_should_defer).
+                let in_flight = self.sb.in_flight();
+                let quota = (self.cs.cwnd >> 1)
+                    .max(1)
+                    .min(self.cs.cwnd - in_flight)
+                    .min(max_segs);
+                // tcp_xmit_size_goal: write-queue buffers of gso_max_size, grown to the
+                // quota from the next ones (tcp_grow_skb).
+                let size_goal = (self.cfg.gso_max_bytes as u64 / mss).max(1) * mss;
+                let skb_len = avail.min(size_goal.max(quota as u64 * mss));
+                if skb_len.div_ceil(mss) > 1
+                    && self.tso_should_defer(now, skb_len, avail <= skb_len, max_segs)
+                {
+                    self.tso_defers += 1;
+                    cwnd_limited |= self.tso_deferred_cwnd_limited;
+                    break;
+                }
+                let wnd_left = (self.snd_una + self.peer_rwnd).saturating_sub(self.snd_nxt);
+                segs = quota.min(avail.min(wnd_left).div_ceil(mss).max(1) as u32);
+            }
+            // tcp_write_xmit: TSQ after the cwnd test, for the buffer about to be sent.
+            let payload = avail.min(segs as u64 * mss) as u32;
+            if has_data && self.tsq_blocks(payload, segs, 0) {
                 break;
             }
-            if !self.send_new_segment(io, false) {
+            if !self.send_new_data(io, segs) {
                 // Application-limited (tcp_rate_check_app_limited).
                 if self.write_end <= self.snd_nxt {
                     self.app_limited_until =
@@ -552,9 +679,9 @@ impl TcpSender {
                 }
                 break;
             }
-            sent += 1;
+            sent += segs;
             if matches!(self.cs.ca_state, CaState::Recovery | CaState::Cwr) {
-                self.prr_out += 1;
+                self.prr_out += segs;
             }
         }
         // tcp_write_xmit: whatever stopped the loop (TSQ, pacing), a full window counts
@@ -636,6 +763,73 @@ impl TcpSender {
         self.rto_at = Some(self.rtt.rto_deadline(now));
     }
 
+    /// Linux `tcp_tso_segs`: the congestion control's minimum (BBR: 1 below 1.2 Mbit/s)
+    /// or `tcp_min_tso_segs` (2), then `tcp_tso_autosize`.
+    fn tso_segs(&self) -> u32 {
+        let min_tso = if matches!(self.cc, AnyCc::Bbr(_)) && self.cs.pacing_rate_bps < 1_200_000 {
+            1
+        } else {
+            2
+        };
+        let min_rtt_us = if self.cs.min_rtt_ns == u64::MAX {
+            u64::MAX
+        } else {
+            self.cs.min_rtt_ns / 1000
+        };
+        tso_autosize_segs(
+            self.cs.pacing_rate_bps,
+            min_rtt_us,
+            self.cfg.gso_max_bytes,
+            self.cfg.mss,
+            min_tso,
+        )
+    }
+
+    /// Linux `tcp_tso_should_defer` (6.18, `tcp_tso_win_divisor` = 3) for a buffer of
+    /// `skb_len` bytes of new data: wait for an ACK that should enlarge the quota instead
+    /// of sending a small buffer, unless the socket was quiet for 1 ms, a full-size or
+    /// a third of a window's buffer fits, or the oldest unacknowledged segment left less
+    /// than half an SRTT ago. Sets `tso_deferred_cwnd_limited` when cwnd is the limit.
+    fn tso_should_defer(&mut self, now: Time, skb_len: u64, is_tail: bool, max_segs: u32) -> bool {
+        self.tso_deferred_cwnd_limited = false;
+        if matches!(self.cs.ca_state, CaState::Recovery | CaState::Loss) {
+            return false;
+        }
+        if now.saturating_since(self.last_tx_at) > Duration::from_ms(1) {
+            return false;
+        }
+        let mss = self.cfg.mss as u64;
+        let in_flight = self.sb.in_flight();
+        let send_win = (self.snd_una + self.peer_rwnd).saturating_sub(self.snd_nxt);
+        let cong_win = (self.cs.cwnd - in_flight) as u64 * mss;
+        let limit = send_win.min(cong_win);
+        if limit >= max_segs as u64 * mss {
+            return false;
+        }
+        if !is_tail && limit >= skb_len {
+            return false;
+        }
+        if limit >= self.peer_rwnd.min(self.cs.cwnd as u64 * mss) / 3 {
+            return false;
+        }
+        let Some(head) = self.sb.segs.front() else {
+            return false;
+        };
+        if now.saturating_since(head.sent_at) < Duration(self.rtt.srtt_ns / 2) {
+            return false;
+        }
+        if cong_win < send_win {
+            if cong_win <= skb_len {
+                self.tso_deferred_cwnd_limited = true;
+                return true;
+            }
+        } else if send_win <= skb_len {
+            return true;
+        }
+        // A buffer carrying the FIN will not grow: send it.
+        !(is_tail && self.fin_wanted)
+    }
+
     fn update_pacing_rate(&mut self) {
         if matches!(self.cc, AnyCc::Bbr(_)) {
             return; // BBR sets its own pacing rate
@@ -653,11 +847,11 @@ impl TcpSender {
     /// sent; `factor` is 0 for new data (`tcp_write_xmit`), 1 for retransmissions
     /// (`tcp_xmit_retransmit_queue`). True = do not send now (throttled until one of this
     /// socket's packets leaves the host or is dropped there).
-    fn tsq_blocks(&mut self, payload: u32, factor: u32) -> bool {
+    fn tsq_blocks(&mut self, payload: u32, segs: u32, factor: u32) -> bool {
         if !self.cfg.tsq {
             return false;
         }
-        let truesize = sojourn_core::packet::truesize_for(payload + self.cfg.header_bytes());
+        let truesize = self.data_truesize(payload, segs);
         let limit = tsq_limit_bytes(
             truesize,
             self.cs.pacing_rate_bps,
@@ -665,12 +859,13 @@ impl TcpSender {
             self.cfg.tsq_limit_output_bytes,
             factor,
         );
-        if self.bytes_below <= limit {
+        // `sk_wmem_alloc` carries a bias of 1: throttled when bytes_below + 1 > limit.
+        if self.bytes_below < limit {
             return false;
         }
         // "Always send skb if rtx queue is empty or has one skb": no TX completion needed
         // to make progress (tcp_rtx_queue_empty_or_single_skb, since 6.6).
-        if self.sb.packets_out() <= 1 {
+        if self.sb.packets_out() <= 1 || (self.cfg.gso && self.snd_una >= self.last_skb_start) {
             return false;
         }
         self.tsq_throttled = true;
@@ -1161,6 +1356,8 @@ mod tests {
             handshake: false,
             cc: crate::tcp::cc::CcKind::NewReno,
             tsq: false,
+            // Per-segment mechanics; GSO buffers have their own tests.
+            gso: false,
             ..TcpConfig::default()
         }
     }
@@ -1339,6 +1536,42 @@ mod tests {
     }
 
     #[test]
+    fn tso_autosize_follows_the_kernel_formula() {
+        // tcp_tso_autosize: pacing_rate >> 10 plus gso_max_size >> (min_rtt_us >> 9).
+        // 200 Mbit/s = 25 MB/s → 24414 B per ~1 ms.
+        let rate = 200_000_000;
+        // A near peer (50 µs): the whole 64 KiB → 45 segments of 1448 B (Linux here: two
+        // 45-segment buffers in the qdisc, 136260 B).
+        assert_eq!(tso_autosize_segs(rate, 50, 65_536, 1448, 2), 45);
+        // 2 ms: 65536 >> 3 = 8192 more → 32606 B → 22 segments.
+        assert_eq!(tso_autosize_segs(rate, 2_000, 65_536, 1448, 2), 22);
+        // 20 ms: no RTT allowance (r ≥ 32 bits) → 24414 B → 16 segments.
+        assert_eq!(tso_autosize_segs(rate, 20_000_000, 65_536, 1448, 2), 16);
+        // 1 Mbit/s far away: below one segment → tcp_min_tso_segs (2).
+        assert_eq!(tso_autosize_segs(1_000_000, 100_000, 65_536, 1448, 2), 2);
+        // No pacing rate yet (~0UL) or no RTT sample: capped by gso_max_size.
+        assert_eq!(tso_autosize_segs(0, u64::MAX, 65_536, 1448, 2), 45);
+    }
+
+    #[test]
+    fn gso_buffers_hold_at_most_half_the_cwnd() {
+        // tcp_cwnd_test keeps at least two buffers in flight: IW 10 leaves as two
+        // 5-segment GSO buffers, each 5 × 1514 B on the wire and truesize payload + 832.
+        let mut h = Harness::new();
+        let _s = sender(TcpConfig { gso: true, ..cfg() }, &mut h);
+        let sent = h.take();
+        assert_eq!(sent.len(), 2, "{sent:?}");
+        for (i, p) in sent.iter().enumerate() {
+            assert_eq!(p.gso_segs, 5);
+            assert_eq!(p.gso_size as u32, MSS as u32);
+            assert_eq!(p.hdr.payload_bytes, 5 * MSS as u32);
+            assert_eq!(p.len_bytes, 5 * 1514);
+            assert_eq!(p.truesize_bytes, 5 * MSS as u32 + SKB_HEAD_TRUESIZE);
+            assert_eq!(p.hdr.seq, 1 + i as u64 * 5 * MSS);
+        }
+    }
+
+    #[test]
     fn tsq_limit_follows_tcp_small_queue_check() {
         // 2 · truesize floor: 10 Mbit/s → 1 250 000 B/s >> 10 = 1220 B < 2 · 2880.
         assert_eq!(tsq_limit_bytes(2880, 10_000_000, false, 4 << 20, 0), 5760);
@@ -1405,20 +1638,20 @@ mod tests {
         s.on_packet(&ack(1 + MSS, false, &[]), &mut h.io(Time(100_000_000)));
         assert!(s.cs.cwnd > 10);
         assert!(h.take().is_empty(), "throttled by TSQ, not by cwnd");
-        // Completions of 7 packets: 3 · 2880 > 5760 still throttled; the 8th brings the
-        // bytes below TCP to 5760 ≤ limit: exactly one more packet may go.
+        // Completions of 8 packets: sk_wmem_alloc = 2 · 2880 + 1 (its bias) > 5760 still
+        // throttled; the 9th brings it to 2881 ≤ limit: exactly one more packet may go.
         let t = Time(100_100_000);
-        for p in &iw[..7] {
+        for p in &iw[..8] {
             s.on_tx_complete(p, &mut h.io(t));
         }
         assert!(h.take().is_empty());
-        s.on_tx_complete(&iw[7], &mut h.io(t));
+        s.on_tx_complete(&iw[8], &mut h.io(t));
         assert_eq!(
             h.take().len(),
             1,
-            "2 · 2880 ≤ limit: one more, then throttled"
+            "2880 + 1 ≤ limit: one more, then throttled"
         );
-        assert_eq!(s.bytes_below, 3 * 2880);
+        assert_eq!(s.bytes_below, 2 * 2880);
         // Without TSQ the same ACK releases the whole cwnd at once.
         let mut h2 = Harness::new();
         let mut s2 = sender(cfg(), &mut h2);
@@ -1435,12 +1668,12 @@ mod tests {
         s.on_packet(&ack(1 + MSS, false, &[]), &mut h.io(Time(100_000_000)));
         h.take();
         let t = Time(100_100_000);
-        for p in &iw[..7] {
+        for p in &iw[..8] {
             s.on_tx_complete(p, &mut h.io(t));
         }
-        // The host qdisc drops the 8th: credit returns, but nothing is sent from inside
+        // The host qdisc drops the 9th: credit returns, but nothing is sent from inside
         // the engine's enqueue; a timer at `now` transmits instead.
-        s.on_host_drop(&iw[7], &mut h.io(t));
+        s.on_host_drop(&iw[8], &mut h.io(t));
         assert!(h.take().is_empty());
         assert_eq!(s.deadline(), Some(t));
         s.on_timer(&mut h.io(t));
