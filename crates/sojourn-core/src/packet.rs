@@ -205,8 +205,12 @@ impl Packet {
             seg.hdr.seq = self.hdr.seq + offset as u64;
             seg.hdr.payload_bytes = payload;
             seg.len_bytes = payload + headers;
-            seg.truesize_bytes =
-                (self.truesize_bytes as u64 * payload as u64 / total.max(1) as u64) as u32;
+            // Cumulative shares: the segments' truesizes add up to the buffer's exactly
+            // (TSQ credit returned per segment must not leak).
+            let share = |upto: u32| {
+                (self.truesize_bytes as u64 * upto as u64 / total.max(1) as u64) as u32
+            };
+            seg.truesize_bytes = share(offset + payload) - share(offset);
             seg.remaining_bytes = self.remaining_bytes + (total - offset - payload) as u64;
             seg.hdr.flags = self.hdr.flags;
             if !last {
@@ -286,8 +290,9 @@ mod tests {
             segs[44].hdr.flags,
             tcp_flags::ACK | tcp_flags::PSH | tcp_flags::FIN
         );
+        // TSQ credit comes back per segment when a qdisc splits the buffer: exact sum.
         let t: u32 = segs.iter().map(|s| s.truesize_bytes).sum();
-        assert!(t <= p.truesize_bytes && t + 45 >= p.truesize_bytes, "{t}");
+        assert_eq!(t, p.truesize_bytes);
         // An ordinary packet is its own single segment.
         let mut n = 0;
         Packet::synthetic(2, 1, 1514).gso_segment(|_| n += 1);
