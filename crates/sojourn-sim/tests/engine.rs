@@ -363,3 +363,78 @@ fn tx_ring_separates_qdisc_and_device_backlog() {
     );
     assert_eq!(out.summary["accounting"]["conserved"], true);
 }
+
+/// A shaper link (htb on a veth) releases whole packets: each arrives `delay` after its
+/// slot *starts*, one serialisation earlier than on a wire, at the same throughput.
+#[test]
+fn shaper_link_delivers_from_the_start_of_the_slot() {
+    let run = |shaper: bool| {
+        run_toml(&format!(
+            r#"
+            duration = "10s"
+            [topology]
+            kind = "graph"
+            nodes = ["a", "b"]
+            [[topology.links]]
+            name = "l"
+            from = "a"
+            to = "b"
+            rate = "10Mbit"
+            delay = "5ms"
+            shaper = {shaper}
+            [[workload]]
+            kind = "cbr"
+            from = "a"
+            to = "b"
+            rate = "5Mbit"
+            packet_size = "1500B"
+            "#
+        ))
+        .unwrap()
+    };
+    let wire = run(false);
+    let shaped = run(true);
+    // Underload, no queue: the wire delay is serialisation (1.2 ms) + 5 ms, the shaper's 5 ms.
+    let d_wire = col_f64(&wire.flows, "max_delay_ms")[0];
+    let d_shaped = col_f64(&shaped.flows, "max_delay_ms")[0];
+    assert!((d_wire - 6.2).abs() < 1e-6, "wire {d_wire} ms");
+    assert!((d_shaped - 5.0).abs() < 1e-6, "shaper {d_shaped} ms");
+    let tw = f(&link(&wire, "l")["throughput_bps"]);
+    let ts = f(&link(&shaped, "l")["throughput_bps"]);
+    assert!((tw - ts).abs() < 1e-3 * tw, "{tw} vs {ts}");
+    assert_eq!(shaped.summary["accounting"]["conserved"], true);
+}
+
+#[test]
+fn shaper_rejects_a_trace_and_a_non_boolean() {
+    let base = |extra: &str| {
+        format!(
+            r#"
+            duration = "1s"
+            [topology]
+            kind = "graph"
+            nodes = ["a", "b"]
+            [[topology.links]]
+            from = "a"
+            to = "b"
+            {extra}
+            [[workload]]
+            kind = "cbr"
+            from = "a"
+            to = "b"
+            rate = "1Mbit"
+            "#
+        )
+    };
+    let e = from_toml(&base("rate = \"1Mbit\"\nshaper = \"yes\""), Path::new("."))
+        .err()
+        .expect("non-boolean shaper");
+    assert!(e.to_string().contains("shaper"), "{e}");
+    let dir = std::env::temp_dir().join("sojourn-shaper-trace-test");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("t.trace"), "1\n2\n").unwrap();
+    let e = from_toml(&base("trace = \"t.trace\"\nshaper = true"), &dir)
+        .err()
+        .expect("shaper with a trace");
+    assert!(e.to_string().contains("shaper"), "{e}");
+}
