@@ -207,9 +207,8 @@ impl Packet {
             seg.len_bytes = payload + headers;
             // Cumulative shares: the segments' truesizes add up to the buffer's exactly
             // (TSQ credit returned per segment must not leak).
-            let share = |upto: u32| {
-                (self.truesize_bytes as u64 * upto as u64 / total.max(1) as u64) as u32
-            };
+            let share =
+                |upto: u32| (self.truesize_bytes as u64 * upto as u64 / total.max(1) as u64) as u32;
             seg.truesize_bytes = share(offset + payload) - share(offset);
             seg.remaining_bytes = self.remaining_bytes + (total - offset - payload) as u64;
             seg.hdr.flags = self.hdr.flags;

@@ -426,15 +426,15 @@ fn shaper_rejects_a_trace_and_a_non_boolean() {
             "#
         )
     };
-    let e = from_toml(&base("rate = \"1Mbit\"\nshaper = \"yes\""), Path::new("."))
-        .err()
-        .expect("non-boolean shaper");
+    let Err(e) = from_toml(&base("rate = \"1Mbit\"\nshaper = \"yes\""), Path::new(".")) else {
+        panic!("non-boolean shaper accepted");
+    };
     assert!(e.to_string().contains("shaper"), "{e}");
     let dir = std::env::temp_dir().join("sojourn-shaper-trace-test");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("t.trace"), "1\n2\n").unwrap();
-    let e = from_toml(&base("trace = \"t.trace\"\nshaper = true"), &dir)
-        .err()
-        .expect("shaper with a trace");
+    let Err(e) = from_toml(&base("trace = \"t.trace\"\nshaper = true"), &dir) else {
+        panic!("shaper with a trace accepted");
+    };
     assert!(e.to_string().contains("shaper"), "{e}");
 }
