@@ -287,7 +287,8 @@ impl Sim {
                 self.next_uid += 1;
                 pkt.created_at = self.now;
                 self.acct.created += 1;
-                self.flows.get_mut(pkt.flow).pkts_sent += 1;
+                // Wire packets: a GSO buffer counts its segments.
+                self.flows.get_mut(pkt.flow).pkts_sent += pkt.wire_packets() as u64;
                 self.forward(node, pkt, true);
             }
             self.out = out;
