@@ -137,6 +137,20 @@ fn without_tsq_the_fifo_fills_and_the_rtt_grows_to_the_buffer() {
     );
 }
 
+/// The bulk flow and, 2 s into it, a 500-kB transfer on the same path.
+fn bulk_and_transfer() -> String {
+    format!(
+        r#"{BULK}
+        [[workload]]
+        kind = "transfer"
+        from = "client"
+        to = "server"
+        size = "500kB"
+        start = "2s"
+        "#
+    )
+}
+
 fn fct_ms(out: &RunOutput, flow: usize) -> f64 {
     col_f64(&out.flows, "fct_s")[flow] * 1e3
 }
@@ -150,16 +164,7 @@ fn fct_ms(out: &RunOutput, flow: usize) -> f64 {
 /// link). sojourn is deterministic and lands in the second mode; the ratio must match it.
 #[test]
 fn transfer_behind_a_bulk_flow_fifo_vs_age() {
-    let w = format!(
-        r#"{BULK}
-        [[workload]]
-        kind = "transfer"
-        from = "client"
-        to = "server"
-        size = "500kB"
-        start = "2s"
-        "#
-    );
+    let w = bulk_and_transfer();
     let fifo_out = sender_side(FIFO, "", &w, "4s");
     let fifo = fct_ms(&fifo_out, 1);
     let age_out = sender_side(
@@ -186,16 +191,7 @@ fn transfer_behind_a_bulk_flow_fifo_vs_age() {
 /// ~120 ms, the FIFO FCT is several times the TSQ one.
 #[test]
 fn without_tsq_the_transfer_waits_behind_the_full_fifo() {
-    let w = format!(
-        r#"{BULK}
-        [[workload]]
-        kind = "transfer"
-        from = "client"
-        to = "server"
-        size = "500kB"
-        start = "2s"
-        "#
-    );
+    let w = bulk_and_transfer();
     let out = sender_side(FIFO, "tsq = false\n        gso = false", &w, "5s");
     let fifo = fct_ms(&out, 1);
     assert!(fifo > 4.0 * 1000.0 * SER_MS, "fifo without TSQ {fifo} ms");
