@@ -117,3 +117,20 @@ def test_plot_style_draws_quartile_boxes(tmp_path: Path):
     assert rect.get_x() == -2.0 and rect.get_width() == 5.0
     assert rect.get_y() == pytest.approx(90.0) and rect.get_height() == pytest.approx(7.0)
     plt.close(fig)
+
+
+def test_repro_modules_find_the_sweep_files_when_installed():
+    """`python -m sojourn.repro.<page>` from a checkout uses the installed package, whose
+    own directory has no experiments/: the modules must fall back to the checkout's."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    code = (
+        "from sojourn.repro import thin_streams, operating_ranges, cocoa, lstf\n"
+        "assert thin_streams.EXP_DIR.is_dir(), thin_streams.EXP_DIR\n"
+        "assert operating_ranges.EXP_DIR.is_dir(), operating_ranges.EXP_DIR\n"
+        "assert cocoa.default_exp_dir().is_dir()\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

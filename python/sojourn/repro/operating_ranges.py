@@ -27,6 +27,9 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[3]
+if not (REPO / "experiments").is_dir():
+    # An installed package: use the checkout in the working directory (as the docs do).
+    REPO = Path.cwd().resolve()
 EXP_DIR = REPO / "experiments" / "repro" / "operating-ranges"
 SWEEPS = ["congestion", "rtt", "capacity", "target", "interval", "pie-dynamics", "mix"]
 LINK = "bottleneck"

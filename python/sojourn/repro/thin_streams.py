@@ -28,7 +28,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 HERE = Path(__file__).resolve()
+#: The source tree's sweep files; an installed package falls back to the working directory's
+#: (run from a checkout, as the docs do).
 EXP_DIR = HERE.parents[3] / "experiments" / "repro" / "thin-streams"
+if not EXP_DIR.is_dir():
+    EXP_DIR = Path("experiments/repro/thin-streams").resolve()
 STUDIES = ("gaming", "mixed", "starvation", "dos")
 
 #: Display names, in the paper's words.
