@@ -249,3 +249,19 @@ fn host_qdisc_drops_return_tsq_credit() {
     assert!(f(&link["utilisation"]) >= 0.9, "{link}");
     assert_eq!(out.summary["accounting"]["conserved"], true);
 }
+
+/// A host tbf whose bucket (10 kB) is smaller than a 64-KiB GSO buffer segments the buffer
+/// (Linux `tbf_segment`) instead of dropping it: the flow runs at the tbf rate.
+#[test]
+fn a_host_tbf_segments_gso_buffers_larger_than_its_bucket() {
+    let out = sender_side(
+        "{ kind = \"tbf\", rate = \"50Mbit\", burst = \"10kB\", limit = \"200kB\" }",
+        "",
+        BULK,
+        "3s",
+    );
+    let link = &out.summary["links"]["nic"];
+    let thr = f(&link["throughput_bps"]);
+    assert!((thr - 50e6).abs() < 0.05 * 50e6, "{link}");
+    assert_eq!(out.summary["accounting"]["conserved"], true);
+}

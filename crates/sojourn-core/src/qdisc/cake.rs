@@ -1300,7 +1300,7 @@ impl Qdisc for Cake {
             }
         }
 
-        // Append (no GSO in the simulator, so never a split).
+        // Append (a GSO buffer reaches here whole only with split_gso off).
         let uid = pkt.uid;
         let truesize = pkt.truesize_bytes as u64;
         // Net backlog change: this packet, minus an ACK the filter removes (may be < 0).
