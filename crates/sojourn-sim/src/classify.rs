@@ -88,12 +88,23 @@ impl Conntrack {
         }
         if original || self.plan.direction == CountDirection::Both {
             self.counts[f] += match self.plan.bytes {
-                CountBytes::Ip => pkt.len_bytes.saturating_sub(14) as u64,
+                // skb->len at the netfilter hook: a GSO buffer is one IP packet there,
+                // its headers counted once (payload + one set of headers).
+                CountBytes::Ip => ip_len(pkt) as u64,
                 CountBytes::Payload => pkt.hdr.payload_bytes as u64,
             };
         }
         self.counts[f]
     }
+}
+
+/// The IP length netfilter sees (`skb->len` without the 14-byte Ethernet header): for a
+/// GSO buffer the payload plus one set of headers.
+#[inline]
+pub fn ip_len(pkt: &Packet) -> u32 {
+    let n = pkt.wire_packets();
+    let headers = pkt.len_bytes.saturating_sub(pkt.hdr.payload_bytes) / n;
+    (pkt.hdr.payload_bytes + headers).saturating_sub(14)
 }
 
 /// Maps a count through the inclusive ranges.
@@ -293,5 +304,12 @@ mod tests {
         });
         assert_eq!(orig.account(&data, true), 1448);
         assert_eq!(orig.account(&ack, false), 1448);
+        // A 45-segment GSO buffer is one IP packet at the output hook: payload + one
+        // 52-B IP/TCP header set (skb->len), not 45 of them.
+        let mut gso = Packet::synthetic(2, 3, 45 * 1514);
+        gso.hdr.payload_bytes = 45 * 1448;
+        gso.gso_segs = 45;
+        gso.gso_size = 1448;
+        assert_eq!(ct.account(&gso, true), 1552 + 45 * 1448 + 52);
     }
 }
