@@ -186,14 +186,7 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
             "at least one workload is required",
         ));
     }
-    for (i, w) in wl.iter().enumerate() {
-        let path = format!("workload[{i}]");
-        let Value::Table(wt) = w else {
-            return Err(ConfError::new(
-                path,
-                format!("expected a table, got {}", w.type_name()),
-            ));
-        };
+    for (i, (path, wt)) in tables_of(wl, "workload")?.into_iter().enumerate() {
         let plan = workload::parse(&exp, wt, &path, i as u32)?;
         exp.workloads.push(plan);
     }
@@ -206,6 +199,25 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
     p.finish()?;
     check_routes(&exp)?;
     Ok(exp)
+}
+
+/// The entries of an array of tables (`[[key]]`) with their key paths `key[i]`; an entry
+/// that is not a table is an error naming its path.
+fn tables_of<'a>(entries: &'a [Value], key: &str) -> ConfResult<Vec<(String, &'a Table)>> {
+    entries
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let path = format!("{key}[{i}]");
+            match v {
+                Value::Table(t) => Ok((path, t)),
+                other => Err(ConfError::new(
+                    path,
+                    format!("expected a table, got {}", other.type_name()),
+                )),
+            }
+        })
+        .collect()
 }
 
 fn parse_classifiers(exp: &mut Experiment, v: Option<&Value>) -> ConfResult<()> {
@@ -234,11 +246,7 @@ fn parse_classifiers(exp: &mut Experiment, v: Option<&Value>) -> ConfResult<()> 
         .collect();
     hosts.sort_unstable();
     hosts.dedup();
-    for (i, e) in entries.iter().enumerate() {
-        let path = format!("classifier[{i}]");
-        let Value::Table(t) = e else {
-            return Err(ConfError::new(path, "expected a table"));
-        };
+    for (path, t) in tables_of(entries, "classifier")? {
         let (plan, ct) = parse_classifier(t, &path, &exp.node_names, &hosts)?;
         for &n in &plan.nodes {
             match exp.conntrack[n as usize] {
@@ -757,11 +765,7 @@ fn parse_graph(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
             ))
         }
     };
-    for (i, l) in links.iter().enumerate() {
-        let path = format!("topology.links[{i}]");
-        let Value::Table(t) = l else {
-            return Err(ConfError::new(path, "expected a table"));
-        };
+    for (path, t) in tables_of(links, "topology.links")? {
         let mut lp = Params::new(path.clone(), t);
         let node_of = |lp: &mut Params, key: &str, exp: &Experiment| -> ConfResult<u32> {
             let s = lp
@@ -828,11 +832,7 @@ fn parse_graph(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
                 "expected [[topology.routes]] entries",
             ));
         };
-        for (i, r) in a.iter().enumerate() {
-            let path = format!("topology.routes[{i}]");
-            let Value::Table(t) = r else {
-                return Err(ConfError::new(path, "expected a table { at, to, via }"));
-            };
+        for (path, t) in tables_of(a, "topology.routes")? {
             let mut rp = Params::new(path.clone(), t);
             let at = rp.str_opt("at")?.ok_or_else(|| rp.err("at", "required"))?;
             let to = rp.str_opt("to")?.ok_or_else(|| rp.err("to", "required"))?;

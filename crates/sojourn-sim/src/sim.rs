@@ -230,15 +230,31 @@ impl Sim {
 
     /// Calls `start` on an endpoint and sends what it produces.
     pub fn start_endpoint(&mut self, id: u32) {
-        let slot = &mut self.endpoints[id as usize];
-        let mut io = Io {
+        let (ep, mut io) = self.endpoint_io(id);
+        ep.start(&mut io);
+        self.after_endpoint_call(id);
+    }
+
+    /// Endpoint `id` and an `Io` at the current time for one call into it; follow the call
+    /// with `after_endpoint_call` (or re-arm its timer) so its output is sent.
+    #[inline]
+    fn endpoint_io(&mut self, id: u32) -> (&mut AnyEndpoint, Io<'_>) {
+        let io = Io {
             now: self.now,
             out: &mut self.out,
             notes: &mut self.notes,
             flows: &mut self.flows,
         };
-        slot.ep.start(&mut io);
-        self.after_endpoint_call(id);
+        (&mut self.endpoints[id as usize].ep, io)
+    }
+
+    /// Whether endpoint `id` is open and still serves `flow` (a closed endpoint's slot may
+    /// have been reused by another flow).
+    #[inline]
+    fn serves(&self, id: u32, flow: u32) -> bool {
+        self.endpoints
+            .get(id as usize)
+            .is_some_and(|slot| slot.live && slot.flow == flow)
     }
 
     /// Registers an application (workload generator); it is started at time 0.
@@ -385,19 +401,13 @@ impl Sim {
             rec.pkts_ce += 1;
         }
         let id = pkt.to_endpoint;
-        let slot = &mut self.endpoints[id as usize];
         // A packet for an endpoint that has closed (its slot may be reused) is discarded
         // by the host, as a closed socket would; it still counts as delivered.
-        if !slot.live || slot.flow != pkt.flow {
+        if !self.serves(id, pkt.flow) {
             return;
         }
-        let mut io = Io {
-            now: self.now,
-            out: &mut self.out,
-            notes: &mut self.notes,
-            flows: &mut self.flows,
-        };
-        slot.ep.on_packet(pkt, &mut io);
+        let (ep, mut io) = self.endpoint_io(id);
+        ep.on_packet(pkt, &mut io);
         self.after_endpoint_call(id);
     }
 
@@ -566,9 +576,11 @@ impl Sim {
 
     fn account_drops(&mut self, l: u32) {
         let now = self.now;
-        let link = &mut self.links[l as usize];
-        let notify = link.notify_tx;
-        for d in self.drops.drain() {
+        let notify = self.links[l as usize].notify_tx;
+        // Taken out (and put back, keeping its capacity) so endpoints can be called.
+        let mut drops = std::mem::take(&mut self.drops);
+        for d in drops.drain() {
+            let link = &mut self.links[l as usize];
             link.stats.drops[d.reason as usize] += 1;
             self.acct.dropped += 1;
             self.flows.records[d.pkt.flow as usize].pkts_dropped += 1;
@@ -578,28 +590,22 @@ impl Sim {
             }
             // A drop in the sending host's own qdisc frees the skb: TSQ credit returns
             // to the socket as on a completion (Linux sock_wfree/tcp_wfree).
-            if notify && d.pkt.socket != 0 {
+            // The endpoint may not send from here (the engine is inside the enqueue): only
+            // its timer is re-armed.
+            if notify && d.pkt.socket != 0 && self.serves(d.pkt.socket - 1, d.pkt.flow) {
                 let id = d.pkt.socket - 1;
-                if let Some(slot) = self.endpoints.get_mut(id as usize) {
-                    if slot.live && slot.flow == d.pkt.flow {
-                        let mut io = Io {
-                            now,
-                            out: &mut self.out,
-                            notes: &mut self.notes,
-                            flows: &mut self.flows,
-                        };
-                        slot.ep.on_host_drop(&d.pkt, &mut io);
-                        let slot = &mut self.endpoints[id as usize];
-                        if let Some(t) = slot.ep.deadline() {
-                            if t < slot.scheduled {
-                                slot.scheduled = t;
-                                self.events.push(t.max(now), Event::EndpointTimer(id));
-                            }
-                        }
+                let (ep, mut io) = self.endpoint_io(id);
+                ep.on_host_drop(&d.pkt, &mut io);
+                let slot = &mut self.endpoints[id as usize];
+                if let Some(t) = slot.ep.deadline() {
+                    if t < slot.scheduled {
+                        slot.scheduled = t;
+                        self.events.push(t.max(now), Event::EndpointTimer(id));
                     }
                 }
             }
         }
+        self.drops = drops;
     }
 
     /// Asks the qdisc of an idle link for its next packet and starts serialising it.
@@ -713,19 +719,11 @@ impl Sim {
             return;
         }
         let id = id - 1;
-        let Some(slot) = self.endpoints.get_mut(id as usize) else {
-            return;
-        };
-        if !slot.live || slot.flow != pkt.flow {
+        if !self.serves(id, pkt.flow) {
             return;
         }
-        let mut io = Io {
-            now: self.now,
-            out: &mut self.out,
-            notes: &mut self.notes,
-            flows: &mut self.flows,
-        };
-        slot.ep.on_tx_complete(pkt, &mut io);
+        let (ep, mut io) = self.endpoint_io(id);
+        ep.on_tx_complete(pkt, &mut io);
         self.after_endpoint_call(id);
     }
 
@@ -787,13 +785,8 @@ impl Sim {
                     }
                     slot.scheduled = Time::MAX;
                     if slot.ep.deadline().is_some_and(|d| d <= t) {
-                        let mut io = Io {
-                            now: t,
-                            out: &mut self.out,
-                            notes: &mut self.notes,
-                            flows: &mut self.flows,
-                        };
-                        slot.ep.on_timer(&mut io);
+                        let (ep, mut io) = self.endpoint_io(id);
+                        ep.on_timer(&mut io);
                     }
                     self.after_endpoint_call(id);
                 }

@@ -48,25 +48,24 @@ impl WorkloadPlan {
     }
 }
 
-/// The kinds of workload, for messages and docs.
-pub const KINDS: &[&str] = &[
-    "cbr",
-    "onoff",
-    "bulk",
-    "transfer",
-    "request_response",
-    "thin",
-    "actors",
-    "poisson",
-    "small_files",
-];
+/// UDP workload kinds (this module); the TCP ones are `tcp::apps::KINDS`.
+pub const UDP_KINDS: &[&str] = &["cbr", "onoff"];
+
+/// Every workload kind, for messages and docs.
+pub fn kinds() -> Vec<&'static str> {
+    UDP_KINDS
+        .iter()
+        .chain(crate::tcp::apps::KINDS)
+        .copied()
+        .collect()
+}
 
 /// Parses one `[[workload]]` table.
 pub fn parse(exp: &Experiment, t: &Table, path: &str, index: u32) -> ConfResult<WorkloadPlan> {
     let mut p = Params::new(path, t);
     let kind = match p.str_opt("kind")? {
         Some(k) => k,
-        None => return Err(p.err("kind", format!("required; one of {}", KINDS.join(", ")))),
+        None => return Err(p.err("kind", format!("required; one of {}", kinds().join(", ")))),
     };
     let plan = match kind {
         "cbr" | "onoff" => WorkloadPlan::Udp(parse_udp(exp, &mut p, index, kind == "onoff")?),
@@ -74,14 +73,15 @@ pub fn parse(exp: &Experiment, t: &Table, path: &str, index: u32) -> ConfResult<
             WorkloadPlan::Tcp(crate::tcp::apps::parse(exp, &mut p, index, k)?)
         }
         other => {
-            let hint = sojourn_core::params::closest(other, KINDS)
+            let kinds = kinds();
+            let hint = sojourn_core::params::closest(other, &kinds)
                 .map(|c| format!(" (did you mean {c:?}?)"))
                 .unwrap_or_default();
             return Err(p.err(
                 "kind",
                 format!(
                     "unknown workload kind {other:?}{hint}; known: {}",
-                    KINDS.join(", ")
+                    kinds.join(", ")
                 ),
             ));
         }

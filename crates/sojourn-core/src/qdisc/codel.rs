@@ -260,13 +260,7 @@ mod tests {
     #[test]
     fn codel_conservation_property() {
         for seed in 0..12 {
-            let mut params = CodelParams::linux_default(1514);
-            params.ecn = seed % 2 == 0;
-            params.target = Duration::from_us(500 + 1000 * seed);
-            params.interval = Duration::from_ms(5 + seed);
-            if seed % 3 == 0 {
-                params.ce_threshold = Some(Duration::from_ms(1));
-            }
+            let params = crate::qdisc::testkit::varied_codel_params(seed);
             let limit = 20 + 10 * seed as usize;
             let mut q = Codel::new(limit, params);
             check_conservation(&mut q, seed, 5_000, |q| q.len_packets() <= limit);

@@ -663,13 +663,7 @@ mod tests {
     #[test]
     fn lstf_codel_conservation_property() {
         for seed in 0..12 {
-            let mut params = CodelParams::linux_default(1514);
-            params.ecn = seed % 2 == 0;
-            params.target = Duration::from_us(500 + 1000 * seed);
-            params.interval = Duration::from_ms(5 + seed);
-            if seed % 3 == 0 {
-                params.ce_threshold = Some(Duration::from_ms(1));
-            }
+            let params = crate::qdisc::testkit::varied_codel_params(seed);
             let limit = 20 + 10 * seed as usize;
             let alpha = [0.0, 0.125, 0.5, 0.875, 1.0][seed as usize % 5];
             let mut q = LstfCodel::new(limit, params, alpha);

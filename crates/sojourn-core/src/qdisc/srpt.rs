@@ -345,18 +345,15 @@ mod tests {
 
     #[test]
     fn registry_builds_with_defaults_and_rejects_bad_values() {
-        use crate::params::{Table, Value};
+        use crate::params::Value;
         use crate::qdisc::{build, AnyQdisc};
         let ctx = BuildCtx::default();
         match build(&Value::Str("srpt".into()), "q", &ctx).unwrap() {
             AnyQdisc::Srpt(q) => assert_eq!(q.limit as u64, SRPT_LIMIT_PACKETS),
             _ => panic!(),
         }
-        let mut t = Table::default();
-        t.insert("kind", Value::Str("srpt".into()));
-        t.insert("limit", Value::Int(0));
         assert_eq!(
-            build(&Value::Table(t), "q", &ctx).err().unwrap().path,
+            crate::qdisc::testkit::rejected_path("srpt", "limit", Value::Int(0)),
             "q.limit"
         );
     }

@@ -22,6 +22,30 @@ pub fn build_from<Q>(
     Ok(q)
 }
 
+/// CoDel parameters varied by `seed` for property tests: ECN on for even seeds, target
+/// 0.5–11.5 ms, interval 5–16 ms, a 1-ms `ce_threshold` on every third seed.
+pub fn varied_codel_params(seed: u64) -> super::codel_law::CodelParams {
+    let mut params = super::codel_law::CodelParams::linux_default(1514);
+    params.ecn = seed.is_multiple_of(2);
+    params.target = Duration::from_us(500 + 1000 * seed);
+    params.interval = Duration::from_ms(5 + seed);
+    if seed.is_multiple_of(3) {
+        params.ce_threshold = Some(Duration::from_ms(1));
+    }
+    params
+}
+
+/// The key path the registry names when building `kind` with `key = value` fails.
+pub fn rejected_path(kind: &str, key: &str, value: Value) -> String {
+    let mut t = Table::default();
+    t.insert("kind", Value::Str(kind.into()));
+    t.insert(key, value);
+    match super::build(&Value::Table(t), "q", &BuildCtx::default()) {
+        Err(e) => e.path,
+        Ok(_) => panic!("{kind} accepted {key}"),
+    }
+}
+
 /// A synthetic packet of `len` bytes in flow `flow`.
 pub fn pkt(uid: u64, flow: u32, len: u32) -> Packet {
     Packet::synthetic(uid, flow, len)

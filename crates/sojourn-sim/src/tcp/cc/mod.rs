@@ -61,6 +61,32 @@ pub struct CcState {
 }
 
 impl CcState {
+    /// A connection's state before its first transmission (Linux `tcp_init_sock`):
+    /// cwnd = the initial window, no ssthresh, no RTT sample yet.
+    pub fn new(initial_window: u32, mss: u32, paced: bool) -> CcState {
+        CcState {
+            now: Time::ZERO,
+            cwnd: initial_window,
+            ssthresh: INFINITE_SSTHRESH,
+            cwnd_cnt: 0,
+            cwnd_clamp: u32::MAX,
+            mss,
+            init_cwnd: initial_window,
+            snd_una: 1,
+            snd_nxt: 1,
+            srtt_ns: 0,
+            min_rtt_ns: u64::MAX,
+            in_flight: 0,
+            packets_out: 0,
+            delivered: 0,
+            ca_state: CaState::Open,
+            is_cwnd_limited: false,
+            pacing_rate_bps: 0,
+            max_packets_out: 0,
+            paced,
+        }
+    }
+
     pub fn in_slow_start(&self) -> bool {
         self.cwnd < self.ssthresh
     }
@@ -228,24 +254,9 @@ any_cc! {
 #[cfg(test)]
 pub(crate) fn test_state(cwnd: u32) -> CcState {
     CcState {
-        now: Time::ZERO,
         cwnd,
-        ssthresh: INFINITE_SSTHRESH,
-        cwnd_cnt: 0,
-        cwnd_clamp: u32::MAX,
-        mss: 1448,
         init_cwnd: 10,
-        snd_una: 1,
-        snd_nxt: 1,
-        srtt_ns: 0,
-        min_rtt_ns: u64::MAX,
-        in_flight: 0,
-        packets_out: 0,
-        delivered: 0,
-        ca_state: CaState::Open,
         is_cwnd_limited: true,
-        pacing_rate_bps: 0,
-        max_packets_out: 0,
-        paced: false,
+        ..CcState::new(10, 1448, false)
     }
 }
