@@ -447,7 +447,7 @@ impl TcpSender {
         p.hdr.payload_bytes = payload;
         if matches!(self.source, Source::Sized(_)) {
             // SRPT oracle: payload still unsent after this packet.
-            p.remaining_bytes = self.write_end.saturating_sub(last.end());
+            p.remaining_bytes = self.write_end.saturating_sub(last.start + last.len as u64);
         }
         p.hdr.flags = tcp_flags::ACK;
         if last.is(FIN) {
