@@ -92,6 +92,7 @@ def run(
     wall = time.perf_counter() - t0
     summary_events = None
     res = Result.from_engine(raw)
+    res.experiment = {k: v for k, v in cfg.items() if k != "seed"}
     summary_events = res.summary.get("events", 0)
     sim_s = res.summary.get("duration_s", 0.0)
     pkts = sum(l.get("tx_packets", 0) for l in res.summary.get("links", {}).values())

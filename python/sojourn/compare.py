@@ -423,14 +423,18 @@ def print_tables(t: pd.DataFrame, pairs: pd.DataFrame, metric: str, title: str, 
 # ------------------------------------------------------------------------------------
 
 
-def _sojourn_samples(data: Data, p: str) -> tuple:
-    """Bottleneck sojourn samples (ms) of a point and their kind: per packet from
-    packets.parquet, else queue delay estimated from the queue_bytes time series."""
+def _sojourn_cdf(data: Data, p: str) -> tuple:
+    """(x ms, CDF, kind) of a point's bottleneck sojourn: pooled over repeats from the
+    engine's per-packet histograms (histograms.parquet); result directories written before
+    histograms existed fall back to the packet log, then to sampled queue bytes / rate."""
     rs = data.runs[data.runs["point"] == p]
-    pk, ts = [], []
+    hs, pk, ts = [], [], []
     for r in rs.itertuples():
         d = data.root / r.run_dir
-        if (d / "packets.parquet").exists():
+        if (d / "histograms.parquet").exists():
+            h = pd.read_parquet(d / "histograms.parquet")
+            hs.append(h[h["link"].astype(str) == r.link])
+        elif (d / "packets.parquet").exists():
             x = pd.read_parquet(d / "packets.parquet", columns=["link", "event", "sojourn_ms"])
             sel = (x["link"].astype(str) == r.link) & (x["event"].astype(str) == "dequeue")
             pk.append(x.loc[sel, "sojourn_ms"].to_numpy(float))
@@ -438,19 +442,37 @@ def _sojourn_samples(data: Data, p: str) -> tuple:
             x = pd.read_parquet(d / "timeseries.parquet")
             sel = (x["entity"].astype(str) == r.link) & (x["metric"].astype(str) == "queue_bytes")
             ts.append(x.loc[sel, "value"].to_numpy(float) * 8.0 / r.rate_bps * 1e3)
-    if pk:
-        return np.concatenate(pk), "per packet"
-    if ts:
-        return np.concatenate(ts), "queue bytes / rate, sampled"
-    return np.array([]), ""
+    if hs:
+        h = pd.concat(hs, ignore_index=True)
+        x, y = stats.hist_cdf(h["lo_ns"], h["hi_ns"], h["count"])
+        return x * 1e-6, y, "per packet, engine histogram"
+    for arrs, kind in ((pk, "per packet, packet log"), (ts, "queue bytes / rate, sampled")):
+        if arrs:
+            v = np.sort(np.concatenate(arrs))
+            return v, np.arange(1, v.size + 1) / v.size, kind
+    return np.array([]), np.array([]), ""
+
+
+def _wide(v) -> bool:
+    """A log axis pays off when the positive values span more than two decades."""
+    a = np.asarray(v, dtype=float)
+    a = a[np.isfinite(a) & (a > 0)]
+    return a.size > 1 and a.max() / a.min() > 100.0
 
 
 def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
+    """PNG + SVG plots for papers (the interactive versions are in report.html). A
+    discipline and its age-based variant share a colour (the variant dashed or hatched);
+    axes are logarithmic where the values span more than two decades."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from .htmlreport import styles
+
+    st = styles(data.points)
+    ls = {"solid": "-", "dash": "--"}
     made = []
 
     def save(fig, name):
@@ -463,14 +485,28 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
     label, unit, scale, _ = METRICS[metric]
     ok = t[np.isfinite(t["metric_mean"])]
     if len(ok):
-        fig, ax = plt.subplots(figsize=(max(5, 0.7 * len(ok) + 2), 3.5))
+        fig, ax = plt.subplots(figsize=(max(5, 0.7 * len(ok) + 2), 3.8))
         x = np.arange(len(ok))
-        err = np.where(np.isfinite(ok["metric_ci"]), ok["metric_ci"], 0) * scale
-        ax.bar(x, ok["metric_mean"] * scale, yerr=err, capsize=4, color="#4C72B0")
+        multi = metric != "sojourn" and bool((ok["runs"] > 1).any()) and "fct_repeats_ci_s" in ok and metric == "fct"
+        if multi:  # the interval across repeats: runs are the independent unit
+            mean = ok["fct_repeats_mean_s"].to_numpy(float)
+            ci = ok["fct_repeats_ci_s"].to_numpy(float)
+            what = "95% CI across repeats"
+        else:
+            mean = ok["metric_mean"].to_numpy(float)
+            ci = ok["metric_ci"].to_numpy(float)
+            what = "95% CI across repeats" if metric == "sojourn" else "95% CI over flows (flows are correlated: too narrow)"
+        ax.bar(x, mean * scale, yerr=np.where(np.isfinite(ci), ci, 0) * scale, capsize=4,
+               color=[st[p].colour for p in ok["point"]], hatch=None, edgecolor="black", linewidth=0.4)
+        for bar, p in zip(ax.patches, ok["point"]):
+            if st[p].dash == "dash":
+                bar.set_hatch("//")
         ax.set_xticks(x, ok["point"], rotation=30, ha="right")
         ax.set_ylabel(f"{label} ({unit})")
-        ax.set_title(f"{label} with 95% CI")
-        ax.grid(axis="y", alpha=0.3)
+        ax.set_title(f"{label} with {what}", fontsize=9)
+        if _wide(mean):
+            ax.set_yscale("log")
+        ax.grid(axis="y", alpha=0.3, which="both")
         save(fig, f"{metric}_ci")
 
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -482,15 +518,16 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
         b = fct_vs_size(ff)
         if len(b):
             ax.errorbar(b["size_center"], b["mean"] * 1e3, yerr=np.nan_to_num(b["half_width"].to_numpy(float)) * 1e3,
-                        marker="o", ms=3, capsize=2, label=p)
+                        marker="o", ms=3, capsize=2, label=p, color=st[p].colour, ls=ls[st[p].dash])
             any_size = True
     if any_size:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("flow size (bytes)")
         ax.set_ylabel("mean FCT (ms)")
+        ax.set_title("a discipline and its age-based variant share a colour (variant dashed)", fontsize=8)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, ncol=2)
         save(fig, "fct_vs_size")
     else:
         plt.close(fig)
@@ -501,10 +538,10 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
         th = throughputs(_point_flows(data, p))
         if th.size:
             x, L = lorenz(th)
-            ax.plot(x, L, label=f"{p} (gap {lorenz_gap(th):.3f})", lw=1.2)
+            ax.plot(x, L, label=f"{p} (gap {lorenz_gap(th):.3f})", lw=1.2, color=st[p].colour, ls=ls[st[p].dash])
             any_l = True
     if any_l:
-        ax.plot([0, 1], [0, 1], "k--", lw=0.8, label="equality")
+        ax.plot([0, 1], [0, 1], "k:", lw=0.8, label="equality")
         ax.set_xlabel("share of flows")
         ax.set_ylabel("share of total throughput")
         ax.set_title("Lorenz curves of per-flow throughput")
@@ -515,18 +552,24 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
         plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    kinds = set()
+    kinds, allx = set(), []
     for p in data.points:
-        s, kind = _sojourn_samples(data, p)
-        if s.size:
-            s = np.sort(s)
-            ax.plot(s, np.arange(1, s.size + 1) / s.size, label=p, lw=1.2)
+        x, y, kind = _sojourn_cdf(data, p)
+        if x.size:
+            ax.plot(x, y, label=p, lw=1.2, color=st[p].colour, ls=ls[st[p].dash])
             kinds.add(kind)
+            allx.append(x)
     if kinds:
+        v = np.concatenate(allx)
+        if _wide(v):
+            ax.set_xscale("log")
+            pos = v[v >= 1e-3]
+            if pos.size:
+                ax.set_xlim(pos.min(), v.max() * 1.1)
         ax.set_xlabel(f"bottleneck sojourn (ms; {', '.join(sorted(kinds))})")
         ax.set_ylabel("CDF")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7, ncol=2)
         save(fig, "sojourn_cdf")
     else:
         plt.close(fig)
@@ -539,8 +582,9 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
 
 
 def compare(dirs: Sequence, metric: str = "fct", baseline: Optional[str] = None, plots: bool = False,
-            out: Optional[Path] = None, console=None, quiet: bool = False, end_margin=None) -> pd.DataFrame:
-    """Loads, prints (unless quiet) and writes ``compare.md`` (and plots); returns the table.
+            out: Optional[Path] = None, console=None, quiet: bool = False, end_margin=None, html: bool = True) -> pd.DataFrame:
+    """Loads, prints (unless quiet) and writes ``compare.md`` (and plots) and, unless
+    ``html`` is False, the self-contained ``report.html``; returns the table.
     ``end_margin`` (seconds or "60s"): leave out flows ending in the last part of a run;
     None = the sweep file's ``end_margin`` (sweep.json), else 0."""
     if metric not in METRICS:
@@ -562,6 +606,10 @@ def compare(dirs: Sequence, metric: str = "fct", baseline: Optional[str] = None,
         md = md.replace("Flows: started after the warm-up;",
                         f"Flows: started after the warm-up and ended at least {data.end_margin:g} s before the end of the run;", 1)
     (out / "compare.md").write_text(md)
+    if html:
+        from .htmlreport import write_report
+
+        write_report(dirs, out=out / "report.html", end_margin=data.end_margin)
     if not quiet:
         print_tables(t, pairs, metric, title, console, baseline)
     return t
@@ -572,9 +620,10 @@ def cmd_compare(a) -> int:
 
     try:
         compare(a.dirs, metric=a.metric, baseline=a.baseline, plots=a.plots, out=a.out,
-                end_margin=getattr(a, "end_margin", None))
+                end_margin=getattr(a, "end_margin", None), html=not getattr(a, "no_report", False))
     except (FileNotFoundError, KeyError, ValueError) as e:
         return _err(str(e).strip("'\""))
     out = a.out or (a.dirs[0] if len(a.dirs) == 1 else "the parent directory")
-    print(f"wrote {out}/compare.md" + (" and plots" if a.plots else ""), file=sys.stderr)
+    what = ["compare.md"] + ([] if getattr(a, "no_report", False) else ["report.html"])
+    print(f"wrote {out}/" + f" and {out}/".join(what) + (" and plots" if a.plots else ""), file=sys.stderr)
     return 0

@@ -693,7 +693,7 @@ def add_parsers(sub) -> None:
 
     c = sub.add_parser("compare", help="compare the points of a sweep (tables, gains, plots)",
                        description="Tables of FCT, goodput, utilisation, sojourn and drops per point of a sweep directory "
-                                   "(or per run directory), with 95%% confidence intervals and gains.",
+                                   "(or per run directory), with 95% confidence intervals and gains; writes compare.md and report.html.",
                        epilog=COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("dirs", nargs="+", metavar="DIR", help="a sweep output directory, or several run directories")
     c.add_argument("--baseline", help="point to compute gains against (gain = mean/mean_baseline - 1)")
@@ -701,6 +701,7 @@ def add_parsers(sub) -> None:
                    help="headline metric for the CI plot and the gains (default: fct)")
     c.add_argument("--plots", action="store_true", help="also write PNG+SVG plots next to compare.md")
     c.add_argument("--out", help="where compare.md and plots go (default: the sweep directory)")
+    c.add_argument("--no-report", action="store_true", help="do not write the HTML report (report.html)")
     c.add_argument("--end-margin", metavar="DURATION",
                    help='leave out flows that end in the last DURATION of their run, e.g. "60s" '
                         "(default: the sweep file's end_margin, else 0)")

@@ -201,6 +201,7 @@ fn run<'py>(
     d.set_item("flows", columns(py, &out.flows)?)?;
     d.set_item("timeseries", columns(py, &out.timeseries)?)?;
     d.set_item("series_names", columns(py, &out.series_names)?)?;
+    d.set_item("histograms", columns(py, &out.histograms)?)?;
     match &out.packets {
         Some(p) => d.set_item("packets", columns(py, p)?)?,
         None => d.set_item("packets", py.None())?,
@@ -212,6 +213,28 @@ fn run<'py>(
 #[pyfunction]
 fn qdiscs() -> Vec<(&'static str, &'static str)> {
     sojourn_core::qdisc::describe()
+}
+
+/// Parses a quantity with the engine's own unit grammar (crates/sojourn-core/src/units.rs),
+/// so Python never re-implements it: `kind` is "rate" (→ bit/s), "duration" (→ seconds) or
+/// "bytes" (→ bytes). Raises ValueError with the engine's message.
+#[pyfunction]
+fn parse_quantity(kind: &str, text: &str) -> PyResult<f64> {
+    let err = pyo3::exceptions::PyValueError::new_err;
+    match kind {
+        "rate" => sojourn_core::units::parse_rate(text)
+            .map(|v| v as f64)
+            .map_err(err),
+        "duration" => sojourn_core::units::parse_duration(text)
+            .map(|d| d.as_secs_f64())
+            .map_err(err),
+        "bytes" => sojourn_core::units::parse_bytes(text)
+            .map(|v| v as f64)
+            .map_err(err),
+        other => Err(err(format!(
+            "unknown quantity kind {other:?} (rate, duration, bytes)"
+        ))),
+    }
 }
 
 /// The version of the engine.
@@ -226,6 +249,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_quantity, m)?)?;
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
     Ok(())
 }

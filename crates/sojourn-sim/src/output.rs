@@ -60,6 +60,9 @@ pub struct RunOutput {
     /// (series id, entity, metric) for `timeseries.series`.
     pub series_names: Columns,
     pub packets: Option<Columns>,
+    /// Per-link per-packet sojourn histograms with their buckets (`histograms.parquet`):
+    /// `link, lo_ns, hi_ns, count`, so percentiles can be pooled across repeats.
+    pub histograms: Columns,
 }
 
 impl RunOutput {
@@ -420,11 +423,29 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
         Some(c)
     };
 
+    // histograms.parquet: the buckets of each link's sojourn histogram (measured after the
+    // warm-up, the same samples as summary.json's sojourn_ms).
+    let (mut h_link, mut h_lo, mut h_hi, mut h_count) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for l in &sim.links {
+        for (lo, hi, c) in l.stats.sojourn.buckets() {
+            h_link.push(l.name.clone());
+            h_lo.push(lo);
+            h_hi.push(hi);
+            h_count.push(c);
+        }
+    }
+    let mut histograms = Columns::default();
+    histograms.add("link", Column::Str(h_link));
+    histograms.add("lo_ns", Column::U64(h_lo));
+    histograms.add("hi_ns", Column::U64(h_hi));
+    histograms.add("count", Column::U64(h_count));
+
     RunOutput {
         summary,
         flows,
         timeseries,
         series_names,
         packets,
+        histograms,
     }
 }
