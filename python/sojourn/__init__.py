@@ -7,6 +7,7 @@ Quick start::
     res.summary["links"]["bottleneck"]["utilisation"]
     res.flows                                   # pandas DataFrame, one row per flow
     res.series("bottleneck", "queue_packets")   # a time series
+    flows = sojourn.load("results/aqm")         # a run or a whole sweep as one tidy DataFrame
 
 The engine is Rust (``sojourn._engine``); this package is the front-end: configuration
 loading, results I/O, statistics, plots and the ``sojourn`` command.
@@ -17,10 +18,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Union
 
-from ._config import ConfigError, load, set_key
+from ._config import ConfigError, set_key
+from ._config import load as _load_config
 from .results import Result
+from .tidy import load
 
-__all__ = ["run", "validate", "qdiscs", "sweep", "Result", "ConfigError", "__version__"]
+__all__ = ["run", "validate", "qdiscs", "sweep", "load", "Result", "ConfigError", "__version__"]
 
 try:
     from . import _engine
@@ -40,7 +43,7 @@ def _engine_or_fail():
 
 def _prepare(source: Source, overrides: Optional[Mapping[str, Any]] = None, duration: Optional[str] = None,
              base_dir: Optional[Union[str, Path]] = None) -> tuple[dict, str, Path]:
-    cfg, name, base = load(source)
+    cfg, name, base = _load_config(source)
     if base_dir is not None:  # relative paths (traces) of a dict config resolve here
         base = Path(base_dir)
     for k, v in (overrides or {}).items():
@@ -71,7 +74,7 @@ def run(
     seed: Optional[int] = None,
     duration: Optional[str] = None,
     overrides: Optional[Mapping[str, Any]] = None,
-    progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
+    progress: Union[bool, Callable[[float, float, int], Optional[bool]], None] = None,
     base_dir: Optional[Union[str, Path]] = None,
 ) -> Result:
     """Runs one experiment and returns its :class:`Result`.
@@ -81,12 +84,19 @@ def run(
     sets dotted keys (``{"topology.bottleneck.qdisc": "codel"}``); ``base_dir`` is where
     relative paths of a dict config resolve. ``progress(sim_s,
     end_s, events)`` is called about every 65k events; returning ``False`` aborts.
+    ``progress=True`` shows a progress bar with an ETA (in a terminal or a Jupyter notebook).
     """
     eng = _engine_or_fail()
     cfg, name, base = _prepare(source, overrides, duration, base_dir)
     t0 = time.perf_counter()
     try:
-        raw = eng.run(cfg, str(base), seed, progress)
+        if progress is True:
+            from .progress import RunProgress
+
+            with RunProgress(name) as bar:
+                raw = eng.run(cfg, str(base), seed, bar)
+        else:
+            raw = eng.run(cfg, str(base), seed, progress or None)
     except eng.ConfigError as e:
         raise _wrap_engine_error(name, e) from None
     wall = time.perf_counter() - t0

@@ -83,6 +83,20 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_flent(a: argparse.Namespace) -> int:
+    from .flent import write_flent
+
+    if a.output and len(a.runs) > 1:
+        return _err("flent: -o/--output takes one RUN_DIR")
+    for d in a.runs:
+        try:
+            path = write_flent(d, out=a.output, link=a.link)
+        except (FileNotFoundError, KeyError, ValueError) as e:
+            return _err(str(e).strip("'\""))
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
 def cmd_validate(a: argparse.Namespace) -> int:
     import sojourn
 
@@ -147,6 +161,18 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--end-margin", metavar="DURATION",
                     help='leave out flows that end in the last DURATION of their run (default: the sweep file\'s end_margin)')
     rp.set_defaults(func=cmd_report)
+
+    fl = sub.add_parser("flent", help="export a run's time series as a Flent data file (.flent.gz)",
+                        description="Writes the bottleneck's throughput and queueing delay (and per-flow goodput, when "
+                                    "recorded) as a Flent data file of the tcp_1up test, so `flent -i FILE -p totals` "
+                                    "plots it next to testbed measurements.",
+                        epilog="examples:\n  sojourn flent results/cbr\n  sojourn flent results/aqm/runs/codel/seed-1 -o codel.flent.gz\n"
+                               "  flent -i codel.flent.gz -p totals -o codel.png",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    fl.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (with summary.json and timeseries.parquet)")
+    fl.add_argument("-o", "--output", metavar="FILE", help="the file to write (one run only; default RUN_DIR/<experiment>.flent.gz)")
+    fl.add_argument("--link", help="the link to export (default: the busiest)")
+    fl.set_defaults(func=cmd_flent)
 
     q = sub.add_parser("qdiscs", help="list the disciplines an experiment can use")
     q.set_defaults(func=cmd_qdiscs)

@@ -683,11 +683,14 @@ pre{background:#f7f7f7;padding:10px;overflow:auto;font-size:.8em;max-height:400p
 nav a{margin-right:1em}
 """
 
+# First thing in <head>: collects script errors from everything that runs after it.
+ERROR_TRAP = ("<script>window.__sojournErrors=[];window.addEventListener('error',function(e){"
+              "window.__sojournErrors.push(String(e.message||e));});</script>")
+
 SELF_CHECK = """
 <script>
 (function(){
-  var errors=[];
-  window.addEventListener('error',function(e){errors.push(String(e.message||e));});
+  var errors=window.__sojournErrors||[];
   function check(){
     var plots=document.querySelectorAll('.plot');var empty=[];
     plots.forEach(function(d){
@@ -804,7 +807,7 @@ def write_report(dirs: Sequence, out: Optional[Path] = None, title: Optional[str
     body.append(f"<h2 id='about'>Experiment and versions</h2><table>{vers}</table>{_experiment_blocks(rd, dirs)}")
     page = ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>{html.escape(rd.title)} — sojourn report</title><style>{CSS}</style>"
+            f"{ERROR_TRAP}<title>{html.escape(rd.title)} — sojourn report</title><style>{CSS}</style>"
             f"<script type='text/javascript'>{plotly.offline.get_plotlyjs()}</script></head><body>"
             + "\n".join(body) + SELF_CHECK + "</body></html>\n")
     out_path = Path(out) if out else (dirs[0] / "report.html" if len(dirs) == 1 else dirs[0].resolve().parent / "report.html")
