@@ -32,7 +32,7 @@ fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, ConfError> {
     if obj.is_instance_of::<PyString>() {
         return Ok(Value::Str(obj.extract::<String>().unwrap()));
     }
-    if let Ok(d) = obj.downcast::<PyDict>() {
+    if let Ok(d) = obj.cast::<PyDict>() {
         return Ok(Value::Table(to_table(d, path)?));
     }
     if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
@@ -71,7 +71,7 @@ fn to_table(d: &Bound<'_, PyDict>, path: &str) -> Result<Table, ConfError> {
 }
 
 fn conf_err(e: ConfError) -> PyErr {
-    Python::with_gil(|py| {
+    Python::attach(|py| {
         let err = ConfigError::new_err(e.to_string());
         let v = err.value(py);
         let _ = v.setattr("path", e.path.clone());
@@ -88,7 +88,7 @@ fn parse(cfg: &Bound<'_, PyDict>, base_dir: &str) -> PyResult<config::Experiment
 fn columns<'py>(py: Python<'py>, c: &Columns) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for (name, col) in &c.0 {
-        let (dtype, data): (&str, PyObject) = match col {
+        let (dtype, data): (&str, Py<PyAny>) = match col {
             Column::U64(v) => (
                 "<u8",
                 PyBytes::new(
@@ -162,7 +162,7 @@ fn run<'py>(
     cfg: &Bound<'py, PyDict>,
     base_dir: &str,
     seed: Option<u64>,
-    progress: Option<PyObject>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let exp = parse(cfg, base_dir)?;
     let seed = seed.unwrap_or(exp.seed);

@@ -425,7 +425,8 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
 
     // histograms.parquet: the buckets of each link's sojourn histogram (measured after the
     // warm-up, the same samples as summary.json's sojourn_ms).
-    let (mut h_link, mut h_lo, mut h_hi, mut h_count) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut h_link, mut h_lo, mut h_hi, mut h_count) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for l in &sim.links {
         for (lo, hi, c) in l.stats.sojourn.buckets() {
             h_link.push(l.name.clone());

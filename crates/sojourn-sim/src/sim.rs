@@ -805,11 +805,8 @@ impl Sim {
                         let st = &self.links[l as usize].stats;
                         let drops: u64 = st.drops.iter().sum();
                         let (pb, pd, pm) = self.prev_link[k];
-                        self.prev_link[k] = (
-                            pb.wrapping_sub(st.tx_bytes),
-                            pd.wrapping_sub(drops),
-                            pm,
-                        );
+                        self.prev_link[k] =
+                            (pb.wrapping_sub(st.tx_bytes), pd.wrapping_sub(drops), pm);
                     }
                     for l in &mut self.links {
                         l.reset_stats(t);
