@@ -341,7 +341,9 @@ class BoundedPareto(SizeDist):
 
     def ppf(self, q: ArrayLike) -> FloatArray:
         q = np.clip(np.asarray(q, dtype=float), 0.0, 1.0)
-        return self._lo * (1.0 - q * self._z) ** (-1.0 / self.alpha)
+        # The closed form overshoots the support by rounding near q = 1 (1 - q·z is a
+        # difference of nearly equal numbers): clip to [lo, hi], where the mass is.
+        return np.clip(self._lo * (1.0 - q * self._z) ** (-1.0 / self.alpha), self._lo, self._hi)
 
     def moment(self, k: int) -> float:
         a, L = self.alpha, self._lo
