@@ -19,6 +19,9 @@ use std::net::{IpAddr, Ipv4Addr};
 
 pub const A_ADDR: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 1);
 pub const B_ADDR: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 1);
+/// A second address of `b`, reached through [`Testbed::plan_with_baseline`]'s extra
+/// zero-delay link: the reference path for delay measurements.
+pub const B_ADDR2: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 2);
 
 /// The namespaces and devices of one two-host testbed (removed when dropped).
 pub struct Testbed {
@@ -91,7 +94,7 @@ impl Testbed {
                 ns: ns_b.clone(),
                 ifname: if_b.clone(),
                 mac: mac_b,
-                addrs: vec![(IpAddr::V4(B_ADDR), 24)],
+                addrs: vec![(IpAddr::V4(B_ADDR), 24), (IpAddr::V4(B_ADDR2), 24)],
             },
             &VethEnd {
                 ns: ns_f.clone(),
@@ -170,6 +173,24 @@ impl Testbed {
         plan.netns = Some(self.ns_f.clone());
         plan
     }
+
+    /// [`Testbed::plan`] plus link 2: a→[`B_ADDR2`] at `ab`'s rate and qdisc with zero
+    /// delay (a /32 route, more specific than link 0's /24).
+    pub fn plan_with_baseline(&self, ab: &LinkSpec, ba: &LinkSpec) -> Plan {
+        let mut plan = self.plan(ab, ba);
+        let mut l = plan.links[0].clone();
+        l.name = "ab_ref".into();
+        l.delay = Duration::ZERO;
+        l.qdisc_path = "links.ab_ref.qdisc".into();
+        plan.links.push(l);
+        plan.routes.push(Route {
+            ingress: None,
+            prefix: IpAddr::V4(B_ADDR2),
+            prefix_len: 32,
+            link: 2,
+        });
+        plan
+    }
 }
 
 /// One datagram as the probe receiver saw it.
@@ -182,6 +203,8 @@ pub struct Received {
     pub bytes: usize,
     /// The IP TOS byte as received (DSCP and ECN; `IP_RECVTOS`).
     pub tos: u8,
+    /// Which destination of [`udp_send_to`] it was sent to.
+    pub tag: u8,
 }
 
 /// Sends `count` UDP datagrams of `payload` bytes from namespace `ns` to `dst` with IP
@@ -197,13 +220,28 @@ pub fn udp_send(
     deadline_ns: u64,
     tos: u8,
 ) -> std::io::Result<u64> {
+    udp_send_to(ns, vec![dst], payload, rate_bps, count, deadline_ns, tos)
+}
+
+/// As [`udp_send`], sending datagram `i` to `dsts[i % dsts.len()]` (payload byte 16 =
+/// that index, read back as [`Received::tag`]): interleaved probes of several paths see
+/// the same machine conditions.
+pub fn udp_send_to(
+    ns: &str,
+    dsts: Vec<std::net::SocketAddr>,
+    payload: usize,
+    rate_bps: u64,
+    count: u64,
+    deadline_ns: u64,
+    tos: u8,
+) -> std::io::Result<u64> {
     let ns = ns.to_string();
     let h = std::thread::spawn(move || -> std::io::Result<u64> {
         netns::enter(&ns).map_err(std::io::Error::other)?;
         precise_thread();
         let sock = std::net::UdpSocket::bind("0.0.0.0:0")?;
         set_int_opt(&sock, libc::IPPROTO_IP, libc::IP_TOS, tos as i32)?;
-        let mut buf = vec![0u8; payload.max(16)];
+        let mut buf = vec![0u8; payload.max(17)];
         let gap_ns = ((payload as u64 + 28) * 8 * 1_000_000_000).div_ceil(rate_bps.max(1));
         let mut next = crate::forward::monotonic_ns();
         let mut sent = 0;
@@ -218,7 +256,9 @@ pub fn udp_send(
             }
             buf[0..8].copy_from_slice(&sent.to_be_bytes());
             buf[8..16].copy_from_slice(&now.to_be_bytes());
-            match sock.send_to(&buf, dst) {
+            let k = (sent % dsts.len() as u64) as usize;
+            buf[16] = k as u8;
+            match sock.send_to(&buf, dsts[k]) {
                 Ok(_) => sent += 1,
                 // The host's own queue is full: back off like a paced sender would.
                 Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
@@ -265,7 +305,7 @@ pub fn udp_receiver(
         let mut buf = vec![0u8; 65536];
         while (out.len() as u64) < expect && crate::forward::monotonic_ns() < deadline_ns {
             match recv_with_tos(&sock, &mut buf) {
-                Ok((n, tos)) if n >= 16 => {
+                Ok((n, tos)) if n >= 17 => {
                     let recv_ns = crate::forward::monotonic_ns();
                     out.push(Received {
                         seq: u64::from_be_bytes(buf[0..8].try_into().unwrap()),
@@ -273,6 +313,7 @@ pub fn udp_receiver(
                         recv_ns,
                         bytes: n,
                         tos,
+                        tag: buf[16],
                     });
                 }
                 Ok(_) => {}
