@@ -157,12 +157,6 @@ fn udp_at_1_2x_is_delivered_at_the_link_rate_100mbit() {
     rate_case(100_000_000, 1.5);
 }
 
-fn owd_us(got: &[Received]) -> Vec<f64> {
-    got.iter()
-        .map(|g| (g.recv_ns - g.sent_ns) as f64 / 1e3)
-        .collect()
-}
-
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len() as f64
 }
