@@ -191,5 +191,33 @@ impl PacketSocket {
     }
 }
 
+impl PacketSocket {
+    /// Frames the kernel dropped on this socket since the last call (receive buffer
+    /// full: the forwarder fell behind), from `PACKET_STATISTICS` (which resets on read).
+    pub fn kernel_drops(&self) -> io::Result<u64> {
+        #[repr(C)]
+        struct TpacketStats {
+            packets: u32,
+            drops: u32,
+        }
+        let mut st = TpacketStats {
+            packets: 0,
+            drops: 0,
+        };
+        let mut len = std::mem::size_of::<TpacketStats>() as libc::socklen_t;
+        // SAFETY: st and len are valid out-parameters of the right size.
+        cvt(unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut TpacketStats).cast(),
+                &mut len,
+            )
+        })?;
+        Ok(st.drops as u64)
+    }
+}
+
 /// Most frames moved per system call.
 pub const MAX_BATCH: usize = 64;

@@ -288,6 +288,10 @@ pub fn udp_receiver(
             precise_thread();
             let s = std::net::UdpSocket::bind(("0.0.0.0", port))?;
             set_int_opt(&s, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
+            // Room for bursts at Gbit/s rates (forced past rmem_max: we are root).
+            if set_int_opt(&s, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 16 << 20).is_err() {
+                set_int_opt(&s, libc::SOL_SOCKET, libc::SO_RCVBUF, 16 << 20)?;
+            }
             s.set_read_timeout(Some(std::time::Duration::from_millis(20)))?;
             Ok::<_, std::io::Error>(s)
         })();
@@ -393,7 +397,18 @@ fn precise_thread() {
     // SAFETY: prctl and sched_setscheduler with plain arguments on this thread only.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64);
-        let p = libc::sched_param { sched_priority: 5 };
-        libc::sched_setscheduler(0, libc::SCHED_FIFO, &p);
+        if PROBES_REALTIME.load(std::sync::atomic::Ordering::Relaxed) {
+            let p = libc::sched_param { sched_priority: 5 };
+            libc::sched_setscheduler(0, libc::SCHED_FIFO, &p);
+        }
     }
+}
+
+static PROBES_REALTIME: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Whether probe senders/receivers run under SCHED_FIFO (default yes). Turn it off for
+/// floods: a real-time sender that never sleeps would starve the kernel's softirq thread
+/// (ksoftirqd) and with it the receiving host.
+pub fn set_probes_realtime(on: bool) {
+    PROBES_REALTIME.store(on, std::sync::atomic::Ordering::Relaxed);
 }
