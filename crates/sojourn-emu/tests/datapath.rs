@@ -370,3 +370,61 @@ fn stale_runs_are_cleaned_from_their_state_files() {
     live.cleanup().unwrap();
     assert!(!netns_names().contains(&live_ns));
 }
+
+#[test]
+fn ct_bytes_classifier_gives_young_flows_priority() {
+    let _g = live_or_skip!();
+    let tb = Testbed::new(1500).expect("testbed");
+    // pfifo_fast on a 10 Mbit/s link; the forwarder's conntrack counts `ct bytes` and the
+    // link's map sends connections up to 50 kB to priority 6 (TC_PRIO_INTERACTIVE → band
+    // 0 in the default priomap) and older ones to priority 2 (TC_PRIO_BULK → band 2).
+    // A bulk UDP flow at 1.2x the link passes 50 kB within 40 datagrams and queues in
+    // band 2; a sparse probe flow stays young (far below 50 kB) and is served first.
+    let spec = LinkSpec::new(10_000_000, Duration::from_ms(1), "pfifo_fast");
+    let mut plan = tb.plan(&spec, &LinkSpec::new(10_000_000, Duration::ZERO, "pfifo"));
+    plan.conntrack = Some(forward::ConntrackPlan::default());
+    plan.links[0].classifier = Some(vec![(50_000, 6), (u64::MAX, 2)]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");
+    let t0 = monotonic_ns();
+    let end = t0 + 1_500_000_000;
+    let rx_bulk = testbed::udp_receiver(&tb.ns_b, 9000, u64::MAX, end + 300_000_000).unwrap();
+    let rx_probe = testbed::udp_receiver(&tb.ns_b, 9001, u64::MAX, end + 300_000_000).unwrap();
+    let ns_a = tb.ns_a.clone();
+    let bulk = std::thread::spawn(move || {
+        let dst = std::net::SocketAddr::from((testbed::B_ADDR, 9000));
+        testbed::udp_send(&ns_a, dst, 1472, 12_000_000, u64::MAX, end, 0)
+    });
+    // Probes start once the bulk flow's queue has built (0.3 s), one per 7 ms.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let dst = std::net::SocketAddr::from((testbed::B_ADDR, 9001));
+    testbed::udp_send(&tb.ns_a, dst, 64, 92 * 8 * 1000 / 7, 150, end, 0).unwrap();
+    bulk.join().unwrap().unwrap();
+    let bulk_got = rx_bulk.join().unwrap().unwrap();
+    let probe_got = rx_probe.join().unwrap().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let rep = h.join().unwrap();
+    rep.check_conservation().unwrap();
+    let owd = |v: &[Received]| -> Vec<f64> {
+        v.iter()
+            .map(|g| (g.recv_ns - g.sent_ns) as f64 / 1e3)
+            .collect()
+    };
+    let (b, p) = (owd(&bulk_got[bulk_got.len() / 2..]), owd(&probe_got));
+    eprintln!(
+        "classifier: bulk owd median {:.0} us ({} received), probe owd median {:.0} p99 {:.0} us ({} received)",
+        quantile(&b, 0.5),
+        bulk_got.len(),
+        quantile(&p, 0.5),
+        quantile(&p, 0.99),
+        p.len()
+    );
+    // A probe waits at most for the bulk datagram being serialised (1514 B at 10 Mbit/s
+    // = 1.2 ms) plus its own 1 ms delay; the bulk flow waits behind its standing queue.
+    assert!(p.len() >= 140, "probes arrive");
+    assert!(quantile(&p, 0.5) < 3_500.0, "young flow served first");
+    assert!(
+        quantile(&b, 0.5) > 50_000.0,
+        "old flow queues in the bulk band"
+    );
+}
