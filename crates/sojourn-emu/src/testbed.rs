@@ -31,6 +31,8 @@ pub struct Testbed {
     pub ns_f: String,
     pub port_a: PortPlan,
     pub port_b: PortPlan,
+    /// GSO buffers pass the forwarder (offloads on everywhere, `Plan::gso`).
+    pub gso: bool,
 }
 
 /// One direction's link settings.
@@ -54,8 +56,15 @@ impl LinkSpec {
 }
 
 impl Testbed {
-    /// Creates the three namespaces and two veth pairs.
+    /// Creates the three namespaces and two veth pairs (offloads off: MTU frames).
     pub fn new(mtu: u32) -> netns::Result<Testbed> {
+        Testbed::with_gso(mtu, false)
+    }
+
+    /// As [`Testbed::new`]; with `gso`, checksum, scatter-gather, TSO and GSO stay on at
+    /// the hosts and the forwarder's ports, so the hosts' TCP hands the forwarder buffers
+    /// of up to 64 KiB.
+    pub fn with_gso(mtu: u32, gso: bool) -> netns::Result<Testbed> {
         let mut guard = Guard::new()?;
         let tag = guard.mac_tag();
         let ns_a = guard.add_netns("a")?;
@@ -110,14 +119,21 @@ impl Testbed {
         netns::route_add(&ns_a, "10.0.2.0/24", &if_a, Some(gw_a))?;
         netns::neigh_add(&ns_b, &if_b, gw_b, mac_pb)?;
         netns::route_add(&ns_b, "10.0.1.0/24", &if_b, Some(gw_b))?;
-        let host = Offloads {
-            tx_checksum: Some(false),
-            ..Offloads::ALL_OFF
+        let o = if gso {
+            Offloads {
+                tx_checksum: Some(true),
+                scatter_gather: Some(true),
+                tso: Some(true),
+                gso: Some(true),
+                gro: Some(false),
+            }
+        } else {
+            Offloads::ALL_OFF
         };
-        netns::set_offloads(&ns_a, &if_a, host)?;
-        netns::set_offloads(&ns_b, &if_b, host)?;
-        netns::set_offloads(&ns_f, &if_pa, Offloads::ALL_OFF)?;
-        netns::set_offloads(&ns_f, &if_pb, Offloads::ALL_OFF)?;
+        netns::set_offloads(&ns_a, &if_a, o)?;
+        netns::set_offloads(&ns_b, &if_b, o)?;
+        netns::set_offloads(&ns_f, &if_pa, o)?;
+        netns::set_offloads(&ns_f, &if_pb, o)?;
         Ok(Testbed {
             guard,
             port_a: PortPlan {
@@ -135,6 +151,7 @@ impl Testbed {
             ns_a,
             ns_b,
             ns_f,
+            gso,
         })
     }
 
@@ -171,6 +188,7 @@ impl Testbed {
             ],
         );
         plan.netns = Some(self.ns_f.clone());
+        plan.gso = self.gso;
         plan
     }
 

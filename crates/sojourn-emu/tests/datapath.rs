@@ -225,14 +225,16 @@ fn idle_link_adds_the_configured_delay() {
     }
 }
 
-/// The delay criterion of issue #20 on paired probes: the reference path's median
-/// one-way delay is the zero point; the probes through the delayed link must add the
-/// configured 10 ms within 20 µs on average and 100 µs at the 99th percentile.
+/// The delay criterion of issue #20 on paired probes: what the delayed link adds over the
+/// reference path must be the configured 10 ms within 20 µs on average (mean against
+/// mean) and within 100 µs at the 99th percentile (p99 against p99: a probe's own
+/// reference cannot be measured, and the hosts' path has a tail of its own that the
+/// emulated link must not lengthen by more than that).
 fn delay_ok(base: &[f64], with: &[f64], rep: &ForwarderReport, last: bool) -> bool {
     let base_med = quantile(base, 0.5);
-    let added: Vec<f64> = with.iter().map(|o| o - base_med).collect();
-    let mean_err = mean(&added) - 10_000.0;
-    let p99_err = quantile(&added, 0.99) - 10_000.0;
+
+    let mean_err = mean(with) - mean(base) - 10_000.0;
+    let p99_err = quantile(with, 0.99) - quantile(base, 0.99) - 10_000.0;
     eprintln!(
         "delay: reference owd mean {:.1} us median {:.1} p99 {:.1}; with 10 ms: mean {:.1} \
          p99 {:.1}; added - configured: mean {mean_err:.1} us, p99 {p99_err:.1} us; \
@@ -427,4 +429,71 @@ fn ct_bytes_classifier_gives_young_flows_priority() {
         quantile(&b, 0.5) > 50_000.0,
         "old flow queues in the bulk band"
     );
+}
+
+#[test]
+fn gso_buffers_carry_a_tcp_stream_intact() {
+    let _g = live_or_skip!();
+    // Offloads on at the hosts and the forwarder's ports: the sender's TCP hands out
+    // buffers of up to 64 KiB with partial checksums; the forwarder passes them with their
+    // virtio headers. 16 MiB of a known pattern must arrive intact and in order.
+    let tb = Testbed::with_gso(1500, true).expect("testbed");
+    let spec = LinkSpec::new(2_000_000_000, Duration::from_ms(1), "fq_codel");
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = forward::spawn(tb.plan(&spec, &spec), stop.clone()).expect("forwarder starts");
+    const TOTAL: usize = 16 << 20;
+    let pattern = |i: usize| (i.wrapping_mul(2654435761) >> 13) as u8;
+    let ns_b = tb.ns_b.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || -> std::io::Result<(usize, usize)> {
+        netns::enter(&ns_b).map_err(std::io::Error::other)?;
+        let l = std::net::TcpListener::bind(("0.0.0.0", 9100))?;
+        tx.send(()).unwrap();
+        let (mut c, _) = l.accept()?;
+        c.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+        let (mut got, mut bad) = (0usize, 0usize);
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            use std::io::Read;
+            let n = c.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            for (k, &b) in buf[..n].iter().enumerate() {
+                if b != pattern(got + k) {
+                    bad += 1;
+                }
+            }
+            got += n;
+        }
+        Ok((got, bad))
+    });
+    rx.recv().unwrap();
+    let ns_a = tb.ns_a.clone();
+    let client = std::thread::spawn(move || -> std::io::Result<()> {
+        use std::io::Write;
+        netns::enter(&ns_a).map_err(std::io::Error::other)?;
+        let mut c = std::net::TcpStream::connect((testbed::B_ADDR, 9100))?;
+        c.set_write_timeout(Some(std::time::Duration::from_secs(10)))?;
+        let data: Vec<u8> = (0..TOTAL).map(pattern).collect();
+        c.write_all(&data)?;
+        c.shutdown(std::net::Shutdown::Write)
+    });
+    client.join().unwrap().expect("client");
+    let (got, bad) = server.join().unwrap().expect("server");
+    stop.store(true, Ordering::Relaxed);
+    let rep = h.join().unwrap();
+    rep.check_conservation().unwrap();
+    let gso: u64 = rep.ports.iter().map(|p| p.rx_gso_buffers).sum();
+    eprintln!(
+        "gso: {got} bytes, {bad} wrong, {gso} GSO buffers, ingress {:?}, link {:?}",
+        rep.ingress_drops, rep.links[0].drops
+    );
+    assert_eq!(got, TOTAL);
+    assert_eq!(bad, 0);
+    assert!(
+        gso > 0,
+        "the sender's GSO buffers reached the forwarder whole"
+    );
+    assert_eq!(rep.ingress_drops.oversize, 0);
 }
