@@ -497,3 +497,122 @@ fn gso_buffers_carry_a_tcp_stream_intact() {
     );
     assert_eq!(rep.ingress_drops.oversize, 0);
 }
+
+/// Least-squares slope of received datagram count over arrival time (datagrams/s),
+/// over the datagrams that arrived in `[from_ns, to_ns)`.
+fn arrivals_per_s(got: &[Received], from_ns: u64, to_ns: u64) -> f64 {
+    let w: Vec<f64> = got
+        .iter()
+        .filter(|g| g.recv_ns >= from_ns && g.recv_ns < to_ns)
+        .map(|g| (g.recv_ns - from_ns) as f64 * 1e-9)
+        .collect();
+    let n = w.len() as f64;
+    let mx = w.iter().sum::<f64>() / n;
+    let my = (n - 1.0) / 2.0;
+    let (mut cov, mut var) = (0.0, 0.0);
+    for (i, x) in w.iter().enumerate() {
+        cov += (x - mx) * (i as f64 - my);
+        var += (x - mx) * (x - mx);
+    }
+    cov / var
+}
+
+#[test]
+fn rate_schedule_and_framing_overhead_shape_the_wire() {
+    let _g = live_or_skip!();
+    let tb = Testbed::new(1500).expect("testbed");
+    let dst = std::net::SocketAddr::from((testbed::B_ADDR, 9000));
+    let pfifo100 = || {
+        let mut t = Table::default();
+        t.0.push(("kind".into(), Value::Str("pfifo".into())));
+        t.0.push(("limit".into(), Value::Int(100)));
+        Value::Table(t)
+    };
+    // 1) Rate schedule: 10 Mbit/s, then 20 Mbit/s from t = 1 s (the run's epoch is the
+    //    forwarder's start); UDP offered at 24 Mbit/s overloads both phases.
+    let mut spec = LinkSpec::new(10_000_000, Duration::from_ms(1), "pfifo");
+    spec.qdisc = pfifo100();
+    let mut plan = tb.plan(&spec, &LinkSpec::new(10_000_000, Duration::ZERO, "pfifo"));
+    plan.links[0].rate = forward::RateModel::Schedule(vec![
+        (sojourn_core::Time::ZERO, 10_000_000),
+        (sojourn_core::Time(1_000_000_000), 20_000_000),
+    ]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");
+    let epoch = h.epoch_monotonic_ns;
+    let rx = testbed::udp_receiver(&tb.ns_b, 9000, u64::MAX, epoch + 2_300_000_000).unwrap();
+    testbed::udp_send(
+        &tb.ns_a,
+        dst,
+        1472,
+        24_000_000,
+        u64::MAX,
+        epoch + 2_000_000_000,
+        0,
+    )
+    .unwrap();
+    let got = rx.join().unwrap().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap().check_conservation().unwrap();
+    let ms = 1_000_000;
+    // Frames of 1514 B: 10 Mbit/s = 825.6/s, 20 Mbit/s = 1651.2/s (+1 ms of delay).
+    let slow = arrivals_per_s(&got, epoch + 300 * ms, epoch + 950 * ms);
+    let fast = arrivals_per_s(&got, epoch + 1_100 * ms, epoch + 1_950 * ms);
+    eprintln!("schedule: {slow:.1} then {fast:.1} frames/s");
+    assert!((slow / 825.6 - 1.0).abs() < 0.01, "{slow}");
+    assert!((fast / 1651.2 - 1.0).abs() < 0.01, "{fast}");
+
+    // 2) Framing: 24 bytes per frame on the wire (Ethernet preamble 8 + FCS 4 + IFG 12)
+    //    at 10 Mbit/s: 10e6 / (1538 * 8) = 812.74 frames/s.
+    let mut spec = LinkSpec::new(10_000_000, Duration::from_ms(1), "pfifo");
+    spec.qdisc = pfifo100();
+    let mut plan = tb.plan(&spec, &LinkSpec::new(10_000_000, Duration::ZERO, "pfifo"));
+    plan.links[0].framing_bytes = 24;
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");
+    let epoch = h.epoch_monotonic_ns;
+    let rx = testbed::udp_receiver(&tb.ns_b, 9000, u64::MAX, epoch + 1_600_000_000).unwrap();
+    testbed::udp_send(
+        &tb.ns_a,
+        dst,
+        1472,
+        12_000_000,
+        u64::MAX,
+        epoch + 1_300_000_000,
+        0,
+    )
+    .unwrap();
+    let got = rx.join().unwrap().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap().check_conservation().unwrap();
+    let fps = arrivals_per_s(&got, epoch + 200 * ms, epoch + 1_250 * ms);
+    eprintln!("framing: {fps:.2} frames/s");
+    assert!((fps / 812.74 - 1.0).abs() < 0.01, "{fps}");
+
+    // 3) Mahimahi trace: one delivery opportunity per millisecond (lines 1..10, repeating
+    //    every 10 ms), each of 1514 bytes: exactly one frame per opportunity, 1000/s.
+    let mut spec = LinkSpec::new(10_000_000, Duration::from_ms(1), "pfifo");
+    spec.qdisc = pfifo100();
+    let mut plan = tb.plan(&spec, &LinkSpec::new(10_000_000, Duration::ZERO, "pfifo"));
+    plan.links[0].rate = forward::RateModel::Trace(forward::Trace::new((1..=10).collect(), 1514));
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");
+    let epoch = h.epoch_monotonic_ns;
+    let rx = testbed::udp_receiver(&tb.ns_b, 9000, u64::MAX, epoch + 1_600_000_000).unwrap();
+    testbed::udp_send(
+        &tb.ns_a,
+        dst,
+        1472,
+        15_000_000,
+        u64::MAX,
+        epoch + 1_300_000_000,
+        0,
+    )
+    .unwrap();
+    let got = rx.join().unwrap().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap().check_conservation().unwrap();
+    let fps = arrivals_per_s(&got, epoch + 200 * ms, epoch + 1_250 * ms);
+    eprintln!("trace: {fps:.2} frames/s");
+    assert!((fps / 1000.0 - 1.0).abs() < 0.01, "{fps}");
+}
