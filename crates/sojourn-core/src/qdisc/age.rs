@@ -382,6 +382,28 @@ impl AgeSpec {
     }
 }
 
+impl AgeSpec {
+    /// With `count = "priority"` the level is `skb->priority`'s minor − 1 under major
+    /// `handle`, anything else the last level: exactly `prio bands N` with every priomap
+    /// entry N−1 (prio_classify), so that is its tc line. Counting bytes is not a qdisc's
+    /// job in Linux ([`not_linux`]).
+    pub fn tc_args(&self) -> Result<(&'static str, Vec<String>), NotLinux> {
+        let n = self.levels.len();
+        if self.count != CountMode::Priority {
+            return Err(not_linux());
+        }
+        if n < 2 {
+            return Err(NotLinux::new(
+                "age",
+                "one level is no priority scheduler; prio needs at least 2 bands",
+            ));
+        }
+        let mut a = vec!["bands".into(), n.to_string(), "priomap".into()];
+        a.extend(std::iter::repeat_n((n - 1).to_string(), 16));
+        Ok(("prio", a))
+    }
+}
+
 /// Why `age` has no tc line of its own.
 pub fn not_linux() -> NotLinux {
     NotLinux::new(

@@ -255,6 +255,7 @@ impl QdiscSpec {
         match self {
             QdiscSpec::Prio(p) => Some(p.handle as u16),
             QdiscSpec::Cake(c) => Some(c.handle_major),
+            QdiscSpec::Age(a) if a.count == age::CountMode::Priority => Some(a.handle_major as u16),
             _ => None,
         }
     }
@@ -288,7 +289,8 @@ impl QdiscSpec {
         Ok(())
     }
 
-    /// tc's kind and arguments of this node alone (children are separate nodes).
+    /// tc's kind and arguments of this node alone (children are separate nodes). The kind
+    /// is this discipline's own except for `age` with `count = "priority"`, which is prio.
     pub fn tc_args(&self) -> Result<(&'static str, Vec<String>), NotLinux> {
         let args = match self {
             QdiscSpec::Pfifo(s) | QdiscSpec::PfifoHeadDrop(s) => s.tc_args_packets(),
@@ -306,7 +308,7 @@ impl QdiscSpec {
             QdiscSpec::PfifoFast(_) => Vec::new(),
             QdiscSpec::Tbf(s) => s.tc_args(),
             QdiscSpec::LstfCodel(_) => return Err(lstf_codel::not_linux()),
-            QdiscSpec::Age(_) => return Err(age::not_linux()),
+            QdiscSpec::Age(a) => return a.tc_args(),
             QdiscSpec::Las(_) => return Err(las::not_linux()),
             QdiscSpec::Srpt(_) => return Err(srpt::not_linux()),
         };
@@ -1098,6 +1100,29 @@ mod tests {
             assert_eq!(e.kind, kind);
             assert!(e.reason.contains("sojourn emulate"), "{e}");
         }
+        // age by priority is prio with every unmatched priority in the last band.
+        let by_prio = spec(
+            "age",
+            &[
+                ("count", s("priority")),
+                ("levels", i(3)),
+                ("handle", i(7)),
+                ("child", s("fq_codel")),
+            ],
+        );
+        let tree = by_prio.dump().unwrap();
+        assert_eq!(
+            tree[0].to_string(),
+            "root handle 7: prio bands 3 priomap 2 2 2 2 2 2 2 2 2 2 2 2 2 2 2 2"
+        );
+        assert_eq!(tree.len(), 4);
+        match QdiscSpec::from_tc(&tree, &BuildCtx::default()).unwrap() {
+            QdiscSpec::Prio(p) => {
+                assert_eq!((p.bands, p.handle, p.priomap), (3, 7, [2; 16]));
+                assert_eq!(p.children, vec![default_of("fq_codel"); 3]);
+            }
+            other => panic!("{other:?}"),
+        }
         let age = spec("age", &[("thresholds", i(1_000_000))]);
         let e = age.dump().unwrap_err();
         assert_eq!(e.kind, "age");
@@ -1137,6 +1162,40 @@ mod tests {
             .dump()
             .unwrap_err();
         assert!(e.reason.contains("microseconds"), "{e}");
+    }
+
+    #[test]
+    fn age_by_priority_and_its_prio_line_schedule_alike() {
+        use crate::qdisc::{testkit::pkt, Drops, Qdisc};
+        use crate::time::Time;
+        let age = spec(
+            "age",
+            &[("count", s("priority")), ("levels", i(3)), ("handle", i(7))],
+        );
+        let prio = QdiscSpec::from_tc(&age.dump().unwrap(), &BuildCtx::default()).unwrap();
+        let (mut a, mut p) = (
+            age.build(&BuildCtx::default()),
+            prio.build(&BuildCtx::default()),
+        );
+        // Priorities: 7:1..7:3 pick bands 0..2; 7:0, 7:9, other majors and plain
+        // priorities all land in the last band.
+        let prios = [
+            0x70002, 0x10001, 0x70001, 6, 0x70000, 0x70003, 0x70009, 0x70001, 0,
+        ];
+        let mut d = Drops::new();
+        for (uid, &pr) in prios.iter().enumerate() {
+            let mut x = pkt(uid as u64, 1, 100);
+            x.priority = pr;
+            a.enqueue(x, Time::ZERO, &mut d);
+            p.enqueue(x, Time::ZERO, &mut d);
+        }
+        let order = |q: &mut AnyQdisc| -> Vec<u64> {
+            let mut d = Drops::new();
+            std::iter::from_fn(|| q.dequeue(Time::ZERO, &mut d).packet().map(|x| x.uid)).collect()
+        };
+        let got = order(&mut a);
+        assert_eq!(got, order(&mut p));
+        assert_eq!(got, [2, 7, 0, 1, 3, 4, 5, 6, 8]);
     }
 
     #[test]
