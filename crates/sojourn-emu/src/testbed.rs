@@ -31,6 +31,8 @@ pub struct Testbed {
     pub ns_f: String,
     pub port_a: PortPlan,
     pub port_b: PortPlan,
+    /// GSO buffers pass the forwarder (offloads on everywhere, `Plan::gso`).
+    pub gso: bool,
 }
 
 /// One direction's link settings.
@@ -54,8 +56,15 @@ impl LinkSpec {
 }
 
 impl Testbed {
-    /// Creates the three namespaces and two veth pairs.
+    /// Creates the three namespaces and two veth pairs (offloads off: MTU frames).
     pub fn new(mtu: u32) -> netns::Result<Testbed> {
+        Testbed::with_gso(mtu, false)
+    }
+
+    /// As [`Testbed::new`]; with `gso`, checksum, scatter-gather, TSO and GSO stay on at
+    /// the hosts and the forwarder's ports, so the hosts' TCP hands the forwarder buffers
+    /// of up to 64 KiB.
+    pub fn with_gso(mtu: u32, gso: bool) -> netns::Result<Testbed> {
         let mut guard = Guard::new()?;
         let tag = guard.mac_tag();
         let ns_a = guard.add_netns("a")?;
@@ -110,14 +119,21 @@ impl Testbed {
         netns::route_add(&ns_a, "10.0.2.0/24", &if_a, Some(gw_a))?;
         netns::neigh_add(&ns_b, &if_b, gw_b, mac_pb)?;
         netns::route_add(&ns_b, "10.0.1.0/24", &if_b, Some(gw_b))?;
-        let host = Offloads {
-            tx_checksum: Some(false),
-            ..Offloads::ALL_OFF
+        let o = if gso {
+            Offloads {
+                tx_checksum: Some(true),
+                scatter_gather: Some(true),
+                tso: Some(true),
+                gso: Some(true),
+                gro: Some(false),
+            }
+        } else {
+            Offloads::ALL_OFF
         };
-        netns::set_offloads(&ns_a, &if_a, host)?;
-        netns::set_offloads(&ns_b, &if_b, host)?;
-        netns::set_offloads(&ns_f, &if_pa, Offloads::ALL_OFF)?;
-        netns::set_offloads(&ns_f, &if_pb, Offloads::ALL_OFF)?;
+        netns::set_offloads(&ns_a, &if_a, o)?;
+        netns::set_offloads(&ns_b, &if_b, o)?;
+        netns::set_offloads(&ns_f, &if_pa, o)?;
+        netns::set_offloads(&ns_f, &if_pb, o)?;
         Ok(Testbed {
             guard,
             port_a: PortPlan {
@@ -135,6 +151,7 @@ impl Testbed {
             ns_a,
             ns_b,
             ns_f,
+            gso,
         })
     }
 
@@ -171,6 +188,7 @@ impl Testbed {
             ],
         );
         plan.netns = Some(self.ns_f.clone());
+        plan.gso = self.gso;
         plan
     }
 
@@ -288,6 +306,10 @@ pub fn udp_receiver(
             precise_thread();
             let s = std::net::UdpSocket::bind(("0.0.0.0", port))?;
             set_int_opt(&s, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
+            // Room for bursts at Gbit/s rates (forced past rmem_max: we are root).
+            if set_int_opt(&s, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 16 << 20).is_err() {
+                set_int_opt(&s, libc::SOL_SOCKET, libc::SO_RCVBUF, 16 << 20)?;
+            }
             s.set_read_timeout(Some(std::time::Duration::from_millis(20)))?;
             Ok::<_, std::io::Error>(s)
         })();
@@ -393,7 +415,18 @@ fn precise_thread() {
     // SAFETY: prctl and sched_setscheduler with plain arguments on this thread only.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64);
-        let p = libc::sched_param { sched_priority: 5 };
-        libc::sched_setscheduler(0, libc::SCHED_FIFO, &p);
+        if PROBES_REALTIME.load(std::sync::atomic::Ordering::Relaxed) {
+            let p = libc::sched_param { sched_priority: 5 };
+            libc::sched_setscheduler(0, libc::SCHED_FIFO, &p);
+        }
     }
+}
+
+static PROBES_REALTIME: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Whether probe senders/receivers run under SCHED_FIFO (default yes). Turn it off for
+/// floods: a real-time sender that never sleeps would starve the kernel's softirq thread
+/// (ksoftirqd) and with it the receiving host.
+pub fn set_probes_realtime(on: bool) {
+    PROBES_REALTIME.store(on, std::sync::atomic::Ordering::Relaxed);
 }
