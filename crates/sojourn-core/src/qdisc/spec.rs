@@ -1094,6 +1094,49 @@ mod tests {
     }
 
     #[test]
+    fn documented_lines_are_what_dump_writes() {
+        // docs/disciplines/red.md: tc's derivation max = limit/4, min = max/3,
+        // burst = (2·min + max) / (3·avpkt), avpkt 1000, probability 0.02 (tc-red(8)).
+        assert_eq!(
+            args_line(&spec("red", &[("limit", s("400KB"))])),
+            "limit 400000b min 33333b max 100000b avpkt 1000b burst 55 probability 0.02 \
+             bandwidth 10Mbit"
+        );
+        // docs/disciplines/tbf.md
+        assert_eq!(
+            args_line(&spec(
+                "tbf",
+                &[
+                    ("rate", s("10Mbit")),
+                    ("burst", s("32KiB")),
+                    ("limit", s("100KB"))
+                ]
+            )),
+            "rate 10Mbit burst 32Kb limit 100000b"
+        );
+        // docs/disciplines/{pie,fq_pie,sfq,fq}.md
+        assert_eq!(
+            args_line(&default_of("pie")),
+            "limit 1000 target 15ms tupdate 15ms alpha 2 beta 20"
+        );
+        assert_eq!(
+            args_line(&default_of("fq_pie")),
+            "limit 10240 flows 1024 target 15ms tupdate 15ms alpha 2 beta 20 quantum 1514 \
+             memory_limit 32Mb ecn_prob 10"
+        );
+        assert_eq!(
+            args_line(&default_of("sfq")),
+            "quantum 1514 depth 127 flows 128 divisor 1024 perturb 0"
+        );
+        assert_eq!(
+            args_line(&default_of("fq")),
+            "limit 10000 flow_limit 100 buckets 1024 orphan_mask 1023 pacing quantum 3028 \
+             initial_quantum 15140 low_rate_threshold 550Kbit refill_delay 40ms horizon 10s \
+             horizon_drop"
+        );
+    }
+
+    #[test]
     fn sojourn_only_disciplines_and_switches_are_refused_with_a_reason() {
         for kind in ["lstf_codel", "cocoa", "las", "srpt"] {
             let e = default_of(kind).dump().unwrap_err();
