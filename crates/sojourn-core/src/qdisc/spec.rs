@@ -1093,6 +1093,133 @@ mod tests {
         );
     }
 
+    /// Random parameters (within each discipline's ranges) round-trip through tc:
+    /// `from_tc(dump(spec)) == spec` for 300 specs per discipline.
+    #[test]
+    fn random_specs_round_trip_through_tc() {
+        use crate::rng::Rng;
+        let mut r = Rng::from_seed(20_261_125);
+        let us = |r: &mut Rng, lo: u64, hi: u64| s(&format!("{}us", lo + r.below(hi - lo)));
+        let pick = |r: &mut Rng, xs: &[&str]| s(xs[r.below(xs.len() as u64) as usize]);
+        let mut checked = 0;
+        for _ in 0..300 {
+            let mut cases: Vec<(&str, Vec<(&str, Value)>)> = vec![
+                ("pfifo", vec![("limit", i(1 + r.below(100_000) as i64))]),
+                ("bfifo", vec![("limit", i(1 + r.below(1 << 30) as i64))]),
+                (
+                    "codel",
+                    vec![
+                        ("limit", i(1 + r.below(20_000) as i64)),
+                        ("target", us(&mut r, 1, 50_000)),
+                        ("interval", us(&mut r, 1, 2_000_000)),
+                        ("ecn", b(r.chance(0.5))),
+                    ],
+                ),
+                (
+                    "fq_codel",
+                    vec![
+                        ("limit", i(1 + r.below(100_000) as i64)),
+                        ("flows", i(1 + r.below(65_536) as i64)),
+                        ("quantum", i(r.below(1 << 20) as i64)),
+                        ("target", us(&mut r, 1, 50_000)),
+                        ("interval", us(&mut r, 1, 2_000_000)),
+                        ("ecn", b(r.chance(0.5))),
+                        ("memory_limit", i(1 + r.below(1 << 32) as i64)),
+                        ("drop_batch", i(r.below(1000) as i64)),
+                    ],
+                ),
+                (
+                    "pie",
+                    vec![
+                        ("limit", i(1 + r.below(100_000) as i64)),
+                        ("target", us(&mut r, 1, 100_000)),
+                        ("tupdate", us(&mut r, 1, 100_000)),
+                        ("alpha", i(1 + r.below(32) as i64)),
+                        ("beta", i(1 + r.below(32) as i64)),
+                        ("ecn", b(r.chance(0.5))),
+                        ("bytemode", b(r.chance(0.5))),
+                        ("dq_rate_estimator", b(r.chance(0.5))),
+                    ],
+                ),
+                (
+                    "cake",
+                    vec![
+                        (
+                            "bandwidth",
+                            s(&format!("{}bit", 8 * (1 + r.below(1 << 34)))),
+                        ),
+                        ("rtt", us(&mut r, 1, 5_000_000)),
+                        (
+                            "diffserv",
+                            pick(
+                                &mut r,
+                                &[
+                                    "besteffort",
+                                    "diffserv3",
+                                    "diffserv4",
+                                    "diffserv8",
+                                    "precedence",
+                                ],
+                            ),
+                        ),
+                        ("flow_mode", pick(&mut r, &cake::FlowMode::NAMES)),
+                        (
+                            "overhead_preset",
+                            pick(
+                                &mut r,
+                                &["raw", "conservative", "pppoe-ptm", "ethernet", "docsis"],
+                            ),
+                        ),
+                        ("mpu", i(r.below(257) as i64)),
+                        ("atm", pick(&mut r, &["none", "atm", "ptm"])),
+                        ("nat", b(r.chance(0.5))),
+                        ("wash", b(r.chance(0.5))),
+                        ("ingress", b(r.chance(0.5))),
+                        ("split_gso", b(r.chance(0.5))),
+                        (
+                            "ack_filter",
+                            pick(&mut r, &["none", "ack-filter", "ack-filter-aggressive"]),
+                        ),
+                        ("memlimit", i(r.below(1 << 32) as i64)),
+                    ],
+                ),
+                (
+                    "sfq",
+                    vec![
+                        ("limit", i(2 + r.below(500) as i64)),
+                        ("depth", i(1 + r.below(200) as i64)),
+                        ("flows", i(1 + r.below(200) as i64)),
+                        ("divisor", i(1 << (1 + r.below(16)))),
+                        ("quantum", i(1 + r.below(200_000) as i64)),
+                        ("perturb", i(r.below(60) as i64)),
+                        ("headdrop", b(r.chance(0.5))),
+                    ],
+                ),
+            ];
+            // Leave some keys out at random, so defaults are exercised too.
+            for (_, kv) in cases.iter_mut() {
+                kv.retain(|_| r.chance(0.8));
+            }
+            for (kind, kv) in cases {
+                let mut t = Table::default();
+                t.insert("kind", s(kind));
+                for (k, v) in kv {
+                    t.insert(k, v);
+                }
+                // Out-of-range draws are the parser's business, not this test's.
+                let Ok(q) = QdiscSpec::parse(&Value::Table(t), "q", &BuildCtx::default()) else {
+                    continue;
+                };
+                let tree = q.dump().unwrap_or_else(|e| panic!("{e}: {q:?}"));
+                let back = QdiscSpec::from_tc(&tree, &BuildCtx::default())
+                    .unwrap_or_else(|e| panic!("{e}: {tree:?}"));
+                assert_eq!(back, q, "{tree:?}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 1500, "only {checked} specs were valid");
+    }
+
     #[test]
     fn documented_lines_are_what_dump_writes() {
         // docs/disciplines/red.md: tc's derivation max = limit/4, min = max/3,
