@@ -26,6 +26,17 @@ def qdiscs() -> list[tuple[str, str]]:
 def version() -> str:
     """The engine's version."""
 
-def parse_quantity(kind: str, text: str) -> float:
-    """A quantity in the engine's unit grammar: kind "rate" (bit/s), "duration" (s) or
-    "bytes"; raises ValueError with the engine's message."""
+def parse_bytes(s: str) -> int:
+    """Bytes in a size such as "1500B", "300KiB", "64kB" (ValueError on bad input)."""
+
+def parse_rate(s: str) -> int:
+    """Bits per second in a rate such as "10Mbit" (ValueError on bad input)."""
+
+def parse_duration_ns(s: str) -> int:
+    """Nanoseconds in a duration such as "100ms", "2min" (ValueError on bad input)."""
+
+def size_dist_spec(spec: Any, base_dir: str = ".", key: str = "size") -> dict[str, Any]:
+    """The canonical form of a size distribution spec, with its analytic "mean" in bytes."""
+
+def sample_sizes(spec: Any, n: int, seed: int, base_dir: str = ".") -> list[int]:
+    """n sizes drawn by the engine's sampler from Rng::from_seed(seed)."""

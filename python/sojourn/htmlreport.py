@@ -35,6 +35,7 @@ import pandas as pd
 
 from . import compare as cmp
 from . import stats
+from .units import parse_seconds
 
 __all__ = ["write_report", "styles", "PALETTE"]
 
@@ -130,7 +131,7 @@ def load_report_data(dirs: Sequence[Path], end_margin=None) -> ReportData:
         sweep = json.loads((Path(dirs[0]) / "sweep.json").read_text())
     if end_margin is None and sweep is not None:
         end_margin = sweep.get("end_margin")
-    data = cmp.apply_end_margin(data, cmp.parse_seconds(end_margin))
+    data = cmp.apply_end_margin(data, parse_seconds(end_margin))
     columns = [c for c in (sweep or {}).get("columns", []) if c in data.runs]
     title = (sweep or {}).get("name") or (str(data.runs["experiment"].iloc[0]) if len(data.runs) else "sojourn report")
     return ReportData(data, sweep, columns, title)
@@ -184,7 +185,7 @@ def pairs_table(rd: ReportData) -> pd.DataFrame:
             continue
         ga = cmp.samples(rd.data, p, "fct")
         gb = cmp.samples(rd.data, b, "fct")
-        per_flow = cmp.gain_ci(ga, gb)
+        per_flow = cmp._gain3(ga, gb)
         am = rd.data.runs[rd.data.runs["point"] == p]
         # Pair repeats by seed: the same seed draws the same workload in both points.
         ma = pd.Series(_per_repeat_fct_means(rd, p), index=sorted(set(am["seed"]))[: len(_per_repeat_fct_means(rd, p))])
@@ -534,13 +535,13 @@ def fig_lorenz(rd: ReportData, st: dict[str, Style]):
     fig = go.Figure()
     any_l = False
     for p in rd.points:
-        th = cmp.throughputs(cmp._point_flows(rd.data, p))
+        th = cmp.flow_throughputs(cmp._point_flows(rd.data, p))
         if th.size < 2:
             continue
-        x, L = cmp.lorenz(th)
-        x, L = _decimate(np.asarray(x, float), np.asarray(L, float))
+        lc = stats.lorenz_curve(th)
+        x, L = _decimate(lc["share_flows"].to_numpy(float), lc["share_total"].to_numpy(float))
         s = st[p]
-        fig.add_trace(go.Scatter(x=x, y=L, name=f"{p} (gap {cmp.lorenz_gap(th):.3f})", mode="lines",
+        fig.add_trace(go.Scatter(x=x, y=L, name=f"{p} (gap {stats.lorenz_gap(th):.3f})", mode="lines",
                                    line=dict(color=s.colour, dash=s.dash, width=1.5)))
         any_l = True
     if not any_l:
@@ -606,22 +607,16 @@ def fig_ellipsis(rd: ReportData, st: dict[str, Style]):
 def typed_value(label: Any) -> Any:
     """A swept value as a number when it is one: ``"10Mbit"`` → 1e7 (bit/s), ``"5ms"`` →
     0.005 (s), ``"64KiB"`` → 65536 (bytes); other labels unchanged. The units grammar is
-    the engine's (crates/sojourn-core/src/units.rs)."""
+    the engine's (:mod:`sojourn.units`, crates/sojourn-core/src/units.rs)."""
+    from . import units
+
     if isinstance(label, (int, float)) and not isinstance(label, bool):
         return float(label)
     s = str(label).strip()
-    try:
-        return float(s)
-    except ValueError:
-        pass
-    try:
-        from . import _engine
-    except ImportError:  # pragma: no cover - analytics without the engine
-        return label
-    for kind in ("rate", "duration", "bytes"):
+    for parse in (float, units.parse_rate, units.parse_seconds, units.parse_size):
         try:
-            return _engine.parse_quantity(kind, s)
-        except ValueError:
+            return float(parse(s))
+        except (ValueError, ImportError):
             continue
     return label
 

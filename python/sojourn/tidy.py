@@ -67,7 +67,7 @@ def load(directory: Union[str, "os.PathLike[str]"], what: What = "flows", progre
     are several runs; True/False force it. Raises FileNotFoundError for a directory that
     holds no finished run.
     """
-    from .sweep import run_row
+    from .results import run_row
 
     root = Path(directory)
     if not root.is_dir():

@@ -9,6 +9,8 @@ use sojourn_core::params::{ConfError, Table, Value};
 use sojourn_sim::{config, Column, Columns};
 use std::path::Path;
 
+mod model;
+
 pyo3::create_exception!(
     _engine,
     ConfigError,
@@ -16,7 +18,7 @@ pyo3::create_exception!(
     "A mistake in an experiment file: .path is the key path, .msg the reason."
 );
 
-fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, ConfError> {
+pub(crate) fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, ConfError> {
     if obj.is_instance_of::<PyBool>() {
         return Ok(Value::Bool(obj.extract::<bool>().unwrap()));
     }
@@ -70,7 +72,7 @@ fn to_table(d: &Bound<'_, PyDict>, path: &str) -> Result<Table, ConfError> {
     Ok(t)
 }
 
-fn conf_err(e: ConfError) -> PyErr {
+pub(crate) fn conf_err(e: ConfError) -> PyErr {
     Python::attach(|py| {
         let err = ConfigError::new_err(e.to_string());
         let v = err.value(py);
@@ -215,28 +217,6 @@ fn qdiscs() -> Vec<(&'static str, &'static str)> {
     sojourn_core::qdisc::describe()
 }
 
-/// Parses a quantity with the engine's own unit grammar (crates/sojourn-core/src/units.rs),
-/// so Python never re-implements it: `kind` is "rate" (→ bit/s), "duration" (→ seconds) or
-/// "bytes" (→ bytes). Raises ValueError with the engine's message.
-#[pyfunction]
-fn parse_quantity(kind: &str, text: &str) -> PyResult<f64> {
-    let err = pyo3::exceptions::PyValueError::new_err;
-    match kind {
-        "rate" => sojourn_core::units::parse_rate(text)
-            .map(|v| v as f64)
-            .map_err(err),
-        "duration" => sojourn_core::units::parse_duration(text)
-            .map(|d| d.as_secs_f64())
-            .map_err(err),
-        "bytes" => sojourn_core::units::parse_bytes(text)
-            .map(|v| v as f64)
-            .map_err(err),
-        other => Err(err(format!(
-            "unknown quantity kind {other:?} (rate, duration, bytes)"
-        ))),
-    }
-}
-
 /// The version of the engine.
 #[pyfunction]
 fn version() -> &'static str {
@@ -249,7 +229,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
-    m.add_function(wrap_pyfunction!(parse_quantity, m)?)?;
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
+    model::register(m)?;
     Ok(())
 }

@@ -229,11 +229,17 @@ impl QdiscSpec {
     /// The tree as tc commands: `tc qdisc replace dev X <node>` for each node, root first,
     /// children under their parent's class (`prio` band i = class `H:i+1`, `tbf` = `H:1`).
     pub fn dump(&self) -> Result<TcTree, NotLinux> {
+        // Handles some qdiscs insist on (prio/CAKE compare theirs with skb->priority) are
+        // kept; the others get the smallest majors left free (the root 1: if it can).
+        let mut handles = Handles {
+            taken: Vec::new(),
+            next: 1,
+        };
+        self.insisted_handles(&mut handles.taken);
+        let root_handle = self.own_handle().unwrap_or_else(|| handles.fresh());
         let mut out = Vec::new();
-        let root_handle = self.own_handle().unwrap_or(1);
-        let mut next = root_handle.max(1) + 1;
-        self.dump_into(TcParent::Root, root_handle, &mut next, &mut out)?;
-        // Handles are unique on a device; a child insisting on a taken one cannot be placed.
+        self.dump_into(TcParent::Root, root_handle, &mut handles, &mut out)?;
+        // Handles are unique on a device; two qdiscs insisting on one cannot both be placed.
         for (k, n) in out.iter().enumerate() {
             if out[..k].iter().any(|m| m.handle == n.handle) {
                 return Err(NotLinux::new(
@@ -247,6 +253,13 @@ impl QdiscSpec {
             }
         }
         Ok(out)
+    }
+
+    fn insisted_handles(&self, out: &mut Vec<u16>) {
+        out.extend(self.own_handle());
+        for c in self.children() {
+            c.insisted_handles(out);
+        }
     }
 
     /// A handle this spec insists on (prio's and CAKE's `handle`, which their classifiers
@@ -264,7 +277,7 @@ impl QdiscSpec {
         &self,
         parent: TcParent,
         handle: u16,
-        next: &mut u16,
+        handles: &mut Handles,
         out: &mut TcTree,
     ) -> Result<(), NotLinux> {
         let (kind, args) = self.tc_args()?;
@@ -282,9 +295,8 @@ impl QdiscSpec {
                     break;
                 }
             }
-            let h = c.own_handle().unwrap_or(*next);
-            *next = (*next).max(h).saturating_add(1);
-            c.dump_into(TcParent::Class(handle, i as u16 + 1), h, next, out)?;
+            let h = c.own_handle().unwrap_or_else(|| handles.fresh());
+            c.dump_into(TcParent::Class(handle, i as u16 + 1), h, handles, out)?;
         }
         Ok(())
     }
@@ -345,6 +357,22 @@ impl QdiscSpec {
             Ok((k, a)) => format!("{k} {}", a.join(" ")),
             Err(_) => format!("{self:?}"),
         }
+    }
+}
+
+/// Handle majors for the qdiscs of a tree that do not insist on one.
+struct Handles {
+    taken: Vec<u16>,
+    next: u16,
+}
+
+impl Handles {
+    fn fresh(&mut self) -> u16 {
+        while self.taken.contains(&self.next) {
+            self.next += 1;
+        }
+        self.taken.push(self.next);
+        self.next
     }
 }
 
@@ -1076,6 +1104,27 @@ mod tests {
             "root handle 1: tbf rate 10Mbit burst 32Kb limit 32Kb"
         );
         assert!(lines[1].starts_with("parent 1:1 handle 2: fq_codel limit 10240 "));
+        // A child insisting on 1: (CAKE's default handle) keeps it; tbf takes the next.
+        let shaped = spec(
+            "tbf",
+            &[
+                ("rate", s("1Mbit")),
+                ("burst", i(3000)),
+                ("child", s("cake")),
+            ],
+        );
+        let tree = shaped.dump().unwrap();
+        assert_eq!(
+            tree[0].to_string(),
+            "root handle 2: tbf rate 1Mbit burst 3000b limit 3000b"
+        );
+        assert!(tree[1]
+            .to_string()
+            .starts_with("parent 2:1 handle 1: cake unlimited "));
+        assert_eq!(
+            QdiscSpec::from_tc(&tree, &BuildCtx::default()).unwrap(),
+            shaped
+        );
         // tbf's own limit makes its bfifo: one line, no child.
         let t = spec(
             "tbf",
@@ -1091,6 +1140,133 @@ mod tests {
             tree[0].to_string(),
             "root handle 1: tbf rate 8Mbit burst 5000b limit 100000b"
         );
+    }
+
+    /// Random parameters (within each discipline's ranges) round-trip through tc:
+    /// `from_tc(dump(spec)) == spec` for 300 specs per discipline.
+    #[test]
+    fn random_specs_round_trip_through_tc() {
+        use crate::rng::Rng;
+        let mut r = Rng::from_seed(20_261_125);
+        let us = |r: &mut Rng, lo: u64, hi: u64| s(&format!("{}us", lo + r.below(hi - lo)));
+        let pick = |r: &mut Rng, xs: &[&str]| s(xs[r.below(xs.len() as u64) as usize]);
+        let mut checked = 0;
+        for _ in 0..300 {
+            let mut cases: Vec<(&str, Vec<(&str, Value)>)> = vec![
+                ("pfifo", vec![("limit", i(1 + r.below(100_000) as i64))]),
+                ("bfifo", vec![("limit", i(1 + r.below(1 << 30) as i64))]),
+                (
+                    "codel",
+                    vec![
+                        ("limit", i(1 + r.below(20_000) as i64)),
+                        ("target", us(&mut r, 1, 50_000)),
+                        ("interval", us(&mut r, 1, 2_000_000)),
+                        ("ecn", b(r.chance(0.5))),
+                    ],
+                ),
+                (
+                    "fq_codel",
+                    vec![
+                        ("limit", i(1 + r.below(100_000) as i64)),
+                        ("flows", i(1 + r.below(65_536) as i64)),
+                        ("quantum", i(r.below(1 << 20) as i64)),
+                        ("target", us(&mut r, 1, 50_000)),
+                        ("interval", us(&mut r, 1, 2_000_000)),
+                        ("ecn", b(r.chance(0.5))),
+                        ("memory_limit", i(1 + r.below(1 << 32) as i64)),
+                        ("drop_batch", i(r.below(1000) as i64)),
+                    ],
+                ),
+                (
+                    "pie",
+                    vec![
+                        ("limit", i(1 + r.below(100_000) as i64)),
+                        ("target", us(&mut r, 1, 100_000)),
+                        ("tupdate", us(&mut r, 1, 100_000)),
+                        ("alpha", i(1 + r.below(32) as i64)),
+                        ("beta", i(1 + r.below(32) as i64)),
+                        ("ecn", b(r.chance(0.5))),
+                        ("bytemode", b(r.chance(0.5))),
+                        ("dq_rate_estimator", b(r.chance(0.5))),
+                    ],
+                ),
+                (
+                    "cake",
+                    vec![
+                        (
+                            "bandwidth",
+                            s(&format!("{}bit", 8 * (1 + r.below(1 << 34)))),
+                        ),
+                        ("rtt", us(&mut r, 1, 5_000_000)),
+                        (
+                            "diffserv",
+                            pick(
+                                &mut r,
+                                &[
+                                    "besteffort",
+                                    "diffserv3",
+                                    "diffserv4",
+                                    "diffserv8",
+                                    "precedence",
+                                ],
+                            ),
+                        ),
+                        ("flow_mode", pick(&mut r, &cake::FlowMode::NAMES)),
+                        (
+                            "overhead_preset",
+                            pick(
+                                &mut r,
+                                &["raw", "conservative", "pppoe-ptm", "ethernet", "docsis"],
+                            ),
+                        ),
+                        ("mpu", i(r.below(257) as i64)),
+                        ("atm", pick(&mut r, &["none", "atm", "ptm"])),
+                        ("nat", b(r.chance(0.5))),
+                        ("wash", b(r.chance(0.5))),
+                        ("ingress", b(r.chance(0.5))),
+                        ("split_gso", b(r.chance(0.5))),
+                        (
+                            "ack_filter",
+                            pick(&mut r, &["none", "ack-filter", "ack-filter-aggressive"]),
+                        ),
+                        ("memlimit", i(r.below(1 << 32) as i64)),
+                    ],
+                ),
+                (
+                    "sfq",
+                    vec![
+                        ("limit", i(2 + r.below(500) as i64)),
+                        ("depth", i(1 + r.below(200) as i64)),
+                        ("flows", i(1 + r.below(200) as i64)),
+                        ("divisor", i(1 << (1 + r.below(16)))),
+                        ("quantum", i(1 + r.below(200_000) as i64)),
+                        ("perturb", i(r.below(60) as i64)),
+                        ("headdrop", b(r.chance(0.5))),
+                    ],
+                ),
+            ];
+            // Leave some keys out at random, so defaults are exercised too.
+            for (_, kv) in cases.iter_mut() {
+                kv.retain(|_| r.chance(0.8));
+            }
+            for (kind, kv) in cases {
+                let mut t = Table::default();
+                t.insert("kind", s(kind));
+                for (k, v) in kv {
+                    t.insert(k, v);
+                }
+                // Out-of-range draws are the parser's business, not this test's.
+                let Ok(q) = QdiscSpec::parse(&Value::Table(t), "q", &BuildCtx::default()) else {
+                    continue;
+                };
+                let tree = q.dump().unwrap_or_else(|e| panic!("{e}: {q:?}"));
+                let back = QdiscSpec::from_tc(&tree, &BuildCtx::default())
+                    .unwrap_or_else(|e| panic!("{e}: {tree:?}"));
+                assert_eq!(back, q, "{tree:?}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 1500, "only {checked} specs were valid");
     }
 
     #[test]
@@ -1187,17 +1363,8 @@ mod tests {
         // A refusal deep in a composite names the child.
         let e = spec("prio", &[("child", s("srpt"))]).dump().unwrap_err();
         assert_eq!(e.kind, "srpt");
-        // CAKE's (and prio's) handle is semantic: a child cannot share its parent's.
-        let e = spec(
-            "tbf",
-            &[
-                ("rate", s("1Mbit")),
-                ("burst", i(3000)),
-                ("child", s("cake")),
-            ],
-        )
-        .dump()
-        .unwrap_err();
+        // CAKE's (and prio's) handle is semantic: two of them cannot share one.
+        let e = spec("prio", &[("child", s("cake"))]).dump().unwrap_err();
         assert_eq!(e.kind, "cake");
         assert!(e.reason.contains("handle 1:"), "{e}");
         // tc's time unit is the microsecond.
