@@ -178,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_qdiscs)
 
     try:
-        from . import compare as _compare
+        from . import cli_compare as _compare
         from . import sweeps as _sweeps
 
         _sweeps.add_parser(sub)

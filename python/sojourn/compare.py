@@ -24,6 +24,7 @@ import pandas as pd
 
 from . import stats
 from ._cli_common import fail
+from .pairs import age_base, styles
 from .results import run_row
 from .units import parse_seconds
 
@@ -235,29 +236,6 @@ def table(data: Data, metric: str = "fct", baseline: Optional[str] = None) -> pd
     return pd.DataFrame(rows)
 
 
-def age_base(p: str, points: Sequence[str]) -> Optional[str]:
-    """The base point of an age-based point: ``age-X`` -> ``X``; also seed 000's names
-    ``age-prio-X`` -> ``X``, ``age-pfifofast`` -> ``pfifo``, and a trailing ``-suffix``
-    (``age-cake-strict`` -> ``cake``) when that is what exists. For a point name with axis
-    labels (``age-codel+1Gbit``) the labels must match (``codel+1Gbit``)."""
-    name, plus, labels = p.partition("+")
-    if not name.startswith("age-"):
-        return None
-    rest = name[4:]
-    cands = [rest]
-    if rest.startswith("prio-"):
-        cands.append(rest[5:])
-    cands += [c.replace("pfifofast", "pfifo").replace("pfifo_fast", "pfifo") for c in list(cands)]
-    for c in list(cands):
-        while "-" in c:
-            c = c.rsplit("-", 1)[0]
-            cands.append(c)
-    for c in cands:
-        if c and (c + plus + labels) in points and (c + plus + labels) != p:
-            return c + plus + labels
-    return None
-
-
 def age_pairs(data: Data, metric: str = "fct") -> pd.DataFrame:
     """Gain of every age-based point over its base (``age-X`` over ``X``, see
     :func:`age_base`), as seed 000's tables."""
@@ -416,8 +394,6 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .htmlreport import styles
-
     st = styles(data.points)
     ls = {"solid": "-", "dash": "--"}
     made = []
@@ -530,9 +506,10 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
 
 
 def compare(dirs: Sequence, metric: str = "fct", baseline: Optional[str] = None, plots: bool = False,
-            out: Optional[Path] = None, console=None, quiet: bool = False, end_margin=None, html: bool = True) -> pd.DataFrame:
-    """Loads, prints (unless quiet) and writes ``compare.md`` (and plots) and, unless
-    ``html`` is False, the self-contained ``report.html``; returns the table.
+            out: Optional[Path] = None, console=None, quiet: bool = False, end_margin=None) -> pd.DataFrame:
+    """Loads, prints (unless quiet) and writes ``compare.md`` (and plots); returns the table.
+    The command (:mod:`sojourn.cli_compare`) also writes ``report.html``
+    (:func:`sojourn.htmlreport.write_report`).
     ``end_margin`` (seconds or "60s"): leave out flows ending in the last part of a run;
     None = the sweep file's ``end_margin`` (sweep.json), else 0."""
     if metric not in METRICS:
@@ -554,55 +531,6 @@ def compare(dirs: Sequence, metric: str = "fct", baseline: Optional[str] = None,
         md = md.replace("Flows: started after the warm-up;",
                         f"Flows: started after the warm-up and ended at least {data.end_margin:g} s before the end of the run;", 1)
     (out / "compare.md").write_text(md)
-    if html:
-        from .htmlreport import write_report
-
-        write_report(dirs, out=out / "report.html", end_margin=data.end_margin)
     if not quiet:
         print_tables(t, pairs, metric, title, console, baseline)
     return t
-
-
-def cmd_compare(a) -> int:
-    try:
-        compare(a.dirs, metric=a.metric, baseline=a.baseline, plots=a.plots, out=a.out,
-                end_margin=getattr(a, "end_margin", None), html=not getattr(a, "no_report", False))
-    except (FileNotFoundError, KeyError, ValueError) as e:
-        return fail(str(e).strip("'\""))
-    out = a.out or (a.dirs[0] if len(a.dirs) == 1 else "the parent directory")
-    what = ["compare.md"] + ([] if getattr(a, "no_report", False) else ["report.html"])
-    print(f"wrote {out}/" + f" and {out}/".join(what) + (" and plots" if a.plots else ""), file=sys.stderr)
-    return 0
-
-
-COMPARE_EPILOG = """\
-examples:
-  sojourn compare results/aqm
-  sojourn compare results/aqm --baseline pfifo --metric fct --plots
-  sojourn compare results/run-a results/run-b --out results/ab
-
-Prints one row per point (mean with 95% CI over flows and across repeats, percentiles,
-goodput, utilisation, sojourn, drops), gains against --baseline and of every `age-X` over
-`X`; writes DIR/compare.md and DIR/report.html (and PNG+SVG plots with --plots).
-"""
-
-
-def add_parser(sub) -> None:
-    """Adds ``compare`` to the ``sojourn`` command's sub-parsers."""
-    import argparse
-
-    c = sub.add_parser("compare", help="compare the points of a sweep (tables, gains, plots)",
-                       description="Tables of FCT, goodput, utilisation, sojourn and drops per point of a sweep directory "
-                                   "(or per run directory), with 95% confidence intervals and gains; writes compare.md and report.html.",
-                       epilog=COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("dirs", nargs="+", metavar="DIR", help="a sweep output directory, or several run directories")
-    c.add_argument("--baseline", help="point to compute gains against (gain = mean/mean_baseline - 1)")
-    c.add_argument("--metric", choices=["fct", "sojourn", "goodput"], default="fct",
-                   help="headline metric for the CI plot and the gains (default: fct)")
-    c.add_argument("--plots", action="store_true", help="also write PNG+SVG plots next to compare.md")
-    c.add_argument("--out", help="where compare.md and plots go (default: the sweep directory)")
-    c.add_argument("--no-report", action="store_true", help="do not write the HTML report (report.html)")
-    c.add_argument("--end-margin", metavar="DURATION",
-                   help='leave out flows that end in the last DURATION of their run, e.g. "60s" '
-                        "(default: the sweep file's end_margin, else 0)")
-    c.set_defaults(func=cmd_compare)

@@ -35,43 +35,12 @@ import pandas as pd
 
 from . import compare as cmp
 from . import stats
+from .pairs import PALETTE, Style, age_base, styles
 from .units import parse_seconds
 
-__all__ = ["write_report", "styles", "PALETTE"]
-
-# A qualitative palette large enough for seed 000's 13 configurations twice over
-# (Plotly's Dark24 followed by Light24): colours are assigned per discipline *family*
-# (a discipline and its age-based variant share one), so 48 families before a repeat.
-PALETTE: list[str] = [
-    "#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#222A2A", "#B68100", "#750D86",
-    "#EB663B", "#511CFB", "#00A08B", "#FB00D1", "#FC0080", "#B2828D", "#6C7C32", "#778AAE",
-    "#862A16", "#A777F1", "#620042", "#1616A7", "#DA60CA", "#6C4516", "#0D2A63", "#AF0038",
-    "#FD3216", "#00FE35", "#6A76FC", "#FED4C4", "#FE00CE", "#0DF9FF", "#F6F926", "#FF9616",
-    "#479B55", "#EEA6FB", "#DC587D", "#D626FF", "#6E899C", "#00B5F7", "#B68E00", "#C9FBE5",
-    "#FF0092", "#22FFA7", "#E3EE9E", "#86CE00", "#BC7196", "#7E7DCD", "#FC6955", "#E48F72",
-]
+__all__ = ["write_report", "styles", "PALETTE", "Style"]
 
 COMPLETION_WARN = 0.95  # below this share of sized flows completed, the table warns
-
-
-@dataclass
-class Style:
-    colour: str
-    dash: str  # "solid" for a base discipline, "dash" for its age-based variant
-    family: str
-
-
-def styles(points: Sequence[str]) -> dict[str, Style]:
-    """Colour and line style per point: ``age-X`` shares ``X``'s colour, dashed."""
-    fam_colour: dict[str, str] = {}
-    out: dict[str, Style] = {}
-    for p in points:
-        base = cmp.age_base(p, points)
-        fam = base or p
-        if fam not in fam_colour:
-            fam_colour[fam] = PALETTE[len(fam_colour) % len(PALETTE)]
-        out[p] = Style(fam_colour[fam], "dash" if base else "solid", fam)
-    return out
 
 
 # ------------------------------------------------------------------------------------
@@ -180,7 +149,7 @@ def pairs_table(rd: ReportData) -> pd.DataFrame:
     seed) as the headline, and over flows (delta method) for reference."""
     rows = []
     for p in rd.points:
-        b = cmp.age_base(p, rd.points)
+        b = age_base(p, rd.points)
         if b is None:
             continue
         ga = cmp.samples(rd.data, p, "fct")
@@ -482,7 +451,7 @@ def fig_fct_vs_size(rd: ReportData, st: dict[str, Style]):
         bins[p] = size_bins(ff)
     if not bins:
         return None
-    pairs = [(cmp.age_base(p, rd.points), p) for p in rd.points if cmp.age_base(p, rd.points) in bins and p in bins]
+    pairs = [(age_base(p, rd.points), p) for p in rd.points if age_base(p, rd.points) in bins and p in bins]
     cols = ["mean", "median", "p99"]
     rows = 2 if pairs else 1
     titles = ["mean FCT (ms)", "median FCT (ms)", "P99 FCT (ms)"] + (["ratio age-X / X of the mean per size bin"] if pairs else [])

@@ -150,7 +150,7 @@ def test_report_command_and_bad_input(sweep_dir, tmp_path):
 def test_paired_styles():
     """A discipline and its age-based variant share a colour (variant dashed); seed 000's 13
     configurations get 7 distinct families, every family its own colour."""
-    from sojourn.htmlreport import styles
+    from sojourn.pairs import styles
 
     names = ["pfifo", "age-pfifofast", "codel", "age-prio-codel", "fq_codel", "age-prio-fq_codel", "pie", "age-prio-pie",
              "fq_pie", "age-prio-fq_pie", "cake", "age-cake", "age-cake-strict"]
