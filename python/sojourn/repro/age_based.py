@@ -645,7 +645,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         pages.replace_blocks(Path(a.doc), {"provenance": pages.provenance("age_based", note=(
             "Regenerated at issue 18 with this engine: the 1 Gb/s short comparison (block `1g`) and the CI "
             "block. The 10 Gb/s, no-TSQ, threshold and RTT sections were produced by earlier engines, as each "
-            "says; their numbers predate issue 18's TCP fixes.")), "ci": ci_block(Path(a.g1 or a.g10) / "ci")})
+            "says; their numbers predate issue 18's TCP fixes."), prose_generated=False), "ci": ci_block(Path(a.g1 or a.g10) / "ci")})
         print(f"updated the provenance and CI blocks of {a.doc}", file=sys.stderr)
     md = "\n".join(text)
     if a.markdown:

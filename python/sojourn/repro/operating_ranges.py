@@ -605,7 +605,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"wrote {out}/summary.md and the figures")
     if a.update_docs:
         pages.replace_blocks(pages.DOCS / "operating-ranges.md",
-                             {"provenance": pages.provenance("operating_ranges"), "ci": ci_block()})
+                             {"provenance": pages.provenance("operating_ranges", prose_generated=False), "ci": ci_block()})
         print(f"updated {pages.DOCS / 'operating-ranges.md'}")
     return 0
 

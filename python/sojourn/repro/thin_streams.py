@@ -494,7 +494,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sys.stdout.write(text)
     if a.update_docs:
         pages.replace_blocks(pages.DOCS / "thin-streams.md",
-                             {"provenance": pages.provenance("thin_streams"), "ci": ci_block()})
+                             {"provenance": pages.provenance("thin_streams", prose_generated=False), "ci": ci_block()})
         print(f"updated {pages.DOCS / 'thin-streams.md'}")
     return 0
 
