@@ -112,7 +112,10 @@ fn without_gso_the_queue_matches_linux() {
     let link = &out.summary["links"]["nic"];
     assert!(f(&link["utilisation"]) >= 0.95, "{link}");
     let srtt = mean_after(&series(&out, "flow0", "srtt_ms"), 0.5);
-    assert!((srtt - 1.35).abs() <= 0.1 * 1.35, "srtt {srtt} ms, Linux 1.35");
+    assert!(
+        (srtt - 1.35).abs() <= 0.1 * 1.35,
+        "srtt {srtt} ms, Linux 1.35"
+    );
     assert!(
         (srtt - backlog * SER_MS).abs() < 1.0,
         "srtt {srtt} vs backlog {backlog}"
