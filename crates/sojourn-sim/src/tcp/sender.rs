@@ -605,7 +605,7 @@ impl TcpSender {
             let from = self.sb.segs.partition_point(|s| s.start < self.retx_hint);
             if let Some(i) = self.sb.next_to_retransmit(from) {
                 // tcp_xmit_retransmit_queue: TSQ with the limit doubled for retransmits.
-                if self.tsq_blocks(self.sb.segs[i].len, 1, 1) {
+                if self.tsq_blocks(self.sb.segs[i].len, 1) {
                     break;
                 }
                 self.retx_hint = self.sb.segs[i].start;
@@ -645,7 +645,7 @@ impl TcpSender {
             }
             // tcp_write_xmit: TSQ after the cwnd test, for the buffer about to be sent.
             let payload = avail.min(segs as u64 * mss) as u32;
-            if has_data && self.tsq_blocks(payload, segs, 0) {
+            if has_data && self.tsq_blocks(payload, 0) {
                 break;
             }
             if !self.send_new_data(io, segs) {
@@ -824,7 +824,7 @@ impl TcpSender {
     /// sent; `factor` is 0 for new data (`tcp_write_xmit`), 1 for retransmissions
     /// (`tcp_xmit_retransmit_queue`). True = do not send now (throttled until one of this
     /// socket's packets leaves the host or is dropped there).
-    fn tsq_blocks(&mut self, payload: u32, segs: u32, factor: u32) -> bool {
+    fn tsq_blocks(&mut self, payload: u32, factor: u32) -> bool {
         if !self.cfg.tsq {
             return false;
         }
