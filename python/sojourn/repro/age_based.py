@@ -586,7 +586,7 @@ def replace_block(doc: Path, tag: str, text: str) -> None:
 #: set-up, 13 configurations) cut to 8 s with a 2-s warm-up, seed 1
 def ci_block(out: Path) -> str:
     """Runs the cheap variant into ``out`` and returns the page's ``ci`` block."""
-    from .. import sweep as _sweep
+    from .. import sweeps as _sweep
 
     d = Path(__file__).resolve().parents[3] / "experiments" / "repro" / "age-based"
     if not d.is_dir():
