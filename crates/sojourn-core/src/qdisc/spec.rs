@@ -407,6 +407,8 @@ pub enum TcKey {
     Real(&'static str, &'static str),
     /// `word` and its `n` values carry nothing sojourn keeps (fq's fixed `bands 3`).
     Ignore(&'static str, usize),
+    /// `word SECS` → `key = SECS` (whole seconds; `tc qdisc show`'s `10sec` is accepted).
+    Secs(&'static str, &'static str),
 }
 
 impl TcKey {
@@ -421,7 +423,8 @@ impl TcKey {
             | TcKey::Choice(w, _, _)
             | TcKey::Ints(w, _, _)
             | TcKey::Real(w, _)
-            | TcKey::Ignore(w, _) => w,
+            | TcKey::Ignore(w, _)
+            | TcKey::Secs(w, _) => w,
         }
     }
 }
@@ -492,6 +495,14 @@ pub fn tc_table(kind: &str, args: &[String], keys: &[TcKey]) -> ConfResult<Table
                     ));
                 }
                 t.insert(k, Value::Array(xs));
+            }
+            TcKey::Secs(_, k) => {
+                let v = value(&mut i)?;
+                let n: i64 = v
+                    .trim_end_matches("sec")
+                    .parse()
+                    .map_err(|_| bad("expected whole seconds, got", v))?;
+                t.insert(k, Value::Int(n));
             }
             TcKey::Ignore(_, n) => {
                 for _ in 0..n {
@@ -1431,6 +1442,27 @@ mod tests {
         .needs_conntrack());
         assert!(!default_of("fq_codel").needs_conntrack());
         assert!(!spec("prio", &[("child", s("fq_codel"))]).needs_conntrack());
+    }
+
+    #[test]
+    fn fq_default_matches_tc_qdisc_show() {
+        // `tc qdisc show` of a default fq on Linux ≥ 6.7 / iproute2 ≥ 6.7 (sch_fq defaults:
+        // 2·MTU quantum, 10·MTU initial quantum, 550 kbit/s low-rate threshold, 40 ms refill
+        // delay, 10 s horizon, 3 bands with priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1 and weights
+        // 589824 196608 65536). timer_slack is read and ignored: sojourn's timers are exact.
+        let shown = "limit 10000p flow_limit 100p buckets 1024 orphan_mask 1023 quantum 3028b \
+                     initial_quantum 15140b low_rate_threshold 550Kbit refill_delay 40ms \
+                     timer_slack 10us horizon 10s horizon_drop bands 3 \
+                     priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1 weights 589824 196608 65536";
+        assert_eq!(
+            QdiscSpec::from_tc_args("fq", &words(shown), &BuildCtx::default()).unwrap(),
+            default_of("fq")
+        );
+        // sfq's perturb as show prints it.
+        assert_eq!(
+            QdiscSpec::from_tc_args("sfq", &["perturb", "10sec"], &BuildCtx::default()).unwrap(),
+            spec("sfq", &[("perturb", i(10))])
+        );
     }
 
     #[test]
