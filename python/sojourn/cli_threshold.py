@@ -18,19 +18,29 @@ import math
 import re
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 from . import dists, threshold
 
 __all__ = ["main", "build_parser", "parse_rate"]
 
+# tc's rate units (iproute2 get_rate, case-insensitive), as sojourn-core's units.rs:
+# every "...bps" is BYTES per second (tc(8): "mbps Megabytes per second"), "...bit" bits.
 _RATE_UNITS = {
-    "bit": 1.0, "bps": 1.0, "bit/s": 1.0,
-    "kbit": 1e3, "Kbit": 1e3, "kbps": 1e3, "kbit/s": 1e3,
-    "Mbit": 1e6, "mbit": 1e6, "Mbps": 1e6, "mbps": 1e6, "Mbit/s": 1e6,
-    "Gbit": 1e9, "gbit": 1e9, "Gbps": 1e9, "gbps": 1e9, "Gbit/s": 1e9,
-    "Tbit": 1e12, "tbit": 1e12, "Tbps": 1e12,
+    "bit": 1.0, "kibit": 1024.0, "kbit": 1e3, "mibit": 1024.0**2, "mbit": 1e6,
+    "gibit": 1024.0**3, "gbit": 1e9, "tibit": 1024.0**4, "tbit": 1e12,
+    "bps": 8.0, "kibps": 8 * 1024.0, "kbps": 8e3, "mibps": 8 * 1024.0**2, "mbps": 8e6,
+    "gibps": 8 * 1024.0**3, "gbps": 8e9, "tibps": 8 * 1024.0**4, "tbps": 8e12,
 }  # fmt: skip
+
+
+def _rate_factor(unit: str) -> Optional[float]:
+    u = unit.lower()
+    if u.endswith("/s"):
+        u = u[:-2]
+        if not u.endswith("bit"):
+            return None
+    return _RATE_UNITS.get(u)
 
 
 def parse_rate(s: str) -> float:
@@ -41,9 +51,10 @@ def parse_rate(s: str) -> float:
     unit = m.group(2)
     if unit == "":
         raise ValueError(f"rate {s!r} needs a unit (bit, kbit, Mbit, Gbit)")
-    if unit not in _RATE_UNITS:
-        raise ValueError(f"unknown rate unit {unit!r} in {s!r} (use bit, kbit, Mbit, Gbit)")
-    v = float(m.group(1).replace("_", "")) * _RATE_UNITS[unit]
+    factor = _rate_factor(unit)
+    if factor is None:
+        raise ValueError(f"unknown rate unit {unit!r} in {s!r} (use bit, kbit, Mbit, Gbit; tc's bps, kbps, mbps, gbps are bytes per second)")
+    v = float(m.group(1).replace("_", "")) * factor
     if not (v > 0 and math.isfinite(v)):
         raise ValueError(f"rate {s!r} must be > 0")
     return v
