@@ -107,8 +107,8 @@ def _split_index(part: str, where: str, dotted: str) -> tuple[str, Optional[int]
 def set_key(cfg: dict, dotted: str, value: Any, where: str = "--set") -> None:
     """Sets ``a.b.c = value`` in a nested dict (creating tables); list items as ``a[2]``.
 
-    An index may name an existing entry or the next one (``workload[N]`` with N entries
-    appends). Mistakes raise :class:`ConfigError` naming ``where`` (``--set``, a sweep
+    An index past the end appends empty tables up to it (at most :data:`MAX_INDEX`), as
+    sojourn-experiment's ``overrides::set_key`` does. Mistakes raise :class:`ConfigError` naming ``where`` (``--set``, a sweep
     file) and the key: a non-numeric or too large index, a path through a value that is
     not a table."""
     if not isinstance(dotted, str) or not dotted.strip():
@@ -132,10 +132,7 @@ def set_key(cfg: dict, dotted: str, value: Any, where: str = "--set") -> None:
         seq = cur.setdefault(name, [])
         if not isinstance(seq, list):
             raise ConfigError(where, dotted, f"{here} is {_kind(seq)}, not a list, so it has no entry [{idx}]")
-        if idx > len(seq):
-            have = f"{len(seq)} entries; use 0..{len(seq) - 1} to change one, or {len(seq)} to append" if seq else "no entries; use 0 to add one"
-            raise ConfigError(where, dotted, f"index {idx} is past the end of {here} ({have})")
-        if idx == len(seq):
+        while len(seq) <= idx:  # new entries are empty tables (bounded by MAX_INDEX)
             seq.append({})
         if last:
             seq[idx] = value
