@@ -14,50 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import re
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Sequence
 
 from . import dists, threshold
 
 __all__ = ["main", "build_parser", "parse_rate"]
 
-# tc's rate units (iproute2 get_rate, case-insensitive), as sojourn-core's units.rs:
-# every "...bps" is BYTES per second (tc(8): "mbps Megabytes per second"), "...bit" bits.
-_RATE_UNITS = {
-    "bit": 1.0, "kibit": 1024.0, "kbit": 1e3, "mibit": 1024.0**2, "mbit": 1e6,
-    "gibit": 1024.0**3, "gbit": 1e9, "tibit": 1024.0**4, "tbit": 1e12,
-    "bps": 8.0, "kibps": 8 * 1024.0, "kbps": 8e3, "mibps": 8 * 1024.0**2, "mbps": 8e6,
-    "gibps": 8 * 1024.0**3, "gbps": 8e9, "tibps": 8 * 1024.0**4, "tbps": 8e12,
-}  # fmt: skip
-
-
-def _rate_factor(unit: str) -> Optional[float]:
-    u = unit.lower()
-    if u.endswith("/s"):
-        u = u[:-2]
-        if not u.endswith("bit"):
-            return None
-    return _RATE_UNITS.get(u)
-
-
-def parse_rate(s: str) -> float:
-    """``"1Gbit"``, ``"10Mbit"``, ``"87kbit"`` -> bit/s (units of sojourn-core's parse_rate)."""
-    m = re.match(r"^\s*([0-9][0-9_]*\.?[0-9_]*(?:[eE][+-]?[0-9]+)?)\s*(.*?)\s*$", s)
-    if not m:
-        raise ValueError(f'expected a rate like "10Mbit", got {s!r}')
-    unit = m.group(2)
-    if unit == "":
-        raise ValueError(f"rate {s!r} needs a unit (bit, kbit, Mbit, Gbit)")
-    factor = _rate_factor(unit)
-    if factor is None:
-        raise ValueError(f"unknown rate unit {unit!r} in {s!r} (use bit, kbit, Mbit, Gbit; tc's bps, kbps, mbps, gbps are bytes per second)")
-    v = float(m.group(1).replace("_", "")) * factor
-    if not (v > 0 and math.isfinite(v)):
-        raise ValueError(f"rate {s!r} must be > 0")
-    return v
+from .units import parse_rate  # noqa: E402  (the engine's units; re-exported)
 
 
 class _ArgError(Exception):

@@ -369,8 +369,8 @@ API = [
     ("api-non-string-key", "sojourn.validate({**BASE, 5: 1})", "keys must be strings"),
     ("api-duration-int", "sojourn.run(BASE, duration=5)", "expected a duration string"),
     ("api-write-to-file", "sojourn.Result.write(None, BASE_FILE)", "exists and is not a directory"),
-    ("api-sweep-seeds-bad", "sojourn.sweep.run_sweep(SWEEP_FILE, OUT, seeds=[-1])", "integers in [0"),
-    ("api-sweep-jobs-bad", "sojourn.sweep.run_sweep(SWEEP_FILE, OUT, jobs=-2)", "--jobs"),
+    ("api-sweep-seeds-bad", "sojourn.sweep(SWEEP_FILE, OUT, seeds=[-1])", "integers in [0"),
+    ("api-sweep-jobs-bad", "sojourn.sweep(SWEEP_FILE, OUT, jobs=-2)", "--jobs"),
     ("api-validate-missing", "sojourn.validate('/nonexistent.toml')", "no such file"),
 ]
 for id_, code, frag in API:

@@ -9,6 +9,8 @@ use sojourn_core::params::{ConfError, Table, Value};
 use sojourn_sim::{config, Column, Columns};
 use std::path::Path;
 
+mod model;
+
 pyo3::create_exception!(
     _engine,
     ConfigError,
@@ -20,7 +22,11 @@ pyo3::create_exception!(
 /// keeps a hostile dict (5,000 levels) from overflowing the stack in this recursion.
 pub const MAX_DEPTH: usize = 64;
 
-fn to_value(obj: &Bound<'_, PyAny>, path: &str, depth: usize) -> Result<Value, ConfError> {
+pub(crate) fn to_value(
+    obj: &Bound<'_, PyAny>,
+    path: &str,
+    depth: usize,
+) -> Result<Value, ConfError> {
     if depth > MAX_DEPTH {
         return Err(ConfError::new(
             path,
@@ -80,7 +86,7 @@ fn to_table(d: &Bound<'_, PyDict>, path: &str, depth: usize) -> Result<Table, Co
     Ok(t)
 }
 
-fn conf_err(e: ConfError) -> PyErr {
+pub(crate) fn conf_err(e: ConfError) -> PyErr {
     Python::with_gil(|py| {
         let err = ConfigError::new_err(e.to_string());
         let v = err.value(py);
@@ -237,5 +243,6 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
+    model::register(m)?;
     Ok(())
 }
