@@ -127,10 +127,8 @@ def engine_fingerprint() -> str:
     flow tables (rendered as CSV with full float precision)."""
     import sojourn
 
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python < 3.11
-        import tomli as tomllib  # type: ignore[no-redef]
+    from .._config import tomllib  # tomli below Python 3.11
+
     h = hashlib.sha256()
     for text in CANONICAL:
         res = sojourn.run(tomllib.loads(text))
