@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 from ._cli_common import fail
 from ._config import ConfigError
@@ -31,7 +31,7 @@ def _err(msg: str) -> int:
 
 
 def _parse_set(items: Sequence[str]) -> dict:
-    import tomllib
+    from ._config import tomllib
 
     out = {}
     for it in items or []:
@@ -45,31 +45,52 @@ def _parse_set(items: Sequence[str]) -> dict:
     return out
 
 
+def _set_error(e: ConfigError) -> ConfigError:
+    """Errors in ``--set`` keys come from the API as ``overrides``; name the option."""
+    return ConfigError("--set", e.path, e.msg) if e.file == "overrides" else e
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     import sojourn
+    from . import _outdir
     from .progress import RunProgress
-    from .report import print_run, write_run_report
+    from .report import print_run
 
+    try:
+        sojourn.check_seed(a.seed, "--seed")
+        out_dir = _outdir.prepare(a.out)  # before any work: a bad --out is refused at once
+    except ConfigError as e:
+        return _err(str(e))
     try:
         overrides = _parse_set(a.set)
         sojourn.validate(a.experiment, overrides=overrides | ({"duration": a.duration} if a.duration else {}))
         with RunProgress(Path(a.experiment).name, quiet=a.quiet) as prog:
             res = sojourn.run(a.experiment, seed=a.seed, duration=a.duration, overrides=overrides, progress=prog)
     except ConfigError as e:
-        return _err(str(e))
+        out_dir.undo()
+        return _err(str(_set_error(e)))
     except KeyboardInterrupt:
+        out_dir.undo()
         print("sojourn: interrupted; nothing written", file=sys.stderr)
         return 130
-    out = res.write(a.out)
-    if not a.no_report:
-        from .htmlreport import write_report
-
-        write_run_report(res, out)
-        write_report([out])
+    except BaseException:
+        out_dir.undo()
+        raise
+    out = res.write(a.out, extra=None if a.no_report else (lambda staging: _write_reports(res, staging)))
     if not a.quiet:
         print_run(res)
         print(f"results in {out}/ (summary.json, flows.parquet, timeseries.parquet{', report.html, report.md' if not a.no_report else ''})")
     return 0
+
+
+def _write_reports(res, staging: Path) -> None:
+    """report.md with its plots and the self-contained report.html, written into the run's
+    staging directory so they appear together with the results (results.Result.write)."""
+    from .htmlreport import write_report
+    from .report import write_run_report
+
+    write_run_report(res, staging)
+    write_report([staging], out=staging / "report.html", source=res.summary.get("experiment"))
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -103,7 +124,7 @@ def cmd_validate(a: argparse.Namespace) -> int:
     try:
         plan = sojourn.validate(a.experiment, overrides=_parse_set(a.set))
     except ConfigError as e:
-        return _err(str(e))
+        return _err(str(_set_error(e)))
     print(f"{a.experiment}: ok — {plan['name']!r}, {plan['duration_s']:g} s, {len(plan['nodes'])} nodes, "
           f"{len(plan['links'])} links, {plan['workloads']} workload(s)")
     for name, q in plan["links"]:
@@ -119,8 +140,16 @@ def cmd_qdiscs(a: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes are one line (``sojourn run: error: ...``) and exit 2, like every other
+    bad input; ``--help`` shows the usage."""
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+        self.exit(2, f"sojourn: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="sojourn",
         description="sojourn: simulate, compare and deploy AQM and packet-scheduling disciplines.",
         epilog=EPILOG,
@@ -213,6 +242,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     if not getattr(a, "cmd", None):
         p.print_help()
+        print("sojourn: no command given (see sojourn --help)", file=sys.stderr)
         return 2
     return a.func(a)
 

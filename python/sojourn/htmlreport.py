@@ -718,9 +718,10 @@ def _experiment_blocks(rd: ReportData, dirs: Sequence[Path]) -> str:
 
 
 def write_report(dirs: Sequence, out: Optional[Path] = None, title: Optional[str] = None,
-                 end_margin=None) -> Path:
+                 end_margin=None, source: Optional[str] = None) -> Path:
     """Writes one self-contained HTML report for a run directory, several run
-    directories, or a sweep directory; returns its path (default ``DIR/report.html``)."""
+    directories, or a sweep directory; returns its path (default ``DIR/report.html``).
+    ``source`` names where the runs are in the page (default: the directories given)."""
     import plotly
     import plotly.offline
 
@@ -753,7 +754,7 @@ def write_report(dirs: Sequence, out: Optional[Path] = None, title: Optional[str
                   "completion counts, or run longer.</p>")
     nav = " ".join(f"<a href='#{k}'>{html.escape(name)}</a>" for k, name, _ in figs)
     body = [f"<h1>{html.escape(rd.title)}</h1>",
-            f"<p class='note'>{len(rd.points)} point(s), {len(rd.data.runs)} run(s) from {html.escape(', '.join(str(d) for d in dirs))}. "
+            f"<p class='note'>{len(rd.points)} point(s), {len(rd.data.runs)} run(s) from {html.escape(source or ', '.join(str(d) for d in dirs))}. "
             "Flows counted: started after the warm-up" + (f" and ended at least {rd.data.end_margin:g} s before the end" if rd.data.end_margin > 0 else "")
             + "; FCT over completed sized flows.</p>",
             f"<nav><a href='#summary'>Summary</a> <a href='#pairs'>Age-based gains</a> {nav} <a href='#about'>Experiment &amp; versions</a></nav>",
