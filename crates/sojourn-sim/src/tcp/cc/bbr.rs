@@ -515,7 +515,7 @@ mod tests {
             acked: u32,
             losses: u32,
         ) {
-            self.st.now = self.st.now + sojourn_core::Duration(dt_ns);
+            self.st.now += sojourn_core::Duration(dt_ns);
             let prior_delivered = if round { self.st.delivered } else { 0 };
             self.st.delivered += acked as u64;
             let rs = RateSample {

@@ -286,7 +286,7 @@ mod tests {
         for _ in 0..max_rounds {
             let n = st.cwnd;
             for _ in 0..n {
-                st.now = st.now + sojourn_core::Duration(rtt_ns / n as u64);
+                st.now += sojourn_core::Duration(rtt_ns / n as u64);
                 st.snd_una += 1;
                 c.pkts_acked(st, 1, Some(rtt_ns));
                 c.cong_avoid(st, 1);
