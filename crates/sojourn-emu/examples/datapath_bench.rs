@@ -95,6 +95,40 @@ fn main() {
             );
         }
     }
+    println!("\n# TCP throughput with GSO buffers (hosts' offloads on, PACKET_VNET_HDR), link 40 Gbit/s, 1 ms");
+    println!("| qdisc | goodput Gbit/s | buffers/s | forwarder CPU ns/buffer | CPU share | retransmits | load |");
+    println!("|---|---|---|---|---|---|---|");
+    {
+        let tbg = Testbed::with_gso(1500, true).expect("testbed");
+        for q in ["pfifo", "fq_codel"] {
+            let spec = LinkSpec::new(40_000_000_000, Duration::from_ms(1), q);
+            let (j, rep) = iperf(&tbg, &spec, &["-t", secs, "-C", "cubic"]);
+            let gbps = j["end"]["sum_received"]["bits_per_second"]
+                .as_f64()
+                .unwrap_or(0.0)
+                / 1e9;
+            let retr = j["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
+            let n = frames(&rep);
+            println!(
+                "| {q} | {gbps:.2} | {:.0} | {:.0} | {:.0}% | {retr} | {} |",
+                n as f64 / (rep.duration_ns as f64 * 1e-9),
+                rep.cpu_ns as f64 / n.max(1) as f64,
+                100.0 * rep.cpu_ns as f64 / rep.duration_ns as f64,
+                load()
+            );
+            if rep.check_conservation().is_err()
+                || rep.error.is_some()
+                || rep.ingress_drops.oversize > 0
+            {
+                println!(
+                    "  (conservation {:?}, error {:?}, ingress {:?})",
+                    rep.check_conservation(),
+                    rep.error,
+                    rep.ingress_drops
+                );
+            }
+        }
+    }
     println!(
         "\n# Rate held: one CUBIC stream (iperf3) through a pfifo link of rate R, 1 ms each way"
     );

@@ -137,6 +137,12 @@ pub struct Plan {
     pub mtu: u32,
     /// Largest frame a buffer holds (longer frames are dropped as `oversize`).
     pub max_frame_bytes: u32,
+    /// Pass GSO buffers through (up to 64 KiB, `PACKET_VNET_HDR` on every port): hosts may
+    /// keep checksum and segmentation offloads on; the frame's virtio header (GSO type and
+    /// size, checksum offsets) goes out with it, so the kernel segments or hands the whole
+    /// buffer on. Disciplines that split GSO buffers themselves (cake's `split_gso`, tbf)
+    /// are refused in this mode: a split segment has no frame of its own.
+    pub gso: bool,
     /// Upper bound on frames held at once (qdiscs + delay lines); beyond it arrivals are
     /// dropped as `no_buffer`.
     pub max_buffers: usize,
@@ -169,6 +175,7 @@ impl Plan {
             seed: 1,
             mtu: 1500,
             max_frame_bytes: 2048,
+            gso: false,
             max_buffers: 1 << 18,
             spin: None,
             epoch_monotonic_ns: None,
@@ -216,6 +223,8 @@ pub struct PortReport {
     /// buffer was full: `PACKET_STATISTICS` `tp_drops`). Not in `rx_frames`: they never
     /// reached the forwarder, so they are outside its conservation identity.
     pub rx_kernel_drops: u64,
+    /// GSO buffers received (more than one segment; GSO mode only).
+    pub rx_gso_buffers: u64,
 }
 
 /// Per-link counters; `received = delivered + dropped + queued_at_end`.
@@ -340,23 +349,28 @@ fn clock_ns(id: libc::clockid_t) -> u64 {
 // ---------------------------------------------------------------------------------------
 // Buffer pool: fixed-size slots in lazily allocated chunks; a slot index is 24 bits.
 
-const CHUNK_SLOTS: usize = 1024;
 const SLOT_BITS: u32 = 24;
 const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 
 struct Pool {
     chunks: Vec<Box<[u8]>>,
     slot_bytes: usize,
+    /// Slots per chunk (chunks of ~2 MiB).
+    chunk_slots: usize,
+    /// Bytes before the frame in each slot (the `virtio_net_hdr` in GSO mode, else 0).
+    hdr: usize,
     lens: Vec<u32>,
     free: Vec<u32>,
     max_slots: usize,
 }
 
 impl Pool {
-    fn new(slot_bytes: usize, max_slots: usize) -> Pool {
+    fn new(slot_bytes: usize, max_slots: usize, hdr: usize) -> Pool {
         Pool {
             chunks: Vec::new(),
             slot_bytes,
+            chunk_slots: ((2 << 20) / slot_bytes).clamp(1, 1024),
+            hdr,
             lens: Vec::new(),
             free: Vec::new(),
             max_slots: max_slots.min(1 << SLOT_BITS),
@@ -367,16 +381,17 @@ impl Pool {
         if let Some(s) = self.free.pop() {
             return Some(s);
         }
-        let have = self.chunks.len() * CHUNK_SLOTS;
-        if have + CHUNK_SLOTS > self.max_slots.max(CHUNK_SLOTS) {
+        let cs = self.chunk_slots;
+        let have = self.chunks.len() * cs;
+        if have + cs > self.max_slots.max(cs) {
             return None;
         }
         self.chunks
-            .push(vec![0u8; CHUNK_SLOTS * self.slot_bytes].into_boxed_slice());
-        self.lens.resize(have + CHUNK_SLOTS, 0);
+            .push(vec![0u8; cs * self.slot_bytes].into_boxed_slice());
+        self.lens.resize(have + cs, 0);
         // Hand out low slots first.
         self.free
-            .extend((have as u32 + 1..(have + CHUNK_SLOTS) as u32).rev());
+            .extend((have as u32 + 1..(have + cs) as u32).rev());
         Some(have as u32)
     }
 
@@ -388,23 +403,30 @@ impl Pool {
     #[inline]
     fn ptr(&mut self, slot: u32) -> *mut u8 {
         let s = slot as usize;
-        let off = (s % CHUNK_SLOTS) * self.slot_bytes;
-        self.chunks[s / CHUNK_SLOTS][off..].as_mut_ptr()
+        let off = (s % self.chunk_slots) * self.slot_bytes;
+        self.chunks[s / self.chunk_slots][off..].as_mut_ptr()
     }
 
+    /// The slot's bytes as the socket moves them (virtio header + frame in GSO mode).
+    #[inline]
+    fn raw(&self, slot: u32) -> &[u8] {
+        let s = slot as usize;
+        let off = (s % self.chunk_slots) * self.slot_bytes;
+        &self.chunks[s / self.chunk_slots][off..off + self.lens[s] as usize]
+    }
+
+    /// The Ethernet frame in the slot.
     #[inline]
     fn frame(&self, slot: u32) -> &[u8] {
-        let s = slot as usize;
-        let off = (s % CHUNK_SLOTS) * self.slot_bytes;
-        &self.chunks[s / CHUNK_SLOTS][off..off + self.lens[s] as usize]
+        &self.raw(slot)[self.hdr..]
     }
 
     #[inline]
     fn frame_mut(&mut self, slot: u32) -> &mut [u8] {
         let s = slot as usize;
-        let off = (s % CHUNK_SLOTS) * self.slot_bytes;
+        let off = (s % self.chunk_slots) * self.slot_bytes;
         let len = self.lens[s] as usize;
-        &mut self.chunks[s / CHUNK_SLOTS][off..off + len]
+        &mut self.chunks[s / self.chunk_slots][off + self.hdr..off + len]
     }
 }
 
@@ -601,6 +623,14 @@ impl Forwarder {
                 link_rate_bps: rate_bps,
                 seed: Rng::stream(plan.seed, "emu-qdisc", i as u64).next_u64(),
             };
+            if plan.gso && splits_gso(&lp.qdisc) {
+                return Err(ForwardError(format!(
+                    "{}: this discipline splits GSO buffers (cake with split_gso, tbf), \
+                     which the forwarder cannot do with real frames; turn GSO off for this \
+                     run or set split_gso = false",
+                    lp.qdisc_path
+                )));
+            }
             let q = qdisc::build(&lp.qdisc, &lp.qdisc_path, &ctx)
                 .map_err(|e| ForwardError(e.to_string()))?;
             let desc = match &lp.qdisc {
@@ -633,7 +663,7 @@ impl Forwarder {
         }
         let mut ports = Vec::with_capacity(plan.ports.len());
         for pp in &plan.ports {
-            let sock = PacketSocket::open(&pp.ifname, 4 << 20)
+            let sock = PacketSocket::open(&pp.ifname, 4 << 20, plan.gso)
                 .map_err(|e| ForwardError(format!("AF_PACKET socket on {}: {e}", pp.ifname)))?;
             ports.push(Port {
                 rep: PortReport {
@@ -651,7 +681,11 @@ impl Forwarder {
             ports,
             links,
             routes: plan.routes.clone(),
-            pool: Pool::new(plan.max_frame_bytes.max(64) as usize, plan.max_buffers),
+            pool: if plan.gso {
+                Pool::new(VNET_HDR_LEN + 65_536 + 256, plan.max_buffers, VNET_HDR_LEN)
+            } else {
+                Pool::new(plan.max_frame_bytes.max(64) as usize, plan.max_buffers, 0)
+            },
             drops: Drops::new(),
             flows: Flows::default(),
             conntrack: plan.conntrack.map(Conntrack::new),
@@ -787,6 +821,11 @@ impl Forwarder {
         port.rep.rx_frames += 1;
         port.rep.rx_bytes += len as u64;
         self.pool.lens[slot as usize] = len;
+        if (len as usize) < self.pool.hdr {
+            self.ingress.not_ip += 1;
+            self.pool.release(slot);
+            return;
+        }
         let Some(h) = wire::parse(self.pool.frame(slot)) else {
             self.ingress.not_ip += 1;
             self.pool.release(slot);
@@ -797,7 +836,26 @@ impl Forwarder {
             self.pool.release(slot);
             return;
         };
-        let mut p = wire::packet(&h, len);
+        let frame_len = len - self.pool.hdr as u32;
+        let mut p = wire::packet(&h, frame_len);
+        if self.pool.hdr > 0 {
+            // A GSO buffer (virtio_net_hdr: gso_type at byte 1, gso_size at bytes 4..6, in
+            // host byte order): the qdisc sees its wire size — every segment with its own
+            // copy of the headers — and its segment count, as the simulator's GSO
+            // buffers (Packet::gso_segs).
+            let raw = self.pool.raw(slot);
+            let gso_type = raw[1] & !VIRTIO_NET_HDR_GSO_ECN;
+            let gso_size = u16::from_ne_bytes([raw[4], raw[5]]) as u32;
+            if gso_type != 0 && gso_size > 0 && h.payload_bytes > gso_size {
+                let headers = frame_len - h.payload_bytes;
+                let segs = h.payload_bytes.div_ceil(gso_size);
+                p.len_bytes = h.payload_bytes + segs * headers;
+                p.gso_segs = segs.min(u16::MAX as u32) as u16;
+                p.gso_size = gso_size as u16;
+                p.truesize_bytes = sojourn_core::packet::truesize_for(frame_len);
+                self.ports[pi].rep.rx_gso_buffers += 1;
+            }
+        }
         p.uid = (self.next_uid << SLOT_BITS) | slot as u64;
         self.next_uid += 1;
         p.hash = p.key.hash(self.hash_salt);
@@ -865,12 +923,8 @@ impl Forwarder {
         for port in &mut self.ports {
             while !port.tx.is_empty() {
                 let n = port.tx.len().min(MAX_BATCH);
-                let frames: Vec<&[u8]> = port
-                    .tx
-                    .iter()
-                    .take(n)
-                    .map(|&s| self.pool.frame(s))
-                    .collect();
+                let frames: Vec<&[u8]> =
+                    port.tx.iter().take(n).map(|&s| self.pool.raw(s)).collect();
                 let (sent, failed, err) = port.sock.send_batch(&frames);
                 for _ in 0..sent + failed {
                     let s = port.tx.pop_front().unwrap();
@@ -1145,6 +1199,32 @@ impl Forwarder {
     }
 }
 
+/// `virtio_net_hdr` (include/uapi/linux/virtio_net.h): flags, gso_type, hdr_len,
+/// gso_size, csum_start, csum_offset.
+const VNET_HDR_LEN: usize = 10;
+const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
+
+/// Whether a discipline spec (or any child in it) cuts GSO buffers into segments.
+fn splits_gso(v: &Value) -> bool {
+    match v {
+        Value::Str(k) => k == "cake" || k == "tbf",
+        Value::Table(t) => {
+            let kind = match t.get("kind") {
+                Some(Value::Str(k)) => k.as_str(),
+                _ => "",
+            };
+            let own = match kind {
+                "tbf" => true,
+                "cake" => !matches!(t.get("split_gso"), Some(Value::Bool(false))),
+                _ => false,
+            };
+            own || t.0.iter().any(|(k, c)| k != "kind" && splits_gso(c))
+        }
+        Value::Array(a) => a.iter().any(splits_gso),
+        _ => false,
+    }
+}
+
 fn prefix_matches(prefix: IpAddr, len: u8, a: IpAddr) -> bool {
     match (prefix, a) {
         (IpAddr::V4(p), IpAddr::V4(a)) => {
@@ -1245,8 +1325,51 @@ mod tests {
     }
 
     #[test]
+    fn gso_mode_refuses_disciplines_that_split_buffers() {
+        let link = |q: Value| LinkPlan {
+            name: "l".into(),
+            egress: Egress::Route,
+            rate: RateModel::Constant(1_000_000),
+            delay: Duration::ZERO,
+            delay_schedule: vec![],
+            loss: 0.0,
+            framing_bytes: 0,
+            qdisc: q,
+            qdisc_path: "links.l.qdisc".into(),
+            classifier: None,
+        };
+        let mut t = sojourn_core::params::Table::default();
+        t.0.push(("kind".into(), Value::Str("cake".into())));
+        let cake = Value::Table(t.clone());
+        t.0.push(("split_gso".into(), Value::Bool(false)));
+        let cake_whole = Value::Table(t);
+        for (q, refused) in [
+            (Value::Str("cake".into()), true),
+            (cake, true),
+            (Value::Str("tbf".into()), true),
+            (cake_whole, false),
+            (Value::Str("fq_codel".into()), false),
+        ] {
+            let mut plan = Plan::new(vec![], vec![link(q.clone())], vec![]);
+            plan.realtime_priority = None;
+            plan.gso = true;
+            let r = Forwarder::new(plan.clone());
+            assert_eq!(r.is_err(), refused, "{q:?}");
+            if let Err(e) = r {
+                assert!(e.0.starts_with("links.l.qdisc: "), "{e}");
+            }
+            plan.gso = false;
+            if q != Value::Str("tbf".into()) {
+                // (tbf needs a rate to build at all.)
+                let r = Forwarder::new(plan);
+                assert!(r.is_ok(), "without GSO {q:?} runs: {:?}", r.err());
+            }
+        }
+    }
+
+    #[test]
     fn pool_hands_out_distinct_slots_and_reuses_them() {
-        let mut p = Pool::new(2048, 2048);
+        let mut p = Pool::new(2048, 2048, 0);
         let a = p.alloc().unwrap();
         let b = p.alloc().unwrap();
         assert_ne!(a, b);
