@@ -168,7 +168,8 @@ mod tests {
         st.snd_una = st.snd_nxt + 1;
         v.cong_avoid(&mut st, 1);
         assert_eq!(st.cwnd, 21);
-        assert_eq!(NewReno.ssthresh(&st), 10);
+        // Loss response: Reno's (tcp_reno_ssthresh), half the window.
+        assert_eq!(v.ssthresh(&st), 10);
     }
 
     const INF: u32 = crate::tcp::cc::INFINITE_SSTHRESH;
