@@ -781,3 +781,46 @@ fn ipv6_frames_are_routed_shaped_and_marked() {
     assert!((fps / 966.0 - 1.0).abs() < 0.01, "{fps}");
     assert!(ce > 0 && ce <= rep.links[0].ce_written);
 }
+
+#[test]
+fn a_shaping_qdisc_is_woken_on_time() {
+    let _g = live_or_skip!();
+    let tb = Testbed::new(1500).expect("testbed");
+    // tbf at 5 Mbit/s (burst 3028 B = two frames) on a 100 Mbit/s link: the link is
+    // never the limit, tbf's `NotBefore` wake-ups are. Linux's tbf meters qdisc_pkt_len,
+    // the whole 1514-byte frame: 5e6 / (1514 * 8) = 412.8 frames/s.
+    let mut t = Table::default();
+    t.0.push(("kind".into(), Value::Str("tbf".into())));
+    t.0.push(("rate".into(), Value::Str("5Mbit".into())));
+    t.0.push(("burst".into(), Value::Int(3028)));
+    t.0.push(("limit".into(), Value::Int(100_000)));
+    let mut spec = LinkSpec::new(100_000_000, Duration::from_ms(1), "pfifo");
+    spec.qdisc = Value::Table(t);
+    let stop = Arc::new(AtomicBool::new(false));
+    let plan = tb.plan(&spec, &LinkSpec::new(100_000_000, Duration::ZERO, "pfifo"));
+    let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");
+    let epoch = h.epoch_monotonic_ns;
+    let dst = std::net::SocketAddr::from((testbed::B_ADDR, 9000));
+    let rx = testbed::udp_receiver(&tb.ns_b, 9000, u64::MAX, epoch + 1_800_000_000).unwrap();
+    testbed::udp_send(
+        &tb.ns_a,
+        dst,
+        1472,
+        7_000_000,
+        u64::MAX,
+        epoch + 1_500_000_000,
+        0,
+    )
+    .unwrap();
+    let got = rx.join().unwrap().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let rep = h.join().unwrap();
+    rep.check_conservation().unwrap();
+    let fps = arrivals_per_s(&got, epoch + 300_000_000, epoch + 1_450_000_000);
+    eprintln!(
+        "tbf: {fps:.2} frames/s, drops {:?}, release late p99 {:?} ns",
+        rep.links[0].drops,
+        rep.links[0].release_late_ns.quantile(0.99)
+    );
+    assert!((fps / 412.8 - 1.0).abs() < 0.01, "{fps}");
+}

@@ -1,4 +1,4 @@
-//! The queueing-discipline interface (DESIGN.md "Qdisc trait") and the enum that
+//! The queueing-discipline interface (docs/adding-a-qdisc.md) and the enum that
 //! dispatches to every discipline without `Box<dyn>` on the hot path.
 //!
 //! Contract, mirroring a Linux qdisc:
@@ -40,7 +40,7 @@ use crate::packet::Packet;
 use crate::time::Time;
 
 pub use registry::{build, build_kind, describe, BuildCtx, KINDS};
-pub use spec::{NotLinux, QdiscSpec, TcNode, TcParent, TcTree};
+pub use spec::{NotLinux, QdiscSpec, TcClass, TcNode, TcParent, TcShaped, TcTree};
 
 /// Why a packet was dropped; `name()` is the label in outputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -111,6 +111,41 @@ impl fmt::Display for TcNode {
 /// A spec as tc commands: the root first, then children in order (parents before children).
 pub type TcTree = Vec<TcNode>;
 
+/// One `tc class replace dev DEV parent H: classid H:M <kind> <args>` line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcClass {
+    /// Major of the qdisc the class belongs to.
+    pub parent: u16,
+    /// `(major, minor)` of the class.
+    pub classid: (u16, u16),
+    pub kind: &'static str,
+    pub args: Vec<String>,
+}
+
+impl fmt::Display for TcClass {
+    /// `parent 1: classid 1:1 htb rate 10Mbit ceil 10Mbit`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "parent {:x}: classid {:x}:{:x} {}",
+            self.parent, self.classid.0, self.classid.1, self.kind
+        )?;
+        for a in &self.args {
+            write!(f, " {a}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A discipline behind a shaper: the root shaping qdisc, its class, and the discipline's
+/// tree under that class (see [`QdiscSpec::dump_shaped`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcShaped {
+    pub root: TcNode,
+    pub class: TcClass,
+    pub leaf: TcTree,
+}
+
 impl QdiscSpec {
     /// Parses and validates a spec: a bare kind (`"codel"`) or a table with `kind` and
     /// parameters. `path` is the spec's key path, used in error messages.
@@ -229,24 +264,60 @@ impl QdiscSpec {
     /// The tree as tc commands: `tc qdisc replace dev X <node>` for each node, root first,
     /// children under their parent's class (`prio` band i = class `H:i+1`, `tbf` = `H:1`).
     pub fn dump(&self) -> Result<TcTree, NotLinux> {
+        // Handles some qdiscs insist on (prio/CAKE compare theirs with skb->priority) are
+        // kept; the others get the smallest majors left free (the root 1: if it can).
+        let mut handles = Handles {
+            taken: Vec::new(),
+            next: 1,
+        };
+        self.insisted_handles(&mut handles.taken);
+        let root_handle = self.own_handle().unwrap_or_else(|| handles.fresh());
         let mut out = Vec::new();
-        let root_handle = self.own_handle().unwrap_or(1);
-        let mut next = root_handle.max(1) + 1;
-        self.dump_into(TcParent::Root, root_handle, &mut next, &mut out)?;
-        // Handles are unique on a device; a child insisting on a taken one cannot be placed.
-        for (k, n) in out.iter().enumerate() {
-            if out[..k].iter().any(|m| m.handle == n.handle) {
-                return Err(NotLinux::new(
-                    n.kind,
-                    format!(
-                        "its handle {:x}: is taken by another qdisc of the tree; give it its own \
-                         `handle` (its skb->priority overrides match that major)",
-                        n.handle
-                    ),
-                ));
-            }
-        }
+        self.dump_into(TcParent::Root, root_handle, &mut handles, &mut out)?;
+        check_unique(&out)?;
         Ok(out)
+    }
+
+    /// This discipline behind a rate shaper, as Linux shapes a link on a fast device (the
+    /// experiment's `shaper = true`): `root handle H: htb default 1`, one class `H:1` with
+    /// `rate` = `ceil` = `rate_bps` (htb's own burst defaults), and this spec's tree under
+    /// `H:1`. `H` is the first major the tree does not insist on.
+    pub fn dump_shaped(&self, rate_bps: u64) -> Result<TcShaped, NotLinux> {
+        let mut handles = Handles {
+            taken: Vec::new(),
+            next: 1,
+        };
+        self.insisted_handles(&mut handles.taken);
+        let h = handles.fresh();
+        let root = TcNode {
+            parent: TcParent::Root,
+            handle: h,
+            kind: "htb",
+            args: vec!["default".into(), "1".into()],
+        };
+        let class = TcClass {
+            parent: h,
+            classid: (h, 1),
+            kind: "htb",
+            args: vec![
+                "rate".into(),
+                tc_rate(rate_bps),
+                "ceil".into(),
+                tc_rate(rate_bps),
+            ],
+        };
+        let leaf_handle = self.own_handle().unwrap_or_else(|| handles.fresh());
+        let mut leaf = Vec::new();
+        self.dump_into(TcParent::Class(h, 1), leaf_handle, &mut handles, &mut leaf)?;
+        check_unique(&leaf)?;
+        Ok(TcShaped { root, class, leaf })
+    }
+
+    fn insisted_handles(&self, out: &mut Vec<u16>) {
+        out.extend(self.own_handle());
+        for c in self.children() {
+            c.insisted_handles(out);
+        }
     }
 
     /// A handle this spec insists on (prio's and CAKE's `handle`, which their classifiers
@@ -264,7 +335,7 @@ impl QdiscSpec {
         &self,
         parent: TcParent,
         handle: u16,
-        next: &mut u16,
+        handles: &mut Handles,
         out: &mut TcTree,
     ) -> Result<(), NotLinux> {
         let (kind, args) = self.tc_args()?;
@@ -282,9 +353,8 @@ impl QdiscSpec {
                     break;
                 }
             }
-            let h = c.own_handle().unwrap_or(*next);
-            *next = (*next).max(h).saturating_add(1);
-            c.dump_into(TcParent::Class(handle, i as u16 + 1), h, next, out)?;
+            let h = c.own_handle().unwrap_or_else(|| handles.fresh());
+            c.dump_into(TcParent::Class(handle, i as u16 + 1), h, handles, out)?;
         }
         Ok(())
     }
@@ -348,6 +418,39 @@ impl QdiscSpec {
     }
 }
 
+/// Handles are unique on a device; two qdiscs insisting on one cannot both be placed.
+fn check_unique(tree: &[TcNode]) -> Result<(), NotLinux> {
+    for (k, n) in tree.iter().enumerate() {
+        if tree[..k].iter().any(|m| m.handle == n.handle) {
+            return Err(NotLinux::new(
+                n.kind,
+                format!(
+                    "its handle {:x}: is taken by another qdisc of the tree; give it its own \
+                     `handle` (its skb->priority overrides match that major)",
+                    n.handle
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Handle majors for the qdiscs of a tree that do not insist on one.
+struct Handles {
+    taken: Vec<u16>,
+    next: u16,
+}
+
+impl Handles {
+    fn fresh(&mut self) -> u16 {
+        while self.taken.contains(&self.next) {
+            self.next += 1;
+        }
+        self.taken.push(self.next);
+        self.next
+    }
+}
+
 fn tc_kind(kind: &str) -> ConfResult<&'static str> {
     KINDS
         .iter()
@@ -379,6 +482,8 @@ pub enum TcKey {
     Real(&'static str, &'static str),
     /// `word` and its `n` values carry nothing sojourn keeps (fq's fixed `bands 3`).
     Ignore(&'static str, usize),
+    /// `word SECS` → `key = SECS` (whole seconds; `tc qdisc show`'s `10sec` is accepted).
+    Secs(&'static str, &'static str),
 }
 
 impl TcKey {
@@ -393,7 +498,8 @@ impl TcKey {
             | TcKey::Choice(w, _, _)
             | TcKey::Ints(w, _, _)
             | TcKey::Real(w, _)
-            | TcKey::Ignore(w, _) => w,
+            | TcKey::Ignore(w, _)
+            | TcKey::Secs(w, _) => w,
         }
     }
 }
@@ -464,6 +570,14 @@ pub fn tc_table(kind: &str, args: &[String], keys: &[TcKey]) -> ConfResult<Table
                     ));
                 }
                 t.insert(k, Value::Array(xs));
+            }
+            TcKey::Secs(_, k) => {
+                let v = value(&mut i)?;
+                let n: i64 = v
+                    .trim_end_matches("sec")
+                    .parse()
+                    .map_err(|_| bad("expected whole seconds, got", v))?;
+                t.insert(k, Value::Int(n));
             }
             TcKey::Ignore(_, n) => {
                 for _ in 0..n {
@@ -1076,6 +1190,27 @@ mod tests {
             "root handle 1: tbf rate 10Mbit burst 32Kb limit 32Kb"
         );
         assert!(lines[1].starts_with("parent 1:1 handle 2: fq_codel limit 10240 "));
+        // A child insisting on 1: (CAKE's default handle) keeps it; tbf takes the next.
+        let shaped = spec(
+            "tbf",
+            &[
+                ("rate", s("1Mbit")),
+                ("burst", i(3000)),
+                ("child", s("cake")),
+            ],
+        );
+        let tree = shaped.dump().unwrap();
+        assert_eq!(
+            tree[0].to_string(),
+            "root handle 2: tbf rate 1Mbit burst 3000b limit 3000b"
+        );
+        assert!(tree[1]
+            .to_string()
+            .starts_with("parent 2:1 handle 1: cake unlimited "));
+        assert_eq!(
+            QdiscSpec::from_tc(&tree, &BuildCtx::default()).unwrap(),
+            shaped
+        );
         // tbf's own limit makes its bfifo: one line, no child.
         let t = spec(
             "tbf",
@@ -1091,6 +1226,133 @@ mod tests {
             tree[0].to_string(),
             "root handle 1: tbf rate 8Mbit burst 5000b limit 100000b"
         );
+    }
+
+    /// Random parameters (within each discipline's ranges) round-trip through tc:
+    /// `from_tc(dump(spec)) == spec` for 300 specs per discipline.
+    #[test]
+    fn random_specs_round_trip_through_tc() {
+        use crate::rng::Rng;
+        let mut r = Rng::from_seed(20_261_125);
+        let us = |r: &mut Rng, lo: u64, hi: u64| s(&format!("{}us", lo + r.below(hi - lo)));
+        let pick = |r: &mut Rng, xs: &[&str]| s(xs[r.below(xs.len() as u64) as usize]);
+        let mut checked = 0;
+        for _ in 0..300 {
+            let mut cases: Vec<(&str, Vec<(&str, Value)>)> = vec![
+                ("pfifo", vec![("limit", i(1 + r.below(100_000) as i64))]),
+                ("bfifo", vec![("limit", i(1 + r.below(1 << 30) as i64))]),
+                (
+                    "codel",
+                    vec![
+                        ("limit", i(1 + r.below(20_000) as i64)),
+                        ("target", us(&mut r, 1, 50_000)),
+                        ("interval", us(&mut r, 1, 2_000_000)),
+                        ("ecn", b(r.chance(0.5))),
+                    ],
+                ),
+                (
+                    "fq_codel",
+                    vec![
+                        ("limit", i(1 + r.below(100_000) as i64)),
+                        ("flows", i(1 + r.below(65_536) as i64)),
+                        ("quantum", i(r.below(1 << 20) as i64)),
+                        ("target", us(&mut r, 1, 50_000)),
+                        ("interval", us(&mut r, 1, 2_000_000)),
+                        ("ecn", b(r.chance(0.5))),
+                        ("memory_limit", i(1 + r.below(1 << 32) as i64)),
+                        ("drop_batch", i(r.below(1000) as i64)),
+                    ],
+                ),
+                (
+                    "pie",
+                    vec![
+                        ("limit", i(1 + r.below(100_000) as i64)),
+                        ("target", us(&mut r, 1, 100_000)),
+                        ("tupdate", us(&mut r, 1, 100_000)),
+                        ("alpha", i(1 + r.below(32) as i64)),
+                        ("beta", i(1 + r.below(32) as i64)),
+                        ("ecn", b(r.chance(0.5))),
+                        ("bytemode", b(r.chance(0.5))),
+                        ("dq_rate_estimator", b(r.chance(0.5))),
+                    ],
+                ),
+                (
+                    "cake",
+                    vec![
+                        (
+                            "bandwidth",
+                            s(&format!("{}bit", 8 * (1 + r.below(1 << 34)))),
+                        ),
+                        ("rtt", us(&mut r, 1, 5_000_000)),
+                        (
+                            "diffserv",
+                            pick(
+                                &mut r,
+                                &[
+                                    "besteffort",
+                                    "diffserv3",
+                                    "diffserv4",
+                                    "diffserv8",
+                                    "precedence",
+                                ],
+                            ),
+                        ),
+                        ("flow_mode", pick(&mut r, &cake::FlowMode::NAMES)),
+                        (
+                            "overhead_preset",
+                            pick(
+                                &mut r,
+                                &["raw", "conservative", "pppoe-ptm", "ethernet", "docsis"],
+                            ),
+                        ),
+                        ("mpu", i(r.below(257) as i64)),
+                        ("atm", pick(&mut r, &["none", "atm", "ptm"])),
+                        ("nat", b(r.chance(0.5))),
+                        ("wash", b(r.chance(0.5))),
+                        ("ingress", b(r.chance(0.5))),
+                        ("split_gso", b(r.chance(0.5))),
+                        (
+                            "ack_filter",
+                            pick(&mut r, &["none", "ack-filter", "ack-filter-aggressive"]),
+                        ),
+                        ("memlimit", i(r.below(1 << 32) as i64)),
+                    ],
+                ),
+                (
+                    "sfq",
+                    vec![
+                        ("limit", i(2 + r.below(500) as i64)),
+                        ("depth", i(1 + r.below(200) as i64)),
+                        ("flows", i(1 + r.below(200) as i64)),
+                        ("divisor", i(1 << (1 + r.below(16)))),
+                        ("quantum", i(1 + r.below(200_000) as i64)),
+                        ("perturb", i(r.below(60) as i64)),
+                        ("headdrop", b(r.chance(0.5))),
+                    ],
+                ),
+            ];
+            // Leave some keys out at random, so defaults are exercised too.
+            for (_, kv) in cases.iter_mut() {
+                kv.retain(|_| r.chance(0.8));
+            }
+            for (kind, kv) in cases {
+                let mut t = Table::default();
+                t.insert("kind", s(kind));
+                for (k, v) in kv {
+                    t.insert(k, v);
+                }
+                // Out-of-range draws are the parser's business, not this test's.
+                let Ok(q) = QdiscSpec::parse(&Value::Table(t), "q", &BuildCtx::default()) else {
+                    continue;
+                };
+                let tree = q.dump().unwrap_or_else(|e| panic!("{e}: {q:?}"));
+                let back = QdiscSpec::from_tc(&tree, &BuildCtx::default())
+                    .unwrap_or_else(|e| panic!("{e}: {tree:?}"));
+                assert_eq!(back, q, "{tree:?}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 1500, "only {checked} specs were valid");
     }
 
     #[test]
@@ -1134,6 +1396,32 @@ mod tests {
              initial_quantum 15140 low_rate_threshold 550Kbit refill_delay 40ms horizon 10s \
              horizon_drop"
         );
+    }
+
+    #[test]
+    fn a_shaped_link_is_htb_with_the_discipline_under_its_class() {
+        let q = default_of("fq_codel");
+        let sh = q.dump_shaped(10_000_000).unwrap();
+        assert_eq!(sh.root.to_string(), "root handle 1: htb default 1");
+        assert_eq!(
+            sh.class.to_string(),
+            "parent 1: classid 1:1 htb rate 10Mbit ceil 10Mbit"
+        );
+        assert_eq!(sh.leaf.len(), 1);
+        assert!(sh.leaf[0]
+            .to_string()
+            .starts_with("parent 1:1 handle 2: fq_codel limit 10240 "));
+        // CAKE keeps its handle 1:, so htb moves to 2:.
+        let sh = default_of("cake").dump_shaped(1_000_000_000).unwrap();
+        assert_eq!(sh.root.to_string(), "root handle 2: htb default 1");
+        assert_eq!(
+            sh.class.to_string(),
+            "parent 2: classid 2:1 htb rate 1Gbit ceil 1Gbit"
+        );
+        assert!(sh.leaf[0]
+            .to_string()
+            .starts_with("parent 2:1 handle 1: cake "));
+        assert_eq!(default_of("las").dump_shaped(1000).unwrap_err().kind, "las");
     }
 
     #[test]
@@ -1187,17 +1475,8 @@ mod tests {
         // A refusal deep in a composite names the child.
         let e = spec("prio", &[("child", s("srpt"))]).dump().unwrap_err();
         assert_eq!(e.kind, "srpt");
-        // CAKE's (and prio's) handle is semantic: a child cannot share its parent's.
-        let e = spec(
-            "tbf",
-            &[
-                ("rate", s("1Mbit")),
-                ("burst", i(3000)),
-                ("child", s("cake")),
-            ],
-        )
-        .dump()
-        .unwrap_err();
+        // CAKE's (and prio's) handle is semantic: two of them cannot share one.
+        let e = spec("prio", &[("child", s("cake"))]).dump().unwrap_err();
         assert_eq!(e.kind, "cake");
         assert!(e.reason.contains("handle 1:"), "{e}");
         // tc's time unit is the microsecond.
@@ -1264,6 +1543,27 @@ mod tests {
         .needs_conntrack());
         assert!(!default_of("fq_codel").needs_conntrack());
         assert!(!spec("prio", &[("child", s("fq_codel"))]).needs_conntrack());
+    }
+
+    #[test]
+    fn fq_default_matches_tc_qdisc_show() {
+        // `tc qdisc show` of a default fq on Linux ≥ 6.7 / iproute2 ≥ 6.7 (sch_fq defaults:
+        // 2·MTU quantum, 10·MTU initial quantum, 550 kbit/s low-rate threshold, 40 ms refill
+        // delay, 10 s horizon, 3 bands with priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1 and weights
+        // 589824 196608 65536). timer_slack is read and ignored: sojourn's timers are exact.
+        let shown = "limit 10000p flow_limit 100p buckets 1024 orphan_mask 1023 quantum 3028b \
+                     initial_quantum 15140b low_rate_threshold 550Kbit refill_delay 40ms \
+                     timer_slack 10us horizon 10s horizon_drop bands 3 \
+                     priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1 weights 589824 196608 65536";
+        assert_eq!(
+            QdiscSpec::from_tc_args("fq", &words(shown), &BuildCtx::default()).unwrap(),
+            default_of("fq")
+        );
+        // sfq's perturb as show prints it.
+        assert_eq!(
+            QdiscSpec::from_tc_args("sfq", &["perturb", "10sec"], &BuildCtx::default()).unwrap(),
+            spec("sfq", &[("perturb", i(10))])
+        );
     }
 
     #[test]
