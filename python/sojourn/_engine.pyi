@@ -26,6 +26,10 @@ def qdiscs() -> list[tuple[str, str]]:
 def version() -> str:
     """The engine's version."""
 
+def source_hash() -> str:
+    """SHA-256 of the engine's sources at build time (crates/**/*.rs and Cargo files); the
+    test suite compares it with the tree's to refuse a stale build."""
+
 def parse_bytes(s: str) -> int:
     """Bytes in a size such as "1500B", "300KiB", "64kB" (ValueError on bad input)."""
 
