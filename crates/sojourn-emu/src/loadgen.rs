@@ -18,6 +18,7 @@
 //!   ssthresh, srtt, pacing rate, in flight, retransmits) when `[record] flows = true`,
 //!   under the simulator's metric names.
 
+pub use crate::plan::kernel_cc;
 use crate::sock::{self, Netns};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, Time};
@@ -126,14 +127,6 @@ impl ActorDraws {
 /// The random stream of generator `i` of a TCP workload (sojourn-sim tcp/apps.rs).
 pub fn generator_rng(seed: u64, plan: &TcpPlan, i: usize) -> Rng {
     Rng::stream(seed, &format!("workload{}", plan.index), i as u64)
-}
-
-/// The kernel's name of a congestion control (`newreno` is the kernel's `reno`).
-pub fn kernel_cc(cfg: &TcpConfig) -> &'static str {
-    match cfg.cc.name() {
-        "newreno" => "reno",
-        other => other,
-    }
 }
 
 /// What the server does with an accepted connection.

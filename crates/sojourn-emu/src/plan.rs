@@ -13,13 +13,20 @@
 //! is the forwarder-side veth's MAC (static, so no ARP ever crosses the emulated links).
 //! The addresses exist only inside the run's namespaces: nothing is routed outside.
 
-use crate::loadgen::kernel_cc;
 use sojourn_core::params::{ConfError, ConfResult};
 use sojourn_sim::config::Experiment;
 use sojourn_sim::tcp::apps::TcpKind;
 use sojourn_sim::tcp::TcpConfig;
 use sojourn_sim::workload::WorkloadPlan;
 use std::net::Ipv4Addr;
+
+/// The kernel's name of a congestion control (`newreno` is the kernel's `reno`).
+pub fn kernel_cc(cfg: &TcpConfig) -> &'static str {
+    match cfg.cc.name() {
+        "newreno" => "reno",
+        other => other,
+    }
+}
 
 /// The gateway every host routes through (answered by nobody: its neighbour is static).
 pub const GATEWAY: Ipv4Addr = Ipv4Addr::new(10, 89, 255, 254);

@@ -320,7 +320,7 @@ pub fn run(
     progress: &mut dyn FnMut(&Progress) -> bool,
 ) -> Result<RunOutput, EmuError> {
     check(exp).map_err(EmuError::Refused)?;
-    if !netns::have_privilege() {
+    if !sock::have_net_admin() {
         return Err(EmuError::Privilege(PRIVILEGE_MESSAGE.into()));
     }
     let wall0 = std::time::Instant::now();

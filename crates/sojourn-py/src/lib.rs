@@ -283,7 +283,7 @@ fn emulate_check(cfg: &Bound<'_, PyDict>, base_dir: &str) -> PyResult<()> {
 /// `(namespaces removed, errors)`.
 #[pyfunction]
 fn emulate_cleanup() -> PyResult<(Vec<String>, Vec<String>)> {
-    if !sojourn_emu::netns::have_privilege() {
+    if !sojourn_emu::sock::have_net_admin() {
         return Err(PrivilegeError::new_err(sojourn_emu::run::PRIVILEGE_MESSAGE));
     }
     Ok(sojourn_emu::run::cleanup())
