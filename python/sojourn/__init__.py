@@ -39,6 +39,13 @@ def _engine_or_fail():
     return _engine
 
 
+def _live_engine():
+    eng = _engine_or_fail()
+    if not hasattr(eng, "emulate"):
+        raise EmulateError("live emulation needs Linux (network namespaces); this build of the engine has none")
+    return eng
+
+
 def _prepare(source: Source, overrides: Optional[Mapping[str, Any]] = None, duration: Optional[str] = None,
              base_dir: Optional[Union[str, Path]] = None) -> tuple[dict, str, Path]:
     cfg, name, base = load(source)
@@ -137,10 +144,10 @@ def emulate(
 
     Example::
 
-        res = sojourn.emulate("experiments/examples/emulate-fq-codel.toml", duration="5s")
+        res = sojourn.emulate("experiments/emulate/fq-codel.toml", duration="5s")
         res.summary["links"]["bottleneck"]["sojourn_ms"]["mean"]
     """
-    eng = _engine_or_fail()
+    eng = _live_engine()
     cfg, name, base = _prepare(source, overrides, duration, base_dir)
     t0 = time.perf_counter()
     try:
@@ -166,7 +173,7 @@ def emulate_check(source: Source, overrides: Optional[Mapping[str, Any]] = None,
     """Raises :class:`ConfigError` if the experiment is invalid or asks for something the
     live engine cannot honour on this kernel (e.g. a congestion control it lacks). Needs
     no privilege and creates nothing."""
-    eng = _engine_or_fail()
+    eng = _live_engine()
     cfg, name, base = _prepare(source, overrides, duration, base_dir)
     try:
         eng.emulate_check(cfg, str(base))
@@ -177,7 +184,7 @@ def emulate_check(source: Source, overrides: Optional[Mapping[str, Any]] = None,
 def emulate_cleanup() -> tuple[list[str], list[str]]:
     """Removes the namespaces of live runs that died without cleaning up (SIGKILL), as
     listed in their state files; never touches anything else. Returns ``(removed, errors)``."""
-    eng = _engine_or_fail()
+    eng = _live_engine()
     try:
         removed, errors = eng.emulate_cleanup()
     except eng.PrivilegeError as e:

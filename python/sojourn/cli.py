@@ -86,7 +86,7 @@ def cmd_emulate(a: argparse.Namespace) -> int:
             return _err("emulate --cleanup takes no experiment file")
         try:
             removed, errors = sojourn.emulate_cleanup()
-        except sojourn.PrivilegeError as e:
+        except (sojourn.PrivilegeError, sojourn.EmulateError) as e:
             return _err(str(e))
         for e in errors:
             print(f"sojourn: cleanup: {e}", file=sys.stderr)
@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("emulate", help="run one experiment live: real Linux TCP in namespaces through sojourn's disciplines (root)",
                        epilog="examples:\n"
-                              "  sudo sojourn emulate experiments/examples/emulate-fq-codel.toml --out results/live\n"
+                              "  sudo sojourn emulate experiments/emulate/fq-codel.toml --out results/live\n"
                               "  sudo sojourn emulate exp.toml --out results/live --duration 10s --set transport.cc=bbr\n"
                               "  sudo sojourn emulate --cleanup        # remove what a killed run left behind\n\n"
                               "Same outputs as `run` (summary.json has \"engine\": \"emulate\"); docs/emulate.md says\n"

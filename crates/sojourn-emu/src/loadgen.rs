@@ -1167,10 +1167,13 @@ mod tests {
     #[test]
     fn kernel_names_of_congestion_controls() {
         // Linux calls NewReno "reno" (net/ipv4/tcp_cong.c tcp_reno).
-        let mut c = TcpConfig::default();
-        c.cc = sojourn_sim::tcp::cc::CcKind::NewReno;
-        assert_eq!(kernel_cc(&c), "reno");
-        c.cc = sojourn_sim::tcp::cc::CcKind::Cubic;
-        assert_eq!(kernel_cc(&c), "cubic");
+        use sojourn_sim::tcp::cc::CcKind;
+        let with = |cc| TcpConfig {
+            cc,
+            ..TcpConfig::default()
+        };
+        assert_eq!(kernel_cc(&with(CcKind::NewReno)), "reno");
+        assert_eq!(kernel_cc(&with(CcKind::Cubic)), "cubic");
+        assert_eq!(kernel_cc(&with(CcKind::Bbr)), "bbr");
     }
 }

@@ -228,6 +228,7 @@ fn output_dict<'py>(py: Python<'py>, out: &sojourn_sim::RunOutput) -> PyResult<B
 /// through the user-space forwarder. Same arguments and result as `run`. Pending Python
 /// signal handlers run about every 100 ms; one that raises stops the run, and every
 /// namespace and device is removed before the exception propagates.
+#[cfg(target_os = "linux")]
 #[pyfunction]
 #[pyo3(signature = (cfg, base_dir, seed=None, progress=None))]
 fn emulate<'py>(
@@ -273,6 +274,7 @@ fn emulate<'py>(
 }
 
 /// Checks what the live engine would refuse (no privilege needed, nothing created).
+#[cfg(target_os = "linux")]
 #[pyfunction]
 fn emulate_check(cfg: &Bound<'_, PyDict>, base_dir: &str) -> PyResult<()> {
     let exp = parse(cfg, base_dir)?;
@@ -281,6 +283,7 @@ fn emulate_check(cfg: &Bound<'_, PyDict>, base_dir: &str) -> PyResult<()> {
 
 /// Removes namespaces left by live runs that were killed (SIGKILL); returns
 /// `(namespaces removed, errors)`.
+#[cfg(target_os = "linux")]
 #[pyfunction]
 fn emulate_cleanup() -> PyResult<(Vec<String>, Vec<String>)> {
     if !sojourn_emu::sock::have_net_admin() {
@@ -306,9 +309,12 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
-    m.add_function(wrap_pyfunction!(emulate, m)?)?;
-    m.add_function(wrap_pyfunction!(emulate_check, m)?)?;
-    m.add_function(wrap_pyfunction!(emulate_cleanup, m)?)?;
+    #[cfg(target_os = "linux")]
+    {
+        m.add_function(wrap_pyfunction!(emulate, m)?)?;
+        m.add_function(wrap_pyfunction!(emulate_check, m)?)?;
+        m.add_function(wrap_pyfunction!(emulate_cleanup, m)?)?;
+    }
     m.add("PrivilegeError", m.py().get_type::<PrivilegeError>())?;
     m.add("EmulateError", m.py().get_type::<EmulateError>())?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
