@@ -45,7 +45,9 @@ fn setopt(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> i
 
 impl PacketSocket {
     /// Opens and binds a socket to interface `ifname` of the calling thread's namespace.
-    pub fn open(ifname: &str, buf_bytes: i32) -> io::Result<PacketSocket> {
+    /// With `vnet_hdr`, every frame moved is preceded by a 10-byte `virtio_net_hdr`
+    /// (`PACKET_VNET_HDR`): GSO buffers and partial checksums pass through intact.
+    pub fn open(ifname: &str, buf_bytes: i32, vnet_hdr: bool) -> io::Result<PacketSocket> {
         let ifindex = crate::netns::ifindex_here(ifname)?;
         // SAFETY: plain socket(2); the fd is owned immediately.
         let raw = cvt(unsafe {
@@ -58,6 +60,9 @@ impl PacketSocket {
         // SAFETY: raw is a fresh descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         setopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
+        if vnet_hdr {
+            setopt(raw, libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1)?;
+        }
         // Bypass is an optimisation; older kernels without it still work.
         let _ = setopt(raw, libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1);
         if setopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, buf_bytes).is_err() {
@@ -188,6 +193,34 @@ impl PacketSocket {
             }
         }
         (done, failed, None)
+    }
+}
+
+impl PacketSocket {
+    /// Frames the kernel dropped on this socket since the last call (receive buffer
+    /// full: the forwarder fell behind), from `PACKET_STATISTICS` (which resets on read).
+    pub fn kernel_drops(&self) -> io::Result<u64> {
+        #[repr(C)]
+        struct TpacketStats {
+            packets: u32,
+            drops: u32,
+        }
+        let mut st = TpacketStats {
+            packets: 0,
+            drops: 0,
+        };
+        let mut len = std::mem::size_of::<TpacketStats>() as libc::socklen_t;
+        // SAFETY: st and len are valid out-parameters of the right size.
+        cvt(unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut TpacketStats).cast(),
+                &mut len,
+            )
+        })?;
+        Ok(st.drops as u64)
     }
 }
 

@@ -137,12 +137,20 @@ pub struct Plan {
     pub mtu: u32,
     /// Largest frame a buffer holds (longer frames are dropped as `oversize`).
     pub max_frame_bytes: u32,
+    /// Pass GSO buffers through (up to 64 KiB, `PACKET_VNET_HDR` on every port): hosts may
+    /// keep checksum and segmentation offloads on; the frame's virtio header (GSO type and
+    /// size, checksum offsets) goes out with it, so the kernel segments or hands the whole
+    /// buffer on. Disciplines that split GSO buffers themselves (cake's `split_gso`, tbf)
+    /// are refused in this mode: a split segment has no frame of its own.
+    pub gso: bool,
     /// Upper bound on frames held at once (qdiscs + delay lines); beyond it arrivals are
     /// dropped as `no_buffer`.
     pub max_buffers: usize,
-    /// Spin (instead of sleeping) when the next event is this close: trades CPU for
-    /// release accuracy.
-    pub spin: Duration,
+    /// Timer lead: sleep until this long before the next event, then wait for it on the
+    /// clock (a bounded busy-wait, no system calls). `None` = adaptive: the running mean
+    /// of how late this thread's timed sleeps end (the VM's timer + wake-up latency,
+    /// ~15–25 µs here), capped at 100 µs. `Some(0)` = plain sleeping.
+    pub spin: Option<Duration>,
     /// CLOCK_MONOTONIC ns that is time 0 of this run (shared with the load generator);
     /// `None` = when the forwarder starts.
     pub epoch_monotonic_ns: Option<u64>,
@@ -167,8 +175,9 @@ impl Plan {
             seed: 1,
             mtu: 1500,
             max_frame_bytes: 2048,
+            gso: false,
             max_buffers: 1 << 18,
-            spin: Duration::from_us(0),
+            spin: None,
             epoch_monotonic_ns: None,
             realtime_priority: Some(10),
         }
@@ -210,6 +219,12 @@ pub struct PortReport {
     pub tx_bytes: u64,
     /// Frames the kernel refused on send (e.g. ENOBUFS: the receiver's backlog was full).
     pub tx_errors: u64,
+    /// Frames the kernel dropped before the forwarder read them (its socket's receive
+    /// buffer was full: `PACKET_STATISTICS` `tp_drops`). Not in `rx_frames`: they never
+    /// reached the forwarder, so they are outside its conservation identity.
+    pub rx_kernel_drops: u64,
+    /// GSO buffers received (more than one segment; GSO mode only).
+    pub rx_gso_buffers: u64,
 }
 
 /// Per-link counters; `received = delivered + dropped + queued_at_end`.
@@ -275,6 +290,10 @@ pub struct ForwarderReport {
     pub error: Option<String>,
     /// Whether the thread ran under SCHED_FIFO.
     pub realtime: bool,
+    /// Work time of each loop iteration (receive, advance, release, send), ns.
+    pub busy_ns: Histogram,
+    /// How much later than asked each timed sleep ended, ns (timer + scheduler error).
+    pub oversleep_ns: Histogram,
 }
 
 impl ForwarderReport {
@@ -330,23 +349,28 @@ fn clock_ns(id: libc::clockid_t) -> u64 {
 // ---------------------------------------------------------------------------------------
 // Buffer pool: fixed-size slots in lazily allocated chunks; a slot index is 24 bits.
 
-const CHUNK_SLOTS: usize = 1024;
 const SLOT_BITS: u32 = 24;
 const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 
 struct Pool {
     chunks: Vec<Box<[u8]>>,
     slot_bytes: usize,
+    /// Slots per chunk (chunks of ~2 MiB).
+    chunk_slots: usize,
+    /// Bytes before the frame in each slot (the `virtio_net_hdr` in GSO mode, else 0).
+    hdr: usize,
     lens: Vec<u32>,
     free: Vec<u32>,
     max_slots: usize,
 }
 
 impl Pool {
-    fn new(slot_bytes: usize, max_slots: usize) -> Pool {
+    fn new(slot_bytes: usize, max_slots: usize, hdr: usize) -> Pool {
         Pool {
             chunks: Vec::new(),
             slot_bytes,
+            chunk_slots: ((2 << 20) / slot_bytes).clamp(1, 1024),
+            hdr,
             lens: Vec::new(),
             free: Vec::new(),
             max_slots: max_slots.min(1 << SLOT_BITS),
@@ -357,16 +381,17 @@ impl Pool {
         if let Some(s) = self.free.pop() {
             return Some(s);
         }
-        let have = self.chunks.len() * CHUNK_SLOTS;
-        if have + CHUNK_SLOTS > self.max_slots.max(CHUNK_SLOTS) {
+        let cs = self.chunk_slots;
+        let have = self.chunks.len() * cs;
+        if have + cs > self.max_slots.max(cs) {
             return None;
         }
         self.chunks
-            .push(vec![0u8; CHUNK_SLOTS * self.slot_bytes].into_boxed_slice());
-        self.lens.resize(have + CHUNK_SLOTS, 0);
+            .push(vec![0u8; cs * self.slot_bytes].into_boxed_slice());
+        self.lens.resize(have + cs, 0);
         // Hand out low slots first.
         self.free
-            .extend((have as u32 + 1..(have + CHUNK_SLOTS) as u32).rev());
+            .extend((have as u32 + 1..(have + cs) as u32).rev());
         Some(have as u32)
     }
 
@@ -378,23 +403,30 @@ impl Pool {
     #[inline]
     fn ptr(&mut self, slot: u32) -> *mut u8 {
         let s = slot as usize;
-        let off = (s % CHUNK_SLOTS) * self.slot_bytes;
-        self.chunks[s / CHUNK_SLOTS][off..].as_mut_ptr()
+        let off = (s % self.chunk_slots) * self.slot_bytes;
+        self.chunks[s / self.chunk_slots][off..].as_mut_ptr()
     }
 
+    /// The slot's bytes as the socket moves them (virtio header + frame in GSO mode).
+    #[inline]
+    fn raw(&self, slot: u32) -> &[u8] {
+        let s = slot as usize;
+        let off = (s % self.chunk_slots) * self.slot_bytes;
+        &self.chunks[s / self.chunk_slots][off..off + self.lens[s] as usize]
+    }
+
+    /// The Ethernet frame in the slot.
     #[inline]
     fn frame(&self, slot: u32) -> &[u8] {
-        let s = slot as usize;
-        let off = (s % CHUNK_SLOTS) * self.slot_bytes;
-        &self.chunks[s / CHUNK_SLOTS][off..off + self.lens[s] as usize]
+        &self.raw(slot)[self.hdr..]
     }
 
     #[inline]
     fn frame_mut(&mut self, slot: u32) -> &mut [u8] {
         let s = slot as usize;
-        let off = (s % CHUNK_SLOTS) * self.slot_bytes;
+        let off = (s % self.chunk_slots) * self.slot_bytes;
         let len = self.lens[s] as usize;
-        &mut self.chunks[s / CHUNK_SLOTS][off..off + len]
+        &mut self.chunks[s / self.chunk_slots][off + self.hdr..off + len]
     }
 }
 
@@ -474,9 +506,36 @@ impl Link {
 // ---------------------------------------------------------------------------------------
 // Flow table: dense flow ids for conntrack, and which direction is the original.
 
+/// FlowKey's own symmetric mixer as the table's hash (std's SipHash costs more than the
+/// rest of the lookup; keys come from our own namespaces, so DoS resistance is moot).
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        sojourn_core::rng::splitmix64_mix(self.0)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.0 = self.0.rotate_left(8) ^ v as u64;
+    }
+    fn write_u16(&mut self, v: u16) {
+        self.0 = self.0.rotate_left(16) ^ v as u64;
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = self.0.rotate_left(32) ^ v as u64;
+    }
+}
+
+type KeyMap<V> = HashMap<FlowKey, V, std::hash::BuildHasherDefault<KeyHasher>>;
+
 #[derive(Default)]
 struct Flows {
-    ids: HashMap<FlowKey, u32>,
+    ids: KeyMap<u32>,
     originals: Vec<FlowKey>,
 }
 
@@ -522,7 +581,7 @@ pub struct Forwarder {
     next_uid: u64,
     epoch: u64,
     sample_interval: Option<Duration>,
-    spin: Duration,
+    spin: Option<Duration>,
     realtime_priority: Option<i32>,
     realtime: bool,
     ingress: IngressDrops,
@@ -564,6 +623,14 @@ impl Forwarder {
                 link_rate_bps: rate_bps,
                 seed: Rng::stream(plan.seed, "emu-qdisc", i as u64).next_u64(),
             };
+            if plan.gso && splits_gso(&lp.qdisc) {
+                return Err(ForwardError(format!(
+                    "{}: this discipline splits GSO buffers (cake with split_gso, tbf), \
+                     which the forwarder cannot do with real frames; turn GSO off for this \
+                     run or set split_gso = false",
+                    lp.qdisc_path
+                )));
+            }
             let q = qdisc::build(&lp.qdisc, &lp.qdisc_path, &ctx)
                 .map_err(|e| ForwardError(e.to_string()))?;
             let desc = match &lp.qdisc {
@@ -596,7 +663,7 @@ impl Forwarder {
         }
         let mut ports = Vec::with_capacity(plan.ports.len());
         for pp in &plan.ports {
-            let sock = PacketSocket::open(&pp.ifname, 4 << 20)
+            let sock = PacketSocket::open(&pp.ifname, 4 << 20, plan.gso)
                 .map_err(|e| ForwardError(format!("AF_PACKET socket on {}: {e}", pp.ifname)))?;
             ports.push(Port {
                 rep: PortReport {
@@ -614,7 +681,11 @@ impl Forwarder {
             ports,
             links,
             routes: plan.routes.clone(),
-            pool: Pool::new(plan.max_frame_bytes.max(64) as usize, plan.max_buffers),
+            pool: if plan.gso {
+                Pool::new(VNET_HDR_LEN + 65_536 + 256, plan.max_buffers, VNET_HDR_LEN)
+            } else {
+                Pool::new(plan.max_frame_bytes.max(64) as usize, plan.max_buffers, 0)
+            },
             drops: Drops::new(),
             flows: Flows::default(),
             conntrack: plan.conntrack.map(Conntrack::new),
@@ -750,6 +821,11 @@ impl Forwarder {
         port.rep.rx_frames += 1;
         port.rep.rx_bytes += len as u64;
         self.pool.lens[slot as usize] = len;
+        if (len as usize) < self.pool.hdr {
+            self.ingress.not_ip += 1;
+            self.pool.release(slot);
+            return;
+        }
         let Some(h) = wire::parse(self.pool.frame(slot)) else {
             self.ingress.not_ip += 1;
             self.pool.release(slot);
@@ -760,7 +836,26 @@ impl Forwarder {
             self.pool.release(slot);
             return;
         };
-        let mut p = wire::packet(&h, len);
+        let frame_len = len - self.pool.hdr as u32;
+        let mut p = wire::packet(&h, frame_len);
+        if self.pool.hdr > 0 {
+            // A GSO buffer (virtio_net_hdr: gso_type at byte 1, gso_size at bytes 4..6, in
+            // host byte order): the qdisc sees its wire size — every segment with its own
+            // copy of the headers — and its segment count, as the simulator's GSO
+            // buffers (Packet::gso_segs).
+            let raw = self.pool.raw(slot);
+            let gso_type = raw[1] & !VIRTIO_NET_HDR_GSO_ECN;
+            let gso_size = u16::from_ne_bytes([raw[4], raw[5]]) as u32;
+            if gso_type != 0 && gso_size > 0 && h.payload_bytes > gso_size {
+                let headers = frame_len - h.payload_bytes;
+                let segs = h.payload_bytes.div_ceil(gso_size);
+                p.len_bytes = h.payload_bytes + segs * headers;
+                p.gso_segs = segs.min(u16::MAX as u32) as u16;
+                p.gso_size = gso_size as u16;
+                p.truesize_bytes = sojourn_core::packet::truesize_for(frame_len);
+                self.ports[pi].rep.rx_gso_buffers += 1;
+            }
+        }
         p.uid = (self.next_uid << SLOT_BITS) | slot as u64;
         self.next_uid += 1;
         p.hash = p.key.hash(self.hash_salt);
@@ -828,12 +923,8 @@ impl Forwarder {
         for port in &mut self.ports {
             while !port.tx.is_empty() {
                 let n = port.tx.len().min(MAX_BATCH);
-                let frames: Vec<&[u8]> = port
-                    .tx
-                    .iter()
-                    .take(n)
-                    .map(|&s| self.pool.frame(s))
-                    .collect();
+                let frames: Vec<&[u8]> =
+                    port.tx.iter().take(n).map(|&s| self.pool.raw(s)).collect();
                 let (sent, failed, err) = port.sock.send_batch(&frames);
                 for _ in 0..sent + failed {
                     let s = port.tx.pop_front().unwrap();
@@ -948,6 +1039,10 @@ impl Forwarder {
             self.realtime = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
         }
         let cpu0 = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+        for p in &mut self.ports {
+            // Counted from here on (the read resets the kernel's counters).
+            let _ = p.sock.kernel_drops();
+        }
         let mut next_sample = self.sample_interval.map(|_| Time::ZERO);
         let mut pfds: Vec<libc::pollfd> = self
             .ports
@@ -959,13 +1054,27 @@ impl Forwarder {
             })
             .collect();
         let mut error = None;
+        let mut busy = Histogram::new();
+        let mut oversleep = Histogram::new();
+        let (mut late_mean, mut late_dev) = (20_000.0f64, 5_000.0f64);
+        let (mut spin_budget, mut budget_at) = (0u64, 0u64);
+        // Whether to read the sockets this round: not right after a timed wake-up with
+        // nothing readable (the releases due now go first; frames that came meanwhile are
+        // read a few µs later, in the next round).
+        let mut rx_due = true;
         'outer: while !stop.load(Ordering::Relaxed) {
-            for pi in 0..self.ports.len() {
+            let iter_start = monotonic_ns();
+            for (pi, pfd) in pfds.iter_mut().enumerate() {
+                let readable = std::mem::take(&mut pfd.revents) != 0;
+                if !rx_due && !readable {
+                    continue;
+                }
                 if let Err(e) = self.receive(pi) {
                     error = Some(e);
                     break 'outer;
                 }
             }
+            rx_due = true;
             let now = self.now();
             for li in 0..self.links.len() {
                 self.advance(li, now);
@@ -999,20 +1108,40 @@ impl Forwarder {
                 next = now; // EAGAIN earlier: retry soon
             }
             let now = self.now();
+            busy.record((now.as_ns() + self.epoch).saturating_sub(iter_start));
             if next <= now {
                 continue;
             }
             let wait = (next - now).as_ns().min(10_000_000);
-            if wait <= self.spin.as_ns() {
-                continue; // spin: poll the sockets again right away
+            // Spin budget: clock waits may use at most 10% of the elapsed time (bucket of
+            // 2 ms). Sparse events (an idle link's releases) get exact timing; dense ones
+            // (a busy link at hundreds of Mbit/s) would otherwise keep the thread spinning
+            // and take the CPU the hosts' own TCP needs on a 2-core machine.
+            let now_ns = now.as_ns();
+            spin_budget = (spin_budget + now_ns.saturating_sub(budget_at) / 10).min(2_000_000);
+            budget_at = now_ns;
+            let lead = match self.spin {
+                Some(d) => d.as_ns(),
+                None => ((late_mean + 2.0 * late_dev) as u64).min(100_000),
+            };
+            if wait <= lead && wait <= spin_budget {
+                // Close enough: wait on the clock (≤ lead), then handle the event.
+                while self.now() < next {
+                    std::hint::spin_loop();
+                }
+                let spent = self.now().as_ns().saturating_sub(now_ns);
+                spin_budget = spin_budget.saturating_sub(spent);
+                budget_at += spent;
+                rx_due = false;
+                continue;
             }
-            let sleep = wait - self.spin.as_ns();
+            let sleep = if wait <= lead { wait } else { wait - lead };
             let ts = libc::timespec {
                 tv_sec: (sleep / 1_000_000_000) as libc::time_t,
                 tv_nsec: (sleep % 1_000_000_000) as libc::c_long,
             };
             // SAFETY: pfds is a valid array of pollfd; ts a valid timespec.
-            unsafe {
+            let woken = unsafe {
                 libc::ppoll(
                     pfds.as_mut_ptr(),
                     pfds.len() as libc::nfds_t,
@@ -1020,12 +1149,30 @@ impl Forwarder {
                     std::ptr::null(),
                 )
             };
+            if woken == 0 {
+                let asked = now.as_ns() + sleep;
+                let late = self.now().as_ns().saturating_sub(asked);
+                oversleep.record(late);
+                // Lead = mean + 2 mean deviations of the oversleep (≈ its 90th
+                // percentile), gains 1/16; a rare multi-ms stall (a non-preemptible kernel
+                // section elsewhere) is clipped so it cannot make the thread spin long.
+                let x = late.min(100_000) as f64;
+                late_dev += ((x - late_mean).abs() - late_dev) / 16.0;
+                late_mean += (x - late_mean) / 16.0;
+                rx_due = false;
+            }
         }
         let end = self.now();
-        self.finish(end, cpu0, error)
+        let mut rep = self.finish(end, cpu0, error);
+        rep.busy_ns = busy;
+        rep.oversleep_ns = oversleep;
+        rep
     }
 
     fn finish(&mut self, end: Time, cpu0: u64, error: Option<String>) -> ForwarderReport {
+        for p in &mut self.ports {
+            p.rep.rx_kernel_drops += p.sock.kernel_drops().unwrap_or(0);
+        }
         if self.sample_interval.is_some() {
             self.sample(end);
         }
@@ -1046,7 +1193,35 @@ impl Forwarder {
             unsent_at_end: self.ports.iter().map(|p| p.tx.len() as u64).sum(),
             error,
             realtime: self.realtime,
+            busy_ns: Histogram::new(),
+            oversleep_ns: Histogram::new(),
         }
+    }
+}
+
+/// `virtio_net_hdr` (include/uapi/linux/virtio_net.h): flags, gso_type, hdr_len,
+/// gso_size, csum_start, csum_offset.
+const VNET_HDR_LEN: usize = 10;
+const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
+
+/// Whether a discipline spec (or any child in it) cuts GSO buffers into segments.
+fn splits_gso(v: &Value) -> bool {
+    match v {
+        Value::Str(k) => k == "cake" || k == "tbf",
+        Value::Table(t) => {
+            let kind = match t.get("kind") {
+                Some(Value::Str(k)) => k.as_str(),
+                _ => "",
+            };
+            let own = match kind {
+                "tbf" => true,
+                "cake" => !matches!(t.get("split_gso"), Some(Value::Bool(false))),
+                _ => false,
+            };
+            own || t.0.iter().any(|(k, c)| k != "kind" && splits_gso(c))
+        }
+        Value::Array(a) => a.iter().any(splits_gso),
+        _ => false,
     }
 }
 
@@ -1150,8 +1325,51 @@ mod tests {
     }
 
     #[test]
+    fn gso_mode_refuses_disciplines_that_split_buffers() {
+        let link = |q: Value| LinkPlan {
+            name: "l".into(),
+            egress: Egress::Route,
+            rate: RateModel::Constant(1_000_000),
+            delay: Duration::ZERO,
+            delay_schedule: vec![],
+            loss: 0.0,
+            framing_bytes: 0,
+            qdisc: q,
+            qdisc_path: "links.l.qdisc".into(),
+            classifier: None,
+        };
+        let mut t = sojourn_core::params::Table::default();
+        t.0.push(("kind".into(), Value::Str("cake".into())));
+        let cake = Value::Table(t.clone());
+        t.0.push(("split_gso".into(), Value::Bool(false)));
+        let cake_whole = Value::Table(t);
+        for (q, refused) in [
+            (Value::Str("cake".into()), true),
+            (cake, true),
+            (Value::Str("tbf".into()), true),
+            (cake_whole, false),
+            (Value::Str("fq_codel".into()), false),
+        ] {
+            let mut plan = Plan::new(vec![], vec![link(q.clone())], vec![]);
+            plan.realtime_priority = None;
+            plan.gso = true;
+            let r = Forwarder::new(plan.clone());
+            assert_eq!(r.is_err(), refused, "{q:?}");
+            if let Err(e) = r {
+                assert!(e.0.starts_with("links.l.qdisc: "), "{e}");
+            }
+            plan.gso = false;
+            if q != Value::Str("tbf".into()) {
+                // (tbf needs a rate to build at all.)
+                let r = Forwarder::new(plan);
+                assert!(r.is_ok(), "without GSO {q:?} runs: {:?}", r.err());
+            }
+        }
+    }
+
+    #[test]
     fn pool_hands_out_distinct_slots_and_reuses_them() {
-        let mut p = Pool::new(2048, 2048);
+        let mut p = Pool::new(2048, 2048, 0);
         let a = p.alloc().unwrap();
         let b = p.alloc().unwrap();
         assert_ne!(a, b);

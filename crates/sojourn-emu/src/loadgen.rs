@@ -1,11 +1,13 @@
 //! The live load generator: every workload kind of the simulator, with real kernel sockets
 //! in the hosts' network namespaces (docs/emulate.md "Load generator").
 //!
-//! - **Same draws as the simulator.** Each generator draws from the stream the simulator
-//!   uses (`Rng::stream(seed, "workload{index}", i)` for TCP generators and thin streams,
-//!   `Rng::stream(seed, "udp", flow)` for UDP on/off sources) and in the same order
-//!   (sojourn-sim tcp/apps.rs, udp.rs), so one seed gives the same sizes, think times and
-//!   open-loop arrival times in both engines ([`PoissonArrivals`], [`ActorDraws`]).
+//! - **Same schedules as the simulator.** TCP workloads and thin streams are driven by the
+//!   engine-neutral sans-IO [`Generator`]s of sojourn-experiment, the very state machines
+//!   the simulator drives, woken at their *scheduled* times (so open-loop arrivals do not
+//!   drift with the thread's wake-up latency) and told the *measured* completion times;
+//!   UDP on/off sources draw from `Rng::stream(seed, "udp", flow)` with the simulator's
+//!   flow numbering. One seed gives the same sizes, think times and open-loop arrival times
+//!   in both engines.
 //! - **Threads, not an event loop.** One thread per generator and per live connection end,
 //!   every blocking call bounded by `SO_RCVTIMEO`/`SO_SNDTIMEO` (100 ms), every loop ending
 //!   at the run's end or on stop. Sockets are created inside the right namespace
@@ -22,14 +24,15 @@ pub use crate::plan::kernel_cc;
 use crate::sock::{self, Netns};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, Time};
-use sojourn_sim::config::Experiment;
+use sojourn_experiment::dist::IntervalDist;
+use sojourn_experiment::schedule::{Generator, Open, Payload};
+use sojourn_experiment::transport::TcpConfig;
+use sojourn_experiment::workload::{OnOff, TcpKind, UdpPlan, WorkloadPlan};
+use sojourn_experiment::Experiment;
 use sojourn_sim::flows::{FlowKind, FlowRecord};
 use sojourn_sim::metrics::TimeSeries;
-use sojourn_sim::tcp::apps::{TcpKind, TcpPlan};
-use sojourn_sim::tcp::dist::SizeDist;
-use sojourn_sim::tcp::{IntervalDist, TcpConfig, SERVER_PORT};
-use sojourn_sim::udp::{OnOff, UDP_OVERHEAD_BYTES};
-use sojourn_sim::workload::{UdpPlan, WorkloadPlan};
+use sojourn_sim::tcp::SERVER_PORT;
+use sojourn_sim::udp::UDP_OVERHEAD_BYTES;
 use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -55,78 +58,6 @@ pub struct Host {
     pub node: u32,
     pub addr: Ipv4Addr,
     pub ns: Netns,
-}
-
-/// Open-loop (`poisson`, `small_files`) arrivals of one generator: `(time, size)` pairs,
-/// drawn exactly as sojourn-sim's generator does (gap, then size, then gap, …).
-pub struct PoissonArrivals {
-    rng: Rng,
-    interval: IntervalDist,
-    size: SizeDist,
-    next: Time,
-    stop: Time,
-}
-
-impl PoissonArrivals {
-    pub fn new(plan: &TcpPlan, seed: u64, i: usize, stop: Time) -> Option<PoissonArrivals> {
-        let TcpKind::Poisson { interval, size } = &plan.kind else {
-            return None;
-        };
-        let mut rng = generator_rng(seed, plan, i);
-        let next = Time::ZERO + plan.start + interval.draw(&mut rng);
-        Some(PoissonArrivals {
-            rng,
-            interval: interval.clone(),
-            size: size.clone(),
-            next,
-            stop: stop.min(plan.stop.map(|s| Time::ZERO + s).unwrap_or(Time::MAX)),
-        })
-    }
-}
-
-impl Iterator for PoissonArrivals {
-    type Item = (Time, u64);
-    fn next(&mut self) -> Option<(Time, u64)> {
-        if self.next >= self.stop {
-            return None;
-        }
-        let t = self.next;
-        let s = self.size.draw(&mut self.rng);
-        self.next = t + self.interval.draw(&mut self.rng);
-        Some((t, s))
-    }
-}
-
-/// A closed-loop actor's draws in the simulator's order: first think, then (size, think)
-/// per transfer.
-pub struct ActorDraws {
-    rng: Rng,
-    think: IntervalDist,
-    size: SizeDist,
-}
-
-impl ActorDraws {
-    pub fn new(plan: &TcpPlan, seed: u64, i: usize) -> Option<ActorDraws> {
-        let TcpKind::Actors { think, size } = &plan.kind else {
-            return None;
-        };
-        Some(ActorDraws {
-            rng: generator_rng(seed, plan, i),
-            think: think.clone(),
-            size: size.clone(),
-        })
-    }
-    pub fn think(&mut self) -> Duration {
-        self.think.draw(&mut self.rng)
-    }
-    pub fn size(&mut self) -> u64 {
-        self.size.draw(&mut self.rng)
-    }
-}
-
-/// The random stream of generator `i` of a TCP workload (sojourn-sim tcp/apps.rs).
-pub fn generator_rng(seed: u64, plan: &TcpPlan, i: usize) -> Rng {
-    Rng::stream(seed, &format!("workload{}", plan.index), i as u64)
 }
 
 /// What the server does with an accepted connection.
@@ -269,6 +200,7 @@ struct Gen {
     src_host: Arc<Host>,
     dst_addr: Ipv4Addr,
     cfg: TcpConfig,
+    kind: TcpKind,
     stop: Time,
 }
 
@@ -369,10 +301,12 @@ impl Loadgen {
                     src_host: host(src)?,
                     dst_addr: host(dst)?.addr,
                     cfg: t.cfg.clone(),
+                    kind: t.kind.clone(),
                     stop: t.stop.map(|s| Time::ZERO + s).unwrap_or(Time::MAX),
                 };
-                let (s, plan) = (sh.clone(), t.clone());
-                if !spawn(&sh, move || generator(&s, &g, &plan, seed, i)) {
+                let s = sh.clone();
+                let gen = Generator::new(t, i, seed);
+                if !spawn(&sh, move || generator(&s, &g, gen)) {
                     sh.skipped.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -624,9 +558,9 @@ fn tcp_transfer(sh: &Arc<Shared>, g: &Gen, size: u64) -> Option<Time> {
     end
 }
 
-/// One request/response transaction on a new connection; returns the time the client
-/// application had the whole response.
-fn tcp_transaction(sh: &Arc<Shared>, g: &Gen, request: u64, response: u64) -> Option<Time> {
+/// One request/response transaction on a new connection; returns the times the server
+/// had the whole request and the client the whole response.
+fn tcp_transaction(sh: &Arc<Shared>, g: &Gen, request: u64, response: u64) -> Option<(Time, Time)> {
     let start = sh.now();
     // The request's record carries no size; the transaction's FCT is the response's
     // (as in the simulator, docs/transport.md).
@@ -646,7 +580,7 @@ fn tcp_transaction(sh: &Arc<Shared>, g: &Gen, request: u64, response: u64) -> Op
         done: Mutex::new(None),
         cv: Condvar::new(),
     };
-    let (fd, _conn, local) = tcp_connect(sh, g, conn)?;
+    let (fd, conn, local) = tcp_connect(sh, g, conn)?;
     let t = sh.now();
     sh.with_flow(req_flow, |r| r.first_byte = Some(t));
     sh.live.lock().unwrap().push((req_flow, fd.clone()));
@@ -685,7 +619,8 @@ fn tcp_transaction(sh: &Arc<Shared>, g: &Gen, request: u64, response: u64) -> Op
     account_sender(sh, req_flow, &fd);
     unlive(sh, req_flow);
     sh.conns.lock().unwrap().remove(&local);
-    end
+    let req_done = (*conn.done.lock().unwrap())?;
+    Some((req_done, end?))
 }
 
 /// A thin stream over TCP: one `message` every interval on one connection.
@@ -719,85 +654,95 @@ fn tcp_thin(sh: &Arc<Shared>, g: &Gen, message: u32, interval: &IntervalDist, rn
     sh.conns.lock().unwrap().remove(&local);
 }
 
-/// One TCP workload generator (sojourn-sim tcp/apps.rs `Generator`).
-fn generator(sh: &Arc<Shared>, g: &Gen, plan: &TcpPlan, seed: u64, i: usize) {
-    let start = Time::ZERO + plan.start;
-    let stop = g.stop.min(sh.end);
-    match &plan.kind {
-        TcpKind::Bulk => {
-            if sh.sleep_until(start) {
-                tcp_transfer(sh, g, 0);
-            }
+/// Runs one sans-IO workload [`Generator`]: sleeps to each scheduled wake-up, performs
+/// the opens it asks for, and reports completions of the transfers it watches.
+fn generator(sh: &Arc<Shared>, g: &Gen, mut gen: Generator) {
+    let Some(first) = gen.start() else { return };
+    let mut wake = Some(first);
+    while let Some(t) = wake {
+        if !sh.sleep_until(t) {
+            return;
         }
-        TcpKind::Transfer { size } => {
-            if sh.sleep_until(start) {
-                tcp_transfer(sh, g, *size);
+        // The scheduled time, not the (slightly later) wake-up: open-loop arrivals keep
+        // the simulator's times exactly.
+        let step = gen.wake(t);
+        wake = step.wake_at;
+        let Some(open) = step.open else { continue };
+        if open.report_completion {
+            // A closed loop: run the transfer (or transaction) here, then report.
+            match perform_watched(sh, g, &mut gen, &open) {
+                Some(next) => wake = next,
+                None => return,
             }
+        } else if wake.is_some() {
+            // An open loop keeps its schedule: the transfer runs on its own thread.
+            let (s, gg) = (sh.clone(), g.clone());
+            if !spawn(sh, move || perform(&s, &gg, open)) {
+                sh.skipped.fetch_add(1, Ordering::Relaxed);
+            }
+        } else {
+            perform(sh, g, open);
         }
-        TcpKind::Thin {
-            udp,
-            message,
+    }
+}
+
+/// An open the generator does not wait for: bulk, a sized transfer, a thin stream.
+fn perform(sh: &Arc<Shared>, g: &Gen, open: Open) {
+    match open.payload {
+        Payload::Bulk => {
+            tcp_transfer(sh, g, 0);
+        }
+        Payload::Sized(n) => {
+            tcp_transfer(sh, g, n);
+        }
+        Payload::Messages {
+            message_bytes,
             interval,
+            udp,
+            stop,
+            mut rng,
         } => {
-            if !sh.sleep_until(start) {
-                return;
-            }
-            let mut rng = generator_rng(seed, plan, i);
-            if *udp {
-                udp_thin(sh, g, *message, interval, &mut rng);
+            let g = Gen {
+                stop: stop.min(g.stop),
+                ..g.clone()
+            };
+            if udp {
+                udp_thin(sh, &g, message_bytes, &interval, &mut rng);
             } else {
-                tcp_thin(sh, g, *message, interval, &mut rng);
+                tcp_thin(sh, &g, message_bytes, &interval, &mut rng);
             }
         }
-        TcpKind::Actors { .. } => {
-            let mut d = ActorDraws::new(plan, seed, i).expect("actors");
-            let mut t = start + d.think();
-            while t < stop && sh.sleep_until(t) {
-                let size = d.size();
-                match tcp_transfer(sh, g, size) {
-                    Some(done) => t = done + d.think(),
-                    None => break,
-                }
-            }
-        }
-        TcpKind::Poisson { .. } => {
-            let arrivals = PoissonArrivals::new(plan, seed, i, sh.end).expect("poisson");
-            for (t, size) in arrivals {
-                if !sh.sleep_until(t) {
-                    break;
-                }
-                let (s, gg) = (sh.clone(), g.clone());
-                if !spawn(sh, move || {
-                    tcp_transfer(&s, &gg, size);
-                }) {
-                    sh.skipped.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
-        TcpKind::RequestResponse {
-            request,
-            response,
-            think,
-            count,
-        } => {
-            let mut rng = generator_rng(seed, plan, i);
-            let mut t = start;
-            let mut done = 0u32;
-            while t < stop && sh.sleep_until(t) {
-                let q = request.draw(&mut rng);
-                let r = response.draw(&mut rng);
-                match tcp_transaction(sh, g, q, r) {
-                    Some(end) => {
-                        done += 1;
-                        if *count > 0 && done >= *count {
-                            break;
-                        }
-                        t = end + think.draw(&mut rng);
-                    }
-                    None => break,
-                }
-            }
-        }
+    }
+}
+
+/// A transfer the generator waits for (actors; request/response transactions). Returns
+/// the generator's next wake-up, or None if the run ended first.
+fn perform_watched(
+    sh: &Arc<Shared>,
+    g: &Gen,
+    gen: &mut Generator,
+    open: &Open,
+) -> Option<Option<sojourn_core::Time>> {
+    let Payload::Sized(size) = open.payload else {
+        perform(sh, g, open.clone());
+        return Some(None);
+    };
+    if matches!(g.kind, TcpKind::RequestResponse { .. }) {
+        // The response's size is the generator's next answer; a clone tells it now (sizes
+        // do not depend on time), so the server knows what to send when the request is in.
+        let response = match gen.clone().finished(sojourn_core::Time::ZERO).open {
+            Some(Open {
+                payload: Payload::Sized(r),
+                ..
+            }) => r,
+            _ => 1,
+        };
+        let (req_done, resp_done) = tcp_transaction(sh, g, size, response)?;
+        gen.finished(req_done);
+        Some(gen.finished(resp_done).wake_at)
+    } else {
+        let done = tcp_transfer(sh, g, size)?;
+        Some(gen.finished(done).wake_at)
     }
 }
 
@@ -1093,7 +1038,7 @@ mod tests {
     use std::path::Path;
 
     fn exp(text: &str) -> Experiment {
-        sojourn_sim::config::from_toml(text, Path::new(".")).unwrap()
+        sojourn_experiment::parse_str(text, Path::new(".")).unwrap()
     }
 
     /// The simulator's flows (start time, size) for one seed, from its own output.
@@ -1109,8 +1054,9 @@ mod tests {
 
     #[test]
     fn poisson_arrivals_match_the_simulator_for_one_seed() {
-        // An open loop's start times and sizes do not depend on the network: the
-        // simulator's flow table and the emulator's schedule must agree exactly.
+        // An open loop's start times and sizes do not depend on the network: driven as the
+        // load generator drives it (woken at the scheduled times), the shared generator
+        // gives exactly the simulator's flow table.
         let e = exp(r#"
             duration = "3s"
             [topology]
@@ -1124,11 +1070,23 @@ mod tests {
             panic!()
         };
         for seed in [1u64, 7] {
-            let ours: Vec<(f64, u64)> =
-                PoissonArrivals::new(plan, seed, 0, Time::ZERO + e.duration)
-                    .unwrap()
-                    .map(|(t, s)| (t.as_secs_f64(), s))
-                    .collect();
+            let mut gen = Generator::new(plan, 0, seed);
+            let mut ours = Vec::new();
+            let mut wake = gen.start();
+            while let Some(t) = wake {
+                if t >= Time::ZERO + e.duration {
+                    break;
+                }
+                let step = gen.wake(t);
+                if let Some(Open {
+                    payload: Payload::Sized(n),
+                    ..
+                }) = step.open
+                {
+                    ours.push((t.as_secs_f64(), n));
+                }
+                wake = step.wake_at;
+            }
             let sim = sim_flows(&e, seed);
             // 3 s at a 40 ms mean gap: about 75 arrivals.
             assert!(ours.len() > 40 && ours.len() < 120, "{}", ours.len());
@@ -1139,7 +1097,7 @@ mod tests {
     #[test]
     fn actor_sizes_match_the_simulator_for_one_seed() {
         // A closed loop's start times depend on FCTs, its sizes do not: the n-th transfer
-        // of an actor has the same size in both engines.
+        // of an actor has the same size in both engines, whatever the completion times.
         let e = exp(r#"
             duration = "2s"
             [topology]
@@ -1154,20 +1112,23 @@ mod tests {
         };
         let sim = sim_flows(&e, 3);
         assert!(sim.len() > 5);
-        let mut d = ActorDraws::new(plan, 3, 0).unwrap();
-        let first = d.think();
+        let mut gen = Generator::new(plan, 0, 3);
+        let first = gen.start().unwrap();
         // The first transfer starts after the first think time, to the nanosecond.
         assert!((sim[0].0 - first.as_secs_f64()).abs() < 1e-9);
+        let mut t = first;
         for &(_, size) in &sim {
-            assert_eq!(d.size(), size);
-            d.think();
+            let open = gen.wake(t).open.unwrap();
+            assert!(matches!(open.payload, Payload::Sized(n) if n == size));
+            // Completion times unlike the simulator's: sizes stay the same.
+            t = gen.finished(t + Duration::from_ms(77)).wake_at.unwrap_or(t);
         }
     }
 
     #[test]
     fn kernel_names_of_congestion_controls() {
         // Linux calls NewReno "reno" (net/ipv4/tcp_cong.c tcp_reno).
-        use sojourn_sim::tcp::cc::CcKind;
+        use sojourn_experiment::transport::CcKind;
         let with = |cc| TcpConfig {
             cc,
             ..TcpConfig::default()

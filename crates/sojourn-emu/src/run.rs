@@ -16,6 +16,7 @@ use sojourn_core::hist::Histogram;
 use sojourn_core::params::{ConfError, ConfResult};
 use sojourn_core::qdisc::DropReason;
 use sojourn_core::{Duration, Time};
+use sojourn_experiment::LinkRate;
 use sojourn_sim::classify::Hook;
 use sojourn_sim::config::Experiment;
 use sojourn_sim::flows::FlowRecord;
@@ -202,7 +203,7 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
                 Some(h) => Egress::Port(h),
                 None => Egress::Route,
             },
-            rate: l.rate.clone(),
+            rate: RateModel::from(&l.rate),
             delay: l.delay,
             delay_schedule: l.delay_schedule.clone(),
             loss: l.loss,
@@ -511,7 +512,7 @@ fn collect(
         };
         let pkts = (r.delivered_pkts as f64 * pkts_share).round() as u64;
         let period = (end - since).as_secs_f64();
-        let capacity = capacity_bits(&l.rate, since, end);
+        let capacity = capacity_bits(&RateModel::from(&l.rate), since, end);
         let wire_bits = (bytes + pkts * l.framing_bytes as u64) as f64 * 8.0;
         let mut drops = Map::new();
         for reason in DropReason::ALL {
@@ -525,7 +526,7 @@ fn collect(
             json!({
                 "from": exp.node_names[l.from as usize],
                 "to": exp.node_names[l.to as usize],
-                "rate_bps": match &l.rate { RateModel::Constant(r) => json!(r), _ => J::Null },
+                "rate_bps": match &l.rate { LinkRate::Constant(r) => json!(r), _ => J::Null },
                 "delay_ms": l.delay.as_millis_f64(),
                 "qdisc": r.qdisc,
                 "tx_packets": pkts,

@@ -30,6 +30,20 @@ pub enum RateModel {
     Trace(Trace),
 }
 
+impl From<&sojourn_experiment::LinkRate> for RateModel {
+    fn from(r: &sojourn_experiment::LinkRate) -> RateModel {
+        use sojourn_experiment::LinkRate as L;
+        match r {
+            L::Constant(bps) => RateModel::Constant(*bps),
+            L::Schedule(s) => RateModel::Schedule(s.clone()),
+            L::Trace(t) => RateModel::Trace(Trace::new(
+                t.opportunities_ms.clone(),
+                t.bytes_per_opportunity,
+            )),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Trace {
     pub opportunities_ms: Vec<u64>,

@@ -116,7 +116,7 @@ impl Sim {
         let mut links = Vec::with_capacity(exp.links.len());
         for (i, lp) in exp.links.iter().enumerate() {
             let rate_bps = match &lp.rate {
-                crate::link::RateModel::Constant(r) => *r,
+                sojourn_experiment::LinkRate::Constant(r) => *r,
                 _ => 0,
             };
             let ctx = BuildCtx {
@@ -132,7 +132,7 @@ impl Sim {
                 lp.name.clone(),
                 lp.from,
                 lp.to,
-                lp.rate.clone(),
+                crate::link::RateModel::from(&lp.rate),
                 lp.delay,
                 q,
                 desc,
