@@ -158,7 +158,7 @@ fn validate<'py>(
     d.set_item("nodes", exp.node_names.clone())?;
     let links = PyList::empty(py);
     for l in &exp.links {
-        links.append((l.name.as_str(), sojourn_sim::sim::describe_qdisc(&l.qdisc)))?;
+        links.append((l.name.as_str(), l.qdisc_desc.as_str()))?;
     }
     d.set_item("links", links)?;
     d.set_item("workloads", exp.workloads.len())?;

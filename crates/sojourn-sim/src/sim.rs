@@ -14,7 +14,7 @@ use crate::flows::FlowTable;
 use crate::link::{Link, TxFate};
 use crate::metrics::{PacketLog, TimeSeries};
 use crate::workload;
-use sojourn_core::qdisc::{self, BuildCtx, Dequeue, DropReason, Drops, Qdisc};
+use sojourn_core::qdisc::{BuildCtx, Dequeue, DropReason, Drops, Qdisc};
 use sojourn_core::rng::{splitmix64_mix, Rng};
 use sojourn_core::{Duration, Packet, Time};
 
@@ -124,10 +124,9 @@ impl Sim {
                 seed: Rng::stream(seed, "qdisc", i as u64).next_u64(),
                 ..BuildCtx::default()
             };
-            // Validated in config; a failure here would be a bug in the validation.
-            let q = qdisc::build(&lp.qdisc, &lp.qdisc_path, &ctx)
-                .expect("qdisc validated at load time");
-            let desc = describe_qdisc(&lp.qdisc);
+            // Parsed and validated once at load time; building cannot fail.
+            let q = lp.qdisc.build(&ctx);
+            let desc = lp.qdisc_desc.clone();
             let mut l = Link::new(
                 lp.name.clone(),
                 lp.from,
@@ -918,42 +917,5 @@ impl Sim {
                 }
             }
         }
-    }
-}
-
-/// A short description of a qdisc spec, e.g. `codel(target=5ms)`.
-pub fn describe_qdisc(v: &sojourn_core::params::Value) -> String {
-    use sojourn_core::params::Value;
-    match v {
-        Value::Str(s) => s.clone(),
-        Value::Table(t) => {
-            let kind = match t.get("kind") {
-                Some(Value::Str(k)) => k.clone(),
-                _ => "?".into(),
-            };
-            let args: Vec<String> =
-                t.0.iter()
-                    .filter(|(k, _)| k != "kind")
-                    .map(|(k, v)| format!("{k}={}", short(v)))
-                    .collect();
-            if args.is_empty() {
-                kind
-            } else {
-                format!("{kind}({})", args.join(", "))
-            }
-        }
-        other => short(other),
-    }
-}
-
-fn short(v: &sojourn_core::params::Value) -> String {
-    use sojourn_core::params::Value;
-    match v {
-        Value::Str(s) => s.clone(),
-        Value::Int(i) => i.to_string(),
-        Value::Float(f) => f.to_string(),
-        Value::Bool(b) => b.to_string(),
-        Value::Table(_) => describe_qdisc(v),
-        Value::Array(a) => format!("[{}]", a.iter().map(short).collect::<Vec<_>>().join(" ")),
     }
 }
