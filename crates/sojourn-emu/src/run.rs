@@ -208,7 +208,7 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
             delay_schedule: l.delay_schedule.clone(),
             loss: l.loss,
             framing_bytes: l.framing_bytes,
-            qdisc: l.qdisc.clone(),
+            qdisc: l.qdisc_value.clone(),
             qdisc_path: l.qdisc_path.clone(),
             classifier: classifier[li].clone(),
         })

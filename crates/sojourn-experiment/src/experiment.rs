@@ -27,6 +27,10 @@ pub struct LinkPlan {
     pub qdisc: QdiscSpec,
     /// The spec as written in the file (`codel(target=5ms)`), the `qdisc` label in outputs.
     pub qdisc_desc: String,
+    /// The spec's value as written in the file, and its key path, for engines that build
+    /// through the registry from the value (the live forwarder).
+    pub qdisc_value: Value,
+    pub qdisc_path: String,
     /// Random loss probability per packet.
     pub loss: f64,
     /// Bytes added to every frame on the wire (`framing_overhead`).
@@ -570,6 +574,8 @@ fn add_link(
         delay_schedule: spec.delay_schedule.clone().unwrap_or_default(),
         qdisc_desc: qdisc_label(&qdisc_value),
         qdisc,
+        qdisc_value,
+        qdisc_path: qpath,
         loss: spec.loss.unwrap_or(0.0),
         framing_bytes: spec.framing_bytes.unwrap_or(0),
         reorder: spec.reorder.map_or(0.0, |r| r.0),
