@@ -138,7 +138,15 @@ impl Shared {
     fn with_flow<R>(&self, flow: u32, f: impl FnOnce(&mut FlowRecord) -> R) -> R {
         f(&mut self.flows.lock().unwrap()[flow as usize])
     }
+    /// Notes a socket error met while the run is on; errors after the end (connections
+    /// torn down by the stop) are expected and not counted.
     fn error(&self, msg: String) {
+        if self.stopped() {
+            return;
+        }
+        self.note(msg);
+    }
+    fn note(&self, msg: String) {
         self.error_count.fetch_add(1, Ordering::Relaxed);
         let mut e = self.errors.lock().unwrap();
         if e.len() < 8 {
@@ -382,7 +390,7 @@ impl Loadgen {
         let lingering = self.sh.threads.load(Ordering::SeqCst);
         if lingering > 0 {
             self.sh
-                .error(format!("{lingering} load threads still running at the end"));
+                .note(format!("{lingering} load threads still running at the end"));
         }
         LoadResult {
             flows: self.sh.flows.lock().unwrap().clone(),
