@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from ._config import ConfigError, load, set_key
+from ._config import ConfigError, check_depth, load, set_key
 from .results import Result
 
 __all__ = ["run", "emulate", "emulate_cleanup", "validate", "qdiscs", "sweep", "Result", "ConfigError",
@@ -51,11 +51,32 @@ def _prepare(source: Source, overrides: Optional[Mapping[str, Any]] = None, dura
     cfg, name, base = load(source)
     if base_dir is not None:  # relative paths (traces) of a dict config resolve here
         base = Path(base_dir)
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise ConfigError("overrides", "", f"expected a dict of dotted keys, got {type(overrides).__name__}")
+    if overrides:
+        check_depth(dict(overrides), "overrides")
     for k, v in (overrides or {}).items():
-        set_key(cfg, k, v)
+        set_key(cfg, k, v, where="overrides")
     if duration is not None:
+        if not isinstance(duration, str):
+            raise ConfigError("duration", "", f'expected a duration string like "60s", got {duration!r}')
         cfg["duration"] = duration
     return cfg, name, base
+
+
+#: Seeds are unsigned 64-bit integers (the engine's random streams are derived from them).
+SEED_MAX = 2**64 - 1
+
+
+def check_seed(seed: Any, where: str = "seed") -> Optional[int]:
+    """``None`` or an integer in ``[0, 2**64 - 1]``; anything else raises :class:`ConfigError`."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(where, "", f"expected an integer in [0, {SEED_MAX}], got {seed!r}")
+    if not 0 <= seed <= SEED_MAX:
+        raise ConfigError(where, "", f"{seed} is out of range [0, {SEED_MAX}]")
+    return seed
 
 
 def _wrap_engine_error(name: str, e: Exception) -> ConfigError:
@@ -91,6 +112,7 @@ def run(
     end_s, events)`` is called about every 65k events; returning ``False`` aborts.
     """
     eng = _engine_or_fail()
+    seed = check_seed(seed)
     cfg, name, base = _prepare(source, overrides, duration, base_dir)
     t0 = time.perf_counter()
     try:
@@ -197,6 +219,17 @@ def qdiscs() -> list[tuple[str, str]]:
     return list(_engine_or_fail().qdiscs())
 
 
-# ``sojourn.sweep`` is both the module and, being callable, the function
-# ``sojourn.sweep(path, out, jobs=...)`` (see sweep.py).
-from . import sweep  # noqa: E402
+def sweep(path: Union[str, Path], out: Union[str, Path], jobs: Optional[int] = None,
+          repeats: Optional[int] = None, seeds: Optional[Sequence[int]] = None, quiet: bool = True):
+    """Runs a sweep file (docs/sweeps.md): validates every point first, runs every (point,
+    seed) on ``jobs`` local processes (finished runs are kept and skipped on a rerun) and
+    returns the runs table (a pandas DataFrame, one row per run). The machinery is the
+    :mod:`sojourn.sweeps` module (:func:`sojourn.sweeps.run_sweep`).
+
+    Example::
+
+        runs = sojourn.sweep("experiments/examples/compare-aqm.sweep.toml", "results/aqm", jobs=2)
+    """
+    from .sweeps import run_sweep
+
+    return run_sweep(path, out, jobs=jobs, repeats=repeats, seeds=seeds, quiet=quiet)

@@ -12,12 +12,12 @@ Files in an output directory (schema in docs/output-schema.md):
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import pandas as pd
@@ -110,14 +110,24 @@ class Result:
             summary_text=text,
         )
 
-    def write(self, out_dir: "str | os.PathLike[str]") -> Path:
-        """Writes the result files atomically: each file is written to a temporary name in
-        the same directory and renamed into place, and ``summary.json`` (the completeness
-        marker) is removed first and renamed in last. A crash leaves no ``summary.json``."""
+    def write(self, out_dir: "str | os.PathLike[str]", extra: Optional[Callable[[Path], Any]] = None) -> Path:
+        """Writes the result files atomically: everything is written into a hidden staging
+        directory next to them, then renamed into place, ``summary.json`` (the
+        completeness marker) removed first and renamed in last. A crash leaves no
+        ``summary.json``. ``extra(staging_dir)`` may add files (the report and its plots),
+        so that they become visible together with the data. Stale staging directories of
+        dead sojourn processes are removed first."""
+        from ._outdir import clean_stale_partials, staging_dir
+
         out = Path(out_dir)
+        if out.exists() and not out.is_dir():
+            from ._config import ConfigError
+
+            raise ConfigError(str(out), "", "exists and is not a directory; results need a directory")
         out.mkdir(parents=True, exist_ok=True)
+        clean_stale_partials(out)
         (out / SUMMARY).unlink(missing_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".sojourn-partial-", dir=out))
+        staging = staging_dir(out)
         try:
             pq.write_table(self.flows_table, staging / "flows.parquet", compression="zstd")
             pq.write_table(self.timeseries_table, staging / "timeseries.parquet", compression="zstd")
@@ -126,11 +136,17 @@ class Result:
             else:
                 (out / "packets.parquet").unlink(missing_ok=True)
             (staging / "perf.json").write_text(json.dumps(self.perf, indent=2, sort_keys=True) + "\n")
+            if extra is not None:
+                extra(staging)
             (staging / SUMMARY).write_text(self.summary_text or (json.dumps(self.summary, indent=2, sort_keys=True) + "\n"))
-            for name in ["flows.parquet", "timeseries.parquet", "packets.parquet", "perf.json", SUMMARY]:
-                src = staging / name
-                if src.exists():
-                    os.replace(src, out / name)
+            for src in sorted(staging.iterdir()):
+                if src.name == SUMMARY:
+                    continue
+                dst = out / src.name
+                if src.is_dir() and dst.is_dir() and not dst.is_symlink():
+                    shutil.rmtree(dst)
+                os.replace(src, dst)
+            os.replace(staging / SUMMARY, out / SUMMARY)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return out
@@ -161,3 +177,71 @@ class Result:
 
 def summary_dict(raw_summary: str) -> Any:
     return json.loads(raw_summary)
+
+
+# ------------------------------------------------------------------------------------
+# one run as one row (runs.parquet of a sweep, `sojourn compare` of run directories)
+# ------------------------------------------------------------------------------------
+
+
+def pick_link(summary: dict, link: Optional[str] = None) -> Optional[str]:
+    """The link a run row describes: ``link`` if the run has it, else the bottleneck, else
+    the busiest link."""
+    links = summary.get("links", {})
+    if link:
+        return link if link in links else None
+    if "bottleneck" in links:
+        return "bottleneck"
+    if not links:
+        return None
+    return max(sorted(links), key=lambda n: links[n].get("utilisation", 0.0))
+
+
+def run_row(summary: dict, link: Optional[str] = None) -> dict:
+    """The key numbers of one run (a row of runs.parquet) from its summary.json."""
+    nan = math.nan
+    name = pick_link(summary, link)
+    l = summary["links"].get(name, {}) if name else {}
+    sj = l.get("sojourn_ms", {})
+    f = summary.get("flows", {})
+    fct = f.get("fct_s", {})
+    g = f.get("goodput_bps", {})
+    acc = summary.get("accounting", {})
+
+    def num(d, k):
+        v = d.get(k)
+        return float(v) if v is not None else nan
+
+    return {
+        "experiment": summary.get("experiment", ""),
+        "duration_s": float(summary.get("duration_s", nan)),
+        "warmup_s": float(summary.get("warmup_s", 0.0)),
+        "events": int(summary.get("events", 0)),
+        "link": name or "",
+        "link_qdisc": str(l.get("qdisc", "")),
+        "rate_bps": num(l, "rate_bps"),
+        "utilisation": num(l, "utilisation"),
+        "throughput_bps": num(l, "throughput_bps"),
+        "drops": int(l.get("drops_total", 0)),
+        "ecn_marks": int(l.get("ecn_marks", 0)),
+        "sojourn_mean_ms": num(sj, "mean"),
+        "sojourn_p50_ms": num(sj, "p50"),
+        "sojourn_p95_ms": num(sj, "p95"),
+        "sojourn_p99_ms": num(sj, "p99"),
+        "sojourn_max_ms": num(sj, "max"),
+        "flows": int(f.get("count", 0)),
+        "flows_sized": int(f.get("sized", 0)),
+        "flows_completed": int(f.get("completed", 0)),
+        "fct_mean_s": num(fct, "mean"),
+        "fct_ci95_s": num(fct, "ci95"),
+        "fct_p50_s": num(fct, "p50"),
+        "fct_p75_s": num(fct, "p75"),
+        "fct_p95_s": num(fct, "p95"),
+        "fct_p99_s": num(fct, "p99"),
+        "goodput_mean_bps": num(g, "mean"),
+        "created": int(acc.get("created", 0)),
+        "delivered": int(acc.get("delivered", 0)),
+        "dropped": int(acc.get("dropped", 0)),
+        "in_network": int(acc.get("in_network", 0)),
+        "conserved": bool(acc.get("conserved", False)),
+    }

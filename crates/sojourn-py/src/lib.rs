@@ -9,6 +9,8 @@ use sojourn_core::params::{ConfError, Table, Value};
 use sojourn_sim::{config, Column, Columns};
 use std::path::Path;
 
+mod model;
+
 pyo3::create_exception!(
     _engine,
     PrivilegeError,
@@ -28,7 +30,21 @@ pyo3::create_exception!(
     "A mistake in an experiment file: .path is the key path, .msg the reason."
 );
 
-fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, ConfError> {
+/// How deep tables and arrays may nest: experiment files need about 6 levels; the bound
+/// keeps a hostile dict (5,000 levels) from overflowing the stack in this recursion.
+pub const MAX_DEPTH: usize = 64;
+
+pub(crate) fn to_value(
+    obj: &Bound<'_, PyAny>,
+    path: &str,
+    depth: usize,
+) -> Result<Value, ConfError> {
+    if depth > MAX_DEPTH {
+        return Err(ConfError::new(
+            path,
+            format!("nested more than {MAX_DEPTH} levels deep"),
+        ));
+    }
     if obj.is_instance_of::<PyBool>() {
         return Ok(Value::Bool(obj.extract::<bool>().unwrap()));
     }
@@ -45,7 +61,7 @@ fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, ConfError> {
         return Ok(Value::Str(obj.extract::<String>().unwrap()));
     }
     if let Ok(d) = obj.downcast::<PyDict>() {
-        return Ok(Value::Table(to_table(d, path)?));
+        return Ok(Value::Table(to_table(d, path, depth + 1)?));
     }
     if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         let mut v = Vec::new();
@@ -55,7 +71,7 @@ fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, ConfError> {
             .enumerate()
         {
             let x = x.map_err(|_| ConfError::new(path, "not iterable"))?;
-            v.push(to_value(&x, &format!("{path}[{i}]"))?);
+            v.push(to_value(&x, &format!("{path}[{i}]"), depth + 1)?);
         }
         return Ok(Value::Array(v));
     }
@@ -70,19 +86,19 @@ fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, ConfError> {
     ))
 }
 
-fn to_table(d: &Bound<'_, PyDict>, path: &str) -> Result<Table, ConfError> {
+fn to_table(d: &Bound<'_, PyDict>, path: &str, depth: usize) -> Result<Table, ConfError> {
     let mut t = Table::default();
     for (k, v) in d.iter() {
         let key: String = k
             .extract()
             .map_err(|_| ConfError::new(path, "keys must be strings"))?;
         let p = sojourn_core::params::join(path, &key);
-        t.0.push((key, to_value(&v, &p)?));
+        t.0.push((key, to_value(&v, &p, depth)?));
     }
     Ok(t)
 }
 
-fn conf_err(e: ConfError) -> PyErr {
+pub(crate) fn conf_err(e: ConfError) -> PyErr {
     Python::with_gil(|py| {
         let err = ConfigError::new_err(e.to_string());
         let v = err.value(py);
@@ -93,7 +109,7 @@ fn conf_err(e: ConfError) -> PyErr {
 }
 
 fn parse(cfg: &Bound<'_, PyDict>, base_dir: &str) -> PyResult<config::Experiment> {
-    let t = to_table(cfg, "").map_err(conf_err)?;
+    let t = to_table(cfg, "", 0).map_err(conf_err)?;
     config::from_table(&t, Path::new(base_dir)).map_err(conf_err)
 }
 
@@ -319,5 +335,6 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("EmulateError", m.py().get_type::<EmulateError>())?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
+    model::register(m)?;
     Ok(())
 }

@@ -23,8 +23,8 @@ interrupted sweep resumes where it stopped. Afterwards ``OUT/runs.parquet`` (one
 run) and ``OUT/flows.parquet`` (every run's flows, with the point, axis labels and seed)
 are (re)written atomically.
 
-``sojourn.sweep(path, out, jobs=None, repeats=None)`` runs a sweep from Python and
-returns the runs table (this module is callable).
+``sojourn.sweep(path, out, jobs=None, repeats=None)`` (:func:`run_sweep`) runs a sweep
+from Python and returns the runs table.
 """
 from __future__ import annotations
 
@@ -39,16 +39,21 @@ import re
 import signal
 import sys
 import time
-import types
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
+from ._cli_common import fail
 from ._config import ConfigError, load, set_key
+from .results import run_row
+from .units import parse_seconds
 
 PathLike = Union[str, "os.PathLike[str]"]
 
+#: The most runs (points x seeds) one sweep may hold: the plan, its directories and the
+#: merged tables stay small; larger studies are several sweeps.
+MAX_RUNS = 100_000
 SWEEP_KEYS = {"name", "description", "base", "repeats", "seeds", "seed", "set", "axis", "variant", "link", "end_margin"}
 AXIS_KEYS = {"key", "values", "names", "name"}
 VARIANT_KEYS = {"name", "set"}
@@ -99,9 +104,9 @@ class Plan:
         """The experiment dict of a point (the seed is passed separately)."""
         cfg = copy.deepcopy(self.base_cfg)
         for k, v in self.common.items():
-            set_key(cfg, k, copy.deepcopy(v))
+            set_key(cfg, k, copy.deepcopy(v), where=self.file)
         for k, v in point.overrides.items():
-            set_key(cfg, k, copy.deepcopy(v))
+            set_key(cfg, k, copy.deepcopy(v), where=self.file)
         return cfg
 
     def fingerprint(self, point: Point) -> str:
@@ -166,7 +171,29 @@ def _check_name(file: str, where: str, name: Any) -> str:
 def _check_set(file: str, where: str, s: Any) -> dict:
     if not isinstance(s, dict):
         raise ConfigError(file, where, "expected a table of dotted keys, e.g. { \"topology.bottleneck.qdisc\" = \"codel\" }")
+    for k in s:
+        _check_key(file, f"{where}.{k}" if where else k, k)
     return dict(s)
+
+
+def _check_key(file: str, where: str, key: str) -> None:
+    """The syntax of a dotted override key (``workload[1].rate``), checked when the sweep
+    file is read: a bad index is named here rather than in every point."""
+    from ._config import _split_index
+
+    try:
+        for part in key.split("."):
+            _split_index(part.strip(), file, key)
+    except ConfigError as e:
+        raise ConfigError(file, where, e.msg) from None
+
+
+def _unknown(file: str, where: str, key: str, accepted: set) -> ConfigError:
+    import difflib
+
+    close = difflib.get_close_matches(key, sorted(accepted), n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ConfigError(file, where, f"unknown key{hint}; accepted keys: {', '.join(sorted(accepted))}")
 
 
 def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Sequence[int]] = None) -> Plan:
@@ -175,7 +202,7 @@ def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Seq
     sw, file, sdir = load(path)
     unknown = sorted(set(sw) - SWEEP_KEYS)
     if unknown:
-        raise ConfigError(file, unknown[0], f"unknown key (expected one of {', '.join(sorted(SWEEP_KEYS))})")
+        raise _unknown(file, unknown[0], unknown[0], SWEEP_KEYS)
     if "base" not in sw:
         raise ConfigError(file, "base", 'required: base = "experiment.toml" or an inline [base] table')
     b = sw["base"]
@@ -195,14 +222,18 @@ def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Seq
     base_seed = sw.get("seed", base_cfg.get("seed", 1))
     if not isinstance(base_seed, int) or isinstance(base_seed, bool) or base_seed < 0:
         raise ConfigError(file, "seed", "expected a non-negative integer")
+    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_RUNS):
+        raise ConfigError("--repeats", "", f"expected an integer in [1, {MAX_RUNS}], got {repeats!r}")
     if "seeds" in sw and "repeats" in sw:
         raise ConfigError(file, "seeds", "give either `seeds` or `repeats`, not both")
     if seeds is not None:
         seed_list = list(seeds)
     elif "seeds" in sw:
         seed_list = sw["seeds"]
-        if not isinstance(seed_list, list) or not seed_list or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seed_list):
-            raise ConfigError(file, "seeds", "expected a non-empty list of non-negative integers")
+        if not isinstance(seed_list, list) or not seed_list or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**64 for s in seed_list):
+            raise ConfigError(file, "seeds", "expected a non-empty list of integers in [0, 2^64-1]")
+        if len(seed_list) > MAX_RUNS:
+            raise ConfigError(file, "seeds", f"{len(seed_list)} seeds; at most {MAX_RUNS}")
         if len(set(seed_list)) != len(seed_list):
             raise ConfigError(file, "seeds", "duplicate seeds")
         if repeats is not None:
@@ -211,9 +242,9 @@ def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Seq
         r = repeats if repeats is not None else sw.get("repeats", base_cfg.get("repeats", 1))
         if not isinstance(r, int) or isinstance(r, bool) or r < 1:
             raise ConfigError(file, "repeats", "expected a positive integer")
+        if r > MAX_RUNS:
+            raise ConfigError(file, "repeats", f"{r} is out of range [1, {MAX_RUNS}]")
         seed_list = list(range(base_seed, base_seed + r))
-    if repeats is not None and repeats < 1:
-        raise ConfigError("--repeats", "", "expected a positive integer")
 
     # variants
     variants = sw.get("variant", [])
@@ -227,7 +258,7 @@ def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Seq
             raise ConfigError(file, where, "expected a table with `name` and `set`")
         bad = sorted(set(v) - VARIANT_KEYS)
         if bad:
-            raise ConfigError(file, f"{where}.{bad[0]}", "unknown key (expected name, set)")
+            raise _unknown(file, f"{where}.{bad[0]}", bad[0], VARIANT_KEYS)
         name = _check_name(file, f"{where}.name", v.get("name"))
         if name in seen:
             raise ConfigError(file, f"{where}.name", f"duplicate variant name {name!r}")
@@ -246,10 +277,11 @@ def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Seq
             raise ConfigError(file, where, "expected a table with `key` and `values`")
         bad = sorted(set(a) - AXIS_KEYS)
         if bad:
-            raise ConfigError(file, f"{where}.{bad[0]}", "unknown key (expected key, values, names, name)")
+            raise _unknown(file, f"{where}.{bad[0]}", bad[0], AXIS_KEYS)
         key = a.get("key")
         if not isinstance(key, str) or not key:
             raise ConfigError(file, f"{where}.key", 'required: a dotted key, e.g. "topology.bottleneck.qdisc"')
+        _check_key(file, f"{where}.key", key)
         values = a.get("values")
         if not isinstance(values, list) or not values:
             raise ConfigError(file, f"{where}.values", "expected a non-empty list")
@@ -276,6 +308,10 @@ def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Seq
             raise ConfigError(file, f"{where}.values", f"two values get the label {sorted(dup)[0]!r}; give `names = [...]`")
         aparts.append([(lab, {key: v}) for lab, v in zip(labels, values)])
 
+    n_points = max(1, len(vparts)) * math.prod(len(x) for x in aparts)
+    if n_points * len(seed_list) > MAX_RUNS:
+        raise ConfigError(file, "axis", f"{n_points} points x {len(seed_list)} seeds = {n_points * len(seed_list)} runs; "
+                                        f"a sweep holds at most {MAX_RUNS} (split it into several sweeps)")
     points: list = []
     vchoices = vparts or [(None, {})]
     for vname, vset in vchoices:
@@ -299,8 +335,6 @@ def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Seq
         raise ConfigError(file, "link", "expected a link name")
     end_margin = sw.get("end_margin")
     if end_margin is not None:
-        from .compare import parse_seconds
-
         try:
             if parse_seconds(end_margin) < 0:
                 raise ValueError
@@ -330,10 +364,37 @@ def validate_plan(plan: Plan) -> None:
 _STOP = None  # a multiprocessing Event in workers
 
 
-def _worker_init(stop) -> None:
+def _die_with_parent(parent_pid: int) -> None:
+    """Makes the kernel SIGKILL this worker when the sweep process dies (Linux
+    ``prctl(PR_SET_PDEATHSIG)``), e.g. killed by the OOM killer, so no worker keeps running
+    queued points into directories a re-run then shares. Elsewhere, a watchdog thread
+    polls the parent pid."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl")
+    except (OSError, AttributeError):
+        import threading
+
+        def watch() -> None:
+            while os.getppid() == parent_pid:
+                time.sleep(1.0)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="sojourn-parent-watchdog", daemon=True).start()
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _worker_init(stop, parent_pid: Optional[int] = None) -> None:
     global _STOP
     _STOP = stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    if parent_pid is not None:
+        _die_with_parent(parent_pid)
 
 
 def _run_task(cfg: dict, base_dir: str, seed: int, out: str) -> dict:
@@ -364,67 +425,6 @@ def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
 
 def _write_text_atomic(path: Path, text: str) -> None:
     _write_atomic(path, lambda p: p.write_text(text))
-
-
-def pick_link(summary: dict, link: Optional[str] = None) -> Optional[str]:
-    links = summary.get("links", {})
-    if link:
-        return link if link in links else None
-    if "bottleneck" in links:
-        return "bottleneck"
-    if not links:
-        return None
-    return max(sorted(links), key=lambda n: links[n].get("utilisation", 0.0))
-
-
-def run_row(summary: dict, link: Optional[str] = None) -> dict:
-    """The key numbers of one run (a row of runs.parquet) from its summary.json."""
-    nan = math.nan
-    name = pick_link(summary, link)
-    l = summary["links"].get(name, {}) if name else {}
-    sj = l.get("sojourn_ms", {})
-    f = summary.get("flows", {})
-    fct = f.get("fct_s", {})
-    g = f.get("goodput_bps", {})
-    acc = summary.get("accounting", {})
-
-    def num(d, k):
-        v = d.get(k)
-        return float(v) if v is not None else nan
-
-    return {
-        "experiment": summary.get("experiment", ""),
-        "duration_s": float(summary.get("duration_s", nan)),
-        "warmup_s": float(summary.get("warmup_s", 0.0)),
-        "events": int(summary.get("events", 0)),
-        "link": name or "",
-        "link_qdisc": str(l.get("qdisc", "")),
-        "rate_bps": num(l, "rate_bps"),
-        "utilisation": num(l, "utilisation"),
-        "throughput_bps": num(l, "throughput_bps"),
-        "drops": int(l.get("drops_total", 0)),
-        "ecn_marks": int(l.get("ecn_marks", 0)),
-        "sojourn_mean_ms": num(sj, "mean"),
-        "sojourn_p50_ms": num(sj, "p50"),
-        "sojourn_p95_ms": num(sj, "p95"),
-        "sojourn_p99_ms": num(sj, "p99"),
-        "sojourn_max_ms": num(sj, "max"),
-        "flows": int(f.get("count", 0)),
-        "flows_sized": int(f.get("sized", 0)),
-        "flows_completed": int(f.get("completed", 0)),
-        "fct_mean_s": num(fct, "mean"),
-        "fct_ci95_s": num(fct, "ci95"),
-        "fct_p50_s": num(fct, "p50"),
-        "fct_p75_s": num(fct, "p75"),
-        "fct_p95_s": num(fct, "p95"),
-        "fct_p99_s": num(fct, "p99"),
-        "goodput_mean_bps": num(g, "mean"),
-        "created": int(acc.get("created", 0)),
-        "delivered": int(acc.get("delivered", 0)),
-        "dropped": int(acc.get("dropped", 0)),
-        "in_network": int(acc.get("in_network", 0)),
-        "conserved": bool(acc.get("conserved", False)),
-    }
 
 
 def merge(plan: Plan, out: Path) -> "pd.DataFrame":  # noqa: F821
@@ -511,6 +511,8 @@ class _Display:
 def run_plan(plan: Plan, out: PathLike, jobs: Optional[int] = None, quiet: bool = True) -> dict:
     """Runs every pending (point, seed) of a validated plan. Returns counts
     ``{"total", "cached", "ran", "failed": [(run, error)], "interrupted": bool}``."""
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= 1024):
+        raise ConfigError("--jobs", "", f"expected an integer in [1, 1024], got {jobs!r}")
     out = Path(out)
     # Refuse to mix results of a changed point definition with old ones.
     for p in plan.points:
@@ -521,6 +523,16 @@ def run_plan(plan: Plan, out: PathLike, jobs: Optional[int] = None, quiet: bool 
                 raise ConfigError(plan.file, f"point {p.name!r}",
                                   f"{out}/runs/{p.name} holds runs of a different configuration; use another --out or delete that directory")
     out.mkdir(parents=True, exist_ok=True)
+    from ._outdir import DirLock
+
+    lock = DirLock(out, "sweep").acquire()  # two sweeps on one directory would share run dirs
+    try:
+        return _run_plan_locked(plan, out, jobs, quiet)
+    finally:
+        lock.release()
+
+
+def _run_plan_locked(plan: Plan, out: Path, jobs: Optional[int], quiet: bool) -> dict:
     _write_text_atomic(out / "sweep.json", json.dumps(plan.to_json(), indent=2, sort_keys=True, default=str) + "\n")
     for p in plan.points:
         d = out / "runs" / p.name
@@ -557,7 +569,7 @@ def run_plan(plan: Plan, out: PathLike, jobs: Optional[int] = None, quiet: bool 
         elif tasks:
             ctx = multiprocessing.get_context("spawn")
             stop = ctx.Event()
-            ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init, initargs=(stop,))
+            ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init, initargs=(stop, os.getpid()))
             futs = {ex.submit(_run_task, *args): (p, s) for p, s, args in tasks}
             try:
                 todo = set(futs)
@@ -598,6 +610,9 @@ def run_sweep(path: PathLike, out: PathLike, jobs: Optional[int] = None, repeats
     Returns the runs table (one row per run). Raises :class:`ConfigError` for a bad sweep
     file or point, :class:`SweepFailed` when runs failed, ``KeyboardInterrupt`` when
     interrupted (finished runs are kept; rerun to resume)."""
+    if seeds is not None and (isinstance(seeds, (str, bytes)) or not all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**64 for x in seeds)):
+        raise ConfigError("seeds", "", "expected a list of integers in [0, 2^64-1]")
     plan = load_plan(path, repeats=repeats, seeds=seeds)
     validate_plan(plan)
     st = run_plan(plan, out, jobs=jobs, quiet=quiet)
@@ -609,16 +624,6 @@ def run_sweep(path: PathLike, out: PathLike, jobs: Optional[int] = None, repeats
     return runs
 
 
-class _CallableModule(types.ModuleType):
-    """Makes ``sojourn.sweep(...)`` call :func:`run_sweep` while ``sojourn.sweep.X``
-    still reaches this module's names."""
-
-    def __call__(self, path: PathLike, out: PathLike, jobs: Optional[int] = None, repeats: Optional[int] = None,
-                 seeds: Optional[Sequence[int]] = None, quiet: bool = True):
-        return run_sweep(path, out, jobs=jobs, repeats=repeats, seeds=seeds, quiet=quiet)
-
-
-sys.modules[__name__].__class__ = _CallableModule
 
 
 # ------------------------------------------------------------------------------------
@@ -636,32 +641,31 @@ repeated (resume after Ctrl-C or a crash). OUT/runs.parquet has one row per run 
 OUT/flows.parquet every flow of every run. See docs/sweeps.md.
 """
 
-COMPARE_EPILOG = """\
-examples:
-  sojourn compare results/aqm
-  sojourn compare results/aqm --baseline pfifo --metric fct --plots
-  sojourn compare results/run-a results/run-b --out results/ab
-
-Prints one row per point (mean with 95% CI over flows and across repeats, percentiles,
-goodput, utilisation, sojourn, drops), gains against --baseline and of every `age-X` over
-`X`; writes DIR/compare.md (and PNG+SVG plots with --plots).
-"""
-
-
 def cmd_sweep(a) -> int:
-    from .cli import _err
+    from . import _outdir
 
+    if a.jobs is not None and not 1 <= a.jobs <= 1024:
+        return fail(f"--jobs: expected an integer in [1, 1024], got {a.jobs}")
+    try:
+        out_dir = _outdir.prepare(a.out)  # before any work: a bad --out is refused at once
+    except ConfigError as e:
+        return fail(str(e))
     try:
         plan = load_plan(a.sweep, repeats=a.repeats)
         validate_plan(plan)
     except ConfigError as e:
-        return _err(str(e))
+        out_dir.undo()
+        return fail(str(e))
+    except KeyboardInterrupt:
+        out_dir.undo()
+        print("sojourn: interrupted; nothing written", file=sys.stderr)
+        return 130
     if not a.quiet:
         print(f"{plan.name}: {len(plan.points)} points x {len(plan.seeds)} seeds = {len(plan.runs())} runs -> {a.out}", file=sys.stderr)
     try:
         st = run_plan(plan, a.out, jobs=a.jobs, quiet=a.quiet)
     except ConfigError as e:
-        return _err(str(e))
+        return fail(str(e))
     runs = merge(plan, Path(a.out))
     if st["interrupted"]:
         print(f"sojourn: interrupted; {len(runs)} of {st['total']} runs are complete in {a.out} (run the same command to resume)", file=sys.stderr)
@@ -677,8 +681,8 @@ def cmd_sweep(a) -> int:
     return 0
 
 
-def add_parsers(sub) -> None:
-    """Adds ``sweep`` and ``compare`` to the ``sojourn`` command's sub-parsers."""
+def add_parser(sub) -> None:
+    """Adds ``sweep`` to the ``sojourn`` command's sub-parsers."""
     import argparse
 
     s = sub.add_parser("sweep", help="run a grid of experiments x repeats in parallel (resumable)",
@@ -690,18 +694,3 @@ def add_parsers(sub) -> None:
     s.add_argument("--repeats", type=int, help="override the number of repeats (seeds base_seed..base_seed+R-1)")
     s.add_argument("--quiet", action="store_true", help="no progress display and no messages")
     s.set_defaults(func=cmd_sweep)
-
-    c = sub.add_parser("compare", help="compare the points of a sweep (tables, gains, plots)",
-                       description="Tables of FCT, goodput, utilisation, sojourn and drops per point of a sweep directory "
-                                   "(or per run directory), with 95%% confidence intervals and gains.",
-                       epilog=COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("dirs", nargs="+", metavar="DIR", help="a sweep output directory, or several run directories")
-    c.add_argument("--baseline", help="point to compute gains against (gain = mean/mean_baseline - 1)")
-    c.add_argument("--metric", choices=["fct", "sojourn", "goodput"], default="fct",
-                   help="headline metric for the CI plot and the gains (default: fct)")
-    c.add_argument("--plots", action="store_true", help="also write PNG+SVG plots next to compare.md")
-    c.add_argument("--out", help="where compare.md and plots go (default: the sweep directory)")
-    c.add_argument("--end-margin", metavar="DURATION",
-                   help='leave out flows that end in the last DURATION of their run, e.g. "60s" '
-                        "(default: the sweep file's end_margin, else 0)")
-    c.set_defaults(func=lambda a: __import__("sojourn.compare", fromlist=["cmd_compare"]).cmd_compare(a))
