@@ -168,13 +168,16 @@ fn every_workload_kind_runs_live() {
         );
     }
     // CBR: 2 Mbit/s of 1000-B frames (958 B payload) for 3 s, far below the bottleneck:
-    // every datagram arrives: 750 datagrams, 718 500 payload bytes (±2 at the edges).
+    // 750 datagrams are sent, one every 4 ms. All arrive but those still in flight when the
+    // run stops (sent in the last one-way delay, 5 ms + the forwarder's lag under load):
+    // at most 10 (40 ms) may be missing, none may be extra.
     let cbr = (0..kind.len()).find(|&i| kind[i] == "udp_cbr").unwrap();
-    let per = 1000 - 42;
+    let per: u64 = 1000 - 42;
     assert!(
-        (delivered[cbr] as i64 - 750 * per).abs() <= 3 * per,
-        "cbr delivered {}",
-        delivered[cbr]
+        delivered[cbr] <= 750 * per && delivered[cbr] >= 740 * per,
+        "cbr delivered {} B = {} datagrams",
+        delivered[cbr],
+        delivered[cbr] / per
     );
     // One-way delay of a datagram: at least the 5 ms of propagation.
     assert!(
