@@ -15,6 +15,8 @@ examples:
   sojourn run exp.toml --out results/x --seed 3 --duration 60s
   sojourn run exp.toml --out results/x --set topology.bottleneck.qdisc=codel
   sojourn validate exp.toml
+  sojourn validate experiments/examples/compare-aqm.sweep.toml   (checks every point)
+  sojourn sweep experiments/examples/compare-aqm.sweep.toml --dry-run
   sojourn qdiscs
   sojourn sweep experiments/examples/compare-aqm.sweep.toml --out results/cmp --jobs 2
   sojourn compare results/cmp
@@ -86,6 +88,17 @@ def cmd_validate(a: argparse.Namespace) -> int:
     import sojourn
 
     try:
+        from . import sweeps as _sweep
+
+        if _sweep.is_sweep_file(a.experiment):
+            # A sweep file: every point it expands to is checked by the engine.
+            sp = _sweep.load_plan(a.experiment)
+            sp.common.update(_parse_set(a.set))
+            _sweep.validate_plan(sp)
+            print(f"{a.experiment}: ok — sweep {sp.name!r}, {len(sp.points)} points x {len(sp.seeds)} seeds "
+                  f"= {len(sp.runs())} runs, every point valid")
+            print("\n".join(_sweep.describe_plan(sp)))
+            return 0
         plan = sojourn.validate(a.experiment, overrides=_parse_set(a.set))
     except ConfigError as e:
         return _err(str(_set_error(e)))
@@ -134,8 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-report", action="store_true", help="do not write report.md and plots")
     r.set_defaults(func=cmd_run)
 
-    v = sub.add_parser("validate", help="check an experiment file without running it")
-    v.add_argument("experiment")
+    v = sub.add_parser("validate", help="check an experiment or sweep file without running it",
+                       epilog="examples:\n  sojourn validate exp.toml\n"
+                              "  sojourn validate experiments/examples/compare-aqm.sweep.toml  (every point)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    v.add_argument("experiment", help="experiment file, or sweep file (*.sweep.toml: every point is checked)")
     v.add_argument("--set", action="append", metavar="KEY=VALUE")
     v.set_defaults(func=cmd_validate)
 

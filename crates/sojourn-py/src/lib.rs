@@ -183,27 +183,33 @@ fn run<'py>(
     let exp = parse(cfg, base_dir)?;
     let seed = seed.unwrap_or(exp.seed);
     let mut py_err: Option<PyErr> = None;
-    let mut cb = |p: &sojourn_sim::Progress| -> bool {
-        if let Err(e) = py.check_signals() {
-            py_err = Some(e);
-            return false;
-        }
-        if let Some(f) = &progress {
-            match f.call1(py, (p.now.as_secs_f64(), p.end.as_secs_f64(), p.events)) {
-                Ok(r) => {
-                    if r.bind(py).extract::<bool>().ok() == Some(false) {
-                        return false;
-                    }
-                }
-                Err(e) => {
+    // The simulation runs without the GIL, so other Python threads keep running; the
+    // signal check and the progress callback take it back about every 65k events.
+    let out = py.allow_threads(|| {
+        let mut cb = |p: &sojourn_sim::Progress| -> bool {
+            Python::with_gil(|py| {
+                if let Err(e) = py.check_signals() {
                     py_err = Some(e);
                     return false;
                 }
-            }
-        }
-        true
-    };
-    let out = sojourn_sim::run(&exp, seed, &mut cb);
+                if let Some(f) = &progress {
+                    match f.call1(py, (p.now.as_secs_f64(), p.end.as_secs_f64(), p.events)) {
+                        Ok(r) => {
+                            if r.bind(py).extract::<bool>().ok() == Some(false) {
+                                return false;
+                            }
+                        }
+                        Err(e) => {
+                            py_err = Some(e);
+                            return false;
+                        }
+                    }
+                }
+                true
+            })
+        };
+        sojourn_sim::run(&exp, seed, &mut cb)
+    });
     if let Some(e) = py_err {
         return Err(e);
     }
@@ -236,12 +242,20 @@ fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
+/// SHA-256 of the sources this engine was built from (crates/sojourn-py/build.rs);
+/// `sojourn._fingerprint.source_hash(root)` computes the same from a checkout.
+#[pyfunction]
+fn source_hash() -> &'static str {
+    env!("SOJOURN_SOURCE_HASH")
+}
+
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(source_hash, m)?)?;
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
     model::register(m)?;
     Ok(())
