@@ -205,7 +205,13 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
         ));
     }
     for (i, (path, wt)) in tables_of(wl, "workload")?.into_iter().enumerate() {
-        let plan = workload::parse(&exp, wt, &path, i as u32)?;
+        let ctx = workload::Context {
+            node_names: &exp.node_names,
+            pairs: &exp.pairs,
+            transport: &exp.transport,
+            base_dir: &exp.base_dir,
+        };
+        let plan = workload::parse(&ctx, wt, &path, i as u32)?;
         exp.workloads.push(plan);
     }
 
