@@ -8,6 +8,7 @@ from typing import Iterable
 from rich.console import Console
 from rich.table import Table
 
+from ._plots import savefig
 from .results import Result
 
 
@@ -137,7 +138,7 @@ def write_run_report(res: Result, out_dir: Path) -> Path:
         ax.legend(fontsize=8)
         fig.tight_layout()
         for ext in ("png", "svg"):
-            fig.savefig(out_dir / f"{fname}.{ext}", dpi=120)
+            savefig(fig, out_dir / f"{fname}.{ext}", dpi=120)
         plt.close(fig)
         figs.append(fname)
     lines = [f"# {s['experiment']}", "", s.get("description") or "", "",
