@@ -7,6 +7,12 @@ class ConfigError(ValueError):
     path: str
     msg: str
 
+class PrivilegeError(PermissionError):
+    """The live engine may not create network namespaces here (needs root)."""
+
+class EmulateError(RuntimeError):
+    """A live run failed (a namespace, device, socket or the forwarder)."""
+
 def validate(cfg: dict[str, Any], base_dir: str) -> dict[str, Any]:
     """Validates an experiment dict; returns name, seed, duration_s, warmup_s, repeats,
     nodes, links ([(name, qdisc description)]) and the number of workloads."""
@@ -19,6 +25,20 @@ def run(
 ) -> dict[str, Any]:
     """Runs one experiment: summary_json (str) and the flows, timeseries, series_names,
     histograms and packets tables as [(name, dtype, data)] columns (packets may be None)."""
+
+def emulate(
+    cfg: dict[str, Any],
+    base_dir: str,
+    seed: Optional[int] = None,
+    progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
+) -> dict[str, Any]:
+    """Runs one experiment live (Linux, root): the same tables as :func:`run`."""
+
+def emulate_check(cfg: dict[str, Any], base_dir: str) -> None:
+    """Raises ConfigError for what the live engine would refuse; creates nothing."""
+
+def emulate_cleanup() -> tuple[list[str], list[str]]:
+    """Removes namespaces left by killed live runs: (removed, errors)."""
 
 def qdiscs() -> list[tuple[str, str]]:
     """(name, summary) of every registered discipline."""

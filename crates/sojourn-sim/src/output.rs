@@ -133,6 +133,27 @@ fn hist_ms(h: &Histogram) -> J {
     })
 }
 
+/// `histograms.parquet` columns (`link, lo_ns, hi_ns, count`): the non-empty buckets of each
+/// link's per-packet sojourn histogram, for percentiles pooled across repeats. Every engine
+/// writes them (docs/output-schema.md).
+pub fn histogram_columns<'a>(links: impl Iterator<Item = (&'a str, &'a Histogram)>) -> Columns {
+    let (mut link, mut lo, mut hi, mut count) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (name, h) in links {
+        for (l, u, c) in h.buckets() {
+            link.push(name.to_string());
+            lo.push(l);
+            hi.push(u);
+            count.push(c);
+        }
+    }
+    let mut out = Columns::default();
+    out.add("link", Column::Str(link));
+    out.add("lo_ns", Column::U64(lo));
+    out.add("hi_ns", Column::U64(hi));
+    out.add("count", Column::U64(count));
+    out
+}
+
 /// Builds the outputs of a finished simulation.
 pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
     let exp = &sim.exp;
@@ -418,21 +439,11 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
 
     // histograms.parquet: the buckets of each link's sojourn histogram (measured after the
     // warm-up, the same samples as summary.json's sojourn_ms).
-    let (mut h_link, mut h_lo, mut h_hi, mut h_count) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for l in &sim.links {
-        for (lo, hi, c) in l.stats.sojourn.buckets() {
-            h_link.push(l.name.clone());
-            h_lo.push(lo);
-            h_hi.push(hi);
-            h_count.push(c);
-        }
-    }
-    let mut histograms = Columns::default();
-    histograms.add("link", Column::Str(h_link));
-    histograms.add("lo_ns", Column::U64(h_lo));
-    histograms.add("hi_ns", Column::U64(h_hi));
-    histograms.add("count", Column::U64(h_count));
+    let histograms = histogram_columns(
+        sim.links
+            .iter()
+            .map(|l| (l.name.as_str(), &l.stats.sojourn)),
+    );
 
     RunOutput {
         summary,
