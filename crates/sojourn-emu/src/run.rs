@@ -463,12 +463,14 @@ fn collect(
     let mut prev: Vec<(u64, u64)> = vec![(0, 0); exp.links.len()];
     let dt = exp.record.interval.as_secs_f64();
     // Delivered bytes per link at the end of warm-up (for throughput after warm-up).
-    let mut at_warm: Vec<u64> = vec![0; exp.links.len()];
+    // (bytes, time) of the last sample at or before the end of warm-up: the measurement
+    // period starts at that sample's time, so bytes and capacity cover the same period.
+    let mut at_warm: Vec<(u64, Time)> = vec![(0, Time::ZERO); exp.links.len()];
     for s in &rep.samples {
         let l = &exp.links[s.link];
         let t = Time(s.t_ns);
         if t <= warm {
-            at_warm[s.link] = s.delivered_bytes;
+            at_warm[s.link] = (s.delivered_bytes, t);
         }
         if recorded.is_some_and(|r| !r.contains(&l.name)) {
             continue;
@@ -499,12 +501,8 @@ fn collect(
             continue;
         }
         let Some(r) = rep.links.get(li) else { continue };
-        let since = if exp.warmup.is_zero() {
-            Time::ZERO
-        } else {
-            warm
-        };
-        let bytes = r.delivered_bytes - at_warm[li].min(r.delivered_bytes);
+        let since = at_warm[li].1;
+        let bytes = r.delivered_bytes - at_warm[li].0.min(r.delivered_bytes);
         let pkts_share = if r.delivered_bytes > 0 {
             bytes as f64 / r.delivered_bytes as f64
         } else {
