@@ -187,40 +187,45 @@ impl Packet {
     /// one the rest) behind its own copy of the headers; FIN and PSH stay on the last
     /// segment, CWR on the first; `truesize` is shared out in proportion to the payload.
     pub fn gso_segment(&self, mut out: impl FnMut(Packet)) {
+        for i in 0..self.wire_packets() {
+            out(self.segment(i));
+        }
+    }
+
+    /// Wire segment `i` (0-based) of this buffer, as [`Packet::gso_segment`] produces it;
+    /// the buffer itself when it is not a GSO buffer.
+    pub fn segment(&self, i: u32) -> Packet {
         let n = self.wire_packets();
         if n == 1 {
-            out(*self);
-            return;
+            return *self;
         }
+        debug_assert!(i < n);
         let total = self.hdr.payload_bytes;
         let headers = (self.len_bytes - total) / n;
         let size = self.gso_size.max(1) as u32;
         let mut seg = *self;
         seg.gso_segs = 1;
         seg.gso_size = 0;
-        let mut offset = 0u32;
-        for i in 0..n {
-            let payload = size.min(total - offset);
-            let last = i + 1 == n;
-            seg.hdr.seq = self.hdr.seq + offset as u64;
-            seg.hdr.payload_bytes = payload;
-            seg.len_bytes = payload + headers;
-            // Cumulative shares: the segments' truesizes add up to the buffer's exactly
-            // (TSQ credit returned per segment must not leak).
-            let share =
-                |upto: u32| (self.truesize_bytes as u64 * upto as u64 / total.max(1) as u64) as u32;
-            seg.truesize_bytes = share(offset + payload) - share(offset);
-            seg.remaining_bytes = self.remaining_bytes + (total - offset - payload) as u64;
-            seg.hdr.flags = self.hdr.flags;
-            if !last {
-                seg.hdr.flags &= !(tcp_flags::FIN | tcp_flags::PSH);
-            }
-            if i > 0 {
-                seg.hdr.flags &= !tcp_flags::CWR;
-            }
-            out(seg);
-            offset += payload;
+        // Every segment but the last carries exactly `gso_size` bytes.
+        let offset = (i * size).min(total);
+        let payload = size.min(total - offset);
+        let last = i + 1 == n;
+        seg.hdr.seq = self.hdr.seq + offset as u64;
+        seg.hdr.payload_bytes = payload;
+        seg.len_bytes = payload + headers;
+        // Cumulative shares: the segments' truesizes add up to the buffer's exactly
+        // (TSQ credit returned per segment must not leak).
+        let share =
+            |upto: u32| (self.truesize_bytes as u64 * upto as u64 / total.max(1) as u64) as u32;
+        seg.truesize_bytes = share(offset + payload) - share(offset);
+        seg.remaining_bytes = self.remaining_bytes + (total - offset - payload) as u64;
+        if !last {
+            seg.hdr.flags &= !(tcp_flags::FIN | tcp_flags::PSH);
         }
+        if i > 0 {
+            seg.hdr.flags &= !tcp_flags::CWR;
+        }
+        seg
     }
 
     /// A bare packet for tests and benchmarks.
