@@ -9,20 +9,25 @@
 //!
 //! The driver's loop, with `now` read from its clock:
 //!
-//! 1. a packet arrives: [`Device::enqueue`], then [`Device::poll`];
-//! 2. `poll` answers [`Poll::Send`] (one wire packet, last bit out at `end`),
-//!    [`Poll::Burst`] (a GSO buffer cut into wire segments, or any packet on a shaper:
-//!    take them with [`Device::next_segment`]), [`Poll::Busy`] (serialising until `t`) or
-//!    [`Poll::Idle`]; after each poll, [`Device::take_wake`] says whether the qdisc asked to
-//!    be polled again at some time (a shaper or pacer holding packets back, like the
-//!    kernel's qdisc watchdog): call [`Device::wake`] then `poll` at that time;
-//! 3. at the end of a transmission (`end` of a `Send`, the last segment's end of a
-//!    `Burst`): [`Device::tx_done`] — the transmit completion — then `poll` again.
+//! 1. a packet arrives: [`Device::enqueue`];
+//! 2. with a transmit ring, [`Device::refill`] tops it up from the qdisc (a no-op without
+//!    one); then [`Device::poll`]: if the device is idle it starts the next transmission
+//!    and answers [`Poll::Sent`] (the common case: one wire packet, handed to the `send`
+//!    callback with the time its last bit is out), or [`Poll::Burst`] (a GSO buffer cut
+//!    into wire segments, or any packet on a shaper: take them with
+//!    [`Device::next_segment`]); otherwise [`Poll::Busy`] (serialising until `t`) or
+//!    [`Poll::Idle`]. With a ring, `refill` again after a transmission started;
+//! 3. after `poll`/`refill`, [`Device::take_wake`] says whether the qdisc asked to be
+//!    polled again at some time (a shaper or pacer holding packets back, like the kernel's
+//!    qdisc watchdog): at that time call [`Device::wake`], then `refill`/`poll`;
+//! 4. at the end of a transmission: [`Device::tx_done`] (the transmit completion: the
+//!    driver returns TSQ credit to the sending socket), then `refill`/`poll` again.
 //!
 //! Packets the qdisc drops go to the caller's [`Drops`] sink, as with a bare qdisc;
 //! `on_dequeue` sees every packet as it leaves the qdisc (for sojourn times and logs).
-//! There is no allocation per packet: the ring is a `VecDeque` sized once, segments are
-//! computed one at a time from the buffer.
+//! There is no allocation per packet (the ring is a `VecDeque` sized once; segments are
+//! computed one at a time from the buffer) and, on the common path, the packet goes from
+//! the qdisc straight into `send` (a `Packet` is ~200 bytes: copies cost).
 //!
 //! ```
 //! use sojourn_core::device::{Device, Poll, RateModel};
@@ -36,15 +41,15 @@
 //! dev.enqueue(Packet::synthetic(1, 1, 1250), now, &mut drops);
 //! dev.enqueue(Packet::synthetic(2, 1, 1250), now, &mut drops);
 //! // The first packet goes on the wire at once: 1250 B at 10 Mbit/s = 1 ms.
-//! let end = match dev.poll(now, &mut drops, &mut |_| {}) {
-//!     Poll::Send { pkt, end } => { assert_eq!(pkt.uid, 1); end }
-//!     _ => unreachable!(),
-//! };
-//! assert_eq!(end, Time(1_000_000));
+//! let mut wire = vec![];
+//! let r = dev.poll(now, &mut drops, &mut |_| {}, |pkt, end| wire.push((pkt.uid, end)));
+//! let end = Time(1_000_000);
+//! assert!(matches!(r, Poll::Sent { end: e } if e == end));
 //! // Until then the device is busy; at `end` the transmission completes and the next starts.
-//! assert!(matches!(dev.poll(now, &mut drops, &mut |_| {}), Poll::Busy(t) if t == end));
+//! assert!(matches!(dev.poll(now, &mut drops, &mut |_| {}, |_, _| {}), Poll::Busy(t) if t == end));
 //! dev.tx_done(end);
-//! assert!(matches!(dev.poll(end, &mut drops, &mut |_| {}), Poll::Send { end: e, .. } if e == Time(2_000_000)));
+//! dev.poll(end, &mut drops, &mut |_| {}, |pkt, end| wire.push((pkt.uid, end)));
+//! assert_eq!(wire, vec![(1, Time(1_000_000)), (2, Time(2_000_000))]);
 //! ```
 
 use crate::packet::Packet;
@@ -181,9 +186,9 @@ impl RateModel {
 /// What the device wants next (the answer of [`Device::poll`]).
 #[derive(Debug)]
 pub enum Poll {
-    /// Put `pkt` on the medium now; its last bit is out at `end`, when it starts to
-    /// propagate and the device calls for [`Device::tx_done`]. The common case.
-    Send { pkt: Packet, end: Time },
+    /// A packet went on the medium now (handed to `send`); its last bit is out at `end`,
+    /// when it starts to propagate and [`Device::tx_done`] is due. The common case.
+    Sent { end: Time },
     /// A transmission of `segments` wire packets started now: a GSO buffer segmented after
     /// the qdisc (Linux `validate_xmit_skb` → `skb_gso_segment` when the device cannot
     /// segment), serialised back to back, or any packet of a shaper device. Take them with
@@ -370,9 +375,11 @@ impl Device {
         }
     }
 
-    /// Moves packets from the qdisc into the ring while it has room (the kernel's
-    /// `qdisc_run` filling the driver queue).
-    fn fill_ring(&mut self, now: Time, drops: &mut Drops, on_dequeue: &mut impl FnMut(&Packet)) {
+    /// Tops up the transmit ring from the qdisc while it has room (the kernel's
+    /// `qdisc_run` filling the driver queue); a no-op without a ring.
+    /// `on_dequeue` is called with every packet that leaves the qdisc, in order.
+    #[inline(never)]
+    pub fn refill(&mut self, now: Time, drops: &mut Drops, on_dequeue: &mut impl FnMut(&Packet)) {
         while self.ring.len() < self.ring_cap {
             match self.qdisc.dequeue(now, drops) {
                 Dequeue::Packet(p) => {
@@ -388,28 +395,29 @@ impl Device {
         }
     }
 
-    /// What to do now: start the next transmission if the device is idle (refilling the
-    /// ring first), else refill the ring and report how long it stays busy.
-    /// `on_dequeue` is called with every packet that leaves the qdisc, in order.
-    #[inline]
+    /// Starts the next transmission if the device is idle: the head of the ring, or
+    /// (without a ring) the qdisc's next packet. A single wire packet goes to
+    /// `send(packet, serialisation_end)` and the answer is [`Poll::Sent`]; a GSO buffer
+    /// or a shaper's packet answers [`Poll::Burst`]. `on_dequeue` is called with a packet
+    /// that leaves the qdisc here.
+    // Always inlined: the packet then goes from the qdisc into `send` without
+    // intermediate copies.
+    #[inline(always)]
     pub fn poll(
         &mut self,
         now: Time,
         drops: &mut Drops,
         on_dequeue: &mut impl FnMut(&Packet),
+        send: impl FnOnce(Packet, Time),
     ) -> Poll {
         debug_assert!(
             self.cutting.is_none(),
             "take every segment of a burst first"
         );
         if let Some(t) = self.busy_until {
-            if self.ring_cap > 0 {
-                self.fill_ring(now, drops, on_dequeue);
-            }
             return Poll::Busy(t);
         }
         let p = if self.ring_cap > 0 {
-            self.fill_ring(now, drops, on_dequeue);
             match self.ring.pop_front() {
                 Some(p) => p,
                 None => return Poll::Idle,
@@ -427,11 +435,6 @@ impl Device {
                 }
             }
         };
-        self.begin(now, p)
-    }
-
-    #[inline]
-    fn begin(&mut self, now: Time, p: Packet) -> Poll {
         self.tx_len = p.len_bytes;
         self.tx_wire = p.wire_packets();
         if self.shaper || p.gso_segs > 1 {
@@ -447,7 +450,8 @@ impl Device {
         }
         let end = self.tx_end(now, &p);
         self.busy_until = Some(end);
-        Poll::Send { pkt: p, end }
+        send(p, end);
+        Poll::Sent { end }
     }
 
     /// The next wire packet of a [`Poll::Burst`], `None` after the last.
@@ -503,6 +507,8 @@ mod tests {
     use super::*;
     use crate::qdisc::fifo::pfifo_with_limit;
 
+    fn nop(_: &Packet) {}
+
     #[test]
     fn trace_opportunities_carry_partial_packets() {
         // Opportunities at 1, 2, 3 ms, repeating every 3 ms, 1500 B each.
@@ -530,17 +536,17 @@ mod tests {
     fn gso_buffer_is_cut_after_the_qdisc_and_serialised_back_to_back() {
         // 12 Mbit/s: a 1514-B frame (+24 B framing: preamble 8, FCS 4, IFG 12) takes
         // 1538*8/12e6 s = 1.0253333 ms, rounded up to whole nanoseconds per packet.
-        let mut dev = Device::new(
-            AnyQdisc::Pfifo(pfifo_with_limit(10)),
-            RateModel::Constant(12_000_000),
-            24,
-            0,
-            false,
-        );
+        let q = AnyQdisc::Pfifo(pfifo_with_limit(10));
+        let mut dev = Device::new(q, RateModel::Constant(12_000_000), 24, 0, false);
         let mut drops = Drops::new();
         assert_eq!(dev.enqueue(gso_buffer(3), Time::ZERO, &mut drops), 0);
         let mut seen = 0;
-        let r = dev.poll(Time::ZERO, &mut drops, &mut |_| seen += 1);
+        let r = dev.poll(
+            Time::ZERO,
+            &mut drops,
+            &mut |_| seen += 1,
+            |_, _| unreachable!(),
+        );
         assert!(matches!(r, Poll::Burst { segments: 3 }));
         assert_eq!(seen, 1, "the qdisc saw one buffer");
         let mut ends = vec![];
@@ -550,38 +556,28 @@ mod tests {
             ends.push(s.end.0);
         }
         assert_eq!(ends, vec![1_025_334, 2_050_668, 3_076_002]);
-        assert!(matches!(
-            dev.poll(Time(1), &mut drops, &mut |_| {}),
-            Poll::Busy(Time(3_076_002))
-        ));
+        let r = dev.poll(Time(1), &mut drops, &mut nop, |_, _| {});
+        assert!(matches!(r, Poll::Busy(Time(3_076_002))));
+        let done = dev.tx_done(Time(3_076_002));
         assert_eq!(
-            dev.tx_done(Time(3_076_002)),
+            done,
             TxDone {
                 wire_packets: 3,
                 bytes: 3 * 1514
             }
         );
-        assert!(matches!(
-            dev.poll(Time(3_076_002), &mut drops, &mut |_| {}),
-            Poll::Idle
-        ));
+        let r = dev.poll(Time(3_076_002), &mut drops, &mut nop, |_, _| {});
+        assert!(matches!(r, Poll::Idle));
     }
 
     #[test]
     fn shaper_releases_a_packet_whole_at_the_start_of_its_slot() {
-        let mut dev = Device::new(
-            AnyQdisc::Pfifo(pfifo_with_limit(10)),
-            RateModel::Constant(1_000_000),
-            0,
-            0,
-            true,
-        );
+        let q = AnyQdisc::Pfifo(pfifo_with_limit(10));
+        let mut dev = Device::new(q, RateModel::Constant(1_000_000), 0, 0, true);
         let mut drops = Drops::new();
         dev.enqueue(Packet::synthetic(1, 1, 125), Time(5), &mut drops);
-        assert!(matches!(
-            dev.poll(Time(5), &mut drops, &mut |_| {}),
-            Poll::Burst { segments: 1 }
-        ));
+        let r = dev.poll(Time(5), &mut drops, &mut nop, |_, _| unreachable!());
+        assert!(matches!(r, Poll::Burst { segments: 1 }));
         let s = dev.next_segment().unwrap();
         // 125 B at 1 Mbit/s = 1 ms; it propagates from the slot's start.
         assert_eq!((s.depart, s.end), (Time(5), Time(1_000_005)));
@@ -590,32 +586,37 @@ mod tests {
 
     #[test]
     fn ring_is_filled_while_the_wire_is_busy() {
-        let mut dev = Device::new(
-            AnyQdisc::Pfifo(pfifo_with_limit(10)),
-            RateModel::Constant(1_000_000),
-            0,
-            2,
-            false,
-        );
+        let q = AnyQdisc::Pfifo(pfifo_with_limit(10));
+        let mut dev = Device::new(q, RateModel::Constant(1_000_000), 0, 2, false);
         let mut drops = Drops::new();
         for uid in 1..=4 {
             dev.enqueue(Packet::synthetic(uid, 1, 125), Time::ZERO, &mut drops);
         }
         let mut left = vec![];
-        let r = dev.poll(Time::ZERO, &mut drops, &mut |p| left.push(p.uid));
-        assert!(matches!(r, Poll::Send { ref pkt, .. } if pkt.uid == 1));
+        dev.refill(Time::ZERO, &mut drops, &mut |p| left.push(p.uid));
+        let mut sent = vec![];
+        let r = dev.poll(Time::ZERO, &mut drops, &mut nop, |p, end| {
+            sent.push((p.uid, end))
+        });
+        // 125 B at 1 Mbit/s = 1 ms.
+        assert!(matches!(
+            r,
+            Poll::Sent {
+                end: Time(1_000_000)
+            }
+        ));
+        assert_eq!(sent, vec![(1, Time(1_000_000))]);
         // Two left the qdisc for the ring, one of them went on the wire.
         assert_eq!(
             (left.clone(), dev.ring_len(), dev.qdisc.len_packets()),
             (vec![1, 2], 1, 2)
         );
-        assert!(matches!(
-            dev.poll(Time::ZERO, &mut drops, &mut |p| left.push(p.uid)),
-            Poll::Busy(_)
-        ));
+        dev.refill(Time::ZERO, &mut drops, &mut |p| left.push(p.uid));
         assert_eq!(
             (left, dev.ring_len(), dev.qdisc.len_packets()),
             (vec![1, 2, 3], 2, 1)
         );
+        let r = dev.poll(Time::ZERO, &mut drops, &mut nop, |_, _| {});
+        assert!(matches!(r, Poll::Busy(Time(1_000_000))));
     }
 }

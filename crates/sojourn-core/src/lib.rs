@@ -16,6 +16,6 @@ pub mod rng;
 pub mod time;
 pub mod units;
 
-pub use packet::{Ecn, FlowKey, Packet};
+pub use packet::{Addr, Ecn, FlowKey, Packet};
 pub use qdisc::{AnyQdisc, Dequeue, DropReason, Drops, Qdisc, Verdict};
 pub use time::{Duration, Time};

@@ -63,16 +63,44 @@ pub enum TxFate {
     Released,
 }
 
+/// The medium's propagation delay, constant between scheduled changes.
+pub struct Propagation {
+    pub delay: Duration,
+    /// `(from, delay)` changes, sorted; applied to packets whose transmission ends after `from`.
+    pub delay_schedule: Vec<(Time, Duration)>,
+    delay_idx: usize,
+    last_arrival: Time,
+}
+
+impl Propagation {
+    /// Arrival time at the far end of a packet whose serialisation ended `now`; never
+    /// earlier than the previous arrival (a delay decrease does not reorder the wire).
+    #[inline]
+    pub fn arrival_time(&mut self, now: Time) -> Time {
+        let mut delay = self.delay;
+        if !self.delay_schedule.is_empty() {
+            while self.delay_idx < self.delay_schedule.len()
+                && self.delay_schedule[self.delay_idx].0 <= now
+            {
+                self.delay = self.delay_schedule[self.delay_idx].1;
+                self.delay_idx += 1;
+            }
+            delay = self.delay;
+        }
+        let t = (now + delay).max(self.last_arrival);
+        self.last_arrival = t;
+        t
+    }
+}
+
 pub struct Link {
     pub name: String,
     pub from: u32,
     pub to: u32,
     /// The sending side: qdisc, ring, segmentation, serialiser or shaper.
     pub dev: Device,
-    pub delay: Duration,
-    /// `(from, delay)` changes, sorted; applied to packets whose transmission ends after `from`.
-    pub delay_schedule: Vec<(Time, Duration)>,
-    delay_idx: usize,
+    /// Propagation delay (and its schedule).
+    pub prop: Propagation,
     /// Bernoulli loss probability applied after serialisation.
     pub loss: f64,
     pub loss_rng: Rng,
@@ -92,7 +120,6 @@ pub struct Link {
     /// Packets propagating, with their arrival times; while `tx_fate` is `InFlight` the
     /// back entry is still being serialised.
     pub in_flight: VecDeque<(Time, Packet)>,
-    last_arrival: Time,
     /// Notify the sending endpoint when its packet leaves (TSQ), for host egress links.
     pub notify_tx: bool,
     /// The GSO buffer whose TSQ completion is due at the end of a `Released` transmission.
@@ -119,9 +146,12 @@ impl Link {
             from,
             to,
             dev,
-            delay,
-            delay_schedule: Vec::new(),
-            delay_idx: 0,
+            prop: Propagation {
+                delay,
+                delay_schedule: Vec::new(),
+                delay_idx: 0,
+                last_arrival: Time::ZERO,
+            },
             loss,
             loss_rng,
             reorder: 0.0,
@@ -132,7 +162,6 @@ impl Link {
             tx_fate: TxFate::Idle,
             tx_pkt: None,
             in_flight: VecDeque::new(),
-            last_arrival: Time::ZERO,
             notify_tx: false,
             tx_notify: None,
             stats: LinkStats::default(),
@@ -149,25 +178,6 @@ impl Link {
     #[inline]
     pub fn propagating(&self) -> usize {
         self.in_flight.len() - (self.tx_fate == TxFate::InFlight) as usize
-    }
-
-    /// Arrival time at the far end of a packet whose serialisation ended `now`; never
-    /// earlier than the previous arrival (a delay decrease does not reorder the wire).
-    #[inline]
-    pub fn arrival_time(&mut self, now: Time) -> Time {
-        let mut delay = self.delay;
-        if !self.delay_schedule.is_empty() {
-            while self.delay_idx < self.delay_schedule.len()
-                && self.delay_schedule[self.delay_idx].0 <= now
-            {
-                self.delay = self.delay_schedule[self.delay_idx].1;
-                self.delay_idx += 1;
-            }
-            delay = self.delay;
-        }
-        let t = (now + delay).max(self.last_arrival);
-        self.last_arrival = t;
-        t
     }
 
     /// Integral of the rate over `[a, b]`, in bits.

@@ -164,7 +164,7 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
                 "from": sim.nodes[l.from as usize].name,
                 "to": sim.nodes[l.to as usize].name,
                 "rate_bps": match &l.dev.rate { crate::link::RateModel::Constant(r) => json!(r), _ => J::Null },
-                "delay_ms": l.delay.as_millis_f64(),
+                "delay_ms": l.prop.delay.as_millis_f64(),
                 "qdisc": l.qdisc_desc,
                 "tx_packets": l.stats.tx_pkts,
                 "tx_bytes": l.stats.tx_bytes,

@@ -140,7 +140,7 @@ impl Sim {
                 lp.loss,
                 Rng::stream(seed, "link-loss", i as u64),
             );
-            l.delay_schedule = lp.delay_schedule.clone();
+            l.prop.delay_schedule = lp.delay_schedule.clone();
             l.reorder = lp.reorder;
             l.reorder_delay = lp.reorder_delay;
             l.reorder_rng = Rng::stream(seed, "link-reorder", i as u64);
@@ -353,21 +353,23 @@ impl Sim {
         if self.nodes[node as usize].conntrack.is_some() {
             self.conntrack_hook(node, &mut pkt, local);
         }
-        if pkt.key.dst_addr == node {
+        // The simulator's addresses are its node ids (IPv4, see `Addr::v4`).
+        let dst = pkt.key.dst_addr.low32();
+        if dst == node {
             self.deliver(&pkt);
             return;
         }
-        let l = self.nodes[node as usize].routes[pkt.key.dst_addr as usize];
+        let l = self.nodes[node as usize].routes[dst as usize];
         debug_assert!(l != u32::MAX, "route checked at load time");
         self.link_enqueue(l, pkt);
     }
 
     fn conntrack_hook(&mut self, node: u32, pkt: &mut Packet, local: bool) {
-        let original = pkt.key.src_addr == self.flows.get(pkt.flow).src_node;
+        let original = pkt.key.src_addr.low32() == self.flows.get(pkt.flow).src_node;
         let n = &mut self.nodes[node as usize];
         let ct = n.conntrack.as_mut().expect("checked by caller");
         let count = ct.account(pkt, original);
-        let leaving = pkt.key.dst_addr != node;
+        let leaving = pkt.key.dst_addr.low32() != node;
         if !leaving {
             return; // input: counted, not classified
         }
@@ -428,63 +430,27 @@ impl Sim {
         }
     }
 
-    /// Polls link `l`'s device: every packet leaving its qdisc is measured (sojourn) and
-    /// logged here. Returns the device's answer and a wake-up it asked for.
-    #[inline(always)]
-    fn poll_device(&mut self, l: u32) -> (Poll, Option<Time>) {
+    /// Tops up link `l`'s device transmit ring from its qdisc (the kernel's `qdisc_run`
+    /// filling the driver queue); packets leaving the qdisc are measured and logged.
+    fn fill_ring(&mut self, l: u32) {
         let now = self.now;
         let link = &mut self.links[l as usize];
         let log_packets = link.log_packets;
         let sojourn = &mut link.stats.sojourn;
         let log = &mut self.packet_log;
         let sample = self.packet_sample;
-        let r = link.dev.poll(now, &mut self.drops, &mut |p: &Packet| {
+        link.dev.refill(now, &mut self.drops, &mut |p: &Packet| {
             sojourn.record((now - p.enqueued_at).as_ns());
             if log_packets {
                 log.push(now, l, p, None, sample);
             }
         });
-        (r, link.dev.take_wake())
-    }
-
-    /// Moves packets from the qdisc into the device transmit ring while it has room
-    /// (the kernel's `qdisc_run` filling the driver queue); the link is busy.
-    fn fill_ring(&mut self, l: u32) {
-        let (r, wake) = self.poll_device(l);
-        debug_assert!(matches!(r, Poll::Busy(_)));
-        if let Some(t) = wake {
+        if let Some(t) = link.dev.take_wake() {
             self.events.push(t, Event::QdiscWake(l));
         }
         if !self.drops.is_empty() {
             self.account_drops(l);
         }
-    }
-
-    /// Starts serialising `p` (until `end`) on an idle link and decides its fate at the
-    /// serialisation end (see `TxFate`: same draws, in the same per-link order, as at the end).
-    #[inline]
-    fn begin_tx(&mut self, l: u32, p: Packet, end: Time) {
-        let now = self.now;
-        let link = &mut self.links[l as usize];
-        link.stats.busy_ns += (end - now).as_ns();
-        if link.loss > 0.0 && link.loss_rng.chance(link.loss) {
-            link.tx_fate = TxFate::Lost;
-            link.tx_pkt = Some(p);
-        } else {
-            let at = link.arrival_time(end);
-            if link.reorder > 0.0 && link.reorder_rng.chance(link.reorder) {
-                link.tx_fate = TxFate::Late(at + link.reorder_delay);
-                link.tx_pkt = Some(p);
-            } else if at == end {
-                link.tx_fate = TxFate::Direct;
-                link.tx_pkt = Some(p);
-            } else {
-                // The common case: the packet's only copy on this link.
-                link.tx_fate = TxFate::InFlight;
-                link.in_flight.push_back((at, p));
-            }
-        }
-        self.events.push(end, Event::TxDone(l));
     }
 
     /// The slower start of a transmission whose consequences are all settled at once
@@ -516,7 +482,7 @@ impl Sim {
                 lost += 1;
                 continue;
             }
-            let at = link.arrival_time(seg.depart);
+            let at = link.prop.arrival_time(seg.depart);
             if link.reorder > 0.0 && link.reorder_rng.chance(link.reorder) {
                 link.late.push_back((at + link.reorder_delay, pkt));
             } else {
@@ -587,39 +553,82 @@ impl Sim {
     }
 
     /// Asks the device of an idle link for its next packet and starts serialising it.
+    ///
+    /// A single wire packet's fate at the serialisation end is decided now (see `TxFate`:
+    /// same draws, in the same per-link order, as at the end); in the common case the
+    /// packet goes from the qdisc straight to the back of `in_flight`, its only copy.
     #[inline]
     fn start_tx(&mut self, l: u32) {
         debug_assert!(!self.links[l as usize].busy());
+        // The order of ring refills, wake-ups, drop handling and the transmission start is
+        // the engine's event order: with a ring, the refill's wake-up and drops come first
+        // and the ring is topped up again after the transmission started.
         let ring = self.links[l as usize].dev.ring_cap() > 0;
-        let (r, wake) = self.poll_device(l);
-        // The order of wake-ups, drop handling and the transmission start is the engine's
-        // event order (kept as it was before the device moved to sojourn-core): with a
-        // ring, the refill's wake-up and drops come first and the ring is topped up after.
         if ring {
-            if let Some(t) = wake {
-                self.events.push(t, Event::QdiscWake(l));
-            }
-            if !self.drops.is_empty() {
-                self.account_drops(l);
-            }
-            match r {
-                Poll::Send { pkt, end } => self.begin_tx(l, pkt, end),
-                Poll::Burst { .. } => self.begin_tx_released(l),
-                Poll::Idle => return,
-                Poll::Busy(_) => unreachable!("start_tx on a busy link"),
-            }
             self.fill_ring(l);
-            return;
         }
+        let now = self.now;
+        let link = &mut self.links[l as usize];
+        let log_packets = link.log_packets;
+        let sojourn = &mut link.stats.sojourn;
+        let busy_ns = &mut link.stats.busy_ns;
+        let log = &mut self.packet_log;
+        let sample = self.packet_sample;
+        let events = &mut self.events;
+        let (loss, reorder, reorder_delay) = (link.loss, link.reorder, link.reorder_delay);
+        let loss_rng = &mut link.loss_rng;
+        let reorder_rng = &mut link.reorder_rng;
+        let prop = &mut link.prop;
+        let tx_fate = &mut link.tx_fate;
+        let tx_pkt = &mut link.tx_pkt;
+        let in_flight = &mut link.in_flight;
+        let r = link.dev.poll(
+            now,
+            &mut self.drops,
+            &mut |p: &Packet| {
+                sojourn.record((now - p.enqueued_at).as_ns());
+                if log_packets {
+                    log.push(now, l, p, None, sample);
+                }
+            },
+            |p, end| {
+                *busy_ns += (end - now).as_ns();
+                if loss > 0.0 && loss_rng.chance(loss) {
+                    *tx_fate = TxFate::Lost;
+                    *tx_pkt = Some(p);
+                } else {
+                    let at = prop.arrival_time(end);
+                    if reorder > 0.0 && reorder_rng.chance(reorder) {
+                        *tx_fate = TxFate::Late(at + reorder_delay);
+                        *tx_pkt = Some(p);
+                    } else if at == end {
+                        *tx_fate = TxFate::Direct;
+                        *tx_pkt = Some(p);
+                    } else {
+                        // The common case: the packet's only copy on this link.
+                        *tx_fate = TxFate::InFlight;
+                        in_flight.push_back((at, p));
+                    }
+                }
+                events.push(end, Event::TxDone(l));
+            },
+        );
         match r {
-            Poll::Send { pkt, end } => self.begin_tx(l, pkt, end),
+            Poll::Sent { .. } => {}
             Poll::Burst { .. } => self.begin_tx_released(l),
             Poll::Idle => {
-                if let Some(t) = wake {
+                if ring {
+                    return;
+                }
+                if let Some(t) = self.links[l as usize].dev.take_wake() {
                     self.events.push(t, Event::QdiscWake(l));
                 }
             }
             Poll::Busy(_) => unreachable!("start_tx on a busy link"),
+        }
+        if ring {
+            self.fill_ring(l);
+            return;
         }
         if !self.drops.is_empty() {
             self.account_drops(l);

@@ -18,7 +18,7 @@
 
 use super::cobalt::{self, CobaltParams, CobaltVars};
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
-use crate::packet::{proto, tcp_flags, Packet, TransportHeader};
+use crate::packet::{proto, seq32, tcp_flags, Packet, TransportHeader};
 use crate::params::{ConfResult, Params, Value};
 use crate::rng::Rng;
 use crate::time::{Duration, Time};
@@ -1022,12 +1022,13 @@ impl Cake {
                     elig = None;
                     num_found -= 1;
                 }
+                // Sequence numbers wrap: compared modulo 2^32 like the kernel's after().
                 if tcp_may_drop(&c.hdr, &trig.hdr)
                     && c.hdr.payload_bytes == 0
-                    && c.hdr.ack <= trig.hdr.ack
+                    && !seq32::after(c.hdr.ack, trig.hdr.ack)
                 {
                     let sack = sack_compare(&c.hdr, &trig.hdr);
-                    if !(sack < 0 || (c.hdr.ack == trig.hdr.ack && sack == 0)) {
+                    if !(sack < 0 || (seq32::eq(c.hdr.ack, trig.hdr.ack) && sack == 0)) {
                         if elig.is_none() {
                             elig = Some((cur, prev));
                             elig_flags = c.hdr.flags & ECN_FLAGS;
@@ -1214,11 +1215,12 @@ fn tcp_may_drop(old: &TransportHeader, new: &TransportHeader) -> bool {
 }
 
 /// `cake_tcph_sack_compare(a, b)`: -1 if `a` SACKs something `b` does not (or carries a
-/// D-SACK), 1 if `b` covers all of `a` and SACKs more bytes, 0 if equal.
+/// D-SACK), 1 if `b` covers all of `a` and SACKs more bytes, 0 if equal. Edges are the
+/// wire's 32-bit numbers, compared modulo 2^32 (`before`/`after`), as the kernel does.
 fn sack_compare(a: &TransportHeader, b: &TransportHeader) -> i32 {
-    let sa = &a.sack[..(a.sack_count as usize).min(3)];
-    let sb = &b.sack[..(b.sack_count as usize).min(3)];
-    match (sa.is_empty(), sb.is_empty()) {
+    let na = (a.sack_count as usize).min(3);
+    let nb = (b.sack_count as usize).min(3);
+    match (na == 0, nb == 0) {
         (false, true) => return -1,
         (true, false) => return 1,
         (true, true) => return 0,
@@ -1227,17 +1229,21 @@ fn sack_compare(a: &TransportHeader, b: &TransportHeader) -> i32 {
     let mut bytes_a = 0u64;
     let mut bytes_b = 0u64;
     let mut first = true;
-    for x in sa {
-        if x.start < a.ack {
+    for i in 0..na {
+        let (xs, xe) = a.sack_wire(i);
+        let (xs, xe) = (xs as u64, xe as u64);
+        if seq32::before(xs, a.ack) {
             return -1; // D-SACK: always considered greater
         }
-        bytes_a += x.end.saturating_sub(x.start);
+        bytes_a += seq32::diff(xs, xe) as u64;
         let mut found = false;
-        for y in sb {
+        for j in 0..nb {
+            let (ys, ye) = b.sack_wire(j);
+            let (ys, ye) = (ys as u64, ye as u64);
             if first {
-                bytes_b += y.end.saturating_sub(y.start);
+                bytes_b += seq32::diff(ys, ye) as u64;
             }
-            if y.start <= x.start && y.end >= x.end {
+            if !seq32::after(ys, xs) && !seq32::before(ye, xe) {
                 found = true;
                 if !first {
                     break;
@@ -1720,7 +1726,7 @@ pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Cake> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{Ecn, FlowKey, SackBlock};
+    use crate::packet::{Addr, Ecn, FlowKey, SackBlock};
     use crate::params::Table;
     use crate::qdisc::testkit::check_conservation_with;
     use crate::qdisc::{build, AnyQdisc};
@@ -1728,8 +1734,8 @@ mod tests {
 
     fn pkt(uid: u64, src: u32, dst: u32, sport: u16, len: u32) -> Packet {
         let key = FlowKey {
-            src_addr: src,
-            dst_addr: dst,
+            src_addr: Addr::v4(src),
+            dst_addr: Addr::v4(dst),
             src_port: sport,
             dst_port: 80,
             proto: proto::UDP,
@@ -1948,7 +1954,7 @@ mod tests {
         for i in 0..8 {
             flows.push(pkt(0, 2, 101 + i, 20 + i as u16, 1514));
         }
-        let group = |p: &Packet| p.key.src_addr as usize;
+        let group = |p: &Packet| p.key.src_addr.low32() as usize;
         for mode in ["triple-isolate", "srchost", "dual-srchost"] {
             let mut q = built(&[("flow_mode", s(mode)), ("diffserv", s("besteffort"))]);
             let b = closed_loop(&mut q, &flows, 4, 20_000, group);
@@ -1969,7 +1975,7 @@ mod tests {
             ("diffserv", s("besteffort")),
         ]);
         let b = closed_loop(&mut q, &flows, 4, 20_000, |p| {
-            (p.key.dst_addr / 100) as usize
+            (p.key.dst_addr.low32() / 100) as usize
         });
         let ratio = b[1] as f64 / b[2] as f64;
         assert!((ratio - 1.0).abs() < 0.05, "dual-dsthost: {ratio}");
@@ -2327,8 +2333,8 @@ mod tests {
 
     fn ack(uid: u64, ack_no: u64, flags: u8) -> Packet {
         let key = FlowKey {
-            src_addr: 1,
-            dst_addr: 2,
+            src_addr: Addr::v4(1),
+            dst_addr: Addr::v4(2),
             src_port: 40000,
             dst_port: 80,
             proto: proto::TCP,
@@ -2370,10 +2376,13 @@ mod tests {
         assert!(drops.is_empty(), "data ACK trigger: only one eligible");
         let mut sacked = ack(5, 3000, a);
         sacked.hdr.sack_count = 1;
-        sacked.hdr.sack[0] = SackBlock {
-            start: 5000,
-            end: 6000,
-        };
+        sacked.hdr.set_sack(
+            0,
+            SackBlock {
+                start: 5000,
+                end: 6000,
+            },
+        );
         q.enqueue(sacked, Time(0), &mut drops);
         // The SACKing ACK makes ACK 2000 and ACK 3000 redundant: the older one goes.
         let uids = |d: &Drops| d.as_slice().iter().map(|x| x.pkt.uid).collect::<Vec<_>>();

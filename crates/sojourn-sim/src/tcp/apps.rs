@@ -17,7 +17,7 @@ use crate::flows::{FlowKind, FlowRecord};
 use crate::sim::Sim;
 use crate::udp::{UdpSink, UDP_OVERHEAD_BYTES};
 use crate::workload::parse_flow_endpoints;
-use sojourn_core::packet::{proto, FlowKey, TransportHeader};
+use sojourn_core::packet::{proto, Addr, FlowKey, TransportHeader};
 use sojourn_core::params::{ConfResult, Params};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, Packet, Time};
@@ -375,8 +375,8 @@ fn open_thin_udp(sim: &mut Sim, g: &Generator, message: u32, interval: IntervalD
         now,
     ));
     let key = FlowKey {
-        src_addr: g.src,
-        dst_addr: g.dst,
+        src_addr: Addr::v4(g.src),
+        dst_addr: Addr::v4(g.dst),
         src_port: crate::workload::ephemeral_port(flow),
         dst_port: 9,
         proto: proto::UDP,
