@@ -1,7 +1,8 @@
 //! sojourn-sim: the deterministic packet-level discrete-event simulator.
 //!
-//! [`config`] turns an experiment file into a validated [`config::Experiment`];
-//! [`sim::Sim`] builds the network and runs it; [`output::collect`] produces the summary
+//! The experiment model (files → a validated [`Experiment`], workload schedules) is the
+//! engine-neutral crate `sojourn-experiment`; [`config`] re-exports it for this crate's
+//! users. [`sim::Sim`] builds the network and runs it; [`output::collect`] produces the summary
 //! and the columnar tables. One run is single-threaded and deterministic: same experiment
 //! and seed, same bytes out.
 
@@ -17,7 +18,6 @@ pub mod output;
 pub mod sim;
 pub mod tcp;
 pub mod udp;
-pub mod value;
 pub mod workload;
 
 pub use config::Experiment;

@@ -18,6 +18,19 @@ use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, Packet, Time};
 use std::collections::VecDeque;
 
+/// The device's rate model for an experiment link's rate.
+pub fn rate_model(r: &sojourn_experiment::LinkRate) -> RateModel {
+    use sojourn_experiment::LinkRate as L;
+    match r {
+        L::Constant(bps) => RateModel::Constant(*bps),
+        L::Schedule(s) => RateModel::Schedule(s.clone()),
+        L::Trace(t) => RateModel::Trace(Trace::new(
+            t.opportunities_ms.clone(),
+            t.bytes_per_opportunity,
+        )),
+    }
+}
+
 /// Counters for one link (reset at the end of warm-up).
 #[derive(Clone, Debug, Default)]
 pub struct LinkStats {

@@ -71,14 +71,7 @@ impl RunOutput {
     }
 }
 
-/// How FCT is measured (see docs/transport.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FctFrom {
-    /// From the application's connect (flow start) to the last byte delivered.
-    Connect,
-    /// From the first payload byte written after the connection is set up (seed 000).
-    FirstByte,
-}
+pub use sojourn_experiment::FctFrom;
 
 pub fn fct_of(r: &FlowRecord, from: FctFrom) -> Option<f64> {
     let end = r.end?;

@@ -117,7 +117,7 @@ impl Sim {
         let mut links = Vec::with_capacity(exp.links.len());
         for (i, lp) in exp.links.iter().enumerate() {
             let rate_bps = match &lp.rate {
-                crate::link::RateModel::Constant(r) => *r,
+                sojourn_experiment::LinkRate::Constant(r) => *r,
                 _ => 0,
             };
             let ctx = BuildCtx {
@@ -129,7 +129,8 @@ impl Sim {
             let q = qdisc::build(&lp.qdisc, &lp.qdisc_path, &ctx)
                 .expect("qdisc validated at load time");
             let desc = describe_qdisc(&lp.qdisc);
-            let dev = Device::new(q, lp.rate.clone(), lp.framing_bytes, lp.tx_ring, lp.shaper);
+            let rate = crate::link::rate_model(&lp.rate);
+            let dev = Device::new(q, rate, lp.framing_bytes, lp.tx_ring, lp.shaper);
             let mut l = Link::new(
                 lp.name.clone(),
                 lp.from,

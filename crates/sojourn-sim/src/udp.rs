@@ -13,16 +13,7 @@ use sojourn_core::{Duration, Packet, Time};
 /// IPv4 (20) + UDP (8) + Ethernet (14) header bytes in front of a UDP payload.
 pub const UDP_OVERHEAD_BYTES: u32 = 42;
 
-/// How on and off periods are drawn.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum OnOff {
-    /// Always on (CBR).
-    Always,
-    /// Exponentially distributed on/off periods with these means.
-    Exponential { on: Duration, off: Duration },
-    /// Fixed on/off periods.
-    Fixed { on: Duration, off: Duration },
-}
+pub use sojourn_experiment::workload::OnOff;
 
 pub struct UdpSource {
     pub flow: u32,

@@ -234,7 +234,7 @@ impl TcpSender {
         source: Source,
         seed: u64,
     ) -> TcpSender {
-        let cc = cfg.cc.build(seed);
+        let cc = super::cc::build(cfg.cc, seed);
         let pacing = cfg.pacing || cc.needs_pacing();
         TcpSender {
             flow,

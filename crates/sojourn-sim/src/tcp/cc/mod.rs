@@ -179,44 +179,15 @@ pub trait CongestionControl {
     fn observe(&self, _emit: &mut dyn FnMut(&str, f64)) {}
 }
 
-/// Which algorithm (experiment files: `cc = "cubic"`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CcKind {
-    NewReno,
-    Cubic,
-    Bbr,
-    Vegas,
-}
+pub use sojourn_experiment::transport::CcKind;
 
-impl CcKind {
-    pub const NAMES: &'static [&'static str] = &["newreno", "reno", "cubic", "bbr", "vegas"];
-
-    pub fn parse(s: &str) -> Option<CcKind> {
-        Some(match s {
-            "newreno" | "reno" => CcKind::NewReno,
-            "cubic" => CcKind::Cubic,
-            "bbr" => CcKind::Bbr,
-            "vegas" => CcKind::Vegas,
-            _ => return None,
-        })
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            CcKind::NewReno => "newreno",
-            CcKind::Cubic => "cubic",
-            CcKind::Bbr => "bbr",
-            CcKind::Vegas => "vegas",
-        }
-    }
-
-    pub fn build(self, seed: u64) -> AnyCc {
-        match self {
-            CcKind::NewReno => AnyCc::NewReno(newreno::NewReno),
-            CcKind::Cubic => AnyCc::Cubic(Box::new(cubic::Cubic::new())),
-            CcKind::Bbr => AnyCc::Bbr(Box::new(bbr::Bbr::new(seed))),
-            CcKind::Vegas => AnyCc::Vegas(Box::default()),
-        }
+/// The algorithm `kind` names, seeded (BBR draws its random phase from `seed`).
+pub fn build(kind: CcKind, seed: u64) -> AnyCc {
+    match kind {
+        CcKind::NewReno => AnyCc::NewReno(newreno::NewReno),
+        CcKind::Cubic => AnyCc::Cubic(Box::new(cubic::Cubic::new())),
+        CcKind::Bbr => AnyCc::Bbr(Box::new(bbr::Bbr::new(seed))),
+        CcKind::Vegas => AnyCc::Vegas(Box::default()),
     }
 }
 

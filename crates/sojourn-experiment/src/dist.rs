@@ -1,5 +1,9 @@
-//! Transfer-size distributions for workload generators.
+//! Distributions of workload generators: transfer sizes ([`SizeDist`]) and time intervals
+//! ([`IntervalDist`]: think times, arrival gaps, thin-stream message gaps). This is the one
+//! grammar and the one sampler of sizes: Python's `sojourn.dists` parses and draws through
+//! it (the `sojourn._engine` module), so both sides agree sample for sample.
 //!
+//! Sizes:
 //! - `fixed`, `uniform` (bytes, inclusive), `exponential` (mean);
 //! - `pareto`: bounded Pareto with shape α on [min, max] (seed 000, Table II), drawn by
 //!   inverting its CDF `F(x) = (1 − (L/x)^α) / (1 − (L/H)^α)`; with `grid = n` the draw is
@@ -11,6 +15,7 @@
 
 use sojourn_core::params::{ConfError, ConfResult, Params, Value};
 use sojourn_core::rng::Rng;
+use sojourn_core::Duration;
 use std::path::Path;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -255,6 +260,95 @@ pub fn load_cdf(path: &Path) -> Result<Vec<(f64, f64)>, String> {
             path.display()
         )),
         _ => Ok(pts),
+    }
+}
+
+/// A distribution of time intervals (thin-stream message gaps, think times).
+#[derive(Clone, Debug, PartialEq)]
+pub enum IntervalDist {
+    Fixed(Duration),
+    Uniform { min: Duration, max: Duration },
+    Exponential { mean: Duration },
+}
+
+impl IntervalDist {
+    pub fn draw(&self, rng: &mut Rng) -> Duration {
+        match *self {
+            IntervalDist::Fixed(d) => d,
+            IntervalDist::Uniform { min, max } => {
+                Duration::from_secs_f64(rng.uniform(min.as_secs_f64(), max.as_secs_f64()))
+            }
+            IntervalDist::Exponential { mean } => {
+                Duration::from_secs_f64(rng.exp(mean.as_secs_f64()))
+            }
+        }
+    }
+
+    pub fn mean(&self) -> Duration {
+        match *self {
+            IntervalDist::Fixed(d) => d,
+            IntervalDist::Uniform { min, max } => Duration((min.0 + max.0) / 2),
+            IntervalDist::Exponential { mean } => mean,
+        }
+    }
+
+    /// Reads `key`: a duration (`plain` says how to read it: fixed or exponential mean)
+    /// or a table `{ dist = "uniform", min, max }`, `{ dist = "exponential", mean }`,
+    /// `{ dist = "fixed", value }`.
+    pub fn parse(
+        p: &mut Params,
+        key: &str,
+        exponential_plain: bool,
+    ) -> ConfResult<Option<IntervalDist>> {
+        let path = p.key_path(key);
+        let d = match p.raw(key) {
+            None => return Ok(None),
+            Some(Value::Str(s)) => {
+                let d =
+                    sojourn_core::units::parse_duration(s).map_err(|m| ConfError::new(&path, m))?;
+                if exponential_plain {
+                    IntervalDist::Exponential { mean: d }
+                } else {
+                    IntervalDist::Fixed(d)
+                }
+            }
+            Some(Value::Table(t)) => {
+                let mut q = Params::new(path.clone(), t);
+                let kind = q.choice("dist", &["fixed", "uniform", "exponential"], "fixed")?;
+                let req = |q: &mut Params, k: &str| -> ConfResult<Duration> {
+                    q.duration_opt(k)?.ok_or_else(|| q.err(k, "required"))
+                };
+                let d = match kind {
+                    "fixed" => IntervalDist::Fixed(req(&mut q, "value")?),
+                    "uniform" => {
+                        let min = req(&mut q, "min")?;
+                        let max = req(&mut q, "max")?;
+                        if max < min {
+                            return Err(q.err("max", "must not be below `min`"));
+                        }
+                        IntervalDist::Uniform { min, max }
+                    }
+                    _ => IntervalDist::Exponential {
+                        mean: req(&mut q, "mean")?,
+                    },
+                };
+                q.finish()?;
+                d
+            }
+            Some(v) => {
+                return Err(ConfError::new(
+                    path,
+                    format!(
+                        "expected a duration or a distribution table, got {}",
+                        v.type_name()
+                    ),
+                ))
+            }
+        };
+        if d.mean().is_zero() {
+            return Err(ConfError::new(path, "the mean interval must be positive"));
+        }
+        Ok(Some(d))
     }
 }
 

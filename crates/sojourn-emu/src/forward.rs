@@ -1,0 +1,1385 @@
+//! The live forwarder: real frames from AF_PACKET ports through emulated links, each a
+//! sojourn-core qdisc + a serialiser at the link's rate + a propagation delay line.
+//!
+//! # API (used by the orchestration in `run.rs`)
+//! ```text
+//! let plan = Plan { netns: Some(fwd_ns), ports, links, routes, .. };
+//! let handle = forward::spawn(plan, stop.clone())?;   // returns once every socket is bound
+//! ... traffic ...
+//! stop.store(true, Ordering::Relaxed);
+//! let report: ForwarderReport = handle.join()?;       // counters, histograms, samples
+//! ```
+//! or, on a thread of one's own: `Forwarder::new(plan)?` then `run(&stop)`.
+//!
+//! * [`Plan`]: `ports` (interface name in the forwarder namespace, the port's own MAC, the
+//!   peer's MAC and optional per-address neighbours), `links` ([`LinkPlan`]: rate model —
+//!   constant, schedule or Mahimahi trace —, delay and delay schedule, Bernoulli loss,
+//!   framing bytes, the discipline spec as the experiment file writes it, an optional
+//!   `ct bytes` → priority map, and the egress: a port or "route again" for multi-hop),
+//!   `routes` (longest-prefix match on the destination address, optionally per ingress).
+//! * [`ForwarderReport`]: per port rx/tx counters; per link received, delivered, dropped by
+//!   [`DropReason`], queued at the end, CE marks written, the qdisc sojourn histogram and
+//!   release lateness; forwarder-level drops (not IP, unroutable, oversize, no buffer);
+//!   time series samples; CPU time. [`ForwarderReport::check_conservation`] verifies
+//!   received = delivered + dropped + queued.
+//!
+//! # How a frame moves
+//! One thread (`ppoll` on all ports, timer slack 1 ns) does everything, in *virtual time
+//! that follows the clock*: a frame received at `now` (CLOCK_MONOTONIC since the epoch) is
+//! parsed ([`crate::wire`]), counted by conntrack, routed, and enqueued into its link's
+//! qdisc at `now` — after the link has first been advanced to `now`, so every departure
+//! that was due before the arrival happens first, at its exact (past) time. A link's
+//! serialiser starts the next packet at `max(previous end, last qdisc operation)`, so the
+//! rate is exact however late the thread wakes; the packet's release time is
+//! `serialisation end + delay` (store and forward, as the simulator does), and the frame is
+//! written to its egress port when the clock reaches it. The qdisc's `NotBefore(t)` is a
+//! timer like the kernel's watchdog; a new enqueue retries the dequeue at once (as
+//! `__qdisc_run` does). Frame bytes stay in a buffer pool; the [`Packet`] the qdisc
+//! holds carries the buffer's slot in the low 24 bits of `uid`.
+
+use crate::afpacket::{PacketSocket, MAX_BATCH};
+use crate::netns::Mac;
+use crate::wire;
+use sojourn_core::hist::Histogram;
+use sojourn_core::params::Value;
+use sojourn_core::qdisc::{self, AnyQdisc, BuildCtx, Dequeue, DropReason, Drops, Qdisc};
+use sojourn_core::rng::Rng;
+use sojourn_core::{Duration, FlowKey, Packet, Time};
+use sojourn_sim::classify::{lookup, Conntrack};
+pub use sojourn_sim::classify::{ConntrackPlan, CountBytes, CountDirection};
+pub use sojourn_sim::link::{RateModel, Trace};
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+
+/// One forwarder port: an interface in the forwarder namespace (a veth end, no address).
+#[derive(Clone, Debug)]
+pub struct PortPlan {
+    pub ifname: String,
+    /// This port's own MAC: the source of frames sent out of it.
+    pub mac: Mac,
+    /// The MAC frames sent out of this port go to (the host's veth end).
+    pub peer_mac: Mac,
+    /// Per-destination MACs behind this port (e.g. several hosts behind a bridge); a
+    /// destination not listed goes to `peer_mac`.
+    pub neighbours: Vec<(IpAddr, Mac)>,
+}
+
+/// Where a link's packets go once they have crossed it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Egress {
+    /// Out of this port (index into [`Plan::ports`]).
+    Port(usize),
+    /// Into the next link, chosen by the routes with `ingress = Some(Hop::Link(this))`
+    /// (multi-hop paths of a graph topology inside one forwarder).
+    Route,
+}
+
+/// Where a frame comes from, for ingress-specific routes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hop {
+    Port(usize),
+    Link(usize),
+}
+
+/// A route: destination prefix → link.
+#[derive(Clone, Debug)]
+pub struct Route {
+    /// `None`: any ingress; otherwise only frames from that port or link.
+    pub ingress: Option<Hop>,
+    pub prefix: IpAddr,
+    pub prefix_len: u8,
+    pub link: usize,
+}
+
+/// One emulated link.
+#[derive(Clone, Debug)]
+pub struct LinkPlan {
+    pub name: String,
+    pub egress: Egress,
+    /// Serialisation rate: constant, schedule (times from the epoch) or Mahimahi trace.
+    pub rate: RateModel,
+    pub delay: Duration,
+    /// `(from, delay)` changes, sorted; a packet gets the delay in force when its
+    /// serialisation ends; releases never reorder (a decrease waits for earlier packets).
+    pub delay_schedule: Vec<(Time, Duration)>,
+    /// Bernoulli loss probability after serialisation (the packet still used the wire).
+    pub loss: f64,
+    /// Bytes added per packet for serialisation only (preamble, FCS, IFG, ATM…).
+    pub framing_bytes: u32,
+    /// The discipline exactly as the experiment file writes it (`"fq_codel"` or a table
+    /// with `kind`), built through the registry; `qdisc_path` names it in errors.
+    pub qdisc: Value,
+    pub qdisc_path: String,
+    /// `ct bytes` → `skb->priority` ranges (inclusive upper bounds, increasing), applied
+    /// to packets entering this link (needs [`Plan::conntrack`]).
+    pub classifier: Option<Vec<(u64, u32)>>,
+}
+
+/// The whole forwarder.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Namespace to enter (`setns`) on the forwarder's thread; `None` = stay.
+    pub netns: Option<String>,
+    pub ports: Vec<PortPlan>,
+    pub links: Vec<LinkPlan>,
+    pub routes: Vec<Route>,
+    /// Connection tracking of every frame the forwarder receives (both directions), for
+    /// the links' classifiers; `None` = off.
+    pub conntrack: Option<ConntrackPlan>,
+    /// Time series sampling interval; `None` = no samples.
+    pub sample_interval: Option<Duration>,
+    /// Seed of the links' loss streams and the qdiscs' random streams.
+    pub seed: u64,
+    /// Device MTU (IP bytes) of the ports; qdiscs see `mtu + 14` as psched_mtu.
+    pub mtu: u32,
+    /// Largest frame a buffer holds (longer frames are dropped as `oversize`).
+    pub max_frame_bytes: u32,
+    /// Pass GSO buffers through (up to 64 KiB, `PACKET_VNET_HDR` on every port): hosts may
+    /// keep checksum and segmentation offloads on; the frame's virtio header (GSO type and
+    /// size, checksum offsets) goes out with it, so the kernel segments or hands the whole
+    /// buffer on. Disciplines that split GSO buffers themselves (cake's `split_gso`, tbf)
+    /// are refused in this mode: a split segment has no frame of its own.
+    pub gso: bool,
+    /// Upper bound on frames held at once (qdiscs + delay lines); beyond it arrivals are
+    /// dropped as `no_buffer`.
+    pub max_buffers: usize,
+    /// Timer lead: sleep until this long before the next event, then wait for it on the
+    /// clock (a bounded busy-wait, no system calls). `None` = adaptive: the running mean
+    /// of how late this thread's timed sleeps end (the VM's timer + wake-up latency,
+    /// ~15–25 µs here), capped at 100 µs. `Some(0)` = plain sleeping.
+    pub spin: Option<Duration>,
+    /// CLOCK_MONOTONIC ns that is time 0 of this run (shared with the load generator);
+    /// `None` = when the forwarder starts.
+    pub epoch_monotonic_ns: Option<u64>,
+    /// Run the forwarder thread under SCHED_FIFO with this priority (1–99), so compiler
+    /// jobs or the load generator on the same cores do not delay its timers by
+    /// milliseconds; `None` = normal scheduling. Needs root; if refused the forwarder runs
+    /// normally and says so in [`ForwarderReport::realtime`]. The kernel's RT throttling
+    /// (95% by default) still leaves the machine its share.
+    pub realtime_priority: Option<i32>,
+}
+
+impl Plan {
+    /// A plan with defaults for everything but the topology.
+    pub fn new(ports: Vec<PortPlan>, links: Vec<LinkPlan>, routes: Vec<Route>) -> Plan {
+        Plan {
+            netns: None,
+            ports,
+            links,
+            routes,
+            conntrack: None,
+            sample_interval: None,
+            seed: 1,
+            mtu: 1500,
+            max_frame_bytes: 2048,
+            gso: false,
+            max_buffers: 1 << 18,
+            spin: None,
+            epoch_monotonic_ns: None,
+            realtime_priority: Some(10),
+        }
+    }
+}
+
+/// Why the forwarder could not start.
+#[derive(Debug)]
+pub struct ForwardError(pub String);
+
+impl fmt::Display for ForwardError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ForwardError {}
+
+/// Frames the forwarder dropped before any link took them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IngressDrops {
+    /// Not IPv4/IPv6 (ARP, LLDP…): the emulated path carries IP only.
+    pub not_ip: u64,
+    /// No route for the destination.
+    pub unroutable: u64,
+    /// Longer than `max_frame_bytes` (e.g. a GSO/GRO buffer: offloads must be off).
+    pub oversize: u64,
+    /// Every buffer in use.
+    pub no_buffer: u64,
+}
+
+/// Per-port counters.
+#[derive(Clone, Debug, Default)]
+pub struct PortReport {
+    pub ifname: String,
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    /// Frames the kernel refused on send (e.g. ENOBUFS: the receiver's backlog was full).
+    pub tx_errors: u64,
+    /// Frames the kernel dropped before the forwarder read them (its socket's receive
+    /// buffer was full: `PACKET_STATISTICS` `tp_drops`). Not in `rx_frames`: they never
+    /// reached the forwarder, so they are outside its conservation identity.
+    pub rx_kernel_drops: u64,
+    /// GSO buffers received (more than one segment; GSO mode only).
+    pub rx_gso_buffers: u64,
+}
+
+/// Per-link counters; `received = delivered + dropped + queued_at_end`.
+#[derive(Clone, Debug, Default)]
+pub struct LinkReport {
+    pub name: String,
+    pub qdisc: String,
+    pub received_pkts: u64,
+    pub received_bytes: u64,
+    /// Released at the far end (to a port or the next link).
+    pub delivered_pkts: u64,
+    pub delivered_bytes: u64,
+    /// By [`DropReason`] (index = `reason as usize`); qdisc drops and link loss.
+    pub drops: [u64; DropReason::COUNT],
+    /// In the qdisc, being serialised or propagating when the run stopped.
+    pub queued_at_end: u64,
+    /// CE marks the qdisc applied (its own count).
+    pub ecn_marks: u64,
+    /// CE codepoints written into real IP headers (ECT → CE).
+    pub ce_written: u64,
+    /// Qdisc sojourn (dequeue − enqueue) of every dequeued packet, ns.
+    pub sojourn_ns: Histogram,
+    /// How late each release happened versus its due time, ns (timer + scheduling
+    /// error of this thread: the delay accuracy).
+    pub release_late_ns: Histogram,
+}
+
+impl LinkReport {
+    pub fn dropped(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+}
+
+/// One time series sample of one link.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sample {
+    pub t_ns: u64,
+    pub link: usize,
+    pub qlen_pkts: u64,
+    pub qlen_bytes: u64,
+    /// Cumulative since the start (differences give throughput).
+    pub delivered_bytes: u64,
+    pub delivered_pkts: u64,
+    pub dropped_pkts: u64,
+}
+
+/// What a run of the forwarder did.
+#[derive(Clone, Debug, Default)]
+pub struct ForwarderReport {
+    /// CLOCK_MONOTONIC ns of time 0.
+    pub epoch_monotonic_ns: u64,
+    /// Run time, ns from the epoch to the stop.
+    pub duration_ns: u64,
+    /// CPU time of the forwarder thread, ns.
+    pub cpu_ns: u64,
+    pub ports: Vec<PortReport>,
+    pub links: Vec<LinkReport>,
+    pub ingress_drops: IngressDrops,
+    pub samples: Vec<Sample>,
+    /// Frames released to a port but still waiting for the socket when stopped.
+    pub unsent_at_end: u64,
+    /// The first socket error, if the thread stopped on one.
+    pub error: Option<String>,
+    /// Whether the thread ran under SCHED_FIFO.
+    pub realtime: bool,
+    /// Work time of each loop iteration (receive, advance, release, send), ns.
+    pub busy_ns: Histogram,
+    /// How much later than asked each timed sleep ended, ns (timer + scheduler error).
+    pub oversleep_ns: Histogram,
+}
+
+impl ForwarderReport {
+    /// Every frame received is accounted for: sent, refused by the kernel, dropped by
+    /// the forwarder with a reason, or still inside at the end. Checked over the whole
+    /// forwarder and per link.
+    pub fn check_conservation(&self) -> Result<(), String> {
+        for l in &self.links {
+            let out = l.delivered_pkts + l.dropped() + l.queued_at_end;
+            if l.received_pkts != out {
+                return Err(format!(
+                    "link {}: received {} ≠ delivered {} + dropped {} + queued {}",
+                    l.name,
+                    l.received_pkts,
+                    l.delivered_pkts,
+                    l.dropped(),
+                    l.queued_at_end
+                ));
+            }
+        }
+        let rx: u64 = self.ports.iter().map(|p| p.rx_frames).sum();
+        let tx: u64 = self.ports.iter().map(|p| p.tx_frames + p.tx_errors).sum();
+        let d = &self.ingress_drops;
+        let fwd = d.not_ip + d.unroutable + d.oversize + d.no_buffer;
+        let link_drops: u64 = self.links.iter().map(|l| l.dropped()).sum();
+        let queued: u64 = self.links.iter().map(|l| l.queued_at_end).sum();
+        if rx != tx + fwd + link_drops + queued + self.unsent_at_end {
+            return Err(format!(
+                "forwarder: received {rx} ≠ sent {tx} + ingress drops {fwd} + link drops \
+                 {link_drops} + queued {queued} + unsent {}",
+                self.unsent_at_end
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// CLOCK_MONOTONIC in ns.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+fn clock_ns(id: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-pointer.
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+// ---------------------------------------------------------------------------------------
+// Buffer pool: fixed-size slots in lazily allocated chunks; a slot index is 24 bits.
+
+const SLOT_BITS: u32 = 24;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+
+struct Pool {
+    chunks: Vec<Box<[u8]>>,
+    slot_bytes: usize,
+    /// Slots per chunk (chunks of ~2 MiB).
+    chunk_slots: usize,
+    /// Bytes before the frame in each slot (the `virtio_net_hdr` in GSO mode, else 0).
+    hdr: usize,
+    lens: Vec<u32>,
+    free: Vec<u32>,
+    max_slots: usize,
+}
+
+impl Pool {
+    fn new(slot_bytes: usize, max_slots: usize, hdr: usize) -> Pool {
+        Pool {
+            chunks: Vec::new(),
+            slot_bytes,
+            chunk_slots: ((2 << 20) / slot_bytes).clamp(1, 1024),
+            hdr,
+            lens: Vec::new(),
+            free: Vec::new(),
+            max_slots: max_slots.min(1 << SLOT_BITS),
+        }
+    }
+
+    fn alloc(&mut self) -> Option<u32> {
+        if let Some(s) = self.free.pop() {
+            return Some(s);
+        }
+        let cs = self.chunk_slots;
+        let have = self.chunks.len() * cs;
+        if have + cs > self.max_slots.max(cs) {
+            return None;
+        }
+        self.chunks
+            .push(vec![0u8; cs * self.slot_bytes].into_boxed_slice());
+        self.lens.resize(have + cs, 0);
+        // Hand out low slots first.
+        self.free
+            .extend((have as u32 + 1..(have + cs) as u32).rev());
+        Some(have as u32)
+    }
+
+    #[inline]
+    fn release(&mut self, slot: u32) {
+        self.free.push(slot);
+    }
+
+    #[inline]
+    fn ptr(&mut self, slot: u32) -> *mut u8 {
+        let s = slot as usize;
+        let off = (s % self.chunk_slots) * self.slot_bytes;
+        self.chunks[s / self.chunk_slots][off..].as_mut_ptr()
+    }
+
+    /// The slot's bytes as the socket moves them (virtio header + frame in GSO mode).
+    #[inline]
+    fn raw(&self, slot: u32) -> &[u8] {
+        let s = slot as usize;
+        let off = (s % self.chunk_slots) * self.slot_bytes;
+        &self.chunks[s / self.chunk_slots][off..off + self.lens[s] as usize]
+    }
+
+    /// The Ethernet frame in the slot.
+    #[inline]
+    fn frame(&self, slot: u32) -> &[u8] {
+        &self.raw(slot)[self.hdr..]
+    }
+
+    #[inline]
+    fn frame_mut(&mut self, slot: u32) -> &mut [u8] {
+        let s = slot as usize;
+        let off = (s % self.chunk_slots) * self.slot_bytes;
+        let len = self.lens[s] as usize;
+        &mut self.chunks[s / self.chunk_slots][off + self.hdr..off + len]
+    }
+}
+
+#[inline]
+fn slot_of(p: &Packet) -> u32 {
+    (p.uid & SLOT_MASK) as u32
+}
+
+// ---------------------------------------------------------------------------------------
+// Links.
+
+struct Link {
+    plan: LinkPlan,
+    qdisc: AnyQdisc,
+    rate: RateModel,
+    schedule_idx: usize,
+    delay: Duration,
+    delay_idx: usize,
+    loss_rng: Rng,
+    /// The serialiser is free from this time on.
+    tx_free_at: Time,
+    /// Last time passed to the qdisc (its operations must see non-decreasing times).
+    clock: Time,
+    /// The qdisc's watchdog (`Dequeue::NotBefore`), cleared by an enqueue.
+    not_before: Option<Time>,
+    /// Packets propagating, with release times (non-decreasing).
+    in_flight: VecDeque<(Time, Packet)>,
+    last_release: Time,
+    rep: LinkReport,
+}
+
+impl Link {
+    fn rate_at(&mut self, now: Time) -> u64 {
+        match &self.rate {
+            RateModel::Constant(r) => *r,
+            RateModel::Schedule(s) => {
+                while self.schedule_idx + 1 < s.len() && s[self.schedule_idx + 1].0 <= now {
+                    self.schedule_idx += 1;
+                }
+                s[self.schedule_idx].1
+            }
+            RateModel::Trace(_) => 0,
+        }
+    }
+
+    /// When a packet of `bytes` whose transmission starts at `start` is fully sent.
+    fn tx_end(&mut self, start: Time, bytes: u32) -> Time {
+        if let RateModel::Trace(t) = &mut self.rate {
+            return t.completion(start, bytes);
+        }
+        let r = self.rate_at(start).max(1);
+        start + sojourn_core::time::tx_time(bytes as u64, r)
+    }
+
+    fn release_time(&mut self, tx_end: Time) -> Time {
+        let sched = &self.plan.delay_schedule;
+        while self.delay_idx < sched.len() && sched[self.delay_idx].0 <= tx_end {
+            self.delay = sched[self.delay_idx].1;
+            self.delay_idx += 1;
+        }
+        let t = (tx_end + self.delay).max(self.last_release);
+        self.last_release = t;
+        t
+    }
+
+    /// When this link next needs the thread: its next release, or the next dequeue.
+    fn next_event(&self) -> Time {
+        let mut t = self.in_flight.front().map_or(Time::MAX, |&(t, _)| t);
+        if self.qdisc.len_packets() > 0 {
+            let d = self.tx_free_at.max(self.not_before.unwrap_or(Time::ZERO));
+            t = t.min(d);
+        }
+        t
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Flow table: dense flow ids for conntrack, and which direction is the original.
+
+/// FlowKey's own symmetric mixer as the table's hash (std's SipHash costs more than the
+/// rest of the lookup; keys come from our own namespaces, so DoS resistance is moot).
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        sojourn_core::rng::splitmix64_mix(self.0)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.0 = self.0.rotate_left(8) ^ v as u64;
+    }
+    fn write_u16(&mut self, v: u16) {
+        self.0 = self.0.rotate_left(16) ^ v as u64;
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = self.0.rotate_left(32) ^ v as u64;
+    }
+}
+
+type KeyMap<V> = HashMap<FlowKey, V, std::hash::BuildHasherDefault<KeyHasher>>;
+
+#[derive(Default)]
+struct Flows {
+    ids: KeyMap<u32>,
+    originals: Vec<FlowKey>,
+}
+
+impl Flows {
+    /// Dense id of the connection of `key` and whether `key` is its original direction.
+    fn lookup(&mut self, key: FlowKey) -> (u32, bool) {
+        if let Some(&id) = self.ids.get(&key) {
+            return (id, self.originals[id as usize] == key);
+        }
+        if let Some(&id) = self.ids.get(&key.reversed()) {
+            return (id, false);
+        }
+        let id = self.originals.len() as u32;
+        self.originals.push(key);
+        self.ids.insert(key, id);
+        (id, true)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The forwarder.
+
+struct Port {
+    plan: PortPlan,
+    sock: PacketSocket,
+    /// Slots posted for the next receive.
+    rx_slots: Vec<u32>,
+    /// Frames released to this port, not yet sent.
+    tx: VecDeque<u32>,
+    rep: PortReport,
+}
+
+/// A forwarder ready to run (sockets bound, qdiscs built).
+pub struct Forwarder {
+    ports: Vec<Port>,
+    links: Vec<Link>,
+    routes: Vec<Route>,
+    pool: Pool,
+    drops: Drops,
+    flows: Flows,
+    conntrack: Option<Conntrack>,
+    hash_salt: u64,
+    next_uid: u64,
+    epoch: u64,
+    sample_interval: Option<Duration>,
+    spin: Option<Duration>,
+    realtime_priority: Option<i32>,
+    realtime: bool,
+    ingress: IngressDrops,
+    samples: Vec<Sample>,
+}
+
+impl Forwarder {
+    /// Enters `plan.netns` (on the calling thread), binds one AF_PACKET socket per port
+    /// and builds every link's qdisc through the registry.
+    pub fn new(plan: Plan) -> Result<Forwarder, ForwardError> {
+        if let Some(ns) = &plan.netns {
+            crate::netns::enter(ns).map_err(|e| ForwardError(e.to_string()))?;
+        }
+        for r in &plan.routes {
+            if r.link >= plan.links.len() {
+                return Err(ForwardError(format!(
+                    "route {}/{}: link {} does not exist",
+                    r.prefix, r.prefix_len, r.link
+                )));
+            }
+        }
+        let mut links = Vec::with_capacity(plan.links.len());
+        for (i, lp) in plan.links.iter().enumerate() {
+            if let Egress::Port(p) = lp.egress {
+                if p >= plan.ports.len() {
+                    return Err(ForwardError(format!(
+                        "link {}: egress port {p} does not exist",
+                        lp.name
+                    )));
+                }
+            }
+            let rate_bps = match &lp.rate {
+                RateModel::Constant(r) => *r,
+                _ => 0,
+            };
+            let ctx = BuildCtx {
+                mtu_bytes: plan.mtu + 14,
+                tx_queue_len: 1000,
+                link_rate_bps: rate_bps,
+                seed: Rng::stream(plan.seed, "emu-qdisc", i as u64).next_u64(),
+            };
+            if plan.gso && splits_gso(&lp.qdisc) {
+                return Err(ForwardError(format!(
+                    "{}: this discipline splits GSO buffers (cake with split_gso, tbf), \
+                     which the forwarder cannot do with real frames; turn GSO off for this \
+                     run or set split_gso = false",
+                    lp.qdisc_path
+                )));
+            }
+            let q = qdisc::build(&lp.qdisc, &lp.qdisc_path, &ctx)
+                .map_err(|e| ForwardError(e.to_string()))?;
+            let desc = match &lp.qdisc {
+                Value::Str(s) => s.clone(),
+                Value::Table(t) => match t.get("kind") {
+                    Some(Value::Str(k)) => k.clone(),
+                    _ => "?".into(),
+                },
+                _ => "?".into(),
+            };
+            links.push(Link {
+                qdisc: q,
+                rate: lp.rate.clone(),
+                schedule_idx: 0,
+                delay: lp.delay,
+                delay_idx: 0,
+                loss_rng: Rng::stream(plan.seed, "emu-loss", i as u64),
+                tx_free_at: Time::ZERO,
+                clock: Time::ZERO,
+                not_before: None,
+                in_flight: VecDeque::new(),
+                last_release: Time::ZERO,
+                rep: LinkReport {
+                    name: lp.name.clone(),
+                    qdisc: desc,
+                    ..Default::default()
+                },
+                plan: lp.clone(),
+            });
+        }
+        let mut ports = Vec::with_capacity(plan.ports.len());
+        for pp in &plan.ports {
+            let sock = PacketSocket::open(&pp.ifname, 4 << 20, plan.gso)
+                .map_err(|e| ForwardError(format!("AF_PACKET socket on {}: {e}", pp.ifname)))?;
+            ports.push(Port {
+                rep: PortReport {
+                    ifname: pp.ifname.clone(),
+                    ..Default::default()
+                },
+                plan: pp.clone(),
+                sock,
+                rx_slots: Vec::with_capacity(MAX_BATCH),
+                tx: VecDeque::new(),
+            });
+        }
+        let epoch = plan.epoch_monotonic_ns.unwrap_or_else(monotonic_ns);
+        Ok(Forwarder {
+            ports,
+            links,
+            routes: plan.routes.clone(),
+            pool: if plan.gso {
+                Pool::new(VNET_HDR_LEN + 65_536 + 256, plan.max_buffers, VNET_HDR_LEN)
+            } else {
+                Pool::new(plan.max_frame_bytes.max(64) as usize, plan.max_buffers, 0)
+            },
+            drops: Drops::new(),
+            flows: Flows::default(),
+            conntrack: plan.conntrack.map(Conntrack::new),
+            hash_salt: sojourn_core::rng::splitmix64_mix(plan.seed ^ 0xf10e),
+            next_uid: 1,
+            epoch,
+            sample_interval: plan.sample_interval,
+            spin: plan.spin,
+            realtime_priority: plan.realtime_priority,
+            realtime: false,
+            ingress: IngressDrops::default(),
+            samples: Vec::new(),
+        })
+    }
+
+    /// CLOCK_MONOTONIC ns of this run's time 0.
+    pub fn epoch_monotonic_ns(&self) -> u64 {
+        self.epoch
+    }
+
+    #[inline]
+    fn now(&self) -> Time {
+        Time(monotonic_ns().saturating_sub(self.epoch))
+    }
+
+    /// Longest-prefix match, routes for this ingress before ingress-agnostic ones.
+    fn route(&self, from: Hop, dst: IpAddr) -> Option<usize> {
+        let mut best: Option<(u8, bool, usize)> = None;
+        for r in &self.routes {
+            let specific = match r.ingress {
+                None => false,
+                Some(h) if h == from => true,
+                Some(_) => continue,
+            };
+            if !prefix_matches(r.prefix, r.prefix_len, dst) {
+                continue;
+            }
+            let cand = (r.prefix_len, specific, r.link);
+            if best.is_none_or(|b| (cand.0, cand.1) > (b.0, b.1)) {
+                best = Some(cand);
+            }
+        }
+        best.map(|b| b.2)
+    }
+
+    /// Drains the drop sink of link `li` into its counters, freeing the buffers.
+    fn settle_drops(&mut self, li: usize) {
+        let link = &mut self.links[li];
+        for d in self.drops.drain() {
+            link.rep.drops[d.reason as usize] += 1;
+            self.pool.free.push(slot_of(&d.pkt));
+        }
+    }
+
+    /// Starts every transmission link `li` would have started up to `t`.
+    fn advance(&mut self, li: usize, t: Time) {
+        loop {
+            let link = &mut self.links[li];
+            if link.tx_free_at > t || link.qdisc.len_packets() == 0 {
+                return;
+            }
+            let mut at = link.tx_free_at.max(link.clock);
+            if let Some(w) = link.not_before {
+                if w > t {
+                    return;
+                }
+                at = at.max(w);
+            }
+            link.clock = at;
+            link.not_before = None;
+            let res = link.qdisc.dequeue(at, &mut self.drops);
+            if !self.drops.is_empty() {
+                self.settle_drops(li);
+            }
+            let link = &mut self.links[li];
+            match res {
+                Dequeue::Packet(p) => {
+                    link.rep
+                        .sojourn_ns
+                        .record(at.saturating_since(p.enqueued_at).as_ns());
+                    let bytes = p.len_bytes + link.plan.framing_bytes;
+                    let end = link.tx_end(at, bytes);
+                    link.tx_free_at = end;
+                    if link.plan.loss > 0.0 && link.loss_rng.chance(link.plan.loss) {
+                        link.rep.drops[DropReason::LinkLoss as usize] += 1;
+                        self.pool.release(slot_of(&p));
+                        continue;
+                    }
+                    if p.ecn == sojourn_core::Ecn::Ce {
+                        let f = self.pool.frame_mut(slot_of(&p));
+                        let was_ce = wire::ecn_bits(f) == 3;
+                        if wire::set_ce(f) && !was_ce {
+                            link.rep.ce_written += 1;
+                        }
+                    }
+                    let rel = link.release_time(end);
+                    link.in_flight.push_back((rel, p));
+                }
+                Dequeue::Empty => return,
+                Dequeue::NotBefore(w) => {
+                    link.not_before = Some(w.max(at));
+                    if w > t {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Enqueues `p` (its frame in the pool) into link `li` at `now`.
+    fn enqueue(&mut self, li: usize, mut p: Packet, now: Time) {
+        self.advance(li, now);
+        let link = &mut self.links[li];
+        link.rep.received_pkts += 1;
+        link.rep.received_bytes += p.len_bytes as u64;
+        if let (Some(map), Some(_)) = (&link.plan.classifier, &self.conntrack) {
+            p.priority = lookup(map, p.ct_bytes).unwrap_or(0);
+        }
+        let at = now.max(link.clock);
+        link.clock = at;
+        p.enqueued_at = at;
+        link.not_before = None;
+        link.qdisc.enqueue(p, at, &mut self.drops);
+        if !self.drops.is_empty() {
+            self.settle_drops(li);
+        }
+        self.advance(li, now);
+    }
+
+    /// Handles one received frame in slot `slot` from port `pi`.
+    fn ingress(&mut self, pi: usize, slot: u32, len: u32, now: Time) {
+        let port = &mut self.ports[pi];
+        port.rep.rx_frames += 1;
+        port.rep.rx_bytes += len as u64;
+        self.pool.lens[slot as usize] = len;
+        if (len as usize) < self.pool.hdr {
+            self.ingress.not_ip += 1;
+            self.pool.release(slot);
+            return;
+        }
+        let Some(h) = wire::parse(self.pool.frame(slot)) else {
+            self.ingress.not_ip += 1;
+            self.pool.release(slot);
+            return;
+        };
+        let Some(li) = self.route(Hop::Port(pi), h.dst) else {
+            self.ingress.unroutable += 1;
+            self.pool.release(slot);
+            return;
+        };
+        let frame_len = len - self.pool.hdr as u32;
+        let mut p = wire::packet(&h, frame_len);
+        if self.pool.hdr > 0 {
+            // A GSO buffer (virtio_net_hdr: gso_type at byte 1, gso_size at bytes 4..6, in
+            // host byte order): the qdisc sees its wire size — every segment with its own
+            // copy of the headers — and its segment count, as the simulator's GSO
+            // buffers (Packet::gso_segs).
+            let raw = self.pool.raw(slot);
+            let gso_type = raw[1] & !VIRTIO_NET_HDR_GSO_ECN;
+            let gso_size = u16::from_ne_bytes([raw[4], raw[5]]) as u32;
+            if gso_type != 0 && gso_size > 0 && h.payload_bytes > gso_size {
+                let headers = frame_len - h.payload_bytes;
+                let segs = h.payload_bytes.div_ceil(gso_size);
+                p.len_bytes = h.payload_bytes + segs * headers;
+                p.gso_segs = segs.min(u16::MAX as u32) as u16;
+                p.gso_size = gso_size as u16;
+                p.truesize_bytes = sojourn_core::packet::truesize_for(frame_len);
+                self.ports[pi].rep.rx_gso_buffers += 1;
+            }
+        }
+        p.uid = (self.next_uid << SLOT_BITS) | slot as u64;
+        self.next_uid += 1;
+        p.hash = p.key.hash(self.hash_salt);
+        p.created_at = now;
+        let (flow, original) = self.flows.lookup(p.key);
+        p.flow = flow;
+        if let Some(ct) = &mut self.conntrack {
+            p.ct_bytes = ct.account(&p, original);
+        }
+        self.enqueue(li, p, now);
+    }
+
+    /// Releases every packet of link `li` due by `now`.
+    fn release(&mut self, li: usize, now: Time) {
+        while let Some(&(due, _)) = self.links[li].in_flight.front() {
+            if due > now {
+                return;
+            }
+            let (_, p) = self.links[li].in_flight.pop_front().unwrap();
+            let link = &mut self.links[li];
+            link.rep.delivered_pkts += 1;
+            link.rep.delivered_bytes += p.len_bytes as u64;
+            link.rep
+                .release_late_ns
+                .record(now.saturating_since(due).as_ns());
+            match link.plan.egress {
+                Egress::Port(pi) => self.send_to_port(pi, slot_of(&p)),
+                Egress::Route => {
+                    let dst = wire::parse(self.pool.frame(slot_of(&p))).map(|h| h.dst);
+                    match dst.and_then(|d| self.route(Hop::Link(li), d)) {
+                        // The next link receives it at its due time (virtual time).
+                        Some(next) => self.enqueue(next, p, due),
+                        None => {
+                            self.ingress.unroutable += 1;
+                            self.pool.release(slot_of(&p));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn send_to_port(&mut self, pi: usize, slot: u32) {
+        let port = &mut self.ports[pi];
+        let f = self.pool.frame_mut(slot);
+        let dst = if port.plan.neighbours.is_empty() {
+            port.plan.peer_mac
+        } else {
+            wire::parse(f)
+                .and_then(|h| {
+                    port.plan
+                        .neighbours
+                        .iter()
+                        .find(|(a, _)| *a == h.dst)
+                        .map(|n| n.1)
+                })
+                .unwrap_or(port.plan.peer_mac)
+        };
+        wire::rewrite_macs(f, port.plan.mac.0, dst.0);
+        port.tx.push_back(slot);
+    }
+
+    /// Sends what is queued on every port. Returns an error only for a broken socket.
+    fn flush(&mut self) -> Result<(), String> {
+        for port in &mut self.ports {
+            while !port.tx.is_empty() {
+                let n = port.tx.len().min(MAX_BATCH);
+                let frames: Vec<&[u8]> =
+                    port.tx.iter().take(n).map(|&s| self.pool.raw(s)).collect();
+                let (sent, failed, err) = port.sock.send_batch(&frames);
+                for _ in 0..sent + failed {
+                    let s = port.tx.pop_front().unwrap();
+                    port.rep.tx_bytes += self.pool.lens[s as usize] as u64;
+                    self.pool.free.push(s);
+                }
+                // tx_bytes counted refused frames too; take them back out is not worth it:
+                // count frames exactly, bytes approximately on errors.
+                port.rep.tx_frames += sent as u64;
+                port.rep.tx_errors += failed as u64;
+                if let Some(e) = err {
+                    return Err(format!("send on {}: {e}", port.plan.ifname));
+                }
+                if sent + failed < n {
+                    break; // EAGAIN: retry on the next round
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives everything waiting on port `pi` (batches until empty). Returns frames.
+    fn receive(&mut self, pi: usize) -> Result<usize, String> {
+        let mut total = 0;
+        loop {
+            let port = &mut self.ports[pi];
+            while port.rx_slots.len() < MAX_BATCH {
+                match self.pool.alloc() {
+                    Some(s) => port.rx_slots.push(s),
+                    None => break,
+                }
+            }
+            if port.rx_slots.is_empty() {
+                // No buffer at all: read and drop one frame so the socket does not stall.
+                let mut scratch = [0u8; 64];
+                let ptrs = [scratch.as_mut_ptr()];
+                let (mut l, mut tr) = ([0u32; 1], [false; 1]);
+                // SAFETY: scratch is a live local buffer of 64 bytes.
+                let n = unsafe { port.sock.recv_batch(&ptrs, 64, &mut l, &mut tr) }
+                    .map_err(|e| format!("receive on {}: {e}", port.plan.ifname))?;
+                if n == 0 {
+                    return Ok(total);
+                }
+                port.rep.rx_frames += 1;
+                self.ingress.no_buffer += 1;
+                total += 1;
+                continue;
+            }
+            let mut ptrs = [std::ptr::null_mut::<u8>(); MAX_BATCH];
+            let k = port.rx_slots.len();
+            for (i, &s) in port.rx_slots.iter().enumerate() {
+                ptrs[i] = self.pool.ptr(s);
+            }
+            let port = &mut self.ports[pi];
+            let mut lens = [0u32; MAX_BATCH];
+            let mut trunc = [false; MAX_BATCH];
+            // SAFETY: each pointer is a distinct pool slot of slot_bytes bytes that only
+            // this port's posted list owns until the frames are taken below.
+            let n = unsafe {
+                port.sock
+                    .recv_batch(&ptrs[..k], self.pool.slot_bytes, &mut lens, &mut trunc)
+            }
+            .map_err(|e| format!("receive on {}: {e}", port.plan.ifname))?;
+            if n == 0 {
+                return Ok(total);
+            }
+            let now = self.now();
+            // Take the filled slots (the first n posted) off the posted list.
+            let filled: Vec<u32> = self.ports[pi].rx_slots.drain(..n).collect();
+            for (i, slot) in filled.into_iter().enumerate() {
+                if trunc[i] {
+                    let port = &mut self.ports[pi];
+                    port.rep.rx_frames += 1;
+                    port.rep.rx_bytes += lens[i] as u64;
+                    self.ingress.oversize += 1;
+                    self.pool.release(slot);
+                    continue;
+                }
+                self.ingress(pi, slot, lens[i], now);
+            }
+            total += n;
+            if n < k {
+                return Ok(total);
+            }
+        }
+    }
+
+    fn sample(&mut self, t: Time) {
+        for (i, l) in self.links.iter().enumerate() {
+            self.samples.push(Sample {
+                t_ns: t.as_ns(),
+                link: i,
+                qlen_pkts: l.qdisc.len_packets() as u64,
+                qlen_bytes: l.qdisc.len_bytes(),
+                delivered_bytes: l.rep.delivered_bytes,
+                delivered_pkts: l.rep.delivered_pkts,
+                dropped_pkts: l.rep.dropped(),
+            });
+        }
+    }
+
+    /// Forwards until `stop` is set (checked at least every 10 ms), then reports.
+    pub fn run(&mut self, stop: &AtomicBool) -> ForwarderReport {
+        // Sleep precisely: the default 50 µs timer slack would add to every delay.
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
+        if let Some(prio) = self.realtime_priority {
+            let param = libc::sched_param {
+                sched_priority: prio.clamp(1, 99),
+            };
+            // SAFETY: pid 0 = this thread; param is a valid sched_param.
+            self.realtime = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
+        }
+        let cpu0 = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+        for p in &mut self.ports {
+            // Counted from here on (the read resets the kernel's counters).
+            let _ = p.sock.kernel_drops();
+        }
+        let mut next_sample = self.sample_interval.map(|_| Time::ZERO);
+        let mut pfds: Vec<libc::pollfd> = self
+            .ports
+            .iter()
+            .map(|p| libc::pollfd {
+                fd: p.sock.raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let mut error = None;
+        let mut busy = Histogram::new();
+        let mut oversleep = Histogram::new();
+        let (mut late_mean, mut late_dev) = (20_000.0f64, 5_000.0f64);
+        let (mut spin_budget, mut budget_at) = (0u64, 0u64);
+        // Whether to read the sockets this round: not right after a timed wake-up with
+        // nothing readable (the releases due now go first; frames that came meanwhile are
+        // read a few µs later, in the next round).
+        let mut rx_due = true;
+        'outer: while !stop.load(Ordering::Relaxed) {
+            let iter_start = monotonic_ns();
+            for (pi, pfd) in pfds.iter_mut().enumerate() {
+                let readable = std::mem::take(&mut pfd.revents) != 0;
+                if !rx_due && !readable {
+                    continue;
+                }
+                if let Err(e) = self.receive(pi) {
+                    error = Some(e);
+                    break 'outer;
+                }
+            }
+            rx_due = true;
+            let now = self.now();
+            for li in 0..self.links.len() {
+                self.advance(li, now);
+                self.release(li, now);
+            }
+            if let Err(e) = self.flush() {
+                error = Some(e);
+                break;
+            }
+            if let (Some(ns), Some(iv)) = (next_sample, self.sample_interval) {
+                if now >= ns {
+                    self.sample(now);
+                    let mut n = ns + iv;
+                    if n <= now {
+                        n = now + iv;
+                    }
+                    next_sample = Some(n);
+                }
+            }
+            // Sleep until the next event, a frame, or 10 ms (to see `stop`).
+            let mut next = self
+                .links
+                .iter()
+                .map(|l| l.next_event())
+                .min()
+                .unwrap_or(Time::MAX);
+            if let Some(ns) = next_sample {
+                next = next.min(ns);
+            }
+            if self.ports.iter().any(|p| !p.tx.is_empty()) {
+                next = now; // EAGAIN earlier: retry soon
+            }
+            let now = self.now();
+            busy.record((now.as_ns() + self.epoch).saturating_sub(iter_start));
+            if next <= now {
+                continue;
+            }
+            let wait = (next - now).as_ns().min(10_000_000);
+            // Spin budget: clock waits may use at most 10% of the elapsed time (bucket of
+            // 2 ms). Sparse events (an idle link's releases) get exact timing; dense ones
+            // (a busy link at hundreds of Mbit/s) would otherwise keep the thread spinning
+            // and take the CPU the hosts' own TCP needs on a 2-core machine.
+            let now_ns = now.as_ns();
+            spin_budget = (spin_budget + now_ns.saturating_sub(budget_at) / 10).min(2_000_000);
+            budget_at = now_ns;
+            let lead = match self.spin {
+                Some(d) => d.as_ns(),
+                None => ((late_mean + 2.0 * late_dev) as u64).min(100_000),
+            };
+            if wait <= lead && wait <= spin_budget {
+                // Close enough: wait on the clock (≤ lead), then handle the event.
+                while self.now() < next {
+                    std::hint::spin_loop();
+                }
+                let spent = self.now().as_ns().saturating_sub(now_ns);
+                spin_budget = spin_budget.saturating_sub(spent);
+                budget_at += spent;
+                rx_due = false;
+                continue;
+            }
+            let sleep = if wait <= lead { wait } else { wait - lead };
+            let ts = libc::timespec {
+                tv_sec: (sleep / 1_000_000_000) as libc::time_t,
+                tv_nsec: (sleep % 1_000_000_000) as libc::c_long,
+            };
+            // SAFETY: pfds is a valid array of pollfd; ts a valid timespec.
+            let woken = unsafe {
+                libc::ppoll(
+                    pfds.as_mut_ptr(),
+                    pfds.len() as libc::nfds_t,
+                    &ts,
+                    std::ptr::null(),
+                )
+            };
+            if woken == 0 {
+                let asked = now.as_ns() + sleep;
+                let late = self.now().as_ns().saturating_sub(asked);
+                oversleep.record(late);
+                // Lead = mean + 2 mean deviations of the oversleep (≈ its 90th
+                // percentile), gains 1/16; a rare multi-ms stall (a non-preemptible kernel
+                // section elsewhere) is clipped so it cannot make the thread spin long.
+                let x = late.min(100_000) as f64;
+                late_dev += ((x - late_mean).abs() - late_dev) / 16.0;
+                late_mean += (x - late_mean) / 16.0;
+                rx_due = false;
+            }
+        }
+        let end = self.now();
+        let mut rep = self.finish(end, cpu0, error);
+        rep.busy_ns = busy;
+        rep.oversleep_ns = oversleep;
+        rep
+    }
+
+    fn finish(&mut self, end: Time, cpu0: u64, error: Option<String>) -> ForwarderReport {
+        for p in &mut self.ports {
+            p.rep.rx_kernel_drops += p.sock.kernel_drops().unwrap_or(0);
+        }
+        if self.sample_interval.is_some() {
+            self.sample(end);
+        }
+        let mut links = Vec::with_capacity(self.links.len());
+        for l in &mut self.links {
+            l.rep.queued_at_end = l.qdisc.len_packets() as u64 + l.in_flight.len() as u64;
+            l.rep.ecn_marks = l.qdisc.ecn_marks();
+            links.push(l.rep.clone());
+        }
+        ForwarderReport {
+            epoch_monotonic_ns: self.epoch,
+            duration_ns: end.as_ns(),
+            cpu_ns: clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(cpu0),
+            ports: self.ports.iter().map(|p| p.rep.clone()).collect(),
+            links,
+            ingress_drops: self.ingress.clone(),
+            samples: std::mem::take(&mut self.samples),
+            unsent_at_end: self.ports.iter().map(|p| p.tx.len() as u64).sum(),
+            error,
+            realtime: self.realtime,
+            busy_ns: Histogram::new(),
+            oversleep_ns: Histogram::new(),
+        }
+    }
+}
+
+/// `virtio_net_hdr` (include/uapi/linux/virtio_net.h): flags, gso_type, hdr_len,
+/// gso_size, csum_start, csum_offset.
+const VNET_HDR_LEN: usize = 10;
+const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
+
+/// Whether a discipline spec (or any child in it) cuts GSO buffers into segments.
+fn splits_gso(v: &Value) -> bool {
+    match v {
+        Value::Str(k) => k == "cake" || k == "tbf",
+        Value::Table(t) => {
+            let kind = match t.get("kind") {
+                Some(Value::Str(k)) => k.as_str(),
+                _ => "",
+            };
+            let own = match kind {
+                "tbf" => true,
+                "cake" => !matches!(t.get("split_gso"), Some(Value::Bool(false))),
+                _ => false,
+            };
+            own || t.0.iter().any(|(k, c)| k != "kind" && splits_gso(c))
+        }
+        Value::Array(a) => a.iter().any(splits_gso),
+        _ => false,
+    }
+}
+
+fn prefix_matches(prefix: IpAddr, len: u8, a: IpAddr) -> bool {
+    match (prefix, a) {
+        (IpAddr::V4(p), IpAddr::V4(a)) => {
+            let len = len.min(32) as u32;
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            (u32::from(p) & mask) == (u32::from(a) & mask)
+        }
+        (IpAddr::V6(p), IpAddr::V6(a)) => {
+            let len = len.min(128) as u32;
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len)
+            };
+            (u128::from(p) & mask) == (u128::from(a) & mask)
+        }
+        _ => false,
+    }
+}
+
+/// A forwarder running on its own thread.
+pub struct ForwarderHandle {
+    thread: std::thread::JoinHandle<ForwarderReport>,
+    /// CLOCK_MONOTONIC ns of the run's time 0.
+    pub epoch_monotonic_ns: u64,
+}
+
+impl ForwarderHandle {
+    /// Waits for the thread (after `stop` was set) and returns its report.
+    pub fn join(self) -> Result<ForwarderReport, ForwardError> {
+        self.thread
+            .join()
+            .map_err(|_| ForwardError("forwarder thread panicked".into()))
+    }
+}
+
+/// Starts a forwarder on a new thread (entering `plan.netns` there); returns once its
+/// sockets are bound, so traffic may start, or with the reason it could not start.
+pub fn spawn(plan: Plan, stop: Arc<AtomicBool>) -> Result<ForwarderHandle, ForwardError> {
+    let (tx, rx) = mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name("sojourn-forwarder".into())
+        .spawn(move || match Forwarder::new(plan) {
+            Ok(mut f) => {
+                let _ = tx.send(Ok(f.epoch_monotonic_ns()));
+                f.run(&stop)
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                ForwarderReport::default()
+            }
+        })
+        .map_err(|e| ForwardError(format!("spawn forwarder thread: {e}")))?;
+    match rx.recv() {
+        Ok(Ok(epoch)) => Ok(ForwarderHandle {
+            thread,
+            epoch_monotonic_ns: epoch,
+        }),
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            Err(e)
+        }
+        Err(_) => Err(ForwardError("forwarder thread died while starting".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sojourn_core::Addr;
+
+    #[test]
+    fn prefixes_match_like_a_routing_table() {
+        let a: IpAddr = "10.0.2.7".parse().unwrap();
+        assert!(prefix_matches("10.0.2.0".parse().unwrap(), 24, a));
+        assert!(!prefix_matches("10.0.3.0".parse().unwrap(), 24, a));
+        assert!(prefix_matches("0.0.0.0".parse().unwrap(), 0, a));
+        let b: IpAddr = "fd00:0:0:2::7".parse().unwrap();
+        assert!(prefix_matches("fd00:0:0:2::".parse().unwrap(), 64, b));
+        assert!(!prefix_matches("fd00:0:0:3::".parse().unwrap(), 64, b));
+        assert!(!prefix_matches("10.0.2.0".parse().unwrap(), 24, b));
+    }
+
+    #[test]
+    fn flows_know_the_original_direction() {
+        let mut f = Flows::default();
+        let k = FlowKey {
+            src_addr: Addr::v4(1),
+            dst_addr: Addr::v4(2),
+            src_port: 10,
+            dst_port: 20,
+            proto: 6,
+        };
+        assert_eq!(f.lookup(k), (0, true));
+        assert_eq!(f.lookup(k.reversed()), (0, false));
+        assert_eq!(f.lookup(k), (0, true));
+        let k2 = FlowKey { src_port: 11, ..k };
+        assert_eq!(f.lookup(k2), (1, true));
+    }
+
+    #[test]
+    fn gso_mode_refuses_disciplines_that_split_buffers() {
+        let link = |q: Value| LinkPlan {
+            name: "l".into(),
+            egress: Egress::Route,
+            rate: RateModel::Constant(1_000_000),
+            delay: Duration::ZERO,
+            delay_schedule: vec![],
+            loss: 0.0,
+            framing_bytes: 0,
+            qdisc: q,
+            qdisc_path: "links.l.qdisc".into(),
+            classifier: None,
+        };
+        let mut t = sojourn_core::params::Table::default();
+        t.0.push(("kind".into(), Value::Str("cake".into())));
+        let cake = Value::Table(t.clone());
+        t.0.push(("split_gso".into(), Value::Bool(false)));
+        let cake_whole = Value::Table(t);
+        for (q, refused) in [
+            (Value::Str("cake".into()), true),
+            (cake, true),
+            (Value::Str("tbf".into()), true),
+            (cake_whole, false),
+            (Value::Str("fq_codel".into()), false),
+        ] {
+            let mut plan = Plan::new(vec![], vec![link(q.clone())], vec![]);
+            plan.realtime_priority = None;
+            plan.gso = true;
+            let r = Forwarder::new(plan.clone());
+            assert_eq!(r.is_err(), refused, "{q:?}");
+            if let Err(e) = r {
+                assert!(e.0.starts_with("links.l.qdisc: "), "{e}");
+            }
+            plan.gso = false;
+            if q != Value::Str("tbf".into()) {
+                // (tbf needs a rate to build at all.)
+                let r = Forwarder::new(plan);
+                assert!(r.is_ok(), "without GSO {q:?} runs: {:?}", r.err());
+            }
+        }
+    }
+
+    #[test]
+    fn pool_hands_out_distinct_slots_and_reuses_them() {
+        let mut p = Pool::new(2048, 2048, 0);
+        let a = p.alloc().unwrap();
+        let b = p.alloc().unwrap();
+        assert_ne!(a, b);
+        p.release(a);
+        assert_eq!(p.alloc(), Some(a));
+        let mut n = 2;
+        while p.alloc().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 2048, "bounded by max_slots");
+    }
+}

@@ -1,0 +1,618 @@
+//! Accuracy of the live datapath (issue #20): rate, delay, conservation, CE marks written
+//! into real packets, and cleanup. Needs root and network namespaces (CI runs as root);
+//! elsewhere each test says why it skips and passes.
+//!
+//! Traffic comes from small bounded senders in this test (UDP, counted and time-limited)
+//! between namespaces the test created itself. Live tests run one at a time (a lock):
+//! they share two cores and would disturb each other's timing.
+
+#![cfg(target_os = "linux")]
+
+use sojourn_core::params::{Table, Value};
+use sojourn_core::Duration;
+use sojourn_emu::forward::{self, monotonic_ns, ForwarderReport};
+use sojourn_emu::netns;
+use sojourn_emu::testbed::{self, LinkSpec, Received, Testbed};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+static LIVE: Mutex<()> = Mutex::new(());
+
+/// Frame bytes of a UDP/IPv4 datagram with `payload` bytes (Ethernet 14 + IP 20 + UDP 8).
+fn frame_bytes(payload: usize) -> u64 {
+    payload as u64 + 42
+}
+
+fn skip_reason() -> Option<String> {
+    netns::check_available().err()
+}
+
+macro_rules! live_or_skip {
+    () => {{
+        let guard = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(why) = skip_reason() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        guard
+    }};
+}
+
+/// Runs `ab` a→b and `ba` b→a, sends UDP a→b for `secs` at `offered_bps`, returns what
+/// b received and the forwarder's report.
+fn udp_through(
+    tb: &Testbed,
+    ab: &LinkSpec,
+    payload: usize,
+    offered_bps: u64,
+    secs: f64,
+    count: u64,
+    tos: u8,
+) -> (Vec<Received>, ForwarderReport) {
+    let ba = LinkSpec::new(ab.rate_bps, Duration::ZERO, "pfifo");
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut plan = tb.plan(ab, &ba);
+    if let Some(us) = std::env::var("SOJOURN_EMU_SPIN_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        plan.spin = Some(Duration::from_us(us));
+    }
+    let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");
+    let t0 = monotonic_ns();
+    let send_for = (secs * 1e9) as u64;
+    // The receiver stops once everything sent could have drained (bounded: +1.5 s).
+    let rx = testbed::udp_receiver(&tb.ns_b, 9000, count, t0 + send_for + 1_500_000_000)
+        .expect("receiver");
+    let dst = std::net::SocketAddr::from((testbed::B_ADDR, 9000));
+    let sent = testbed::udp_send(
+        &tb.ns_a,
+        dst,
+        payload,
+        offered_bps,
+        count,
+        t0 + send_for,
+        tos,
+    )
+    .expect("sender");
+    assert!(sent > 0);
+    let got = rx.join().unwrap().expect("receiver ok");
+    stop.store(true, Ordering::Relaxed);
+    let rep = h.join().expect("forwarder report");
+    eprintln!(
+        "forwarder: busy p50 {:?} p99 {:?} max {:?} ns; oversleep p50 {:?} p99 {:?} max {:?} ns; cpu {} ms",
+        rep.busy_ns.quantile(0.5),
+        rep.busy_ns.quantile(0.99),
+        rep.busy_ns.max(),
+        rep.oversleep_ns.quantile(0.5),
+        rep.oversleep_ns.quantile(0.99),
+        rep.oversleep_ns.max(),
+        rep.cpu_ns / 1_000_000
+    );
+    assert!(rep.error.is_none(), "{:?}", rep.error);
+    (got, rep)
+}
+
+/// Delivered rate in bit/s of frames from the 10th percentile arrival on: the
+/// least-squares slope of cumulative frame bits over arrival time (one late datagram at
+/// either end of the window cannot skew it the way a two-point estimate would).
+fn delivered_rate(got: &[Received], payload: usize) -> f64 {
+    let w = &got[got.len() / 10..];
+    let bits = frame_bytes(payload) as f64 * 8.0;
+    let t0 = w[0].recv_ns;
+    let n = w.len() as f64;
+    let xs: Vec<f64> = w.iter().map(|g| (g.recv_ns - t0) as f64 * 1e-9).collect();
+    let ys: Vec<f64> = (0..w.len()).map(|i| i as f64 * bits).collect();
+    let mx = xs.iter().sum::<f64>() / n;
+    let my = ys.iter().sum::<f64>() / n;
+    let cov: f64 = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum();
+    let var: f64 = xs.iter().map(|x| (x - mx) * (x - mx)).sum();
+    cov / var
+}
+
+fn rate_case(rate_bps: u64, secs: f64) {
+    let tb = Testbed::new(1500).expect("testbed");
+    let payload = 1472;
+    // pfifo limit 100: at 1.2x the excess fills it within 0.6 s at 10 Mbit/s.
+    let mut t = Table::default();
+    t.0.push(("kind".into(), Value::Str("pfifo".into())));
+    t.0.push(("limit".into(), Value::Int(100)));
+    let mut spec = LinkSpec::new(rate_bps, Duration::from_ms(2), "pfifo");
+    spec.qdisc = Value::Table(t);
+    let offered = rate_bps * 12 / 10;
+    let (got, rep) = udp_through(&tb, &spec, payload, offered, secs, u64::MAX, 0);
+    let link = &rep.links[0];
+    eprintln!(
+        "rate {rate_bps}: received {} delivered {} dropped {:?} late p99 {:?} realtime {}",
+        link.received_pkts,
+        link.delivered_pkts,
+        link.drops,
+        link.release_late_ns.quantile(0.99),
+        rep.realtime
+    );
+    rep.check_conservation().unwrap();
+    // The offered load exceeded the link: the qdisc must have been overrun.
+    assert!(link.dropped() > 0, "1.2x load must overflow pfifo");
+    let r = delivered_rate(&got, payload);
+    let err = (r - rate_bps as f64).abs() / rate_bps as f64;
+    eprintln!(
+        "rate {rate_bps}: delivered {r:.0} bit/s, error {:.3}%",
+        err * 100.0
+    );
+    assert!(
+        err < 0.01,
+        "delivered {r:.0} bit/s vs link {rate_bps} bit/s"
+    );
+}
+
+#[test]
+fn udp_at_1_2x_is_delivered_at_the_link_rate_10mbit() {
+    let _g = live_or_skip!();
+    rate_case(10_000_000, 2.0);
+}
+
+#[test]
+fn udp_at_1_2x_is_delivered_at_the_link_rate_100mbit() {
+    let _g = live_or_skip!();
+    rate_case(100_000_000, 1.5);
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    s[((s.len() - 1) as f64 * q).round() as usize]
+}
+
+#[test]
+fn idle_link_adds_the_configured_delay() {
+    let _g = live_or_skip!();
+    let tb = Testbed::new(1500).expect("testbed");
+    // Probes alternate between b's two addresses: 10.0.2.1 through the link under test
+    // (10 ms), 10.0.2.2 through a reference link with zero delay, same rate and qdisc.
+    // Paired in time, both see the same sender, veths, forwarder wake-ups and receiver;
+    // the difference is what the emulated delay adds. One probe per 6.7 ms: the links
+    // stay idle, and a release (10 ms after its probe) never coincides with a send
+    // (10 mod 6.7 = 3.3 ms).
+    let payload = 64;
+    let probes = 400;
+    let probe_rate = ((payload as u64 + 28) * 8 * 10_000) / 67;
+    let spec = LinkSpec::new(100_000_000, Duration::from_ms(10), "pfifo");
+    // Up to three attempts: other work on the machine only adds error, so one clean
+    // attempt shows what the forwarder does; a systematic error fails all three.
+    for attempt in 1..=3 {
+        let stop = Arc::new(AtomicBool::new(false));
+        let plan =
+            tb.plan_with_baseline(&spec, &LinkSpec::new(100_000_000, Duration::ZERO, "pfifo"));
+        let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");
+        let t0 = monotonic_ns();
+        let rx = testbed::udp_receiver(&tb.ns_b, 9000, probes, t0 + 4_500_000_000).unwrap();
+        let dsts = vec![
+            std::net::SocketAddr::from((testbed::B_ADDR, 9000)),
+            std::net::SocketAddr::from((testbed::B_ADDR2, 9000)),
+        ];
+        testbed::udp_send_to(
+            &tb.ns_a,
+            dsts,
+            payload,
+            probe_rate,
+            probes,
+            t0 + 4_000_000_000,
+            0,
+        )
+        .unwrap();
+        let got = rx.join().unwrap().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        let rep = h.join().unwrap();
+        rep.check_conservation().unwrap();
+        assert_eq!(
+            got.len() as u64,
+            probes,
+            "every probe arrives on an idle link"
+        );
+        let owd = |tag: u8| -> Vec<f64> {
+            got.iter()
+                .filter(|g| g.tag == tag)
+                .map(|g| (g.recv_ns - g.sent_ns) as f64 / 1e3)
+                .collect()
+        };
+        if delay_ok(&owd(1), &owd(0), &rep, attempt == 3) {
+            return;
+        }
+    }
+}
+
+/// The delay criterion of issue #20 on paired probes: what the delayed link adds over the
+/// reference path must be the configured 10 ms within 20 µs on average (mean against
+/// mean) and within 100 µs at the 99th percentile (p99 against p99: a probe's own
+/// reference cannot be measured, and the hosts' path has a tail of its own that the
+/// emulated link must not lengthen by more than that).
+fn delay_ok(base: &[f64], with: &[f64], rep: &ForwarderReport, last: bool) -> bool {
+    let base_med = quantile(base, 0.5);
+
+    let mean_err = mean(with) - mean(base) - 10_000.0;
+    let p99_err = quantile(with, 0.99) - quantile(base, 0.99) - 10_000.0;
+    eprintln!(
+        "delay: reference owd mean {:.1} us median {:.1} p99 {:.1}; with 10 ms: mean {:.1} \
+         p99 {:.1}; added - configured: mean {mean_err:.1} us, p99 {p99_err:.1} us; \
+         release late mean {:.1} us p50 {:?} p90 {:?} p99 {:?} ns; realtime {}",
+        mean(base),
+        base_med,
+        quantile(base, 0.99),
+        mean(with),
+        quantile(with, 0.99),
+        rep.links[0].release_late_ns.mean() / 1e3,
+        rep.links[0].release_late_ns.quantile(0.5),
+        rep.links[0].release_late_ns.quantile(0.9),
+        rep.links[0].release_late_ns.quantile(0.99),
+        rep.realtime
+    );
+    let ok = mean_err.abs() <= 20.0 && p99_err <= 100.0;
+    if last {
+        assert!(
+            mean_err.abs() <= 20.0,
+            "mean added delay off by {mean_err:.1} us"
+        );
+        assert!(p99_err <= 100.0, "p99 added delay off by {p99_err:.1} us");
+    }
+    ok
+}
+
+#[test]
+fn ce_marks_reach_the_receiver_in_real_headers() {
+    let _g = live_or_skip!();
+    let tb = Testbed::new(1500).expect("testbed");
+    // ECT(0) UDP at 1.5x a 10 Mbit/s fq_codel link: the standing queue exceeds the 5 ms
+    // target for more than the 100 ms interval, so CoDel marks (fq_codel's ecn is on by
+    // default, RFC 8290 §5.2 / tc-fq_codel(8)).
+    let spec = LinkSpec::new(10_000_000, Duration::from_ms(1), "fq_codel");
+    let (got, rep) = udp_through(&tb, &spec, 1472, 15_000_000, 1.5, u64::MAX, 0x02);
+    rep.check_conservation().unwrap();
+    let link = &rep.links[0];
+    let ce_rx = got.iter().filter(|g| g.tos & 3 == 3).count() as u64;
+    let ect_rx = got.iter().filter(|g| g.tos & 3 == 2).count() as u64;
+    eprintln!(
+        "ce: qdisc marks {}, written {}, received CE {ce_rx}, ECT(0) {ect_rx}, drops {:?}",
+        link.ecn_marks, link.ce_written, link.drops
+    );
+    assert!(ce_rx > 0, "some packets arrive marked CE");
+    // The receiving kernel verified every IPv4 header checksum (ip_rcv drops bad ones):
+    // all marked packets the forwarder sent arrived. Marked packets still in flight at the
+    // stop are the only difference.
+    assert!(ce_rx <= link.ce_written);
+    assert!(
+        link.ce_written - ce_rx <= link.queued_at_end,
+        "written {} vs received {ce_rx}",
+        link.ce_written
+    );
+    assert_eq!(
+        ce_rx + ect_rx,
+        got.len() as u64,
+        "no other codepoint appears"
+    );
+}
+
+#[test]
+fn loss_and_conservation_with_every_drop_reason_counted() {
+    let _g = live_or_skip!();
+    let tb = Testbed::new(1500).expect("testbed");
+    // A small pfifo (limit 20) overrun at 2x, plus 10% random loss: both kinds of drops.
+    let mut t = Table::default();
+    t.0.push(("kind".into(), Value::Str("pfifo".into())));
+    t.0.push(("limit".into(), Value::Int(20)));
+    let mut spec = LinkSpec::new(20_000_000, Duration::from_ms(3), "pfifo");
+    spec.qdisc = Value::Table(t);
+    spec.loss = 0.1;
+    let (got, rep) = udp_through(&tb, &spec, 1000, 40_000_000, 0.5, u64::MAX, 0);
+    rep.check_conservation().unwrap();
+    let link = &rep.links[0];
+    use sojourn_core::qdisc::DropReason;
+    let over = link.drops[DropReason::Overlimit as usize];
+    let lost = link.drops[DropReason::LinkLoss as usize];
+    eprintln!(
+        "conservation: received {} delivered {} overlimit {over} loss {lost} queued {}",
+        link.received_pkts, link.delivered_pkts, link.queued_at_end
+    );
+    assert!(over > 0 && lost > 0);
+    // Bernoulli(0.1) over the serialised packets: well within 4 sigma.
+    let serialised = (link.delivered_pkts + lost) as f64;
+    let sigma = (serialised * 0.1 * 0.9).sqrt();
+    assert!((lost as f64 - 0.1 * serialised).abs() < 4.0 * sigma);
+    // What b received is what the forwarder sent out of b's port (no loss after it).
+    let port_b = &rep.ports[1];
+    assert_eq!(got.len() as u64, port_b.tx_frames);
+}
+
+fn netns_names() -> String {
+    netns::ip(&["netns", "list"]).unwrap_or_default()
+}
+
+#[test]
+fn cleanup_leaves_no_namespace_or_device() {
+    let _g = live_or_skip!();
+    let tb = Testbed::new(1500).expect("testbed");
+    let run = tb.guard.run_id().to_string();
+    let state = tb.guard.state_path().to_path_buf();
+    assert!(netns_names().contains(&run));
+    assert!(std::fs::read_to_string(&state).unwrap().contains("netns"));
+    drop(tb);
+    assert!(!netns_names().contains(&run), "namespaces of {run} remain");
+    let links = netns::ip(&["-o", "link"]).unwrap();
+    assert!(
+        !links.contains(&run),
+        "device of {run} left in the host namespace"
+    );
+    assert!(!state.exists(), "state file removed");
+}
+
+#[test]
+fn stale_runs_are_cleaned_from_their_state_files() {
+    let _g = live_or_skip!();
+    // A run whose process died by SIGKILL: a state file naming a dead pid and a namespace.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = child.id();
+    child.wait().unwrap();
+    let run = netns::new_run_id();
+    let ns = format!("{run}-x");
+    let dir = netns::state_dir();
+    let state = dir.join(format!("{run}.state"));
+    std::fs::write(&state, format!("pid {dead_pid}\nnetns {ns}\n")).unwrap();
+    netns::ip(&["netns", "add", &ns]).unwrap();
+    // A live run's namespace must survive: our own Guard (this process is alive).
+    let mut live = netns::Guard::new().unwrap();
+    let live_ns = live.add_netns("keep").unwrap();
+    let rep = netns::cleanup_stale();
+    assert!(rep.namespaces.contains(&ns), "{rep:?}");
+    assert!(!netns_names().contains(&ns));
+    assert!(!state.exists());
+    assert!(netns_names().contains(&live_ns), "a live run is left alone");
+    live.cleanup().unwrap();
+    assert!(!netns_names().contains(&live_ns));
+}
+
+#[test]
+fn ct_bytes_classifier_gives_young_flows_priority() {
+    let _g = live_or_skip!();
+    let tb = Testbed::new(1500).expect("testbed");
+    // pfifo_fast on a 10 Mbit/s link; the forwarder's conntrack counts `ct bytes` and the
+    // link's map sends connections up to 50 kB to priority 6 (TC_PRIO_INTERACTIVE → band
+    // 0 in the default priomap) and older ones to priority 2 (TC_PRIO_BULK → band 2).
+    // A bulk UDP flow at 1.2x the link passes 50 kB within 40 datagrams and queues in
+    // band 2; a sparse probe flow stays young (far below 50 kB) and is served first.
+    let spec = LinkSpec::new(10_000_000, Duration::from_ms(1), "pfifo_fast");
+    let mut plan = tb.plan(&spec, &LinkSpec::new(10_000_000, Duration::ZERO, "pfifo"));
+    plan.conntrack = Some(forward::ConntrackPlan::default());
+    plan.links[0].classifier = Some(vec![(50_000, 6), (u64::MAX, 2)]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");
+    let t0 = monotonic_ns();
+    let end = t0 + 1_500_000_000;
+    let rx_bulk = testbed::udp_receiver(&tb.ns_b, 9000, u64::MAX, end + 300_000_000).unwrap();
+    let rx_probe = testbed::udp_receiver(&tb.ns_b, 9001, u64::MAX, end + 300_000_000).unwrap();
+    let ns_a = tb.ns_a.clone();
+    let bulk = std::thread::spawn(move || {
+        let dst = std::net::SocketAddr::from((testbed::B_ADDR, 9000));
+        testbed::udp_send(&ns_a, dst, 1472, 12_000_000, u64::MAX, end, 0)
+    });
+    // Probes start once the bulk flow's queue has built (0.3 s), one per 7 ms.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let dst = std::net::SocketAddr::from((testbed::B_ADDR, 9001));
+    testbed::udp_send(&tb.ns_a, dst, 64, 92 * 8 * 1000 / 7, 150, end, 0).unwrap();
+    bulk.join().unwrap().unwrap();
+    let bulk_got = rx_bulk.join().unwrap().unwrap();
+    let probe_got = rx_probe.join().unwrap().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let rep = h.join().unwrap();
+    rep.check_conservation().unwrap();
+    let owd = |v: &[Received]| -> Vec<f64> {
+        v.iter()
+            .map(|g| (g.recv_ns - g.sent_ns) as f64 / 1e3)
+            .collect()
+    };
+    let (b, p) = (owd(&bulk_got[bulk_got.len() / 2..]), owd(&probe_got));
+    eprintln!(
+        "classifier: bulk owd median {:.0} us ({} received), probe owd median {:.0} p99 {:.0} us ({} received)",
+        quantile(&b, 0.5),
+        bulk_got.len(),
+        quantile(&p, 0.5),
+        quantile(&p, 0.99),
+        p.len()
+    );
+    // A probe waits at most for the bulk datagram being serialised (1514 B at 10 Mbit/s
+    // = 1.2 ms) plus its own 1 ms delay; the bulk flow waits behind its standing queue.
+    assert!(p.len() >= 140, "probes arrive");
+    assert!(quantile(&p, 0.5) < 3_500.0, "young flow served first");
+    assert!(
+        quantile(&b, 0.5) > 50_000.0,
+        "old flow queues in the bulk band"
+    );
+}
+
+#[test]
+fn gso_buffers_carry_a_tcp_stream_intact() {
+    let _g = live_or_skip!();
+    // Offloads on at the hosts and the forwarder's ports: the sender's TCP hands out
+    // buffers of up to 64 KiB with partial checksums; the forwarder passes them with their
+    // virtio headers. 16 MiB of a known pattern must arrive intact and in order.
+    let tb = Testbed::with_gso(1500, true).expect("testbed");
+    let spec = LinkSpec::new(2_000_000_000, Duration::from_ms(1), "fq_codel");
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = forward::spawn(tb.plan(&spec, &spec), stop.clone()).expect("forwarder starts");
+    const TOTAL: usize = 16 << 20;
+    let pattern = |i: usize| (i.wrapping_mul(2654435761) >> 13) as u8;
+    let ns_b = tb.ns_b.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || -> std::io::Result<(usize, usize)> {
+        netns::enter(&ns_b).map_err(std::io::Error::other)?;
+        let l = std::net::TcpListener::bind(("0.0.0.0", 9100))?;
+        tx.send(()).unwrap();
+        let (mut c, _) = l.accept()?;
+        c.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+        let (mut got, mut bad) = (0usize, 0usize);
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            use std::io::Read;
+            let n = c.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            for (k, &b) in buf[..n].iter().enumerate() {
+                if b != pattern(got + k) {
+                    bad += 1;
+                }
+            }
+            got += n;
+        }
+        Ok((got, bad))
+    });
+    rx.recv().unwrap();
+    let ns_a = tb.ns_a.clone();
+    let client = std::thread::spawn(move || -> std::io::Result<()> {
+        use std::io::Write;
+        netns::enter(&ns_a).map_err(std::io::Error::other)?;
+        let mut c = std::net::TcpStream::connect((testbed::B_ADDR, 9100))?;
+        c.set_write_timeout(Some(std::time::Duration::from_secs(10)))?;
+        let data: Vec<u8> = (0..TOTAL).map(pattern).collect();
+        c.write_all(&data)?;
+        c.shutdown(std::net::Shutdown::Write)
+    });
+    client.join().unwrap().expect("client");
+    let (got, bad) = server.join().unwrap().expect("server");
+    stop.store(true, Ordering::Relaxed);
+    let rep = h.join().unwrap();
+    rep.check_conservation().unwrap();
+    let gso: u64 = rep.ports.iter().map(|p| p.rx_gso_buffers).sum();
+    eprintln!(
+        "gso: {got} bytes, {bad} wrong, {gso} GSO buffers, ingress {:?}, link {:?}",
+        rep.ingress_drops, rep.links[0].drops
+    );
+    assert_eq!(got, TOTAL);
+    assert_eq!(bad, 0);
+    assert!(
+        gso > 0,
+        "the sender's GSO buffers reached the forwarder whole"
+    );
+    assert_eq!(rep.ingress_drops.oversize, 0);
+}
+
+/// Least-squares slope of received datagram count over arrival time (datagrams/s),
+/// over the datagrams that arrived in `[from_ns, to_ns)`.
+fn arrivals_per_s(got: &[Received], from_ns: u64, to_ns: u64) -> f64 {
+    let w: Vec<f64> = got
+        .iter()
+        .filter(|g| g.recv_ns >= from_ns && g.recv_ns < to_ns)
+        .map(|g| (g.recv_ns - from_ns) as f64 * 1e-9)
+        .collect();
+    let n = w.len() as f64;
+    let mx = w.iter().sum::<f64>() / n;
+    let my = (n - 1.0) / 2.0;
+    let (mut cov, mut var) = (0.0, 0.0);
+    for (i, x) in w.iter().enumerate() {
+        cov += (x - mx) * (i as f64 - my);
+        var += (x - mx) * (x - mx);
+    }
+    cov / var
+}
+
+#[test]
+fn rate_schedule_and_framing_overhead_shape_the_wire() {
+    let _g = live_or_skip!();
+    let tb = Testbed::new(1500).expect("testbed");
+    let dst = std::net::SocketAddr::from((testbed::B_ADDR, 9000));
+    let pfifo100 = || {
+        let mut t = Table::default();
+        t.0.push(("kind".into(), Value::Str("pfifo".into())));
+        t.0.push(("limit".into(), Value::Int(100)));
+        Value::Table(t)
+    };
+    // 1) Rate schedule: 10 Mbit/s, then 20 Mbit/s from t = 1 s (the run's epoch is the
+    //    forwarder's start); UDP offered at 24 Mbit/s overloads both phases.
+    let mut spec = LinkSpec::new(10_000_000, Duration::from_ms(1), "pfifo");
+    spec.qdisc = pfifo100();
+    let mut plan = tb.plan(&spec, &LinkSpec::new(10_000_000, Duration::ZERO, "pfifo"));
+    plan.links[0].rate = forward::RateModel::Schedule(vec![
+        (sojourn_core::Time::ZERO, 10_000_000),
+        (sojourn_core::Time(1_000_000_000), 20_000_000),
+    ]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");
+    let epoch = h.epoch_monotonic_ns;
+    let rx = testbed::udp_receiver(&tb.ns_b, 9000, u64::MAX, epoch + 2_300_000_000).unwrap();
+    testbed::udp_send(
+        &tb.ns_a,
+        dst,
+        1472,
+        24_000_000,
+        u64::MAX,
+        epoch + 2_000_000_000,
+        0,
+    )
+    .unwrap();
+    let got = rx.join().unwrap().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap().check_conservation().unwrap();
+    let ms = 1_000_000;
+    // Frames of 1514 B: 10 Mbit/s = 825.6/s, 20 Mbit/s = 1651.2/s (+1 ms of delay).
+    let slow = arrivals_per_s(&got, epoch + 300 * ms, epoch + 950 * ms);
+    let fast = arrivals_per_s(&got, epoch + 1_100 * ms, epoch + 1_950 * ms);
+    eprintln!("schedule: {slow:.1} then {fast:.1} frames/s");
+    assert!((slow / 825.6 - 1.0).abs() < 0.01, "{slow}");
+    assert!((fast / 1651.2 - 1.0).abs() < 0.01, "{fast}");
+
+    // 2) Framing: 24 bytes per frame on the wire (Ethernet preamble 8 + FCS 4 + IFG 12)
+    //    at 10 Mbit/s: 10e6 / (1538 * 8) = 812.74 frames/s.
+    let mut spec = LinkSpec::new(10_000_000, Duration::from_ms(1), "pfifo");
+    spec.qdisc = pfifo100();
+    let mut plan = tb.plan(&spec, &LinkSpec::new(10_000_000, Duration::ZERO, "pfifo"));
+    plan.links[0].framing_bytes = 24;
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");
+    let epoch = h.epoch_monotonic_ns;
+    let rx = testbed::udp_receiver(&tb.ns_b, 9000, u64::MAX, epoch + 1_600_000_000).unwrap();
+    testbed::udp_send(
+        &tb.ns_a,
+        dst,
+        1472,
+        12_000_000,
+        u64::MAX,
+        epoch + 1_300_000_000,
+        0,
+    )
+    .unwrap();
+    let got = rx.join().unwrap().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap().check_conservation().unwrap();
+    let fps = arrivals_per_s(&got, epoch + 200 * ms, epoch + 1_250 * ms);
+    eprintln!("framing: {fps:.2} frames/s");
+    assert!((fps / 812.74 - 1.0).abs() < 0.01, "{fps}");
+
+    // 3) Mahimahi trace: one delivery opportunity per millisecond (lines 1..10, repeating
+    //    every 10 ms), each of 1514 bytes: exactly one frame per opportunity, 1000/s.
+    let mut spec = LinkSpec::new(10_000_000, Duration::from_ms(1), "pfifo");
+    spec.qdisc = pfifo100();
+    let mut plan = tb.plan(&spec, &LinkSpec::new(10_000_000, Duration::ZERO, "pfifo"));
+    plan.links[0].rate = forward::RateModel::Trace(forward::Trace::new((1..=10).collect(), 1514));
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");
+    let epoch = h.epoch_monotonic_ns;
+    let rx = testbed::udp_receiver(&tb.ns_b, 9000, u64::MAX, epoch + 1_600_000_000).unwrap();
+    testbed::udp_send(
+        &tb.ns_a,
+        dst,
+        1472,
+        15_000_000,
+        u64::MAX,
+        epoch + 1_300_000_000,
+        0,
+    )
+    .unwrap();
+    let got = rx.join().unwrap().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap().check_conservation().unwrap();
+    let fps = arrivals_per_s(&got, epoch + 200 * ms, epoch + 1_250 * ms);
+    eprintln!("trace: {fps:.2} frames/s");
+    assert!((fps / 1000.0 - 1.0).abs() < 0.01, "{fps}");
+}

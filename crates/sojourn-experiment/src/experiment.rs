@@ -1,0 +1,912 @@
+//! Experiment files: parsing and validation into an [`Experiment`].
+//!
+//! Every key is read through [`Params`], so unknown keys are rejected with their path, and
+//! every qdisc spec is built once here (a dry run), so a bad discipline parameter is
+//! reported before the run starts. docs/experiment-files.md documents the format.
+
+use crate::link::{load_trace, LinkRate, TraceSpec};
+use crate::transport::TcpConfig;
+use crate::workload::{self, WorkloadPlan};
+use sojourn_core::params::{join, ConfError, ConfResult, Params, Table, Value};
+use sojourn_core::qdisc::{self, BuildCtx};
+use sojourn_core::units;
+use sojourn_core::{Duration, Time};
+use std::path::{Path, PathBuf};
+
+/// A link (one direction) to build.
+#[derive(Clone, Debug)]
+pub struct LinkPlan {
+    pub name: String,
+    pub from: u32,
+    pub to: u32,
+    pub rate: LinkRate,
+    pub delay: Duration,
+    pub delay_schedule: Vec<(Time, Duration)>,
+    /// The egress discipline's spec (a kind name or a table; checked by a dry-run build).
+    pub qdisc: Value,
+    /// Key path of `qdisc` in the file, for messages (`topology.bottleneck.qdisc`).
+    pub qdisc_path: String,
+    /// Random loss probability per packet.
+    pub loss: f64,
+    /// Bytes added to every frame on the wire (`framing_overhead`).
+    pub framing_bytes: u32,
+    /// Reordering: probability that a packet is held back by the extra delay.
+    pub reorder: f64,
+    pub reorder_delay: Duration,
+    /// Device transmit ring size in packets (0 = none).
+    pub tx_ring: u32,
+    /// The rate is a token-bucket shaper on a fast device (tc htb/tbf on a veth).
+    pub shaper: bool,
+}
+
+/// What to record.
+#[derive(Clone, Debug)]
+pub struct RecordPlan {
+    /// Time-series sampling interval (zero = no time series).
+    pub interval: Duration,
+    /// Links sampled in time series and reported in the summary (`None` = all).
+    pub links: Option<Vec<String>>,
+    /// Per-flow time series (goodput, cwnd, …).
+    pub flow_series: bool,
+    /// Links whose packets are logged to packets.parquet.
+    pub packet_links: Vec<String>,
+    /// Fraction of packets logged (deterministic by packet uid).
+    pub packet_sample: f64,
+    /// How flow completion time is measured.
+    pub fct_from: FctFrom,
+}
+
+/// How flow completion time is measured (`[record] fct`, docs/transport.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FctFrom {
+    /// From the application's connect (flow start) to the last byte delivered.
+    Connect,
+    /// From the first payload byte written after the connection is set up (seed 000).
+    FirstByte,
+}
+
+/// A validated experiment.
+#[derive(Clone, Debug)]
+pub struct Experiment {
+    pub name: String,
+    pub description: String,
+    pub seed: u64,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub repeats: u32,
+    pub node_names: Vec<String>,
+    pub links: Vec<LinkPlan>,
+    /// Explicit routes: (at node, to node, via link).
+    pub routes: Vec<(u32, u32, u32)>,
+    pub workloads: Vec<WorkloadPlan>,
+    /// `[transport]` defaults for TCP workloads (docs/transport.md).
+    pub transport: TcpConfig,
+    pub record: RecordPlan,
+    /// For dumbbells: sender and receiver node of each pair.
+    pub pairs: Vec<(u32, u32)>,
+    /// `[[classifier]]` rules (conntrack byte count -> priority).
+    pub classifiers: Vec<crate::classify::ClassifierPlan>,
+    /// Per node: conntrack enabled (by a classifier or an `age` qdisc on an egress link).
+    pub conntrack: Vec<Option<crate::classify::ConntrackPlan>>,
+    /// The directory relative file names (traces, CDF files) are read from.
+    pub base_dir: PathBuf,
+}
+
+impl Experiment {
+    /// The id of the node named `name`.
+    pub fn node(&self, name: &str) -> Option<u32> {
+        self.node_names
+            .iter()
+            .position(|n| n == name)
+            .map(|i| i as u32)
+    }
+    /// The id of the link named `name`.
+    pub fn link(&self, name: &str) -> Option<u32> {
+        self.links
+            .iter()
+            .position(|l| l.name == name)
+            .map(|i| i as u32)
+    }
+}
+
+/// Parses and validates an experiment from TOML text.
+pub fn from_toml(text: &str, base_dir: &Path) -> ConfResult<Experiment> {
+    let t = crate::toml_text::parse_toml(text)?;
+    from_table(&t, base_dir)
+}
+
+/// Parses and validates an experiment from a value tree.
+pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
+    let mut p = Params::new("", t);
+    let name = p.str_opt("name")?.unwrap_or("experiment").to_string();
+    let description = p.str_opt("description")?.unwrap_or("").to_string();
+    let seed = p.u64("seed", 1, 0, i64::MAX as u64)?;
+    let duration = p
+        .duration_opt("duration")?
+        .ok_or_else(|| ConfError::new("duration", "required (e.g. duration = \"30s\")"))?;
+    if duration.is_zero() {
+        return Err(p.err("duration", "must be positive"));
+    }
+    let warmup = p.duration("warmup", Duration::ZERO)?;
+    if warmup >= duration {
+        return Err(p.err(
+            "warmup",
+            format!("warm-up {warmup} must be shorter than the duration {duration}"),
+        ));
+    }
+    let repeats = p.u32("repeats", 1, 1, 100_000)?;
+
+    let mut exp = Experiment {
+        name,
+        description,
+        seed,
+        duration,
+        warmup,
+        repeats,
+        node_names: Vec::new(),
+        links: Vec::new(),
+        routes: Vec::new(),
+        workloads: Vec::new(),
+        transport: TcpConfig::default(),
+        record: RecordPlan {
+            interval: Duration::from_ms(100),
+            links: None,
+            flow_series: false,
+            packet_links: Vec::new(),
+            packet_sample: 1.0,
+            fct_from: FctFrom::Connect,
+        },
+        pairs: Vec::new(),
+        classifiers: Vec::new(),
+        conntrack: Vec::new(),
+        base_dir: base_dir.to_path_buf(),
+    };
+
+    let topo = p.table_opt("topology")?.ok_or_else(|| {
+        ConfError::new(
+            "topology",
+            "required: a [topology] table (kind = \"dumbbell\" or \"graph\")",
+        )
+    })?;
+    parse_topology(&mut exp, topo)?;
+
+    if let Some(tt) = p.table_opt("transport")? {
+        exp.transport = crate::transport::parse_transport_table(tt)?;
+    }
+
+    // Workloads.
+    let wl = match p.raw("workload") {
+        None => {
+            return Err(ConfError::new(
+                "workload",
+                "required: at least one [[workload]] entry",
+            ))
+        }
+        Some(Value::Array(a)) => a,
+        Some(Value::Table(_)) => {
+            return Err(ConfError::new(
+                "workload",
+                "use [[workload]] (an array of tables), not [workload]",
+            ))
+        }
+        Some(v) => {
+            return Err(ConfError::new(
+                "workload",
+                format!("expected an array of tables, got {}", v.type_name()),
+            ))
+        }
+    };
+    if wl.is_empty() {
+        return Err(ConfError::new(
+            "workload",
+            "at least one workload is required",
+        ));
+    }
+    for (i, (path, wt)) in tables_of(wl, "workload")?.into_iter().enumerate() {
+        let plan = workload::parse(&exp, wt, &path, i as u32)?;
+        exp.workloads.push(plan);
+    }
+
+    parse_classifiers(&mut exp, p.raw("classifier"))?;
+
+    if let Some(rt) = p.table_opt("record")? {
+        parse_record(&mut exp, rt)?;
+    }
+    p.finish()?;
+    check_routes(&exp)?;
+    Ok(exp)
+}
+
+/// The entries of an array of tables (`[[key]]`) with their key paths `key[i]`; an entry
+/// that is not a table is an error naming its path.
+fn tables_of<'a>(entries: &'a [Value], key: &str) -> ConfResult<Vec<(String, &'a Table)>> {
+    entries
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let path = format!("{key}[{i}]");
+            match v {
+                Value::Table(t) => Ok((path, t)),
+                other => Err(ConfError::new(
+                    path,
+                    format!("expected a table, got {}", other.type_name()),
+                )),
+            }
+        })
+        .collect()
+}
+
+fn parse_classifiers(exp: &mut Experiment, v: Option<&Value>) -> ConfResult<()> {
+    use crate::classify::{parse_classifier, spec_needs_conntrack, ConntrackPlan};
+    exp.conntrack = vec![None; exp.node_names.len()];
+    for l in &exp.links {
+        if spec_needs_conntrack(&l.qdisc) {
+            exp.conntrack[l.from as usize] = Some(ConntrackPlan::default());
+        }
+    }
+    let entries = match v {
+        None => return Ok(()),
+        Some(Value::Array(a)) => a,
+        Some(other) => {
+            return Err(ConfError::new(
+                "classifier",
+                format!("use [[classifier]] entries, got {}", other.type_name()),
+            ))
+        }
+    };
+    let mut hosts: Vec<u32> = exp
+        .workloads
+        .iter()
+        .flat_map(|w| w.endpoints())
+        .flat_map(|(a, b)| [a, b])
+        .collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    for (path, t) in tables_of(entries, "classifier")? {
+        let (plan, ct) = parse_classifier(t, &path, &exp.node_names, &hosts)?;
+        for &n in &plan.nodes {
+            match exp.conntrack[n as usize] {
+                Some(existing) if existing != ct && entries.len() > 1 => {
+                    return Err(ConfError::new(
+                        path,
+                        format!(
+                            "node {:?} already counts with other conntrack options",
+                            exp.node_names[n as usize]
+                        ),
+                    ));
+                }
+                _ => exp.conntrack[n as usize] = Some(ct),
+            }
+        }
+        exp.classifiers.push(plan);
+    }
+    Ok(())
+}
+
+fn parse_record(exp: &mut Experiment, t: &Table) -> ConfResult<()> {
+    let mut p = Params::new("record", t);
+    exp.record.interval = p.duration("interval", Duration::from_ms(100))?;
+    let link_list = |p: &mut Params,
+                     key: &str,
+                     exp: &Experiment|
+     -> ConfResult<Option<Vec<String>>> {
+        match p.raw(key) {
+            None => Ok(None),
+            Some(Value::Str(s)) if s == "all" => {
+                Ok(Some(exp.links.iter().map(|l| l.name.clone()).collect()))
+            }
+            Some(Value::Str(s)) if s == "none" => Ok(Some(Vec::new())),
+            Some(Value::Bool(true)) => Ok(Some(exp.links.iter().map(|l| l.name.clone()).collect())),
+            Some(Value::Bool(false)) => Ok(Some(Vec::new())),
+            Some(Value::Array(a)) => {
+                let mut out = Vec::new();
+                for (i, v) in a.iter().enumerate() {
+                    let Value::Str(s) = v else {
+                        return Err(ConfError::new(
+                            format!("record.{key}[{i}]"),
+                            "expected a link name",
+                        ));
+                    };
+                    if exp.link(s).is_none() {
+                        let names: Vec<&str> = exp.links.iter().map(|l| l.name.as_str()).collect();
+                        return Err(ConfError::new(
+                            format!("record.{key}[{i}]"),
+                            format!("no link named {s:?}; links: {}", names.join(", ")),
+                        ));
+                    }
+                    out.push(s.clone());
+                }
+                Ok(Some(out))
+            }
+            Some(v) => Err(p.err(
+                key,
+                format!(
+                    "expected \"all\", \"none\", true/false or a list of link names, got {}",
+                    v.type_name()
+                ),
+            )),
+        }
+    };
+    exp.record.links = link_list(&mut p, "links", exp)?;
+    exp.record.packet_links = link_list(&mut p, "packets", exp)?.unwrap_or_default();
+    exp.record.flow_series = p.bool("flows", false)?;
+    exp.record.packet_sample = p.f64_in("packet_sample", 1.0, 0.0, 1.0)?;
+    exp.record.fct_from = match p.choice("fct", &["connect", "first_byte"], "connect")? {
+        "connect" => FctFrom::Connect,
+        _ => FctFrom::FirstByte,
+    };
+    p.finish()
+}
+
+/// Link parameters shared by dumbbell and graph links (`None` = not given here).
+#[derive(Clone, Default)]
+struct LinkSpec {
+    rate: Option<LinkRate>,
+    delay: Option<Duration>,
+    delay_schedule: Option<Vec<(Time, Duration)>>,
+    qdisc: Option<Value>,
+    loss: Option<f64>,
+    framing_bytes: Option<u32>,
+    reorder: Option<(f64, Duration)>,
+    tx_ring: Option<u32>,
+    shaper: Option<bool>,
+}
+
+impl LinkSpec {
+    /// Fills what this spec leaves open from `base`.
+    fn or(self, base: &LinkSpec) -> LinkSpec {
+        LinkSpec {
+            rate: self.rate.or_else(|| base.rate.clone()),
+            delay: self.delay.or(base.delay),
+            delay_schedule: self.delay_schedule.or_else(|| base.delay_schedule.clone()),
+            qdisc: self.qdisc.or_else(|| base.qdisc.clone()),
+            loss: self.loss.or(base.loss),
+            framing_bytes: self.framing_bytes.or(base.framing_bytes),
+            reorder: self.reorder.or(base.reorder),
+            tx_ring: self.tx_ring.or(base.tx_ring),
+            shaper: self.shaper.or(base.shaper),
+        }
+    }
+}
+
+fn parse_link_spec(p: &mut Params, base_dir: &Path) -> ConfResult<LinkSpec> {
+    let mut rate = p.rate_opt("rate")?.map(LinkRate::Constant);
+    if let Some(LinkRate::Constant(0)) = rate {
+        return Err(p.err("rate", "must be positive"));
+    }
+    if let Some(v) = p.raw("rate_schedule") {
+        let Some(LinkRate::Constant(r0)) = rate else {
+            return Err(p.err(
+                "rate_schedule",
+                "needs `rate` (the rate before the first change)",
+            ));
+        };
+        let steps = parse_schedule(v, &p.key_path("rate_schedule"), "rate", units::parse_rate)?;
+        if steps.iter().any(|&(_, r)| r == 0) {
+            return Err(p.err("rate_schedule", "rates must be positive"));
+        }
+        let mut s = vec![(Time::ZERO, r0)];
+        s.extend(steps);
+        rate = Some(LinkRate::Schedule(s));
+    }
+    if let Some(file) = p.str_opt("trace")? {
+        if rate.is_some() {
+            return Err(p.err("trace", "give either `rate` or `trace`, not both"));
+        }
+        let bytes = p.bytes("trace_bytes_per_opportunity", 1500)?;
+        if bytes == 0 {
+            return Err(p.err("trace_bytes_per_opportunity", "must be positive"));
+        }
+        let path = base_dir.join(file);
+        let ops = load_trace(&path).map_err(|m| p.err("trace", m))?;
+        rate = Some(LinkRate::Trace(TraceSpec {
+            opportunities_ms: ops,
+            bytes_per_opportunity: bytes as u32,
+        }));
+    } else if p.has("trace_bytes_per_opportunity") {
+        return Err(p.err(
+            "trace_bytes_per_opportunity",
+            "only meaningful with `trace`",
+        ));
+    }
+    let delay = p.duration_opt("delay")?;
+    let delay_schedule = match p.raw("delay_schedule") {
+        None => None,
+        Some(v) => Some(parse_schedule(
+            v,
+            &p.key_path("delay_schedule"),
+            "delay",
+            units::parse_duration,
+        )?),
+    };
+    let qdisc = p.raw("qdisc").cloned();
+    let loss = if p.has("loss") {
+        Some(p.f64_in("loss", 0.0, 0.0, 1.0)?)
+    } else {
+        None
+    };
+    let framing_bytes = p.bytes_opt("framing_overhead")?.map(|b| b as u32);
+    let reorder = parse_reorder(p)?;
+    let tx_ring = if p.has("tx_ring") {
+        Some(p.u32("tx_ring", 0, 0, 65_536)?)
+    } else {
+        None
+    };
+    let shaper = if p.has("shaper") {
+        Some(p.bool("shaper", false)?)
+    } else {
+        None
+    };
+    if shaper == Some(true) && matches!(rate, Some(LinkRate::Trace(_))) {
+        return Err(p.err("shaper", "a Mahimahi trace is a wire, not a shaper"));
+    }
+    Ok(LinkSpec {
+        rate,
+        delay,
+        delay_schedule,
+        qdisc,
+        loss,
+        framing_bytes,
+        reorder,
+        tx_ring,
+        shaper,
+    })
+}
+
+/// Reads a link's `reorder` (probability) and `reorder_delay` (extra delay, default 1 ms).
+pub fn parse_reorder(p: &mut Params) -> ConfResult<Option<(f64, Duration)>> {
+    if !p.has("reorder") {
+        if p.has("reorder_delay") {
+            return Err(p.err("reorder_delay", "only meaningful with `reorder`"));
+        }
+        return Ok(None);
+    }
+    let prob = p.f64_in("reorder", 0.0, 0.0, 1.0)?;
+    let delay = p.duration("reorder_delay", Duration::from_ms(1))?;
+    if prob > 0.0 && delay.is_zero() {
+        return Err(p.err("reorder_delay", "must be positive to reorder anything"));
+    }
+    Ok(Some((prob, delay)))
+}
+
+fn parse_schedule<T>(
+    v: &Value,
+    path: &str,
+    key: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> ConfResult<Vec<(Time, T)>> {
+    let Value::Array(a) = v else {
+        return Err(ConfError::new(
+            path,
+            format!("expected a list like [{{ at = \"30s\", {key} = ... }}]"),
+        ));
+    };
+    let mut out: Vec<(Time, T)> = Vec::new();
+    for (i, e) in a.iter().enumerate() {
+        let ep = format!("{path}[{i}]");
+        let Value::Table(t) = e else {
+            return Err(ConfError::new(
+                ep,
+                format!("expected a table {{ at = \"30s\", {key} = ... }}"),
+            ));
+        };
+        let mut p = Params::new(ep.clone(), t);
+        let at = p
+            .duration_opt("at")?
+            .ok_or_else(|| ConfError::new(join(&ep, "at"), "required"))?;
+        let Some(Value::Str(s)) = p.raw(key) else {
+            return Err(ConfError::new(
+                join(&ep, key),
+                "required (a string with a unit)",
+            ));
+        };
+        let val = parse(s).map_err(|m| ConfError::new(join(&ep, key), m))?;
+        p.finish()?;
+        if let Some(last) = out.last() {
+            if Time::ZERO + at <= last.0 {
+                return Err(ConfError::new(
+                    join(&ep, "at"),
+                    "schedule times must increase",
+                ));
+            }
+        }
+        out.push((Time::ZERO + at, val));
+    }
+    Ok(out)
+}
+
+fn add_node(exp: &mut Experiment, name: &str, path: &str) -> ConfResult<u32> {
+    if exp.node(name).is_some() {
+        return Err(ConfError::new(
+            path,
+            format!("duplicate node name {name:?}"),
+        ));
+    }
+    exp.node_names.push(name.to_string());
+    Ok(exp.node_names.len() as u32 - 1)
+}
+
+fn add_link(
+    exp: &mut Experiment,
+    name: String,
+    from: u32,
+    to: u32,
+    spec: &LinkSpec,
+    default_qdisc: Value,
+    path: &str,
+) -> ConfResult<()> {
+    let rate = spec
+        .rate
+        .clone()
+        .ok_or_else(|| ConfError::new(join(path, "rate"), "required (e.g. rate = \"10Mbit\")"))?;
+    if exp.link(&name).is_some() {
+        return Err(ConfError::new(
+            path,
+            format!("duplicate link name {name:?}"),
+        ));
+    }
+    let qdisc = spec.qdisc.clone().unwrap_or(default_qdisc);
+    let qpath = join(path, "qdisc");
+    // Dry-run build so parameter errors surface now, with their path.
+    let rate_bps = match &rate {
+        LinkRate::Constant(r) => *r,
+        _ => 0,
+    };
+    qdisc::build(
+        &qdisc,
+        &qpath,
+        &BuildCtx {
+            link_rate_bps: rate_bps,
+            ..BuildCtx::default()
+        },
+    )?;
+    exp.links.push(LinkPlan {
+        name,
+        from,
+        to,
+        rate,
+        delay: spec.delay.unwrap_or(Duration::ZERO),
+        delay_schedule: spec.delay_schedule.clone().unwrap_or_default(),
+        qdisc,
+        qdisc_path: qpath,
+        loss: spec.loss.unwrap_or(0.0),
+        framing_bytes: spec.framing_bytes.unwrap_or(0),
+        reorder: spec.reorder.map_or(0.0, |r| r.0),
+        reorder_delay: spec.reorder.map_or(Duration::ZERO, |r| r.1),
+        tx_ring: spec.tx_ring.unwrap_or(0),
+        shaper: spec.shaper.unwrap_or(false),
+    });
+    Ok(())
+}
+
+fn parse_topology(exp: &mut Experiment, t: &Table) -> ConfResult<()> {
+    let mut p = Params::new("topology", t);
+    let kind = p.choice("kind", &["dumbbell", "graph"], "dumbbell")?;
+    match kind {
+        "dumbbell" => parse_dumbbell(exp, &mut p)?,
+        _ => parse_graph(exp, &mut p)?,
+    }
+    p.finish()
+}
+
+/// Dumbbell: senders s0..sN-1 → router `left` → bottleneck → `right` → receivers d0..dN-1.
+/// Links: `bottleneck` (left→right), `reverse` (right→left), `s{i}.up`/`s{i}.down`,
+/// `d{i}.down`/`d{i}.up`.
+fn parse_dumbbell(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
+    let pairs = p.u32("pairs", 1, 1, 100_000)?;
+    let base = exp.base_dir.clone();
+    if !p.has("bottleneck") {
+        return Err(ConfError::new(
+            "topology.bottleneck",
+            "required: { rate = \"10Mbit\", delay = \"10ms\", qdisc = ... }",
+        ));
+    }
+    let mut bp = p.child("bottleneck")?;
+    let bottleneck = parse_link_spec(&mut bp, &base)?;
+    bp.finish()?;
+    let mut rp = p.child("reverse")?;
+    let reverse = parse_link_spec(&mut rp, &base)?;
+    rp.finish()?;
+    // The reverse bottleneck defaults to the forward one's rate and delay (not its qdisc).
+    let reverse = reverse.or(&LinkSpec {
+        qdisc: None,
+        ..bottleneck.clone()
+    });
+    let mut ap = p.child("access")?;
+    let access = parse_link_spec(&mut ap, &base)?;
+    ap.finish()?;
+    let access = access.or(&LinkSpec {
+        rate: Some(LinkRate::Constant(1_000_000_000)),
+        ..LinkSpec::default()
+    });
+    let mut sp = p.child("sender_access")?;
+    let sender_access = parse_link_spec(&mut sp, &base)?.or(&access);
+    sp.finish()?;
+    let mut dp = p.child("receiver_access")?;
+    let receiver_access = parse_link_spec(&mut dp, &base)?.or(&access);
+    dp.finish()?;
+    let pair_delays: Vec<Duration> = match p.raw("pair_delays") {
+        None => Vec::new(),
+        Some(Value::Array(a)) => {
+            let mut v = Vec::new();
+            for (i, d) in a.iter().enumerate() {
+                let Value::Str(s) = d else {
+                    return Err(ConfError::new(
+                        format!("topology.pair_delays[{i}]"),
+                        "expected a duration string",
+                    ));
+                };
+                v.push(
+                    units::parse_duration(s)
+                        .map_err(|m| ConfError::new(format!("topology.pair_delays[{i}]"), m))?,
+                );
+            }
+            if v.len() != pairs as usize {
+                return Err(ConfError::new(
+                    "topology.pair_delays",
+                    format!("has {} entries but pairs = {pairs}", v.len()),
+                ));
+            }
+            v
+        }
+        Some(v) => {
+            return Err(ConfError::new(
+                "topology.pair_delays",
+                format!("expected a list of durations, got {}", v.type_name()),
+            ))
+        }
+    };
+
+    let left = add_node(exp, "left", "topology")?;
+    let right = add_node(exp, "right", "topology")?;
+    let pfifo = Value::Str("pfifo".into());
+    add_link(
+        exp,
+        "bottleneck".into(),
+        left,
+        right,
+        &bottleneck,
+        pfifo.clone(),
+        "topology.bottleneck",
+    )?;
+    add_link(
+        exp,
+        "reverse".into(),
+        right,
+        left,
+        &reverse,
+        pfifo.clone(),
+        "topology.reverse",
+    )?;
+    for i in 0..pairs {
+        let s = add_node(exp, &format!("s{i}"), "topology")?;
+        let d = add_node(exp, &format!("d{i}"), "topology")?;
+        exp.pairs.push((s, d));
+        let mut sa = sender_access.clone();
+        if let Some(&d) = pair_delays.get(i as usize) {
+            sa.delay = Some(d);
+        }
+        add_link(
+            exp,
+            format!("s{i}.up"),
+            s,
+            left,
+            &sa,
+            pfifo.clone(),
+            "topology.sender_access",
+        )?;
+        add_link(
+            exp,
+            format!("s{i}.down"),
+            left,
+            s,
+            &sa,
+            pfifo.clone(),
+            "topology.sender_access",
+        )?;
+        add_link(
+            exp,
+            format!("d{i}.down"),
+            right,
+            d,
+            &receiver_access,
+            pfifo.clone(),
+            "topology.receiver_access",
+        )?;
+        add_link(
+            exp,
+            format!("d{i}.up"),
+            d,
+            right,
+            &receiver_access,
+            pfifo.clone(),
+            "topology.receiver_access",
+        )?;
+    }
+    Ok(())
+}
+
+/// General graph: named nodes, links (duplex by default), shortest-hop static routes
+/// unless overridden.
+fn parse_graph(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
+    let base = exp.base_dir.clone();
+    let nodes = match p.raw("nodes") {
+        Some(Value::Array(a)) if !a.is_empty() => a,
+        _ => {
+            return Err(ConfError::new(
+                "topology.nodes",
+                "required: a list of node names",
+            ))
+        }
+    };
+    for (i, n) in nodes.iter().enumerate() {
+        let Value::Str(s) = n else {
+            return Err(ConfError::new(
+                format!("topology.nodes[{i}]"),
+                "expected a node name (string)",
+            ));
+        };
+        add_node(exp, s, &format!("topology.nodes[{i}]"))?;
+    }
+    let links = match p.raw("links") {
+        Some(Value::Array(a)) if !a.is_empty() => a,
+        _ => {
+            return Err(ConfError::new(
+                "topology.links",
+                "required: [[topology.links]] entries",
+            ))
+        }
+    };
+    for (path, t) in tables_of(links, "topology.links")? {
+        let mut lp = Params::new(path.clone(), t);
+        let node_of = |lp: &mut Params, key: &str, exp: &Experiment| -> ConfResult<u32> {
+            let s = lp
+                .str_opt(key)?
+                .ok_or_else(|| lp.err(key, "required (a node name)"))?;
+            exp.node(s).ok_or_else(|| {
+                lp.err(
+                    key,
+                    format!("no node named {s:?}; nodes: {}", exp.node_names.join(", ")),
+                )
+            })
+        };
+        let from = node_of(&mut lp, "from", exp)?;
+        let to = node_of(&mut lp, "to", exp)?;
+        if from == to {
+            return Err(lp.err("to", "a link must join two different nodes"));
+        }
+        let name = lp.str_opt("name")?.map(str::to_string).unwrap_or_else(|| {
+            format!(
+                "{}->{}",
+                exp.node_names[from as usize], exp.node_names[to as usize]
+            )
+        });
+        let spec = parse_link_spec(&mut lp, &base)?;
+        let duplex = lp.bool("duplex", true)?;
+        let mut rp = lp.child("reverse")?;
+        let rspec = parse_link_spec(&mut rp, &base)?;
+        rp.finish()?;
+        lp.finish()?;
+        add_link(
+            exp,
+            name.clone(),
+            from,
+            to,
+            &spec,
+            Value::Str("pfifo".into()),
+            &path,
+        )?;
+        if duplex {
+            // The reverse direction copies rate, delay and framing, not the qdisc or loss.
+            let rev = rspec.or(&LinkSpec {
+                qdisc: None,
+                loss: None,
+                reorder: None,
+                delay_schedule: None,
+                ..spec.clone()
+            });
+            let rname = format!("{name}.reverse");
+            add_link(
+                exp,
+                rname,
+                to,
+                from,
+                &rev,
+                Value::Str("pfifo".into()),
+                &format!("{path}.reverse"),
+            )?;
+        }
+    }
+    if let Some(v) = p.raw("routes") {
+        let Value::Array(a) = v else {
+            return Err(ConfError::new(
+                "topology.routes",
+                "expected [[topology.routes]] entries",
+            ));
+        };
+        for (path, t) in tables_of(a, "topology.routes")? {
+            let mut rp = Params::new(path.clone(), t);
+            let at = rp.str_opt("at")?.ok_or_else(|| rp.err("at", "required"))?;
+            let to = rp.str_opt("to")?.ok_or_else(|| rp.err("to", "required"))?;
+            let via = rp
+                .str_opt("via")?
+                .ok_or_else(|| rp.err("via", "required (a link name)"))?;
+            let at_n = exp
+                .node(at)
+                .ok_or_else(|| rp.err("at", format!("no node named {at:?}")))?;
+            let to_n = exp
+                .node(to)
+                .ok_or_else(|| rp.err("to", format!("no node named {to:?}")))?;
+            let via_l = exp
+                .link(via)
+                .ok_or_else(|| rp.err("via", format!("no link named {via:?}")))?;
+            if exp.links[via_l as usize].from != at_n {
+                return Err(rp.err("via", format!("link {via:?} does not leave node {at:?}")));
+            }
+            rp.finish()?;
+            exp.routes.push((at_n, to_n, via_l));
+        }
+    }
+    Ok(())
+}
+
+/// Static routing tables: `table[node][dst]` = egress link id, from breadth-first search
+/// (fewest hops; ties go to the link declared first), then explicit overrides.
+pub fn routing_tables(exp: &Experiment) -> Vec<Vec<u32>> {
+    let n = exp.node_names.len();
+    let mut table = vec![vec![u32::MAX; n]; n];
+    // For each destination, BFS backwards over reversed links.
+    for dst in 0..n {
+        let mut dist = vec![usize::MAX; n];
+        dist[dst] = 0;
+        let mut frontier = vec![dst];
+        while !frontier.is_empty() {
+            let mut next = Vec::new();
+            for &v in &frontier {
+                for (li, l) in exp.links.iter().enumerate() {
+                    if l.to as usize == v {
+                        let u = l.from as usize;
+                        if dist[u] == usize::MAX {
+                            dist[u] = dist[v] + 1;
+                            table[u][dst] = li as u32;
+                            next.push(u);
+                        }
+                    }
+                }
+            }
+            frontier = next;
+        }
+    }
+    for &(at, to, via) in &exp.routes {
+        table[at as usize][to as usize] = via;
+    }
+    table
+}
+
+fn check_routes(exp: &Experiment) -> ConfResult<()> {
+    let table = routing_tables(exp);
+    for (i, w) in exp.workloads.iter().enumerate() {
+        for (a, b) in w.endpoints() {
+            for (x, y) in [(a, b), (b, a)] {
+                // Follow the route hop by hop (detects loops from bad overrides).
+                let mut at = x;
+                let mut hops = 0;
+                while at != y {
+                    let l = table[at as usize][y as usize];
+                    if l == u32::MAX || hops > exp.node_names.len() {
+                        return Err(ConfError::new(
+                            format!("workload[{i}]"),
+                            format!(
+                                "no route from {:?} to {:?}",
+                                exp.node_names[x as usize], exp.node_names[y as usize]
+                            ),
+                        ));
+                    }
+                    at = exp.links[l as usize].to;
+                    hops += 1;
+                }
+            }
+        }
+    }
+    Ok(())
+}

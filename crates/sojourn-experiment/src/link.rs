@@ -1,0 +1,85 @@
+//! How a link serialises: a constant rate, a rate schedule or a Mahimahi trace.
+
+use sojourn_core::Time;
+use std::path::Path;
+
+/// A link's rate as the experiment file gives it (the engine keeps the running state).
+#[derive(Clone, Debug, PartialEq)]
+pub enum LinkRate {
+    /// A constant rate in bit/s.
+    Constant(u64),
+    /// Piecewise constant: `(from, rate_bps)` sorted by time; the first entry is at 0.
+    /// A packet is serialised at the rate in force when its transmission starts.
+    Schedule(Vec<(Time, u64)>),
+    /// A Mahimahi trace: delivery opportunities.
+    Trace(TraceSpec),
+}
+
+impl LinkRate {
+    /// The rate at time 0 in bit/s (0 for a trace, which has no nominal rate).
+    pub fn initial_bps(&self) -> u64 {
+        match self {
+            LinkRate::Constant(r) => *r,
+            LinkRate::Schedule(s) => s.first().map_or(0, |&(_, r)| r),
+            LinkRate::Trace(_) => 0,
+        }
+    }
+}
+
+/// A Mahimahi trace: delivery opportunities at these millisecond offsets, repeating every
+/// period (the last offset), each carrying up to `bytes_per_opportunity` bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceSpec {
+    pub opportunities_ms: Vec<u64>,
+    pub bytes_per_opportunity: u32,
+}
+
+impl TraceSpec {
+    /// The period after which the trace repeats (its last timestamp, at least 1 ms).
+    pub fn period_ms(&self) -> u64 {
+        *self.opportunities_ms.last().unwrap_or(&1).max(&1)
+    }
+}
+
+/// Reads a Mahimahi trace: one delivery opportunity per line, in ms since the start.
+pub fn load_trace(path: &Path) -> Result<Vec<u64>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read trace {}: {e}", path.display()))?;
+    let mut ops = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        let v: u64 = l.parse().map_err(|_| {
+            format!(
+                "{}:{}: expected a whole number of milliseconds, got {l:?}",
+                path.display(),
+                i + 1
+            )
+        })?;
+        if let Some(&last) = ops.last() {
+            if v < last {
+                return Err(format!(
+                    "{}:{}: timestamps must not decrease ({v} after {last})",
+                    path.display(),
+                    i + 1
+                ));
+            }
+        }
+        ops.push(v);
+    }
+    if ops.is_empty() {
+        return Err(format!(
+            "trace {} has no delivery opportunities",
+            path.display()
+        ));
+    }
+    if *ops.last().unwrap() == 0 {
+        return Err(format!(
+            "trace {}: the last timestamp (the period) must be positive",
+            path.display()
+        ));
+    }
+    Ok(ops)
+}

@@ -1,0 +1,221 @@
+//! Transport settings of an experiment: the `[transport]` table and its per-workload
+//! overrides (docs/transport.md). Only the settings live here; the TCP machinery that
+//! honours them is engine business (sojourn-sim's `tcp`).
+
+use sojourn_core::params::{ConfResult, Params, Table};
+use sojourn_core::Duration;
+
+/// A congestion-control algorithm by name (Linux `net.ipv4.tcp_congestion_control`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CcKind {
+    NewReno,
+    Cubic,
+    Bbr,
+    Vegas,
+}
+
+impl CcKind {
+    /// Accepted names (`reno` is Linux's name for NewReno).
+    pub const NAMES: &'static [&'static str] = &["newreno", "reno", "cubic", "bbr", "vegas"];
+
+    pub fn parse(s: &str) -> Option<CcKind> {
+        Some(match s {
+            "newreno" | "reno" => CcKind::NewReno,
+            "cubic" => CcKind::Cubic,
+            "bbr" => CcKind::Bbr,
+            "vegas" => CcKind::Vegas,
+            _ => return None,
+        })
+    }
+
+    /// The canonical name (as in the output's `cc` column).
+    pub fn name(self) -> &'static str {
+        match self {
+            CcKind::NewReno => "newreno",
+            CcKind::Cubic => "cubic",
+            CcKind::Bbr => "bbr",
+            CcKind::Vegas => "vegas",
+        }
+    }
+}
+
+/// IPv4 (20) + TCP (20) header bytes.
+pub const IP_TCP_HEADER_BYTES: u32 = 40;
+/// The TCP timestamps option as Linux sends it (NOP, NOP, kind 8, length 10).
+pub const TIMESTAMP_OPTION_BYTES: u32 = 12;
+pub const ETHERNET_HEADER_BYTES: u32 = 14;
+/// A Linux SYN / SYN-ACK frame: 20 IP + 20 TCP + 20 options (MSS, SACK-permitted,
+/// timestamps, window scale) + 14 Ethernet.
+pub const SYN_FRAME_BYTES: u32 = 74;
+/// The destination port of every connection (iperf3's).
+pub const SERVER_PORT: u16 = 5201;
+
+/// Transport settings: `[transport]` defaults, overridable per workload with the same keys.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TcpConfig {
+    pub cc: CcKind,
+    /// Initial window in segments (Linux `TCP_INIT_CWND` = 10; 3 for the ns-2 papers).
+    pub initial_window: u32,
+    /// IP MTU (bytes); the default MSS derives from it.
+    pub mtu: u32,
+    /// Payload bytes per full segment (1500 − 40 − 12 = 1448 with timestamps).
+    pub mss: u32,
+    /// TCP timestamps option on every segment (12 bytes; Linux default on).
+    pub timestamps: bool,
+    pub ecn: bool,
+    pub delayed_ack: bool,
+    pub delack_min: Duration,
+    pub sack: bool,
+    /// Receive window in bytes (the application reads at once).
+    pub rwnd_bytes: u64,
+    pub min_rto: Duration,
+    pub initial_rto: Duration,
+    pub handshake: bool,
+    /// Pace every algorithm at Linux's `sk_pacing_rate` (BBR always paces).
+    pub pacing: bool,
+    pub tlp: bool,
+    /// RFC 6675 DupThresh (Linux `tcp_reordering` = 3).
+    pub dupthresh: u32,
+    /// TCP Small Queues on the sending host (Linux: always on).
+    pub tsq: bool,
+    /// Linux `tcp_limit_output_bytes`: the TSQ cap for unpaced sockets (4 MiB since 6.16).
+    pub tsq_limit_output_bytes: u64,
+    /// Generic segmentation offload: hand the host qdisc buffers of several segments
+    /// (Linux always does for TCP since 4.19, whatever the device's offloads).
+    pub gso: bool,
+    /// `sk_gso_max_size` (the device's `gso_max_size`, 64 KiB for veth and most NICs).
+    pub gso_max_bytes: u32,
+}
+
+/// Linux `GSO_LEGACY_MAX_SIZE`, the default `gso_max_size` of a device.
+pub const GSO_MAX_BYTES: u32 = 65_536;
+
+/// Linux `tcp_limit_output_bytes` default since 6.16 (commit "tcp: increase
+/// tcp_limit_output_bytes default value to 4MB"); 1 MiB from 4.20 to 6.15.
+pub const TCP_LIMIT_OUTPUT_BYTES: u64 = 4 << 20;
+
+impl Default for TcpConfig {
+    fn default() -> TcpConfig {
+        TcpConfig {
+            cc: CcKind::Cubic,
+            initial_window: 10,
+            mtu: 1500,
+            mss: 1448,
+            timestamps: true,
+            ecn: false,
+            delayed_ack: true,
+            delack_min: Duration::from_ms(40),
+            sack: true,
+            rwnd_bytes: 6 * 1024 * 1024,
+            min_rto: Duration::from_ms(200),
+            initial_rto: Duration::from_ms(1000),
+            handshake: true,
+            pacing: false,
+            tlp: true,
+            dupthresh: 3,
+            tsq: true,
+            tsq_limit_output_bytes: TCP_LIMIT_OUTPUT_BYTES,
+            gso: true,
+            gso_max_bytes: GSO_MAX_BYTES,
+        }
+    }
+}
+
+impl TcpConfig {
+    /// Bytes in front of the payload in a frame as a qdisc sees it.
+    pub fn header_bytes(&self) -> u32 {
+        IP_TCP_HEADER_BYTES
+            + if self.timestamps {
+                TIMESTAMP_OPTION_BYTES
+            } else {
+                0
+            }
+            + ETHERNET_HEADER_BYTES
+    }
+
+    /// Reads every transport key present in `p`, starting from `self`.
+    pub fn overridden(&self, p: &mut Params) -> ConfResult<TcpConfig> {
+        let mut c = self.clone();
+        if let Some(s) = p.str_opt("cc")? {
+            c.cc = CcKind::parse(s).ok_or_else(|| {
+                p.err(
+                    "cc",
+                    format!(
+                        "unknown congestion control {s:?}; known: {}",
+                        CcKind::NAMES.join(", ")
+                    ),
+                )
+            })?;
+        }
+        c.initial_window = p.u32("initial_window", c.initial_window, 1, 1000)?;
+        c.timestamps = p.bool("timestamps", c.timestamps)?;
+        if let Some(mtu) = p.bytes_opt("mtu")? {
+            if !(576..=65_535).contains(&mtu) {
+                return Err(p.err("mtu", "must be between 576 B and 65535 B"));
+            }
+            c.mtu = mtu as u32;
+        }
+        if let Some(m) = p.bytes_opt("mss")? {
+            if !(64..=65_000).contains(&m) {
+                return Err(p.err("mss", "must be between 64 B and 65000 B"));
+            }
+            c.mss = m as u32;
+        } else if p.has("mtu") || p.has("timestamps") {
+            // RFC 879/6691: MSS = MTU − IP − TCP headers − the timestamps option.
+            let opt = if c.timestamps {
+                TIMESTAMP_OPTION_BYTES
+            } else {
+                0
+            };
+            c.mss = c.mtu - IP_TCP_HEADER_BYTES - opt;
+        }
+        c.ecn = p.bool("ecn", c.ecn)?;
+        c.delayed_ack = p.bool("delayed_ack", c.delayed_ack)?;
+        c.delack_min = p.duration("delack_min", c.delack_min)?;
+        c.sack = p.bool("sack", c.sack)?;
+        if let Some(w) = p.bytes_opt("rwnd")? {
+            if w < c.mss as u64 {
+                return Err(p.err("rwnd", "must hold at least one segment"));
+            }
+            c.rwnd_bytes = w;
+        }
+        c.min_rto = p.duration("min_rto", c.min_rto)?;
+        c.initial_rto = p.duration("initial_rto", c.initial_rto)?;
+        if c.initial_rto.is_zero() {
+            return Err(p.err("initial_rto", "must be positive"));
+        }
+        c.handshake = p.bool("handshake", c.handshake)?;
+        c.pacing = p.bool("pacing", c.pacing)?;
+        c.tlp = p.bool("tlp", c.tlp)?;
+        c.dupthresh = p.u32("dupthresh", c.dupthresh, 1, 1000)?;
+        c.tsq = p.bool("tsq", c.tsq)?;
+        if let Some(b) = p.bytes_opt("tsq_limit_output_bytes")? {
+            if b == 0 {
+                return Err(p.err(
+                    "tsq_limit_output_bytes",
+                    "must be positive (use `tsq = false` to switch TCP Small Queues off)",
+                ));
+            }
+            c.tsq_limit_output_bytes = b;
+        }
+        c.gso = p.bool("gso", c.gso)?;
+        if let Some(b) = p.bytes_opt("gso_max_size")? {
+            if !(c.mss as u64..=524_288).contains(&b) {
+                return Err(p.err(
+                    "gso_max_size",
+                    "must hold at least one segment and be at most 512 KiB (BIG TCP)",
+                ));
+            }
+            c.gso_max_bytes = b as u32;
+        }
+        Ok(c)
+    }
+}
+
+/// Parses the top-level `[transport]` table.
+pub fn parse_transport_table(t: &Table) -> ConfResult<TcpConfig> {
+    let mut p = Params::new("transport", t);
+    let c = TcpConfig::default().overridden(&mut p)?;
+    p.finish()?;
+    Ok(c)
+}
