@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from ._config import ConfigError, load, set_key
 from .results import Result
@@ -110,6 +110,17 @@ def qdiscs() -> list[tuple[str, str]]:
     return list(_engine_or_fail().qdiscs())
 
 
-# ``sojourn.sweep`` is both the module and, being callable, the function
-# ``sojourn.sweep(path, out, jobs=...)`` (see sweep.py).
-from . import sweep  # noqa: E402
+def sweep(path: Union[str, Path], out: Union[str, Path], jobs: Optional[int] = None,
+          repeats: Optional[int] = None, seeds: Optional[Sequence[int]] = None, quiet: bool = True):
+    """Runs a sweep file (docs/sweeps.md): validates every point first, runs every (point,
+    seed) on ``jobs`` local processes (finished runs are kept and skipped on a rerun) and
+    returns the runs table (a pandas DataFrame, one row per run). The machinery is the
+    :mod:`sojourn.sweeps` module (:func:`sojourn.sweeps.run_sweep`).
+
+    Example::
+
+        runs = sojourn.sweep("experiments/examples/compare-aqm.sweep.toml", "results/aqm", jobs=2)
+    """
+    from .sweeps import run_sweep
+
+    return run_sweep(path, out, jobs=jobs, repeats=repeats, seeds=seeds, quiet=quiet)

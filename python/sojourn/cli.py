@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ._cli_common import fail
 from ._config import ConfigError
 
 EPILOG = """\
@@ -25,8 +26,7 @@ docs/output-schema.md describes them. Exit code 2 means a mistake in the input.
 
 
 def _err(msg: str) -> int:
-    print(f"sojourn: {msg}", file=sys.stderr)
-    return 2
+    return fail(msg)
 
 
 def _parse_set(items: Sequence[str]) -> dict:
@@ -121,9 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_qdiscs)
 
     try:
-        from . import sweep as _sweep
+        from . import compare as _compare
+        from . import sweeps as _sweeps
 
-        _sweep.add_parsers(sub)
+        _sweeps.add_parser(sub)
+        _compare.add_parser(sub)
     except ImportError:  # pragma: no cover
         pass
     try:

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import re
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -24,29 +22,7 @@ from . import dists, threshold
 
 __all__ = ["main", "build_parser", "parse_rate"]
 
-_RATE_UNITS = {
-    "bit": 1.0, "bps": 1.0, "bit/s": 1.0,
-    "kbit": 1e3, "Kbit": 1e3, "kbps": 1e3, "kbit/s": 1e3,
-    "Mbit": 1e6, "mbit": 1e6, "Mbps": 1e6, "mbps": 1e6, "Mbit/s": 1e6,
-    "Gbit": 1e9, "gbit": 1e9, "Gbps": 1e9, "gbps": 1e9, "Gbit/s": 1e9,
-    "Tbit": 1e12, "tbit": 1e12, "Tbps": 1e12,
-}  # fmt: skip
-
-
-def parse_rate(s: str) -> float:
-    """``"1Gbit"``, ``"10Mbit"``, ``"87kbit"`` -> bit/s (units of sojourn-core's parse_rate)."""
-    m = re.match(r"^\s*([0-9][0-9_]*\.?[0-9_]*(?:[eE][+-]?[0-9]+)?)\s*(.*?)\s*$", s)
-    if not m:
-        raise ValueError(f'expected a rate like "10Mbit", got {s!r}')
-    unit = m.group(2)
-    if unit == "":
-        raise ValueError(f"rate {s!r} needs a unit (bit, kbit, Mbit, Gbit)")
-    if unit not in _RATE_UNITS:
-        raise ValueError(f"unknown rate unit {unit!r} in {s!r} (use bit, kbit, Mbit, Gbit)")
-    v = float(m.group(1).replace("_", "")) * _RATE_UNITS[unit]
-    if not (v > 0 and math.isfinite(v)):
-        raise ValueError(f"rate {s!r} must be > 0")
-    return v
+from .units import parse_rate  # noqa: E402  (the engine's units; re-exported)
 
 
 class _ArgError(Exception):

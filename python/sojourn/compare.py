@@ -23,6 +23,9 @@ import numpy as np
 import pandas as pd
 
 from . import stats
+from ._cli_common import fail
+from .results import run_row
+from .units import parse_seconds
 
 PCTS = (50.0, 75.0, 95.0, 99.0)
 METRICS = {
@@ -33,10 +36,8 @@ METRICS = {
 }
 
 
-# ------------------------------------------------------------------------------------
-# statistics: thin adapters over sojourn.stats (tuples, and NaN instead of errors for
-# empty or single-sample inputs, which a comparison table must tolerate)
-# ------------------------------------------------------------------------------------
+# Statistics come from sojourn.stats (the one statistics API; NaN where a thin point
+# leaves a number undefined).
 
 
 def _finite(x) -> np.ndarray:
@@ -44,63 +45,22 @@ def _finite(x) -> np.ndarray:
     return a[np.isfinite(a)]
 
 
-def mean_ci(x) -> tuple:
+def _mean_hw(x) -> tuple:
     """(mean, half width of the 95% CI = 1.96 SEM) over samples (flows)."""
-    a = _finite(x)
-    if a.size == 0:
-        return math.nan, math.nan
-    r = stats.mean_ci(a)
+    r = stats.mean_ci(x)
     return r["mean"], r["half_width"]
 
 
-def repeat_ci(values) -> tuple:
+def _repeat_hw(values) -> tuple:
     """(mean, half width of the Student-t 95% CI) across repeats (one value per repeat)."""
-    a = _finite(values)
-    if a.size == 0:
-        return math.nan, math.nan
-    if a.size < 2:
-        return float(a.mean()), math.nan
-    r = stats.repeat_ci(a)
+    r = stats.repeat_ci(values)
     return r["mean"], r["half_width"]
 
 
-def gain_ci(a, b) -> tuple:
-    """(gain, lo, hi) with gain = mean(a)/mean(b) - 1 and a 95% delta-method interval."""
-    a, b = _finite(a), _finite(b)
-    if a.size == 0 or b.size == 0 or b.mean() == 0:
-        return math.nan, math.nan, math.nan
-    if a.size < 2 or b.size < 2:
-        return float(a.mean() / b.mean() - 1.0), math.nan, math.nan
-    r = stats.gain(a, b)
+def _gain3(a, b) -> tuple:
+    """(gain, lo, hi): gain = mean(a)/mean(b) - 1 with its 95% delta-method interval."""
+    r = stats.gain(a, b, allow_small=True)
     return r["gain"], r["lo"], r["hi"]
-
-
-def percentiles(x, qs: Sequence[float] = PCTS) -> list:
-    return list(stats.percentiles(x, list(qs)).values())
-
-
-def fct_vs_size(df: pd.DataFrame) -> pd.DataFrame:
-    """Mean FCT per logarithmic size bin: columns size_center, mean, half_width, count, …"""
-    return stats.fct_by_size(df)
-
-
-def lorenz(th) -> tuple:
-    """(x, L): Lorenz curve of per-flow throughputs, from (0, 0) to (1, 1)."""
-    a = _finite(th)
-    if a.size == 0 or a.sum() <= 0:
-        return np.array([0.0, 1.0]), np.array([0.0, 1.0])
-    d = stats.lorenz_curve(a)
-    return d["share_flows"].to_numpy(), d["share_total"].to_numpy()
-
-
-def lorenz_gap(th) -> float:
-    a = _finite(th)
-    return float(stats.lorenz_gap(a)) if a.size else math.nan
-
-
-def jain(th) -> float:
-    a = _finite(th)
-    return float(stats.jain_index(a)) if a.size else math.nan
 
 
 # ------------------------------------------------------------------------------------
@@ -132,18 +92,6 @@ def apply_end_margin(data: "Data", margin_s: float) -> "Data":
     return data
 
 
-def parse_seconds(v) -> float:
-    """``60``, ``"60s"``, ``"1min"``, ``"500ms"`` -> seconds."""
-    if v is None:
-        return 0.0
-    if isinstance(v, (int, float)):
-        return float(v)
-    m = re.fullmatch(r"\s*([0-9.]+(?:e[-+]?[0-9]+)?)\s*(ns|us|ms|s|min|h)?\s*", str(v))
-    if not m:
-        raise ValueError(f"expected a duration like 60s, got {v!r}")
-    return float(m.group(1)) * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}[m.group(2) or "s"]
-
-
 def _flows_of(run_path: Path, point: str, seed: int, warm: float) -> pd.DataFrame:
     f = pd.read_parquet(run_path / "flows.parquet")
     f.insert(0, "seed", seed)
@@ -155,8 +103,6 @@ def _flows_of(run_path: Path, point: str, seed: int, warm: float) -> pd.DataFram
 def load(dirs: Sequence) -> Data:
     """A sweep directory (merged files, or its run directories when not merged yet), or
     several run directories (each a point named after the directory)."""
-    from .sweep import run_row
-
     dirs = [Path(d) for d in dirs]
     for d in dirs:
         if not d.is_dir():
@@ -224,9 +170,10 @@ def _fct_flows(f: pd.DataFrame) -> pd.DataFrame:
     return f[ok]
 
 
-def throughputs(f: pd.DataFrame) -> np.ndarray:
-    """Per-flow mean throughput (bit/s): 8 size / FCT for completed sized flows, else the
-    flows' goodput (e.g. UDP streams)."""
+def flow_throughputs(f: pd.DataFrame) -> np.ndarray:
+    """Per-flow mean throughput (bit/s) for fairness: 8 size / FCT for completed sized
+    flows, else the flows' goodput (e.g. UDP streams); :func:`sojourn.stats.throughputs`
+    is the sized-flows part."""
     s = _fct_flows(f)
     if len(s):
         fct = s["fct_s"].to_numpy(float)
@@ -264,26 +211,26 @@ def table(data: Data, metric: str = "fct", baseline: Optional[str] = None) -> pd
         f = _point_flows(data, p)
         ff = _fct_flows(f)
         fct = ff["fct_s"].to_numpy(float) if len(ff) else np.array([])
-        m, ci = mean_ci(fct)
-        rm, rci = repeat_ci(_per_run_means(ff, "fct_s")) if len(rs) > 1 else (math.nan, math.nan)
+        m, ci = _mean_hw(fct)
+        rm, rci = _repeat_hw(_per_run_means(ff, "fct_s")) if len(rs) > 1 else (math.nan, math.nan)
         gp = _finite(f["goodput_bps"]) if "goodput_bps" in f else np.array([])
-        gm, gci = mean_ci(gp)
-        th = throughputs(f)
+        gm, gci = _mean_hw(gp)
+        th = flow_throughputs(f)
         sm = samples(data, p, metric)
-        mm, mci = (repeat_ci(sm) if metric == "sojourn" else mean_ci(sm))
+        mm, mci = (_repeat_hw(sm) if metric == "sojourn" else _mean_hw(sm))
         row = {
             "point": p, "runs": len(rs), "flows": int(len(f)), "fct_flows": int(fct.size),
             "fct_mean_s": m, "fct_ci_s": ci, "fct_repeats_mean_s": rm, "fct_repeats_ci_s": rci,
-            **{f"fct_p{int(q)}_s": v for q, v in zip(PCTS, percentiles(fct))},
+            **{f"fct_p{int(q)}_s": v for q, v in zip(PCTS, stats.percentiles(fct, PCTS).values())},
             "goodput_mean_bps": gm, "goodput_ci_bps": gci,
             "utilisation": float(rs["utilisation"].mean()),
             "sojourn_p50_ms": float(rs["sojourn_p50_ms"].mean()), "sojourn_p99_ms": float(rs["sojourn_p99_ms"].mean()),
             "drops": float(rs["drops"].mean()),
-            "jain": jain(th), "lorenz_gap": lorenz_gap(th),
+            "jain": stats.jain_index(th), "lorenz_gap": stats.lorenz_gap(th),
             "metric": metric, "metric_mean": mm, "metric_ci": mci,
         }
         if base is not None:  # the baseline's own row has no gain
-            row["gain"], row["gain_lo"], row["gain_hi"] = (math.nan,) * 3 if p == baseline else gain_ci(sm, base)
+            row["gain"], row["gain_lo"], row["gain_hi"] = (math.nan,) * 3 if p == baseline else _gain3(sm, base)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -318,7 +265,7 @@ def age_pairs(data: Data, metric: str = "fct") -> pd.DataFrame:
     for p in data.points:
         b = age_base(p, data.points)
         if b is not None:
-            g, lo, hi = gain_ci(samples(data, p, metric), samples(data, b, metric))
+            g, lo, hi = _gain3(samples(data, p, metric), samples(data, b, metric))
             rows.append({"base": b, "age": p, "metric": metric, "gain": g, "gain_lo": lo, "gain_hi": hi})
     return pd.DataFrame(rows, columns=["base", "age", "metric", "gain", "gain_lo", "gain_hi"])
 
@@ -479,7 +426,7 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
         ff = _fct_flows(_point_flows(data, p))
         if ff.empty:
             continue
-        b = fct_vs_size(ff)
+        b = stats.fct_by_size(ff)
         if len(b):
             ax.errorbar(b["size_center"], b["mean"] * 1e3, yerr=np.nan_to_num(b["half_width"].to_numpy(float)) * 1e3,
                         marker="o", ms=3, capsize=2, label=p)
@@ -498,10 +445,10 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
     fig, ax = plt.subplots(figsize=(5, 5))
     any_l = False
     for p in data.points:
-        th = throughputs(_point_flows(data, p))
+        th = flow_throughputs(_point_flows(data, p))
         if th.size:
-            x, L = lorenz(th)
-            ax.plot(x, L, label=f"{p} (gap {lorenz_gap(th):.3f})", lw=1.2)
+            lc = stats.lorenz_curve(th)
+            ax.plot(lc["share_flows"], lc["share_total"], label=f"{p} (gap {stats.lorenz_gap(th):.3f})", lw=1.2)
             any_l = True
     if any_l:
         ax.plot([0, 1], [0, 1], "k--", lw=0.8, label="equality")
@@ -568,13 +515,43 @@ def compare(dirs: Sequence, metric: str = "fct", baseline: Optional[str] = None,
 
 
 def cmd_compare(a) -> int:
-    from .cli import _err
-
     try:
         compare(a.dirs, metric=a.metric, baseline=a.baseline, plots=a.plots, out=a.out,
                 end_margin=getattr(a, "end_margin", None))
     except (FileNotFoundError, KeyError, ValueError) as e:
-        return _err(str(e).strip("'\""))
+        return fail(str(e).strip("'\""))
     out = a.out or (a.dirs[0] if len(a.dirs) == 1 else "the parent directory")
     print(f"wrote {out}/compare.md" + (" and plots" if a.plots else ""), file=sys.stderr)
     return 0
+
+
+COMPARE_EPILOG = """\
+examples:
+  sojourn compare results/aqm
+  sojourn compare results/aqm --baseline pfifo --metric fct --plots
+  sojourn compare results/run-a results/run-b --out results/ab
+
+Prints one row per point (mean with 95% CI over flows and across repeats, percentiles,
+goodput, utilisation, sojourn, drops), gains against --baseline and of every `age-X` over
+`X`; writes DIR/compare.md (and PNG+SVG plots with --plots).
+"""
+
+
+def add_parser(sub) -> None:
+    """Adds ``compare`` to the ``sojourn`` command's sub-parsers."""
+    import argparse
+
+    c = sub.add_parser("compare", help="compare the points of a sweep (tables, gains, plots)",
+                       description="Tables of FCT, goodput, utilisation, sojourn and drops per point of a sweep directory "
+                                   "(or per run directory), with 95%% confidence intervals and gains.",
+                       epilog=COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("dirs", nargs="+", metavar="DIR", help="a sweep output directory, or several run directories")
+    c.add_argument("--baseline", help="point to compute gains against (gain = mean/mean_baseline - 1)")
+    c.add_argument("--metric", choices=["fct", "sojourn", "goodput"], default="fct",
+                   help="headline metric for the CI plot and the gains (default: fct)")
+    c.add_argument("--plots", action="store_true", help="also write PNG+SVG plots next to compare.md")
+    c.add_argument("--out", help="where compare.md and plots go (default: the sweep directory)")
+    c.add_argument("--end-margin", metavar="DURATION",
+                   help='leave out flows that end in the last DURATION of their run, e.g. "60s" '
+                        "(default: the sweep file's end_margin, else 0)")
+    c.set_defaults(func=cmd_compare)

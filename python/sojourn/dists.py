@@ -27,11 +27,20 @@ Distributions:
                              ``seed000-10g`` (alpha 1.1, 1024^1.85..1024^3.6, 200 points).
 ``Exponential``, ``LogNormal``, ``PiecewiseLinearCdf`` (empirical CDF file, and ``uniform``).
 
-:func:`parse_dist` turns a command-line spec string into a distribution, e.g.
+:func:`from_spec` reads a distribution written as in an experiment file (``size = "50kB"``,
+``size = { dist = "pareto", alpha = 1.2, min = "2kB", max = "2MB", grid = 20 }``, …): the
+engine parses it (one grammar, crates/sojourn-experiment/src/dist.rs) and this module returns
+the exact law the engine draws from, with its closed-form partial moments;
+:func:`engine_sample` draws with the engine's own sampler (same numbers as the simulator for
+the same generator). docs/experiment-files.md documents that grammar.
+
+:func:`parse_dist` turns a command-line spec string of the threshold analysis into a
+distribution (laws the experiment files do not have: log-normal, the seed's discretised
+Pareto, flows tables), e.g.
 ``"bounded-pareto alpha=1.2 min=300KiB max=1GiB"``, ``"seed000-1g"``,
 ``"exponential mean=1MB"``, ``"empirical path=sizes.csv"``. Sizes take the units of the
-rest of sojourn (see :func:`parse_size`): B, kB, MB, GB (powers of 1000) and KiB, MiB, GiB
-(powers of 1024).
+rest of sojourn, parsed by the engine (:func:`sojourn.units.parse_size`): B, kB, MB, GB
+(powers of 1000) and KiB, MiB, GiB (powers of 1024).
 """
 
 from __future__ import annotations
@@ -67,6 +76,8 @@ __all__ = [
     "from_flows_file",
     "parse_size",
     "parse_dist",
+    "from_spec",
+    "engine_sample",
     "format_bytes",
 ]
 
@@ -74,54 +85,8 @@ __all__ = [
 # units
 # --------------------------------------------------------------------------------------
 
-_SIZE_UNITS: dict[str, float] = {
-    "B": 1.0,
-    "b": 1.0,
-    "": 1.0,
-    "kB": 1e3,
-    "KB": 1e3,
-    "k": 1e3,
-    "MB": 1e6,
-    "M": 1e6,
-    "GB": 1e9,
-    "G": 1e9,
-    "TB": 1e12,
-    "KiB": 1024.0,
-    "Ki": 1024.0,
-    "Kb": 1024.0,  # tc's convention, as in sojourn-core units.rs
-    "MiB": 1024.0**2,
-    "Mi": 1024.0**2,
-    "Mb": 1024.0**2,
-    "GiB": 1024.0**3,
-    "Gi": 1024.0**3,
-    "Gb": 1024.0**3,
-    "TiB": 1024.0**4,
-}
-
-_NUM_RE = re.compile(r"^\s*([0-9][0-9_]*\.?[0-9_]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+)\s*(.*?)\s*$")
-
-
-def parse_size(s: str | float | int) -> float:
-    """Parses ``"300KiB"``, ``"1GiB"``, ``"1.5MB"``, ``"1500"`` into bytes (float).
-
-    Same units as the Rust core (``sojourn_core::units::parse_bytes``): B, kB/KB, MB, GB, TB
-    (powers of 1000), KiB, MiB, GiB, TiB (powers of 1024; tc's Kb/Mb/Gb are binary too).
-    """
-    if isinstance(s, (int, float)) and not isinstance(s, bool):
-        v = float(s)
-    else:
-        m = _NUM_RE.match(str(s))
-        if not m:
-            raise ValueError(f'expected a size like "1500B" or "300KiB", got {s!r}')
-        num, unit = m.group(1).replace("_", ""), m.group(2)
-        if unit not in _SIZE_UNITS:
-            raise ValueError(
-                f"unknown size unit {unit!r} in {s!r} (use B, kB, MB, GB, KiB, MiB, GiB)"
-            )
-        v = float(num) * _SIZE_UNITS[unit]
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(f"size {s!r} is out of range")
-    return v
+# One parser of units for Rust and Python: sojourn.units calls the engine's.
+from .units import parse_size  # noqa: E402  (re-exported: dists.parse_size)
 
 
 def format_bytes(x: float) -> str:
@@ -1038,3 +1003,72 @@ def fit_hyperexponential(
         probs.append(last)
         rates.append(r)
     return HyperExponential(probs, rates, name=f"hyperexp-fit({dist.name}, {len(probs)} phases)")
+
+
+# --------------------------------------------------------------------------------------
+# the experiment-file grammar, parsed and sampled by the engine
+# --------------------------------------------------------------------------------------
+
+#: Above this many whole-byte values a uniform size law is treated as continuous on
+#: [min - 1/2, max + 1/2] (rounding that law gives exactly the engine's discrete uniform).
+_UNIFORM_ATOMS_MAX = 1_000_000
+
+
+def _engine():
+    from . import _engine as eng
+
+    return eng
+
+
+def from_spec(spec, base_dir: str | Path = ".") -> SizeDist:
+    """The size law of an experiment-file spec (a size, or a table with ``dist``), exactly as
+    the engine draws it: whole bytes, at least 1.
+
+    ``fixed``, ``choice`` and ``uniform`` become :class:`Discrete` laws; ``pareto`` a
+    :class:`BoundedPareto` (or, with ``grid = n``, the :class:`Discrete` law of its log grid);
+    ``exponential`` an :class:`Exponential`; ``empirical`` a :class:`PiecewiseLinearCdf` of the
+    CDF file. The continuous ones ignore the final rounding to whole bytes (it moves the mean
+    by less than a byte). Bad specs raise ``ValueError`` with the engine's one-line message.
+    """
+    try:
+        c = _engine().size_dist_spec(spec, str(base_dir))
+    except Exception as e:  # the engine's ConfigError is a ValueError too
+        raise ValueError(str(e)) from None
+    kind = c["dist"]
+    if kind == "fixed":
+        return fixed(float(c["value"]))
+    if kind == "choice":
+        return Discrete(np.asarray(c["values"], dtype=float), name="choice")
+    if kind == "uniform":
+        lo, hi = int(c["min"]), int(c["max"])
+        if hi - lo + 1 <= _UNIFORM_ATOMS_MAX:
+            return Discrete(np.arange(lo, hi + 1, dtype=float), name=f"uniform({lo}..{hi} B)")
+        return PiecewiseLinearCdf([lo - 0.5, hi + 0.5], [0.0, 1.0], name=f"uniform({lo}..{hi} B)")
+    if kind == "exponential":
+        return Exponential(float(c["mean_param"]))
+    if kind == "pareto":
+        a, lo, hi, grid = float(c["alpha"]), float(c["min"]), float(c["max"]), int(c["grid"])
+        bp = BoundedPareto(a, lo, hi)
+        if grid < 2:
+            return bp
+        n = grid - 1
+        k = np.arange(grid, dtype=float)
+        at = lambda j: lo * (hi / lo) ** (j / n)  # noqa: E731
+        edges_lo = np.where(k == 0, lo, at(k - 0.5))
+        edges_hi = np.where(k == n, hi, at(k + 0.5))
+        probs = bp.cdf(edges_hi) - bp.cdf(edges_lo)
+        return Discrete(np.maximum(np.round(at(k)), 1.0), probs, name=f"pareto-grid({grid})")
+    if kind == "empirical":
+        pts = np.asarray(c["points"], dtype=float)
+        return PiecewiseLinearCdf(pts[:, 0], pts[:, 1], name="empirical-cdf")
+    raise ValueError(f"unknown distribution kind {kind!r} from the engine")  # pragma: no cover
+
+
+def engine_sample(spec, n: int, seed: int, base_dir: str | Path = ".") -> FloatArray:
+    """``n`` sizes (bytes) drawn by the engine's sampler for ``spec`` from the generator
+    seeded with ``seed`` (``Rng::from_seed``): the numbers the Rust ``SizeDist::draw`` gives."""
+    try:
+        xs = _engine().sample_sizes(spec, int(n), int(seed), str(base_dir))
+    except Exception as e:
+        raise ValueError(str(e)) from None
+    return np.asarray(xs, dtype=float)

@@ -12,6 +12,7 @@ Files in an output directory (schema in docs/output-schema.md):
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -161,3 +162,71 @@ class Result:
 
 def summary_dict(raw_summary: str) -> Any:
     return json.loads(raw_summary)
+
+
+# ------------------------------------------------------------------------------------
+# one run as one row (runs.parquet of a sweep, `sojourn compare` of run directories)
+# ------------------------------------------------------------------------------------
+
+
+def pick_link(summary: dict, link: Optional[str] = None) -> Optional[str]:
+    """The link a run row describes: ``link`` if the run has it, else the bottleneck, else
+    the busiest link."""
+    links = summary.get("links", {})
+    if link:
+        return link if link in links else None
+    if "bottleneck" in links:
+        return "bottleneck"
+    if not links:
+        return None
+    return max(sorted(links), key=lambda n: links[n].get("utilisation", 0.0))
+
+
+def run_row(summary: dict, link: Optional[str] = None) -> dict:
+    """The key numbers of one run (a row of runs.parquet) from its summary.json."""
+    nan = math.nan
+    name = pick_link(summary, link)
+    l = summary["links"].get(name, {}) if name else {}
+    sj = l.get("sojourn_ms", {})
+    f = summary.get("flows", {})
+    fct = f.get("fct_s", {})
+    g = f.get("goodput_bps", {})
+    acc = summary.get("accounting", {})
+
+    def num(d, k):
+        v = d.get(k)
+        return float(v) if v is not None else nan
+
+    return {
+        "experiment": summary.get("experiment", ""),
+        "duration_s": float(summary.get("duration_s", nan)),
+        "warmup_s": float(summary.get("warmup_s", 0.0)),
+        "events": int(summary.get("events", 0)),
+        "link": name or "",
+        "link_qdisc": str(l.get("qdisc", "")),
+        "rate_bps": num(l, "rate_bps"),
+        "utilisation": num(l, "utilisation"),
+        "throughput_bps": num(l, "throughput_bps"),
+        "drops": int(l.get("drops_total", 0)),
+        "ecn_marks": int(l.get("ecn_marks", 0)),
+        "sojourn_mean_ms": num(sj, "mean"),
+        "sojourn_p50_ms": num(sj, "p50"),
+        "sojourn_p95_ms": num(sj, "p95"),
+        "sojourn_p99_ms": num(sj, "p99"),
+        "sojourn_max_ms": num(sj, "max"),
+        "flows": int(f.get("count", 0)),
+        "flows_sized": int(f.get("sized", 0)),
+        "flows_completed": int(f.get("completed", 0)),
+        "fct_mean_s": num(fct, "mean"),
+        "fct_ci95_s": num(fct, "ci95"),
+        "fct_p50_s": num(fct, "p50"),
+        "fct_p75_s": num(fct, "p75"),
+        "fct_p95_s": num(fct, "p95"),
+        "fct_p99_s": num(fct, "p99"),
+        "goodput_mean_bps": num(g, "mean"),
+        "created": int(acc.get("created", 0)),
+        "delivered": int(acc.get("delivered", 0)),
+        "dropped": int(acc.get("dropped", 0)),
+        "in_network": int(acc.get("in_network", 0)),
+        "conserved": bool(acc.get("conserved", False)),
+    }

@@ -131,6 +131,7 @@ def gain(
     method: str = "delta",
     n_boot: int = 2000,
     seed: int = 0,
+    allow_small: bool = False,
 ) -> dict[str, float]:
     """gain = mean(age) / mean(base) - 1 (negative = age-based is faster) with an interval.
 
@@ -139,8 +140,17 @@ def gain(
     ``method="bootstrap"``: percentile interval of ``n_boot`` resamples of each sample
     (with replacement, independently), seeded by ``seed``.
     Returns ``gain``, ``lo``, ``hi``, ``se`` (NaN for bootstrap), ``method``.
+
+    Fewer than two samples on a side, or a zero base mean, raise ``ValueError`` unless
+    ``allow_small`` (for tables that must tolerate thin points): then what cannot be
+    computed is NaN (the interval with one sample, everything with none or a zero base).
     """
     a, b = _values(age), _values(base)
+    nan = math.nan
+    if allow_small and (a.size == 0 or b.size == 0 or float(b.mean()) == 0):
+        return {"gain": nan, "lo": nan, "hi": nan, "se": nan, "method": method}
+    if allow_small and (a.size < 2 or b.size < 2):
+        return {"gain": float(a.mean() / b.mean()) - 1.0, "lo": nan, "hi": nan, "se": nan, "method": method}
     if a.size < 2 or b.size < 2:
         raise ValueError("gain needs at least two samples on each side")
     ma, mb = float(a.mean()), float(b.mean())
@@ -263,7 +273,10 @@ def lorenz_curve(x: ArrayLike | pd.Series) -> pd.DataFrame:
 
 
 def lorenz_gap(x: ArrayLike | pd.Series) -> float:
-    """max_x (x - L(x)): 0 for equal values, -> 1 - 1/n when one flow has everything."""
+    """max_x (x - L(x)): 0 for equal values, -> 1 - 1/n when one flow has everything;
+    NaN without values."""
+    if _values(x).size == 0:
+        return math.nan
     lc = lorenz_curve(x)
     return float(np.max(lc["share_flows"].to_numpy() - lc["share_total"].to_numpy()))
 

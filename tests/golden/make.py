@@ -54,7 +54,7 @@ class Case:
         """(source, base_dir, seed) for ``sojourn.run``."""
         if self.point is None:
             return self.file, None, self.seed
-        from sojourn import sweep as sw
+        from sojourn import sweeps as sw
 
         plan = sw.load_plan(self.file)
         (pt,) = [p for p in plan.points if p.name == self.point]
@@ -63,7 +63,7 @@ class Case:
 
 
 def _sweep_cases(prefix: str, file: Path, points: Optional[list] = None, **kw: Any) -> list:
-    from sojourn import sweep as sw
+    from sojourn import sweeps as sw
 
     plan = sw.load_plan(file)
     names = [p.name for p in plan.points]

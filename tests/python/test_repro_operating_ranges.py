@@ -37,7 +37,7 @@ def _pie(target_ms: float, limit: int = 84, **extra) -> dict:
 
 
 def test_shipped_files_are_valid():
-    from sojourn import sweep as sw
+    from sojourn import sweeps as sw
 
     for f in sorted(OR.EXP_DIR.glob("*.sweep.toml")):
         sw.validate_plan(sw.load_plan(f))

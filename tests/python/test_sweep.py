@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import sojourn
-from sojourn import cli, compare
-from sojourn import sweep as sw
+from sojourn import cli, compare, stats
+from sojourn import sweeps as sw
 from sojourn._config import ConfigError
 
 BASE = """
@@ -260,7 +260,7 @@ def test_compare_goodput_matches_independent_recomputation(tmp_path, base, capsy
 
 def _fake_sweep(root: Path, points: dict, seeds=(1, 2)) -> None:
     """A sweep directory with known sized flows (as a TCP workload would produce)."""
-    from sojourn.sweep import run_row
+    from sojourn.results import run_row
 
     rng = np.random.default_rng(5)
     rows, flows = [], []
@@ -310,9 +310,9 @@ def test_compare_fct_matches_independent_recomputation(tmp_path):
     assert pairs["gain"].iloc[0] == pytest.approx(age / ma - 1, rel=1e-12)
     assert pairs["gain"].iloc[0] < 0 and pairs["gain_lo"].iloc[0] < pairs["gain"].iloc[0] < pairs["gain_hi"].iloc[0]
     # Lorenz gap of equal throughputs is 0; Jain of equal values is 1
-    assert compare.lorenz_gap(np.ones(10)) == pytest.approx(0.0)
-    assert compare.jain(np.ones(10)) == pytest.approx(1.0)
-    assert compare.jain([1.0, 0.0]) == pytest.approx(0.5)
+    assert stats.lorenz_gap(np.ones(10)) == pytest.approx(0.0)
+    assert stats.jain_index(np.ones(10)) == pytest.approx(1.0)
+    assert stats.jain_index([1.0, 0.0]) == pytest.approx(0.5)
     # plots and markdown with sized flows
     compare.compare([root], plots=True, quiet=True)
     assert (root / "fct_vs_size.png").exists()

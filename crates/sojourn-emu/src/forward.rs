@@ -784,7 +784,14 @@ impl Forwarder {
                     let rel = link.release_time(end);
                     link.in_flight.push_back((rel, p));
                 }
-                Dequeue::Empty => return,
+                Dequeue::Empty => {
+                    if link.qdisc.len_packets() > 0 {
+                        // Packets counted but none to give (should not happen): poll again
+                        // in 100 µs rather than spinning on it.
+                        link.not_before = Some(at + Duration::from_us(100));
+                    }
+                    return;
+                }
                 Dequeue::NotBefore(w) => {
                     link.not_before = Some(w.max(at));
                     if w > t {

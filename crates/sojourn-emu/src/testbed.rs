@@ -15,13 +15,16 @@ use crate::forward::{Egress, LinkPlan, Plan, PortPlan, RateModel, Route};
 use crate::netns::{self, Guard, Mac, Offloads, VethEnd};
 use sojourn_core::params::Value;
 use sojourn_core::Duration;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub const A_ADDR: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 1);
 pub const B_ADDR: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 1);
 /// A second address of `b`, reached through [`Testbed::plan_with_baseline`]'s extra
 /// zero-delay link: the reference path for delay measurements.
 pub const B_ADDR2: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 2);
+/// IPv6 addresses of `a` and `b` (ULA, RFC 4193), routed like the IPv4 ones.
+pub const A_ADDR6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 1, 0, 0, 0, 1);
+pub const B_ADDR6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 2, 0, 0, 0, 1);
 
 /// The namespaces and devices of one two-host testbed (removed when dropped).
 pub struct Testbed {
@@ -88,7 +91,7 @@ impl Testbed {
                 ns: ns_a.clone(),
                 ifname: if_a.clone(),
                 mac: mac_a,
-                addrs: vec![(IpAddr::V4(A_ADDR), 24)],
+                addrs: vec![(IpAddr::V4(A_ADDR), 24), (IpAddr::V6(A_ADDR6), 64)],
             },
             &VethEnd {
                 ns: ns_f.clone(),
@@ -103,7 +106,11 @@ impl Testbed {
                 ns: ns_b.clone(),
                 ifname: if_b.clone(),
                 mac: mac_b,
-                addrs: vec![(IpAddr::V4(B_ADDR), 24), (IpAddr::V4(B_ADDR2), 24)],
+                addrs: vec![
+                    (IpAddr::V4(B_ADDR), 24),
+                    (IpAddr::V4(B_ADDR2), 24),
+                    (IpAddr::V6(B_ADDR6), 64),
+                ],
             },
             &VethEnd {
                 ns: ns_f.clone(),
@@ -119,6 +126,12 @@ impl Testbed {
         netns::route_add(&ns_a, "10.0.2.0/24", &if_a, Some(gw_a))?;
         netns::neigh_add(&ns_b, &if_b, gw_b, mac_pb)?;
         netns::route_add(&ns_b, "10.0.1.0/24", &if_b, Some(gw_b))?;
+        let gw6_a = IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 1, 0, 0, 0, 0xfe));
+        let gw6_b = IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 2, 0, 0, 0, 0xfe));
+        netns::neigh_add(&ns_a, &if_a, gw6_a, mac_pa)?;
+        netns::route_add(&ns_a, "fd00:0:0:2::/64", &if_a, Some(gw6_a))?;
+        netns::neigh_add(&ns_b, &if_b, gw6_b, mac_pb)?;
+        netns::route_add(&ns_b, "fd00:0:0:1::/64", &if_b, Some(gw6_b))?;
         let o = if gso {
             Offloads {
                 tx_checksum: Some(true),
@@ -185,6 +198,18 @@ impl Testbed {
                     prefix_len: 24,
                     link: 1,
                 },
+                Route {
+                    ingress: None,
+                    prefix: IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 2, 0, 0, 0, 0)),
+                    prefix_len: 64,
+                    link: 0,
+                },
+                Route {
+                    ingress: None,
+                    prefix: IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 1, 0, 0, 0, 0)),
+                    prefix_len: 64,
+                    link: 1,
+                },
             ],
         );
         plan.netns = Some(self.ns_f.clone());
@@ -219,7 +244,7 @@ pub struct Received {
     pub sent_ns: u64,
     pub recv_ns: u64,
     pub bytes: usize,
-    /// The IP TOS byte as received (DSCP and ECN; `IP_RECVTOS`).
+    /// The IP TOS byte / IPv6 traffic class as received (DSCP and ECN).
     pub tos: u8,
     /// Which destination of [`udp_send_to`] it was sent to.
     pub tag: u8,
@@ -257,8 +282,16 @@ pub fn udp_send_to(
     let h = std::thread::spawn(move || -> std::io::Result<u64> {
         netns::enter(&ns).map_err(std::io::Error::other)?;
         precise_thread();
-        let sock = std::net::UdpSocket::bind("0.0.0.0:0")?;
-        set_int_opt(&sock, libc::IPPROTO_IP, libc::IP_TOS, tos as i32)?;
+        let sock = if dsts[0].is_ipv6() {
+            std::net::UdpSocket::bind("[::]:0")?
+        } else {
+            std::net::UdpSocket::bind("0.0.0.0:0")?
+        };
+        if dsts[0].is_ipv6() {
+            set_int_opt(&sock, libc::IPPROTO_IPV6, libc::IPV6_TCLASS, tos as i32)?;
+        } else {
+            set_int_opt(&sock, libc::IPPROTO_IP, libc::IP_TOS, tos as i32)?;
+        }
         let mut buf = vec![0u8; payload.max(17)];
         let gap_ns = ((payload as u64 + 28) * 8 * 1_000_000_000).div_ceil(rate_bps.max(1));
         let mut next = crate::forward::monotonic_ns();
@@ -304,8 +337,10 @@ pub fn udp_receiver(
         let ready = (|| {
             netns::enter(&ns).map_err(std::io::Error::other)?;
             precise_thread();
-            let s = std::net::UdpSocket::bind(("0.0.0.0", port))?;
+            // Dual-stack: IPv4 and IPv6 datagrams alike.
+            let s = std::net::UdpSocket::bind(("::", port))?;
             set_int_opt(&s, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
+            set_int_opt(&s, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1)?;
             // Room for bursts at Gbit/s rates (forced past rmem_max: we are root).
             if set_int_opt(&s, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 16 << 20).is_err() {
                 set_int_opt(&s, libc::SOL_SOCKET, libc::SO_RCVBUF, 16 << 20)?;
@@ -401,6 +436,9 @@ fn recv_with_tos(sock: &std::net::UdpSocket, buf: &mut [u8]) -> std::io::Result<
         while !c.is_null() {
             if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_TOS {
                 tos = *libc::CMSG_DATA(c);
+            }
+            if (*c).cmsg_level == libc::IPPROTO_IPV6 && (*c).cmsg_type == libc::IPV6_TCLASS {
+                tos = (libc::CMSG_DATA(c) as *const libc::c_int).read_unaligned() as u8;
             }
             c = libc::CMSG_NXTHDR(&msg, c);
         }

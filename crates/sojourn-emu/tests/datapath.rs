@@ -616,3 +616,211 @@ fn rate_schedule_and_framing_overhead_shape_the_wire() {
     eprintln!("trace: {fps:.2} frames/s");
     assert!((fps / 1000.0 - 1.0).abs() < 0.01, "{fps}");
 }
+
+#[test]
+fn multi_hop_paths_chain_links_inside_one_forwarder() {
+    let _g = live_or_skip!();
+    let tb = Testbed::new(1500).expect("testbed");
+    // a → link 0 (20 Mbit/s, 2 ms, egress "route again") → link 1 (10 Mbit/s, 3 ms) → b:
+    // a two-hop path of a graph topology. The 10 Mbit/s hop is the bottleneck, and an
+    // idle probe's added delay is the sum of both hops' delays and serialisations.
+    let mut plan = tb.plan(
+        &LinkSpec::new(20_000_000, Duration::from_ms(2), "pfifo"),
+        &LinkSpec::new(10_000_000, Duration::ZERO, "pfifo"),
+    );
+    let mut hop2 = plan.links[0].clone();
+    hop2.name = "hop2".into();
+    hop2.rate = forward::RateModel::Constant(10_000_000);
+    hop2.delay = Duration::from_ms(3);
+    plan.links[0].egress = forward::Egress::Route;
+    plan.links.push(hop2);
+    plan.routes.push(forward::Route {
+        ingress: Some(forward::Hop::Link(0)),
+        prefix: std::net::IpAddr::V4(testbed::B_ADDR),
+        prefix_len: 24,
+        link: 2,
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");
+    let epoch = h.epoch_monotonic_ns;
+    let dst = std::net::SocketAddr::from((testbed::B_ADDR, 9000));
+    // Probes first (idle path), then a 12 Mbit/s flood.
+    let rx = testbed::udp_receiver(&tb.ns_b, 9000, 50, epoch + 1_000_000_000).unwrap();
+    testbed::udp_send(&tb.ns_a, dst, 64, 92 * 8 * 100, 50, epoch + 900_000_000, 0).unwrap();
+    let probes = rx.join().unwrap().unwrap();
+    let t1 = monotonic_ns();
+    let rx = testbed::udp_receiver(&tb.ns_b, 9000, u64::MAX, t1 + 1_500_000_000).unwrap();
+    testbed::udp_send(
+        &tb.ns_a,
+        dst,
+        1472,
+        12_000_000,
+        u64::MAX,
+        t1 + 1_200_000_000,
+        0,
+    )
+    .unwrap();
+    let flood = rx.join().unwrap().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let rep = h.join().unwrap();
+    rep.check_conservation().unwrap();
+    let owd: Vec<f64> = probes
+        .iter()
+        .map(|g| (g.recv_ns - g.sent_ns) as f64 / 1e3)
+        .collect();
+    // 106-byte frames: 42.4 µs at 20 Mbit/s + 84.8 µs at 10 Mbit/s, plus 5 ms.
+    let expected_us = 5_000.0 + 42.4 + 84.8;
+    let fps = arrivals_per_s(&flood, t1 + 300_000_000, t1 + 1_150_000_000);
+    eprintln!(
+        "multi-hop: probe owd median {:.1} us (links add {expected_us:.1}), bottleneck {fps:.1} \
+         frames/s; hop1 {} / hop2 {} delivered",
+        quantile(&owd, 0.5),
+        rep.links[0].delivered_pkts,
+        rep.links[2].delivered_pkts
+    );
+    assert_eq!(probes.len(), 50);
+    // The hosts' own path adds ~0.1–0.3 ms on this machine; the links' 5.13 ms must be there.
+    let med = quantile(&owd, 0.5);
+    assert!(med > expected_us && med < expected_us + 1_000.0, "{med}");
+    assert!((fps / 825.6 - 1.0).abs() < 0.01, "{fps}");
+    // Everything hop 1 delivered entered hop 2.
+    assert_eq!(rep.links[0].delivered_pkts, rep.links[2].received_pkts);
+}
+
+#[test]
+fn delay_schedule_changes_the_delay_without_reordering() {
+    let _g = live_or_skip!();
+    let tb = Testbed::new(1500).expect("testbed");
+    // 10 ms until t = 0.6 s, then 2 ms. Probes every 2 ms: those sent just after the
+    // change would overtake the ones still in flight; the delay line holds them back
+    // (a shorter delay never reorders the wire), so arrivals stay in sending order.
+    let mut plan = tb.plan(
+        &LinkSpec::new(100_000_000, Duration::from_ms(10), "pfifo"),
+        &LinkSpec::new(100_000_000, Duration::ZERO, "pfifo"),
+    );
+    plan.links[0].delay_schedule = vec![(sojourn_core::Time(600_000_000), Duration::from_ms(2))];
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");
+    let epoch = h.epoch_monotonic_ns;
+    let dst = std::net::SocketAddr::from((testbed::B_ADDR, 9000));
+    let rx = testbed::udp_receiver(&tb.ns_b, 9000, 500, epoch + 1_400_000_000).unwrap();
+    testbed::udp_send(
+        &tb.ns_a,
+        dst,
+        64,
+        92 * 8 * 500,
+        500,
+        epoch + 1_200_000_000,
+        0,
+    )
+    .unwrap();
+    let got = rx.join().unwrap().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap().check_conservation().unwrap();
+    let owd = |from: u64, to: u64| -> Vec<f64> {
+        got.iter()
+            .filter(|g| g.sent_ns >= epoch + from && g.sent_ns < epoch + to)
+            .map(|g| (g.recv_ns - g.sent_ns) as f64 / 1e3)
+            .collect()
+    };
+    let (before, after) = (
+        owd(100_000_000, 550_000_000),
+        owd(700_000_000, 1_150_000_000),
+    );
+    eprintln!(
+        "delay schedule: median owd {:.0} us before, {:.0} us after",
+        quantile(&before, 0.5),
+        quantile(&after, 0.5)
+    );
+    assert!(
+        got.windows(2).all(|w| w[0].seq < w[1].seq),
+        "arrivals in order"
+    );
+    // 10 ms / 2 ms plus the hosts' path (~0.1–0.3 ms) and 8.5 µs of serialisation.
+    assert!((10_000.0..10_800.0).contains(&quantile(&before, 0.5)));
+    assert!((2_000.0..2_800.0).contains(&quantile(&after, 0.5)));
+}
+
+#[test]
+fn ipv6_frames_are_routed_shaped_and_marked() {
+    let _g = live_or_skip!();
+    let tb = Testbed::new(1500).expect("testbed");
+    // ECT(0) UDP over IPv6 at 1.5x a 10 Mbit/s fq_codel link: routed by the /64, shaped
+    // to the link rate (1294-byte frames: 1232 B payload + 8 UDP + 40 IPv6 + 14 Ethernet),
+    // and CE-marked in the traffic class.
+    let spec = LinkSpec::new(10_000_000, Duration::from_ms(1), "fq_codel");
+    let stop = Arc::new(AtomicBool::new(false));
+    let plan = tb.plan(&spec, &LinkSpec::new(10_000_000, Duration::ZERO, "pfifo"));
+    let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");
+    let epoch = h.epoch_monotonic_ns;
+    let dst = std::net::SocketAddr::from((testbed::B_ADDR6, 9000));
+    let rx = testbed::udp_receiver(&tb.ns_b, 9000, u64::MAX, epoch + 1_800_000_000).unwrap();
+    testbed::udp_send(
+        &tb.ns_a,
+        dst,
+        1232,
+        15_000_000,
+        u64::MAX,
+        epoch + 1_500_000_000,
+        0x02,
+    )
+    .unwrap();
+    let got = rx.join().unwrap().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let rep = h.join().unwrap();
+    rep.check_conservation().unwrap();
+    let fps = arrivals_per_s(&got, epoch + 300_000_000, epoch + 1_450_000_000);
+    let ce = got.iter().filter(|g| g.tos & 3 == 3).count() as u64;
+    eprintln!(
+        "ipv6: {} received, {fps:.1} frames/s, {ce} CE (written {}), ingress {:?}",
+        got.len(),
+        rep.links[0].ce_written,
+        rep.ingress_drops
+    );
+    // 10e6 / (1294 * 8) = 966.0 frames/s.
+    assert!((fps / 966.0 - 1.0).abs() < 0.01, "{fps}");
+    assert!(ce > 0 && ce <= rep.links[0].ce_written);
+}
+
+#[test]
+fn a_shaping_qdisc_is_woken_on_time() {
+    let _g = live_or_skip!();
+    let tb = Testbed::new(1500).expect("testbed");
+    // tbf at 5 Mbit/s (burst 3028 B = two frames) on a 100 Mbit/s link: the link is
+    // never the limit, tbf's `NotBefore` wake-ups are. Linux's tbf meters qdisc_pkt_len,
+    // the whole 1514-byte frame: 5e6 / (1514 * 8) = 412.8 frames/s.
+    let mut t = Table::default();
+    t.0.push(("kind".into(), Value::Str("tbf".into())));
+    t.0.push(("rate".into(), Value::Str("5Mbit".into())));
+    t.0.push(("burst".into(), Value::Int(3028)));
+    t.0.push(("limit".into(), Value::Int(100_000)));
+    let mut spec = LinkSpec::new(100_000_000, Duration::from_ms(1), "pfifo");
+    spec.qdisc = Value::Table(t);
+    let stop = Arc::new(AtomicBool::new(false));
+    let plan = tb.plan(&spec, &LinkSpec::new(100_000_000, Duration::ZERO, "pfifo"));
+    let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");
+    let epoch = h.epoch_monotonic_ns;
+    let dst = std::net::SocketAddr::from((testbed::B_ADDR, 9000));
+    let rx = testbed::udp_receiver(&tb.ns_b, 9000, u64::MAX, epoch + 1_800_000_000).unwrap();
+    testbed::udp_send(
+        &tb.ns_a,
+        dst,
+        1472,
+        7_000_000,
+        u64::MAX,
+        epoch + 1_500_000_000,
+        0,
+    )
+    .unwrap();
+    let got = rx.join().unwrap().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let rep = h.join().unwrap();
+    rep.check_conservation().unwrap();
+    let fps = arrivals_per_s(&got, epoch + 300_000_000, epoch + 1_450_000_000);
+    eprintln!(
+        "tbf: {fps:.2} frames/s, drops {:?}, release late p99 {:?} ns",
+        rep.links[0].drops,
+        rep.links[0].release_late_ns.quantile(0.99)
+    );
+    assert!((fps / 412.8 - 1.0).abs() < 0.01, "{fps}");
+}

@@ -187,20 +187,6 @@ pub fn parse_classifier(
     ))
 }
 
-/// True if a qdisc spec (recursively) contains an `age` discipline counting with conntrack.
-pub fn spec_needs_conntrack(v: &Value) -> bool {
-    match v {
-        Value::Table(t) => {
-            let is_age = matches!(t.get("kind"), Some(Value::Str(k)) if k == "age");
-            let counts_ct = !matches!(t.get("count"), Some(Value::Str(c)) if c != "conntrack");
-            (is_age && counts_ct) || t.0.iter().any(|(_, x)| spec_needs_conntrack(x))
-        }
-        Value::Array(a) => a.iter().any(spec_needs_conntrack),
-        Value::Str(s) => s == "age",
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -84,16 +84,34 @@ impl SizeDist {
         (x.round() as u64).max(1)
     }
 
-    /// The mean size in bytes (analytic where available).
+    /// The mean size in bytes (analytic; for the log grid, of the drawn whole-byte law).
     pub fn mean(&self) -> f64 {
         match self {
             SizeDist::Fixed(b) => *b as f64,
             SizeDist::Uniform { min, max } => (*min + *max) as f64 / 2.0,
             SizeDist::Exponential { mean } => *mean,
             SizeDist::BoundedPareto {
-                alpha, min, max, ..
+                alpha,
+                min,
+                max,
+                grid,
             } => {
                 let (a, l, h) = (*alpha, *min, *max);
+                if *grid >= 2 {
+                    // The drawn law: atom k (rounded to whole bytes) carries the
+                    // probability of the log-space cell [k − ½, k + ½] around it.
+                    let n = (*grid - 1) as f64;
+                    let cdf = |x: f64| (1.0 - (l / x).powf(a)) / (1.0 - (l / h).powf(a));
+                    let at = |k: f64| l * (h / l).powf(k / n);
+                    return (0..*grid)
+                        .map(|k| {
+                            let k = k as f64;
+                            let lo = if k == 0.0 { l } else { at(k - 0.5) };
+                            let hi = if k == n { h } else { at(k + 0.5) };
+                            at(k).round().max(1.0) * (cdf(hi) - cdf(lo))
+                        })
+                        .sum();
+                }
                 if (a - 1.0).abs() < 1e-12 {
                     (h * l / (h - l)) * (h / l).ln()
                 } else {
@@ -405,5 +423,16 @@ mod tests {
         for _ in 0..100 {
             assert!([15_000, 44_000, 73_000, 102_000].contains(&c.draw(&mut r)));
         }
+    }
+
+    /// The engine's sampler is the one Python reaches (`sojourn._engine.sample_sizes`);
+    /// tests/python/test_model_crosscheck.py asserts the same three numbers for the same
+    /// spec and seed, so both languages see the same samples.
+    #[test]
+    fn the_draws_python_sees() {
+        let mut r = Rng::from_seed(1);
+        let d = SizeDist::Exponential { mean: 30_000.0 };
+        let v: Vec<u64> = (0..3).map(|_| d.draw(&mut r)).collect();
+        assert_eq!(v, [50_078, 41_243, 3_166]);
     }
 }

@@ -8,7 +8,7 @@ use crate::link::{load_trace, LinkRate, TraceSpec};
 use crate::transport::TcpConfig;
 use crate::workload::{self, WorkloadPlan};
 use sojourn_core::params::{join, ConfError, ConfResult, Params, Table, Value};
-use sojourn_core::qdisc::{self, BuildCtx};
+use sojourn_core::qdisc::{BuildCtx, QdiscSpec};
 use sojourn_core::units;
 use sojourn_core::{Duration, Time};
 use std::path::{Path, PathBuf};
@@ -22,10 +22,11 @@ pub struct LinkPlan {
     pub rate: LinkRate,
     pub delay: Duration,
     pub delay_schedule: Vec<(Time, Duration)>,
-    /// The egress discipline's spec (a kind name or a table; checked by a dry-run build).
-    pub qdisc: Value,
-    /// Key path of `qdisc` in the file, for messages (`topology.bottleneck.qdisc`).
-    pub qdisc_path: String,
+    /// The egress discipline, parsed and validated once; engines build it with
+    /// `qdisc.build(&ctx)` (infallible), deploy writes it with `qdisc.dump()`.
+    pub qdisc: QdiscSpec,
+    /// The spec as written in the file (`codel(target=5ms)`), the `qdisc` label in outputs.
+    pub qdisc_desc: String,
     /// Random loss probability per packet.
     pub loss: f64,
     /// Bytes added to every frame on the wire (`framing_overhead`).
@@ -237,10 +238,10 @@ fn tables_of<'a>(entries: &'a [Value], key: &str) -> ConfResult<Vec<(String, &'a
 }
 
 fn parse_classifiers(exp: &mut Experiment, v: Option<&Value>) -> ConfResult<()> {
-    use crate::classify::{parse_classifier, spec_needs_conntrack, ConntrackPlan};
+    use crate::classify::{parse_classifier, ConntrackPlan};
     exp.conntrack = vec![None; exp.node_names.len()];
     for l in &exp.links {
-        if spec_needs_conntrack(&l.qdisc) {
+        if l.qdisc.needs_conntrack() {
             exp.conntrack[l.from as usize] = Some(ConntrackPlan::default());
         }
     }
@@ -545,15 +546,15 @@ fn add_link(
             format!("duplicate link name {name:?}"),
         ));
     }
-    let qdisc = spec.qdisc.clone().unwrap_or(default_qdisc);
+    let qdisc_value = spec.qdisc.clone().unwrap_or(default_qdisc);
     let qpath = join(path, "qdisc");
-    // Dry-run build so parameter errors surface now, with their path.
+    // Parsed and validated once (errors with their path); engines build from the spec.
     let rate_bps = match &rate {
         LinkRate::Constant(r) => *r,
         _ => 0,
     };
-    qdisc::build(
-        &qdisc,
+    let qdisc = QdiscSpec::parse(
+        &qdisc_value,
         &qpath,
         &BuildCtx {
             link_rate_bps: rate_bps,
@@ -567,8 +568,8 @@ fn add_link(
         rate,
         delay: spec.delay.unwrap_or(Duration::ZERO),
         delay_schedule: spec.delay_schedule.clone().unwrap_or_default(),
+        qdisc_desc: qdisc_label(&qdisc_value),
         qdisc,
-        qdisc_path: qpath,
         loss: spec.loss.unwrap_or(0.0),
         framing_bytes: spec.framing_bytes.unwrap_or(0),
         reorder: spec.reorder.map_or(0.0, |r| r.0),
@@ -909,4 +910,43 @@ fn check_routes(exp: &Experiment) -> ConfResult<()> {
         }
     }
     Ok(())
+}
+
+/// A short description of a qdisc spec as written, e.g. `codel(target=5ms)` (the `qdisc`
+/// label of a link in outputs).
+pub fn qdisc_label(v: &Value) -> String {
+    match v {
+        Value::Str(s) => s.clone(),
+        Value::Table(t) => {
+            let kind = match t.get("kind") {
+                Some(Value::Str(k)) => k.clone(),
+                _ => "?".into(),
+            };
+            let args: Vec<String> =
+                t.0.iter()
+                    .filter(|(k, _)| k != "kind")
+                    .map(|(k, v)| format!("{k}={}", short_value(v)))
+                    .collect();
+            if args.is_empty() {
+                kind
+            } else {
+                format!("{kind}({})", args.join(", "))
+            }
+        }
+        other => short_value(other),
+    }
+}
+
+fn short_value(v: &Value) -> String {
+    match v {
+        Value::Str(s) => s.clone(),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Table(_) => qdisc_label(v),
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(short_value).collect::<Vec<_>>().join(" ")
+        ),
+    }
 }

@@ -9,6 +9,8 @@ use sojourn_core::params::{ConfError, Table, Value};
 use sojourn_sim::{config, Column, Columns};
 use std::path::Path;
 
+mod model;
+
 pyo3::create_exception!(
     _engine,
     ConfigError,
@@ -16,7 +18,7 @@ pyo3::create_exception!(
     "A mistake in an experiment file: .path is the key path, .msg the reason."
 );
 
-fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, ConfError> {
+pub(crate) fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, ConfError> {
     if obj.is_instance_of::<PyBool>() {
         return Ok(Value::Bool(obj.extract::<bool>().unwrap()));
     }
@@ -70,7 +72,7 @@ fn to_table(d: &Bound<'_, PyDict>, path: &str) -> Result<Table, ConfError> {
     Ok(t)
 }
 
-fn conf_err(e: ConfError) -> PyErr {
+pub(crate) fn conf_err(e: ConfError) -> PyErr {
     Python::with_gil(|py| {
         let err = ConfigError::new_err(e.to_string());
         let v = err.value(py);
@@ -146,7 +148,7 @@ fn validate<'py>(
     d.set_item("nodes", exp.node_names.clone())?;
     let links = PyList::empty(py);
     for l in &exp.links {
-        links.append((l.name.as_str(), sojourn_sim::sim::describe_qdisc(&l.qdisc)))?;
+        links.append((l.name.as_str(), l.qdisc_desc.as_str()))?;
     }
     d.set_item("links", links)?;
     d.set_item("workloads", exp.workloads.len())?;
@@ -227,5 +229,6 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
+    model::register(m)?;
     Ok(())
 }

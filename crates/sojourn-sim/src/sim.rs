@@ -15,7 +15,7 @@ use crate::link::{Link, TxFate};
 use crate::metrics::{PacketLog, TimeSeries};
 use crate::workload;
 use sojourn_core::device::{Device, Poll};
-use sojourn_core::qdisc::{self, BuildCtx, DropReason, Drops, Qdisc};
+use sojourn_core::qdisc::{BuildCtx, DropReason, Drops, Qdisc};
 use sojourn_core::rng::{splitmix64_mix, Rng};
 use sojourn_core::{Duration, Packet, Time};
 
@@ -125,10 +125,9 @@ impl Sim {
                 seed: Rng::stream(seed, "qdisc", i as u64).next_u64(),
                 ..BuildCtx::default()
             };
-            // Validated in config; a failure here would be a bug in the validation.
-            let q = qdisc::build(&lp.qdisc, &lp.qdisc_path, &ctx)
-                .expect("qdisc validated at load time");
-            let desc = describe_qdisc(&lp.qdisc);
+            // Parsed and validated once at load time; building cannot fail.
+            let q = lp.qdisc.build(&ctx);
+            let desc = lp.qdisc_desc.clone();
             let rate = crate::link::rate_model(&lp.rate);
             let dev = Device::new(q, rate, lp.framing_bytes, lp.tx_ring, lp.shaper);
             let mut l = Link::new(
@@ -914,42 +913,5 @@ impl Sim {
                 }
             }
         }
-    }
-}
-
-/// A short description of a qdisc spec, e.g. `codel(target=5ms)`.
-pub fn describe_qdisc(v: &sojourn_core::params::Value) -> String {
-    use sojourn_core::params::Value;
-    match v {
-        Value::Str(s) => s.clone(),
-        Value::Table(t) => {
-            let kind = match t.get("kind") {
-                Some(Value::Str(k)) => k.clone(),
-                _ => "?".into(),
-            };
-            let args: Vec<String> =
-                t.0.iter()
-                    .filter(|(k, _)| k != "kind")
-                    .map(|(k, v)| format!("{k}={}", short(v)))
-                    .collect();
-            if args.is_empty() {
-                kind
-            } else {
-                format!("{kind}({})", args.join(", "))
-            }
-        }
-        other => short(other),
-    }
-}
-
-fn short(v: &sojourn_core::params::Value) -> String {
-    use sojourn_core::params::Value;
-    match v {
-        Value::Str(s) => s.clone(),
-        Value::Int(i) => i.to_string(),
-        Value::Float(f) => f.to_string(),
-        Value::Bool(b) => b.to_string(),
-        Value::Table(_) => describe_qdisc(v),
-        Value::Array(a) => format!("[{}]", a.iter().map(short).collect::<Vec<_>>().join(" ")),
     }
 }

@@ -26,10 +26,12 @@ import numpy as np
 import pandas as pd
 
 from .. import compare as cmp
+from .. import stats
+from ..units import parse_seconds
 
 # ------------------------------------------------------------------------------------------
 # the set-ups (seed 000, Tables I and II; thresholds from tests/nft.cue of
-# UniVe-NeDS-Lab/linux_age_based_scheduler, see shared/reference/seed_code_facts.md §1)
+# UniVe-NeDS-Lab/linux_age_based_scheduler; docs/repro/age-based.md, "set-up" table)
 # ------------------------------------------------------------------------------------------
 
 THRESHOLD = {"1g": 6_331_208, "10g": 19_500_715}
@@ -84,7 +86,7 @@ AGE_OF = {"pfifo": ["age-pfifofast"], "codel": ["age-prio-codel"], "fqcodel": ["
           "cake": ["age-cake", "age-cake-strict"], "pie": ["age-prio-pie"], "fqpie": ["age-prio-fqpie"]}
 
 # ------------------------------------------------------------------------------------------
-# the paper's numbers, transcribed from the seed text (shared/seeds/000_*.txt, section V):
+# the paper's numbers (seed 000, section V), as docs/repro/age-based.md lists them:
 # Table III (1 Gb/s) and Table IV (10 Gb/s): mean FCT and its 95% CI in ms, age-based and base
 # version; Table V (1 Gb/s) and Table VI (10 Gb/s): P50/P75/P95/P99 in ms.
 # ------------------------------------------------------------------------------------------
@@ -290,7 +292,7 @@ def load(directory, end_margin=None) -> cmp.Data:
     if end_margin is None:
         sj = Path(directory) / "sweep.json"
         end_margin = json.loads(sj.read_text()).get("end_margin") if sj.exists() else None
-    return cmp.apply_end_margin(data, cmp.parse_seconds(end_margin))
+    return cmp.apply_end_margin(data, parse_seconds(end_margin))
 
 
 def fct_ms(data: cmp.Data, point: str) -> np.ndarray:
@@ -308,9 +310,10 @@ def mean_table(data: cmp.Data, setup: str) -> pd.DataFrame:
             if base not in data.points or age not in data.points:
                 continue
             a, b = fct_ms(data, age), fct_ms(data, base)
-            am, aci = cmp.mean_ci(a)
-            bm, bci = cmp.mean_ci(b)
-            g, glo, ghi = cmp.gain_ci(a, b)
+            ra, rb = stats.mean_ci(a), stats.mean_ci(b)
+            am, aci, bm, bci = ra["mean"], ra["half_width"], rb["mean"], rb["half_width"]
+            rg = stats.gain(a, b, allow_small=True)
+            g, glo, ghi = rg["gain"], rg["lo"], rg["hi"]
             pam, paci, pbm, pbci, pg = PAPER_MEAN[setup][base] if age == AGE_OF[base][0] else (math.nan,) * 5
             rows.append({"base": base, "age": age, "age_mean_ms": am, "age_ci_ms": aci, "base_mean_ms": bm,
                          "base_ci_ms": bci, "gain": g, "gain_lo": glo, "gain_hi": ghi, "flows_age": a.size,
@@ -325,7 +328,7 @@ def pct_table(data: cmp.Data, setup: str) -> pd.DataFrame:
     for name, _, _, paper in CONFIGS:
         if name not in data.points:
             continue
-        ps = cmp.percentiles(fct_ms(data, name))
+        ps = list(stats.percentiles(fct_ms(data, name), cmp.PCTS).values())
         pp = PAPER_PCT[setup].get(name, (math.nan,) * 4)
         rows.append({"point": name, **{f"p{q}": v for q, v in zip((50, 75, 95, 99), ps)},
                      **{f"paper_p{q}": v for q, v in zip((50, 75, 95, 99), pp)}})
@@ -369,10 +372,12 @@ def threshold_table(data: cmp.Data, base_data: Optional[cmp.Data], setup: str) -
             label = f"T={THRESHOLD[setup] / 1e6:.4g}MB"
         x = fct_ms(d, p)
         base = cmp.age_base(name, BASES)
-        m, ci = cmp.mean_ci(x)
+        r = stats.mean_ci(x)
+        m, ci = r["mean"], r["half_width"]
         g = glo = ghi = math.nan
         if base_data is not None and base in base_data.points:
-            g, glo, ghi = cmp.gain_ci(x, fct_ms(base_data, base))
+            rg = stats.gain(x, fct_ms(base_data, base), allow_small=True)
+            g, glo, ghi = rg["gain"], rg["lo"], rg["hi"]
         thr = THRESHOLD[setup] if d is base_data else float(label.split("=")[1][:-2]) * 1e6
         rows.append({"variant": name, "threshold_bytes": thr,
                      "label": label, "mean_ms": m, "ci_ms": ci, "base": base, "gain": g, "gain_lo": glo, "gain_hi": ghi})
@@ -483,7 +488,7 @@ def plot_fct_vs_size(setup: str, data: cmp.Data, out: Path, made: list, suffix: 
         for p, c in zip([base] + AGE_OF[base], ["#8c8c8c", "#4C72B0", "#C44E52"]):
             if p not in data.points:
                 continue
-            b = cmp.fct_vs_size(cmp._fct_flows(cmp._point_flows(data, p)))
+            b = stats.fct_by_size(cmp._fct_flows(cmp._point_flows(data, p)))
             b = b[b["count"] >= 5]
             ax.plot(b["size_center"], b["mean"] * 1e3, marker="o", ms=2.5, lw=1.2, color=c, label=p)
         ax.axvline(THRESHOLD[setup], color="k", ls=":", lw=1)
@@ -506,10 +511,11 @@ def plot_lorenz(setup: str, data: cmp.Data, out: Path, made: list, suffix: str =
         for p, c in zip([base] + AGE_OF[base][:1], ["#8c8c8c", "#4C72B0"]):
             if p not in data.points:
                 continue
-            th = cmp.throughputs(cmp._point_flows(data, p))
-            x, L = cmp.lorenz(th)
+            th = cmp.flow_throughputs(cmp._point_flows(data, p))
+            lc = stats.lorenz_curve(th)
+            x, L = lc["share_flows"].to_numpy(), lc["share_total"].to_numpy()
             k = max(1, x.size // 400)
-            gap = cmp.lorenz_gap(th)
+            gap = stats.lorenz_gap(th)
             ax.plot(x[::k], L[::k], color=c, lw=1.2, label=f"{p}: gap {gap:.3f}")
             i = int(np.argmax(x - L))
             ax.plot([x[i], x[i]], [L[i], x[i]], color=c, lw=0.8, ls="--")
@@ -532,7 +538,7 @@ def plot_thresholds(setup: str, tt: pd.DataFrame, base_data: Optional[cmp.Data],
         ax.errorbar(g["threshold_bytes"], g["mean_ms"], yerr=g["ci_ms"], marker="o", ms=3, capsize=2, color=c, label=v)
         b = cmp.age_base(v, BASES)
         if base_data is not None and b in base_data.points:
-            ax.axhline(cmp.mean_ci(fct_ms(base_data, b))[0], color=c, ls=":", lw=1)
+            ax.axhline(stats.mean_ci(fct_ms(base_data, b))["mean"], color=c, ls=":", lw=1)
     ax.axvline(THRESHOLD[setup], color="k", ls="--", lw=0.8)
     ax.axvline(ANALYTIC_THRESHOLD[setup], color="k", ls="-.", lw=0.8)
     ax.set_xscale("log")

@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import sweep as _sweep
+from .. import sweeps as _sweep
 from ..results import Result
 
 SWEEPS = ("halving", "bbr", "cubic-100m", "reno-100m")

@@ -24,7 +24,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import sweep as _sweep
+from .. import sweeps as _sweep
 from ..results import Result
 
 ALPHAS = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875)

@@ -481,7 +481,7 @@ def _rel(p: Path) -> str:
 
 
 def run_sweeps(results: Path, jobs: int, repeats: Optional[int], only: Sequence[str]) -> dict:
-    from .. import sweep as sw
+    from .. import sweeps as sw
 
     walls = {}
     for s in only:

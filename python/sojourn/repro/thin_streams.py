@@ -361,7 +361,7 @@ def table_throughput(df: pd.DataFrame, panel: Optional[str], x: str) -> str:
 
 
 def _sweep(study: str, out: Path, jobs: Optional[int], repeats: Optional[int], duration: Optional[str]) -> Path:
-    from sojourn import sweep as sw
+    from sojourn import sweeps as sw
 
     src = EXP_DIR / f"{'starvation' if study == 'starvation' else study}.sweep.toml"
     dest = out / study

@@ -20,7 +20,8 @@
 //! whose child holds packets it may not send yet (`NotBefore`) is skipped, and if no level
 //! has a packet ready the earliest `NotBefore` is returned.
 
-use super::registry::{self, BuildCtx};
+use super::registry::BuildCtx;
+use super::spec::{NotLinux, QdiscSpec};
 use super::{AnyQdisc, Dequeue, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params, Value};
@@ -230,121 +231,187 @@ fn size_value(p: &Params, key: &str, v: &Value) -> ConfResult<u64> {
 /// Builds `age` from its parameters (see docs/disciplines/age.md):
 /// `thresholds`, `child` | `children`, `count`, `handle`, `levels`, `count_timeout`.
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Age> {
-    let count = match p.choice("count", &["conntrack", "qdisc", "priority"], "conntrack")? {
-        "qdisc" => CountMode::Qdisc,
-        "priority" => CountMode::Priority,
-        _ => CountMode::Conntrack,
-    };
-    // thresholds: one size or a list of sizes, strictly increasing.
-    let thresholds: Vec<u64> = match p.raw("thresholds") {
-        None => Vec::new(),
-        Some(Value::Array(a)) => a
+    Ok(AgeSpec::parse(p, ctx)?.build(ctx))
+}
+
+/// Typed spec of `age`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgeSpec {
+    /// Inclusive upper bounds of levels 0..N−2, strictly increasing (bytes).
+    pub thresholds: Vec<u64>,
+    /// One spec per level.
+    pub levels: Vec<QdiscSpec>,
+    pub count: CountMode,
+    pub handle_major: u32,
+    pub count_timeout: Duration,
+}
+
+impl AgeSpec {
+    /// Level `i`'s child gets `ctx.child(i)`.
+    pub fn build(&self, ctx: &BuildCtx) -> Age {
+        let levels = self
+            .levels
             .iter()
-            .map(|v| size_value(p, "thresholds", v))
-            .collect::<ConfResult<_>>()?,
-        Some(v) => vec![size_value(p, "thresholds", v)?],
-    };
-    if !thresholds.windows(2).all(|w| w[0] < w[1]) {
-        return Err(p.err(
-            "thresholds",
-            "thresholds must be strictly increasing (level i holds ages up to thresholds[i])",
-        ));
-    }
-    match count {
-        CountMode::Priority if !thresholds.is_empty() => {
-            return Err(p.err(
-                "thresholds",
-                "count = \"priority\" takes the level from pkt.priority; give `levels` instead",
-            ))
-        }
-        CountMode::Conntrack | CountMode::Qdisc if thresholds.is_empty() => {
-            return Err(p.err(
-                "thresholds",
-                "needs at least one threshold in bytes (e.g. thresholds = [6331208])",
-            ))
-        }
-        _ => {}
-    }
-    let handle_major = p.u32("handle", 1, 1, 0xffff)?;
-    if count != CountMode::Priority && p.has("handle") {
-        return Err(p.err("handle", "`handle` is only used with count = \"priority\""));
-    }
-    let count_timeout = p.duration("count_timeout", Duration::from_secs(120))?;
-    if count != CountMode::Qdisc && p.has("count_timeout") {
-        return Err(p.err(
-            "count_timeout",
-            "`count_timeout` is only used with count = \"qdisc\"",
-        ));
-    }
-    if count_timeout.is_zero() {
-        return Err(p.err("count_timeout", "must be positive"));
+            .enumerate()
+            .map(|(i, c)| c.build(&ctx.child(i as u64)))
+            .collect();
+        Age::new(
+            self.thresholds.clone(),
+            levels,
+            self.count,
+            self.handle_major,
+            self.count_timeout,
+        )
     }
 
-    // Children: one spec for every level, or one per level.
-    let child = p.raw("child");
-    let children = match p.raw("children") {
-        None => None,
-        Some(Value::Array(a)) => Some(a),
-        Some(v) => {
+    /// `thresholds`, `child` | `children`, `count`, `handle`, `levels`, `count_timeout`.
+    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<AgeSpec> {
+        let count = match p.choice("count", &["conntrack", "qdisc", "priority"], "conntrack")? {
+            "qdisc" => CountMode::Qdisc,
+            "priority" => CountMode::Priority,
+            _ => CountMode::Conntrack,
+        };
+        // thresholds: one size or a list of sizes, strictly increasing.
+        let thresholds: Vec<u64> = match p.raw("thresholds") {
+            None => Vec::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| size_value(p, "thresholds", v))
+                .collect::<ConfResult<_>>()?,
+            Some(v) => vec![size_value(p, "thresholds", v)?],
+        };
+        if !thresholds.windows(2).all(|w| w[0] < w[1]) {
             return Err(p.err(
-                "children",
-                format!("expected a list of qdisc specs, got {}", v.type_name()),
-            ))
-        }
-    };
-    if child.is_some() && children.is_some() {
-        return Err(p.err("children", "give either `child` or `children`, not both"));
-    }
-    let levels_given = if p.has("levels") {
-        Some(p.u32("levels", 2, 1, 16)? as usize)
-    } else {
-        None
-    };
-    let n = match count {
-        CountMode::Priority => levels_given.or(children.map(|c| c.len())).unwrap_or(2),
-        _ => thresholds.len() + 1,
-    };
-    if let Some(l) = levels_given {
-        if l != n {
-            return Err(p.err(
-                "levels",
-                format!("{l} levels but {} thresholds make {n}", thresholds.len()),
+                "thresholds",
+                "thresholds must be strictly increasing (level i holds ages up to thresholds[i])",
             ));
         }
-    }
-    if n > 16 {
-        return Err(p.err("thresholds", "at most 16 levels (15 thresholds)"));
-    }
-    let default_child = Value::Str("pfifo".into());
-    let mut levels = Vec::with_capacity(n);
-    match children {
-        Some(list) => {
-            if list.len() != n {
+        match count {
+            CountMode::Priority if !thresholds.is_empty() => {
+                return Err(p.err(
+                    "thresholds",
+                    "count = \"priority\" takes the level from pkt.priority; give `levels` instead",
+                ))
+            }
+            CountMode::Conntrack | CountMode::Qdisc if thresholds.is_empty() => {
+                return Err(p.err(
+                    "thresholds",
+                    "needs at least one threshold in bytes (e.g. thresholds = [6331208])",
+                ))
+            }
+            _ => {}
+        }
+        let handle_major = p.u32("handle", 1, 1, 0xffff)?;
+        if count != CountMode::Priority && p.has("handle") {
+            return Err(p.err("handle", "`handle` is only used with count = \"priority\""));
+        }
+        let count_timeout = p.duration("count_timeout", Duration::from_secs(120))?;
+        if count != CountMode::Qdisc && p.has("count_timeout") {
+            return Err(p.err(
+                "count_timeout",
+                "`count_timeout` is only used with count = \"qdisc\"",
+            ));
+        }
+        if count_timeout.is_zero() {
+            return Err(p.err("count_timeout", "must be positive"));
+        }
+
+        // Children: one spec for every level, or one per level.
+        let child = p.raw("child");
+        let children = match p.raw("children") {
+            None => None,
+            Some(Value::Array(a)) => Some(a),
+            Some(v) => {
                 return Err(p.err(
                     "children",
-                    format!("{} children given for {n} levels", list.len()),
+                    format!("expected a list of qdisc specs, got {}", v.type_name()),
+                ))
+            }
+        };
+        if child.is_some() && children.is_some() {
+            return Err(p.err("children", "give either `child` or `children`, not both"));
+        }
+        let levels_given = if p.has("levels") {
+            Some(p.u32("levels", 2, 1, 16)? as usize)
+        } else {
+            None
+        };
+        let n = match count {
+            CountMode::Priority => levels_given.or(children.map(|c| c.len())).unwrap_or(2),
+            _ => thresholds.len() + 1,
+        };
+        if let Some(l) = levels_given {
+            if l != n {
+                return Err(p.err(
+                    "levels",
+                    format!("{l} levels but {} thresholds make {n}", thresholds.len()),
                 ));
             }
-            for (i, spec) in list.iter().enumerate() {
-                let path = format!("{}[{i}]", p.key_path("children"));
-                levels.push(registry::build(spec, &path, &ctx.child(i as u64))?);
+        }
+        if n > 16 {
+            return Err(p.err("thresholds", "at most 16 levels (15 thresholds)"));
+        }
+        let default_child = Value::Str("pfifo".into());
+        let mut levels = Vec::with_capacity(n);
+        match children {
+            Some(list) => {
+                if list.len() != n {
+                    return Err(p.err(
+                        "children",
+                        format!("{} children given for {n} levels", list.len()),
+                    ));
+                }
+                for (i, spec) in list.iter().enumerate() {
+                    let path = format!("{}[{i}]", p.key_path("children"));
+                    levels.push(QdiscSpec::parse(spec, &path, ctx)?);
+                }
+            }
+            None => {
+                let spec = child.unwrap_or(&default_child);
+                let path = p.key_path("child");
+                levels.resize(n, QdiscSpec::parse(spec, &path, ctx)?);
             }
         }
-        None => {
-            let spec = child.unwrap_or(&default_child);
-            let path = p.key_path("child");
-            for i in 0..n {
-                levels.push(registry::build(spec, &path, &ctx.child(i as u64))?);
-            }
-        }
+        Ok(AgeSpec {
+            thresholds,
+            levels,
+            count,
+            handle_major,
+            count_timeout,
+        })
     }
-    Ok(Age::new(
-        thresholds,
-        levels,
-        count,
-        handle_major,
-        count_timeout,
-    ))
+}
+
+impl AgeSpec {
+    /// With `count = "priority"` the level is `skb->priority`'s minor − 1 under major
+    /// `handle`, anything else the last level: exactly `prio bands N` with every priomap
+    /// entry N−1 (prio_classify), so that is its tc line. Counting bytes is not a qdisc's
+    /// job in Linux ([`not_linux`]).
+    pub fn tc_args(&self) -> Result<(&'static str, Vec<String>), NotLinux> {
+        let n = self.levels.len();
+        if self.count != CountMode::Priority {
+            return Err(not_linux());
+        }
+        if n < 2 {
+            return Err(NotLinux::new(
+                "age",
+                "one level is no priority scheduler; prio needs at least 2 bands",
+            ));
+        }
+        let mut a = vec!["bands".into(), n.to_string(), "priomap".into()];
+        a.extend(std::iter::repeat_n((n - 1).to_string(), 16));
+        Ok(("prio", a))
+    }
+}
+
+/// Why `age` has no tc line of its own.
+pub fn not_linux() -> NotLinux {
+    NotLinux::new(
+        "age",
+        "age classifies by connection bytes, which no Linux qdisc reads; Linux needs an \
+         nftables `ct bytes` rule setting skb->priority plus prio (a classifier and prio in \
+         the experiment), or run it with `sojourn emulate`",
+    )
 }
 
 #[cfg(test)]

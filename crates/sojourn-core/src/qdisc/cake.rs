@@ -17,6 +17,7 @@
 //! the kernel function whose behaviour a block reproduces. Times are signed ns (`ktime_t`).
 
 use super::cobalt::{self, CobaltParams, CobaltVars};
+use super::spec::{tc_rate, tc_size, tc_time, NotLinux, TcKey};
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::{proto, seq32, tcp_flags, Packet, TransportHeader};
 use crate::params::{ConfResult, Params, Value};
@@ -137,8 +138,8 @@ pub enum TinMode {
     Strict,
 }
 
-/// Everything `tc qdisc add ... cake` can set, in kernel units.
-#[derive(Clone, Debug)]
+/// Everything `tc qdisc add ... cake` can set, in kernel units: CAKE's typed spec.
+#[derive(Clone, Debug, PartialEq)]
 pub struct CakeConfig {
     /// Shaper rate in bytes/s (tc passes bytes/s); 0 = unlimited (no shaper).
     pub rate_bytes_per_s: u64,
@@ -1574,153 +1575,306 @@ const OVERHEAD_PRESETS: [(&str, i32, u32, AtmMode); 14] = [
 
 /// Builds CAKE from tc-named parameters (see docs/disciplines/cake.md).
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Cake> {
-    let mut cfg = CakeConfig {
-        mtu_bytes: ctx.mtu_bytes,
-        ..CakeConfig::default()
-    };
+    Ok(Cake::new(
+        CakeConfig::parse(p, ctx)?,
+        ctx.rng(),
+        ctx.hash_salt(),
+    ))
+}
 
-    // bandwidth RATE | "unlimited"
-    cfg.rate_bytes_per_s = match p.raw("bandwidth") {
-        None => 0,
-        Some(Value::Str(s)) if s == "unlimited" => 0,
-        Some(Value::Str(s)) => {
-            let bps = units::parse_rate(s).map_err(|m| p.err("bandwidth", m))?;
-            if bps < 8 {
+/// `tc qdisc … cake` arguments in `tc qdisc show` order: `bandwidth RATE | unlimited`,
+/// diffserv mode, flow mode, `nat|nonat`, `wash|nowash`, [`ingress`], ACK filter,
+/// `split-gso|no-split-gso`, `rtt T`, [`raw`], `atm|ptm|noatm`, `overhead N`, [`mpu N`],
+/// [`memlimit SIZE`]. tc has no `target` keyword (it sends rtt/20) and no tin scheduling
+/// choice, so those are sojourn-only when they differ.
+pub fn tc_args(c: &CakeConfig) -> Result<Vec<String>, NotLinux> {
+    if c.tin_mode != TinMode::Linux {
+        return Err(NotLinux::new(
+            "cake",
+            "tin_mode other than \"linux\" is a sojourn extension with no tc option; \
+             run it with `sojourn emulate`",
+        ));
+    }
+    if c.target.as_ns() != (c.rtt.as_ns() / 20).max(1000) {
+        return Err(NotLinux::new(
+            "cake",
+            "a target other than rtt/20 has no tc keyword (tc derives target from rtt)",
+        ));
+    }
+    let mut a: Vec<String> = Vec::new();
+    if c.rate_bytes_per_s == 0 {
+        // Input syntax: the keyword alone (`tc qdisc show` prints `bandwidth unlimited`).
+        a.push("unlimited".into());
+    } else {
+        a.extend(["bandwidth".into(), tc_rate(c.rate_bytes_per_s * 8)]);
+    }
+    a.push(
+        match c.diffserv {
+            DiffservMode::Besteffort => "besteffort",
+            DiffservMode::Diffserv3 => "diffserv3",
+            DiffservMode::Diffserv4 => "diffserv4",
+            DiffservMode::Diffserv8 => "diffserv8",
+            DiffservMode::Precedence => "precedence",
+        }
+        .into(),
+    );
+    a.push(FlowMode::NAMES[c.flow_mode.0 as usize].into());
+    a.push(if c.nat { "nat" } else { "nonat" }.into());
+    a.push(if c.wash { "wash" } else { "nowash" }.into());
+    if c.ingress {
+        a.push("ingress".into());
+    }
+    a.push(
+        match c.ack_filter {
+            AckFilter::Off => "no-ack-filter",
+            AckFilter::Filter => "ack-filter",
+            AckFilter::Aggressive => "ack-filter-aggressive",
+        }
+        .into(),
+    );
+    a.push(
+        if c.split_gso {
+            "split-gso"
+        } else {
+            "no-split-gso"
+        }
+        .into(),
+    );
+    a.extend(["rtt".into(), tc_time("cake", "rtt", c.rtt)?]);
+    if !c.overhead_compensation {
+        a.push("raw".into());
+    }
+    match c.atm {
+        AtmMode::Atm => a.push("atm".into()),
+        AtmMode::Ptm => a.push("ptm".into()),
+        // tc prints `noatm` only when not raw (raw implies it).
+        AtmMode::None if c.overhead_compensation => a.push("noatm".into()),
+        AtmMode::None => {}
+    }
+    a.extend(["overhead".into(), c.overhead_bytes.to_string()]);
+    if c.mpu_bytes > 0 {
+        a.extend(["mpu".into(), c.mpu_bytes.to_string()]);
+    }
+    if c.memlimit_bytes > 0 {
+        a.extend(["memlimit".into(), tc_size(c.memlimit_bytes)]);
+    }
+    Ok(a)
+}
+
+/// tc keywords of `cake` (tc-cake(8)); overhead presets map to `overhead_preset`.
+pub const TC_KEYS: &[TcKey] = &[
+    TcKey::Rate("bandwidth", "bandwidth"),
+    TcKey::Choice("unlimited", "bandwidth", "unlimited"),
+    TcKey::Time("rtt", "rtt"),
+    TcKey::Choice("datacentre", "rtt", "datacentre"),
+    TcKey::Choice("lan", "rtt", "lan"),
+    TcKey::Choice("metro", "rtt", "metro"),
+    TcKey::Choice("regional", "rtt", "regional"),
+    TcKey::Choice("internet", "rtt", "internet"),
+    TcKey::Choice("oceanic", "rtt", "oceanic"),
+    TcKey::Choice("satellite", "rtt", "satellite"),
+    TcKey::Choice("interplanetary", "rtt", "interplanetary"),
+    TcKey::Choice("besteffort", "diffserv", "besteffort"),
+    TcKey::Choice("diffserv3", "diffserv", "diffserv3"),
+    TcKey::Choice("diffserv4", "diffserv", "diffserv4"),
+    TcKey::Choice("diffserv8", "diffserv", "diffserv8"),
+    TcKey::Choice("precedence", "diffserv", "precedence"),
+    TcKey::Choice("flowblind", "flow_mode", "flowblind"),
+    TcKey::Choice("srchost", "flow_mode", "srchost"),
+    TcKey::Choice("dsthost", "flow_mode", "dsthost"),
+    TcKey::Choice("hosts", "flow_mode", "hosts"),
+    TcKey::Choice("flows", "flow_mode", "flows"),
+    TcKey::Choice("dual-srchost", "flow_mode", "dual-srchost"),
+    TcKey::Choice("dual-dsthost", "flow_mode", "dual-dsthost"),
+    TcKey::Choice("triple-isolate", "flow_mode", "triple-isolate"),
+    TcKey::Flag("nat", "nat", true),
+    TcKey::Flag("nonat", "nat", false),
+    TcKey::Flag("wash", "wash", true),
+    TcKey::Flag("nowash", "wash", false),
+    TcKey::Flag("ingress", "ingress", true),
+    TcKey::Flag("egress", "ingress", false),
+    TcKey::Choice("no-ack-filter", "ack_filter", "no-ack-filter"),
+    TcKey::Choice("ack-filter", "ack_filter", "ack-filter"),
+    TcKey::Choice(
+        "ack-filter-aggressive",
+        "ack_filter",
+        "ack-filter-aggressive",
+    ),
+    TcKey::Flag("split-gso", "split_gso", true),
+    TcKey::Flag("no-split-gso", "split_gso", false),
+    TcKey::Choice("atm", "atm", "atm"),
+    TcKey::Choice("ptm", "atm", "ptm"),
+    TcKey::Choice("noatm", "atm", "noatm"),
+    TcKey::Int("overhead", "overhead"),
+    TcKey::Int("mpu", "mpu"),
+    TcKey::Size("memlimit", "memlimit"),
+    TcKey::Choice("raw", "overhead_preset", "raw"),
+    TcKey::Choice("conservative", "overhead_preset", "conservative"),
+    TcKey::Choice("ipoa-vcmux", "overhead_preset", "ipoa-vcmux"),
+    TcKey::Choice("ipoa-llcsnap", "overhead_preset", "ipoa-llcsnap"),
+    TcKey::Choice("bridged-vcmux", "overhead_preset", "bridged-vcmux"),
+    TcKey::Choice("bridged-llcsnap", "overhead_preset", "bridged-llcsnap"),
+    TcKey::Choice("pppoa-vcmux", "overhead_preset", "pppoa-vcmux"),
+    TcKey::Choice("pppoa-llc", "overhead_preset", "pppoa-llc"),
+    TcKey::Choice("pppoe-vcmux", "overhead_preset", "pppoe-vcmux"),
+    TcKey::Choice("pppoe-llcsnap", "overhead_preset", "pppoe-llcsnap"),
+    TcKey::Choice("pppoe-ptm", "overhead_preset", "pppoe-ptm"),
+    TcKey::Choice("bridged-ptm", "overhead_preset", "bridged-ptm"),
+    TcKey::Choice("ethernet", "overhead_preset", "ethernet"),
+    TcKey::Choice("docsis", "overhead_preset", "docsis"),
+];
+
+impl CakeConfig {
+    /// Parses CAKE's tc-named parameters (see docs/disciplines/cake.md).
+    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<CakeConfig> {
+        let mut cfg = CakeConfig {
+            mtu_bytes: ctx.mtu_bytes,
+            ..CakeConfig::default()
+        };
+
+        // bandwidth RATE | "unlimited"
+        cfg.rate_bytes_per_s = match p.raw("bandwidth") {
+            None => 0,
+            Some(Value::Str(s)) if s == "unlimited" => 0,
+            Some(Value::Str(s)) => {
+                let bps = units::parse_rate(s).map_err(|m| p.err("bandwidth", m))?;
+                if bps < 8 {
+                    return Err(p.err(
+                        "bandwidth",
+                        "a rate below 8 bit/s is 0 bytes/s; use \"unlimited\" for no shaper",
+                    ));
+                }
+                bps / 8
+            }
+            Some(Value::Int(0)) => 0,
+            Some(v) => {
                 return Err(p.err(
                     "bandwidth",
-                    "a rate below 8 bit/s is 0 bytes/s; use \"unlimited\" for no shaper",
-                ));
+                    format!(
+                        "expected a rate like \"20Mbit\" or \"unlimited\", got {}",
+                        v.type_name()
+                    ),
+                ))
             }
-            bps / 8
-        }
-        Some(Value::Int(0)) => 0,
-        Some(v) => {
-            return Err(p.err(
-                "bandwidth",
-                format!(
-                    "expected a rate like \"20Mbit\" or \"unlimited\", got {}",
-                    v.type_name()
-                ),
-            ))
-        }
-    };
-    // rtt TIME | keyword; target = rtt/20 (min 1 us) unless `target` is given.
-    match p.raw("rtt") {
-        None => {}
-        Some(Value::Str(s)) => {
-            if let Some(&(_, i, t)) = RTT_PRESETS.iter().find(|(n, _, _)| *n == s.as_str()) {
-                cfg.rtt = Duration(i);
-                cfg.target = Duration(t);
-            } else {
-                let d = units::parse_duration(s).map_err(|m| {
-                    let names: Vec<&str> = RTT_PRESETS.iter().map(|x| x.0).collect();
-                    p.err("rtt", format!("{m}; or one of {}", names.join(", ")))
-                })?;
-                if d.as_ns() < 1000 {
-                    return Err(p.err("rtt", "rtt must be at least 1us"));
+        };
+        // rtt TIME | keyword; target = rtt/20 (min 1 us) unless `target` is given.
+        match p.raw("rtt") {
+            None => {}
+            Some(Value::Str(s)) => {
+                if let Some(&(_, i, t)) = RTT_PRESETS.iter().find(|(n, _, _)| *n == s.as_str()) {
+                    cfg.rtt = Duration(i);
+                    cfg.target = Duration(t);
+                } else {
+                    let d = units::parse_duration(s).map_err(|m| {
+                        let names: Vec<&str> = RTT_PRESETS.iter().map(|x| x.0).collect();
+                        p.err("rtt", format!("{m}; or one of {}", names.join(", ")))
+                    })?;
+                    if d.as_ns() < 1000 {
+                        return Err(p.err("rtt", "rtt must be at least 1us"));
+                    }
+                    cfg.rtt = d;
+                    cfg.target = Duration((d.as_ns() / 20).max(1000));
                 }
-                cfg.rtt = d;
-                cfg.target = Duration((d.as_ns() / 20).max(1000));
             }
-        }
-        Some(v) => {
-            return Err(p.err(
-                "rtt",
-                format!(
+            Some(v) => {
+                return Err(p.err(
+                    "rtt",
+                    format!(
                     "expected a duration like \"100ms\" or a keyword such as \"internet\", got {}",
                     v.type_name()
                 ),
-            ))
+                ))
+            }
         }
-    }
-    if let Some(t) = p.duration_opt("target")? {
-        if t.as_ns() < 1000 {
-            return Err(p.err("target", "target must be at least 1us"));
+        if let Some(t) = p.duration_opt("target")? {
+            if t.as_ns() < 1000 {
+                return Err(p.err("target", "target must be at least 1us"));
+            }
+            cfg.target = t;
         }
-        cfg.target = t;
-    }
 
-    cfg.diffserv = match p.choice(
-        "diffserv",
-        &[
-            "besteffort",
+        cfg.diffserv = match p.choice(
+            "diffserv",
+            &[
+                "besteffort",
+                "diffserv3",
+                "diffserv4",
+                "diffserv8",
+                "precedence",
+            ],
             "diffserv3",
-            "diffserv4",
-            "diffserv8",
-            "precedence",
-        ],
-        "diffserv3",
-    )? {
-        "besteffort" => DiffservMode::Besteffort,
-        "diffserv4" => DiffservMode::Diffserv4,
-        "diffserv8" => DiffservMode::Diffserv8,
-        "precedence" => DiffservMode::Precedence,
-        _ => DiffservMode::Diffserv3,
-    };
-    let fm = p.choice("flow_mode", &FlowMode::NAMES, "triple-isolate")?;
-    cfg.flow_mode = FlowMode(FlowMode::NAMES.iter().position(|n| *n == fm).unwrap() as u8);
+        )? {
+            "besteffort" => DiffservMode::Besteffort,
+            "diffserv4" => DiffservMode::Diffserv4,
+            "diffserv8" => DiffservMode::Diffserv8,
+            "precedence" => DiffservMode::Precedence,
+            _ => DiffservMode::Diffserv3,
+        };
+        let fm = p.choice("flow_mode", &FlowMode::NAMES, "triple-isolate")?;
+        cfg.flow_mode = FlowMode(FlowMode::NAMES.iter().position(|n| *n == fm).unwrap() as u8);
 
-    // Overhead: a preset keyword, then explicit overhead/mpu/atm override its parts.
-    let preset_names: Vec<&'static str> = OVERHEAD_PRESETS.iter().map(|x| x.0).collect();
-    let preset_given = p.has("overhead_preset");
-    let preset = p.choice("overhead_preset", &preset_names, "raw")?;
-    let &(_, pre_overhead, pre_mpu, pre_atm) =
-        OVERHEAD_PRESETS.iter().find(|x| x.0 == preset).unwrap();
-    let overhead_given = p.has("overhead");
-    let vlan_tags = p.u32("ether_vlan", 0, 0, 8)?;
-    cfg.overhead_bytes =
-        p.int("overhead", pre_overhead as i64, -64, 256)? as i32 + 4 * vlan_tags as i32;
-    cfg.mpu_bytes = p.u32("mpu", pre_mpu, 0, 256)?;
-    let atm_default = match pre_atm {
-        AtmMode::None => "none",
-        AtmMode::Atm => "atm",
-        AtmMode::Ptm => "ptm",
-    };
-    cfg.atm = match p.choice("atm", &["none", "noatm", "atm", "ptm"], atm_default)? {
-        "atm" => AtmMode::Atm,
-        "ptm" => AtmMode::Ptm,
-        _ => AtmMode::None,
-    };
-    // `raw` (explicit) clears compensation like TCA_CAKE_RAW; any other preset, an explicit
-    // overhead or a VLAN tag sets it (TCA_CAKE_OVERHEAD).
-    cfg.overhead_compensation = if preset_given && preset == "raw" {
-        false
-    } else {
-        (preset_given && preset != "raw") || overhead_given || vlan_tags > 0
-    };
+        // Overhead: a preset keyword, then explicit overhead/mpu/atm override its parts.
+        let preset_names: Vec<&'static str> = OVERHEAD_PRESETS.iter().map(|x| x.0).collect();
+        let preset_given = p.has("overhead_preset");
+        let preset = p.choice("overhead_preset", &preset_names, "raw")?;
+        let &(_, pre_overhead, pre_mpu, pre_atm) =
+            OVERHEAD_PRESETS.iter().find(|x| x.0 == preset).unwrap();
+        let overhead_given = p.has("overhead");
+        let vlan_tags = p.u32("ether_vlan", 0, 0, 8)?;
+        cfg.overhead_bytes =
+            p.int("overhead", pre_overhead as i64, -64, 256)? as i32 + 4 * vlan_tags as i32;
+        cfg.mpu_bytes = p.u32("mpu", pre_mpu, 0, 256)?;
+        let atm_default = match pre_atm {
+            AtmMode::None => "none",
+            AtmMode::Atm => "atm",
+            AtmMode::Ptm => "ptm",
+        };
+        cfg.atm = match p.choice("atm", &["none", "noatm", "atm", "ptm"], atm_default)? {
+            "atm" => AtmMode::Atm,
+            "ptm" => AtmMode::Ptm,
+            _ => AtmMode::None,
+        };
+        // `raw` (explicit) clears compensation like TCA_CAKE_RAW; any other preset, an explicit
+        // overhead or a VLAN tag sets it (TCA_CAKE_OVERHEAD).
+        cfg.overhead_compensation = if preset_given && preset == "raw" {
+            false
+        } else {
+            (preset_given && preset != "raw") || overhead_given || vlan_tags > 0
+        };
 
-    cfg.memlimit_bytes = p.bytes("memlimit", 0)?;
-    if cfg.memlimit_bytes > u32::MAX as u64 {
-        return Err(p.err(
-            "memlimit",
-            "memlimit is a 32-bit byte count (at most 4 GiB - 1)",
-        ));
-    }
-    cfg.ack_filter = match p.choice(
-        "ack_filter",
-        &[
+        cfg.memlimit_bytes = p.bytes("memlimit", 0)?;
+        if cfg.memlimit_bytes > u32::MAX as u64 {
+            return Err(p.err(
+                "memlimit",
+                "memlimit is a 32-bit byte count (at most 4 GiB - 1)",
+            ));
+        }
+        cfg.ack_filter = match p.choice(
+            "ack_filter",
+            &[
+                "none",
+                "no-ack-filter",
+                "ack-filter",
+                "ack-filter-aggressive",
+            ],
             "none",
-            "no-ack-filter",
-            "ack-filter",
-            "ack-filter-aggressive",
-        ],
-        "none",
-    )? {
-        "ack-filter" => AckFilter::Filter,
-        "ack-filter-aggressive" => AckFilter::Aggressive,
-        _ => AckFilter::Off,
-    };
-    cfg.ingress = p.bool("ingress", false)?;
-    cfg.wash = p.bool("wash", false)?;
-    cfg.split_gso = p.bool("split_gso", true)?;
-    cfg.nat = p.bool("nat", false)?;
-    cfg.handle_major = p.u32("handle", 1, 1, 0xffff)? as u16;
-    cfg.tin_mode = match p.choice("tin_mode", &["linux", "drr", "strict"], "linux")? {
-        "drr" => TinMode::Drr,
-        "strict" => TinMode::Strict,
-        _ => TinMode::Linux,
-    };
-    Ok(Cake::new(cfg, ctx.rng(), ctx.hash_salt()))
+        )? {
+            "ack-filter" => AckFilter::Filter,
+            "ack-filter-aggressive" => AckFilter::Aggressive,
+            _ => AckFilter::Off,
+        };
+        cfg.ingress = p.bool("ingress", false)?;
+        cfg.wash = p.bool("wash", false)?;
+        cfg.split_gso = p.bool("split_gso", true)?;
+        cfg.nat = p.bool("nat", false)?;
+        cfg.handle_major = p.u32("handle", 1, 1, 0xffff)? as u16;
+        cfg.tin_mode = match p.choice("tin_mode", &["linux", "drr", "strict"], "linux")? {
+            "drr" => TinMode::Drr,
+            "strict" => TinMode::Strict,
+            _ => TinMode::Linux,
+        };
+        Ok(cfg)
+    }
 }
 
 #[cfg(test)]

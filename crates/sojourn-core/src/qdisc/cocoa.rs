@@ -17,6 +17,7 @@
 //! `literal = true` reproduces the seed where its behaviour is defined.
 
 use super::fq::{Admit, FlowPolicy, FqConfig, FqSched};
+use super::spec::NotLinux;
 use super::{BuildCtx, DropReason};
 use crate::params::{ConfResult, Params, Value};
 use crate::time::{Duration, Time};
@@ -308,24 +309,52 @@ impl Cocoa {
     }
 }
 
+/// Typed spec of `cocoa`: the fq parameters it starts from and CoCoA's own.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CocoaSpec {
+    pub fq: FqConfig,
+    pub params: CocoaParams,
+}
+
+impl CocoaSpec {
+    /// Every fq parameter plus `guard_interval`, `max_increase`, `max_monitoring_interval`,
+    /// `literal`.
+    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<CocoaSpec> {
+        let fq = FqConfig::from_params(p, ctx)?;
+        let d = CocoaParams::default();
+        let params = CocoaParams {
+            flow_limit: fq.flow_limit,
+            multiplier: p.f64_in("guard_interval", d.multiplier, 1e-3, 1e3)?,
+            max_increase: p.f64_in("max_increase", d.max_increase, 1.0, 1e3)?,
+            max_gi: seconds_or_duration(p, "max_monitoring_interval", d.max_gi)?,
+            literal: p.bool("literal", false)?,
+        };
+        if params.max_gi.is_zero() {
+            return Err(p.err(
+                "max_monitoring_interval",
+                "a zero maximum GI would end every GI at the next loss; use a positive duration",
+            ));
+        }
+        Ok(CocoaSpec { fq, params })
+    }
+
+    pub fn build(&self) -> Cocoa {
+        Cocoa::new(self.fq.clone(), self.params.clone())
+    }
+}
+
+/// Why `cocoa` has no tc line.
+pub fn not_linux() -> NotLinux {
+    NotLinux::new(
+        "cocoa",
+        "CoCoA is an out-of-tree kernel module (seed 003), not a mainline Linux qdisc; \
+         run it with `sojourn emulate`",
+    )
+}
+
 /// Builder for `kind = "cocoa"`: every fq parameter plus CoCoA's own.
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Cocoa> {
-    let fq = FqConfig::from_params(p, ctx)?;
-    let d = CocoaParams::default();
-    let params = CocoaParams {
-        flow_limit: fq.flow_limit,
-        multiplier: p.f64_in("guard_interval", d.multiplier, 1e-3, 1e3)?,
-        max_increase: p.f64_in("max_increase", d.max_increase, 1.0, 1e3)?,
-        max_gi: seconds_or_duration(p, "max_monitoring_interval", d.max_gi)?,
-        literal: p.bool("literal", false)?,
-    };
-    if params.max_gi.is_zero() {
-        return Err(p.err(
-            "max_monitoring_interval",
-            "a zero maximum GI would end every GI at the next loss; use a positive duration",
-        ));
-    }
-    Ok(Cocoa::new(fq, params))
+    Ok(CocoaSpec::parse(p, ctx)?.build())
 }
 
 #[cfg(test)]

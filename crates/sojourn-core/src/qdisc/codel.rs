@@ -6,6 +6,7 @@
 //! 5 ms, interval 100 ms, ecn off, ce_threshold off, mtu = psched_mtu (1514 B).
 
 use super::codel_law::{codel_dequeue, CodelParams, CodelQueue, CodelStats, CodelVars};
+use super::spec::{tc_time, NotLinux, TcKey};
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
@@ -147,11 +148,64 @@ pub fn codel_params(p: &mut Params, ctx: &BuildCtx, ecn_default: bool) -> ConfRe
     })
 }
 
+/// Typed spec of `codel`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CodelSpec {
+    /// `limit`, packets (1000).
+    pub limit: u64,
+    pub params: CodelParams,
+}
+
+impl CodelSpec {
+    /// `codel [limit PACKETS] [target TIME] [interval TIME] [ecn BOOL] [ce_threshold TIME]`.
+    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<CodelSpec> {
+        let limit = p.u64("limit", 1000, 1, u32::MAX as u64)?;
+        let params = codel_params(p, ctx, false)?;
+        Ok(CodelSpec { limit, params })
+    }
+
+    pub fn build(&self) -> Codel {
+        Codel::new(self.limit as usize, self.params)
+    }
+
+    /// `limit N target T interval T [ecn] [ce_threshold T]` (`tc qdisc show` order).
+    pub fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+        let mut a = vec!["limit".into(), self.limit.to_string()];
+        codel_tc_args("codel", &self.params, &mut a)?;
+        if self.params.ecn {
+            a.push("ecn".into());
+        }
+        Ok(a)
+    }
+}
+
+/// `target T [ce_threshold T] interval T` of codel and fq_codel, in tc's order.
+pub fn codel_tc_args(
+    kind: &'static str,
+    c: &CodelParams,
+    a: &mut Vec<String>,
+) -> Result<(), NotLinux> {
+    a.extend(["target".into(), tc_time(kind, "target", c.target)?]);
+    if let Some(ce) = c.ce_threshold {
+        a.extend(["ce_threshold".into(), tc_time(kind, "ce_threshold", ce)?]);
+    }
+    a.extend(["interval".into(), tc_time(kind, "interval", c.interval)?]);
+    Ok(())
+}
+
+/// tc keywords of `codel`.
+pub const TC_KEYS: &[TcKey] = &[
+    TcKey::Int("limit", "limit"),
+    TcKey::Time("target", "target"),
+    TcKey::Time("interval", "interval"),
+    TcKey::Time("ce_threshold", "ce_threshold"),
+    TcKey::Flag("ecn", "ecn", true),
+    TcKey::Flag("noecn", "ecn", false),
+];
+
 /// `codel [limit PACKETS] [target TIME] [interval TIME] [ecn BOOL] [ce_threshold TIME]`.
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Codel> {
-    let limit = p.u64("limit", 1000, 1, u32::MAX as u64)? as usize;
-    let params = codel_params(p, ctx, false)?;
-    Ok(Codel::new(limit, params))
+    Ok(CodelSpec::parse(p, ctx)?.build())
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! `tx_queue_len · psched_mtu` bytes); pfifo_head_drop, when full, drops the head and
 //! accepts the arrival.
 
+use super::spec::TcKey;
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
@@ -112,26 +113,72 @@ pub type Pfifo = Fifo;
 pub type Bfifo = Fifo;
 pub type PfifoHeadDrop = Fifo;
 
+/// Typed spec of `pfifo`, `pfifo_head_drop` (limit in packets) and `bfifo` (in bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FifoSpec {
+    pub limit: u64,
+}
+
+impl FifoSpec {
+    /// `pfifo [limit PACKETS]` (default `tx_queue_len`).
+    pub fn parse_pfifo(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FifoSpec> {
+        let limit = p.u64("limit", ctx.tx_queue_len as u64, 1, u32::MAX as u64)?;
+        Ok(FifoSpec { limit })
+    }
+
+    /// `bfifo [limit BYTES]` (default `tx_queue_len × psched_mtu`).
+    pub fn parse_bfifo(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FifoSpec> {
+        let default = ctx.tx_queue_len as u64 * ctx.mtu_bytes as u64;
+        let limit = p.bytes("limit", default)?;
+        if limit == 0 {
+            return Err(p.err("limit", "a byte limit must be positive"));
+        }
+        Ok(FifoSpec { limit })
+    }
+
+    /// `pfifo_head_drop [limit PACKETS]`.
+    pub fn parse_head_drop(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FifoSpec> {
+        Self::parse_pfifo(p, ctx)
+    }
+
+    pub fn build_packets(&self) -> Fifo {
+        Fifo::new(Mode::Packets, self.limit)
+    }
+    pub fn build_bytes(&self) -> Fifo {
+        Fifo::new(Mode::Bytes, self.limit)
+    }
+    pub fn build_head_drop(&self) -> Fifo {
+        Fifo::new(Mode::HeadDrop, self.limit)
+    }
+
+    /// `limit N` (packets; `tc qdisc show` prints `limit Np`).
+    pub fn tc_args_packets(&self) -> Vec<String> {
+        vec!["limit".into(), self.limit.to_string()]
+    }
+    /// `limit SIZE` (bytes, in tc's size units).
+    pub fn tc_args_bytes(&self) -> Vec<String> {
+        vec!["limit".into(), super::spec::tc_size(self.limit)]
+    }
+}
+
+/// tc keywords of `pfifo` and `pfifo_head_drop`.
+pub const TC_KEYS_PACKETS: &[TcKey] = &[TcKey::Int("limit", "limit")];
+/// tc keywords of `bfifo`.
+pub const TC_KEYS_BYTES: &[TcKey] = &[TcKey::Size("limit", "limit")];
+
 /// `pfifo [limit PACKETS]`.
 pub fn pfifo(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Fifo> {
-    let limit = p.u64("limit", ctx.tx_queue_len as u64, 1, u32::MAX as u64)?;
-    Ok(Fifo::new(Mode::Packets, limit))
+    Ok(FifoSpec::parse_pfifo(p, ctx)?.build_packets())
 }
 
 /// `bfifo [limit BYTES]`.
 pub fn bfifo(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Fifo> {
-    let default = ctx.tx_queue_len as u64 * ctx.mtu_bytes as u64;
-    let limit = p.bytes("limit", default)?;
-    if limit == 0 {
-        return Err(p.err("limit", "a byte limit must be positive"));
-    }
-    Ok(Fifo::new(Mode::Bytes, limit))
+    Ok(FifoSpec::parse_bfifo(p, ctx)?.build_bytes())
 }
 
 /// `pfifo_head_drop [limit PACKETS]`.
 pub fn pfifo_head_drop(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Fifo> {
-    let limit = p.u64("limit", ctx.tx_queue_len as u64, 1, u32::MAX as u64)?;
-    Ok(Fifo::new(Mode::HeadDrop, limit))
+    Ok(FifoSpec::parse_head_drop(p, ctx)?.build_head_drop())
 }
 
 /// A pfifo with the given limit (for composition and tests).

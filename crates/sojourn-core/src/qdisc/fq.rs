@@ -19,6 +19,7 @@
 //! every dequeue: plain fq uses [`PerFlowLimit`] (`flow_limit` packets), and CoCoA
 //! (`cocoa.rs`) plugs in its adaptive per-flow limit without copying the scheduler.
 
+use super::spec::{tc_rate, tc_time, NotLinux, TcKey};
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params, Value};
@@ -184,6 +185,88 @@ impl FqConfig {
         Ok(c)
     }
 }
+
+/// `tc qdisc … fq` arguments of `c` (`tc qdisc show` order; `bands 3 priomap …` and
+/// `weights …` only when they differ from the kernel's defaults, so older tc accept the
+/// line). `gc_age`/`gc_only_when_crowded` are CoCoA's internals, not tc options.
+pub fn tc_args(c: &FqConfig) -> Result<Vec<String>, NotLinux> {
+    let d = FqConfig::linux_defaults(1514);
+    if c.gc_age != d.gc_age || c.gc_only_when_crowded {
+        return Err(NotLinux::new(
+            "fq",
+            "a flow-collection age other than 3 s is CoCoA's, not a tc option",
+        ));
+    }
+    let mut a: Vec<String> = vec![
+        "limit".into(),
+        c.limit.to_string(),
+        "flow_limit".into(),
+        c.flow_limit.to_string(),
+        "buckets".into(),
+        c.buckets.to_string(),
+        "orphan_mask".into(),
+        c.orphan_mask.to_string(),
+        if c.pacing { "pacing" } else { "nopacing" }.into(),
+        "quantum".into(),
+        c.quantum_bytes.to_string(),
+        "initial_quantum".into(),
+        c.initial_quantum_bytes.to_string(),
+        "low_rate_threshold".into(),
+        tc_rate(c.low_rate_threshold_bytes_per_s * 8),
+    ];
+    if let Some(m) = c.maxrate_bytes_per_s {
+        a.extend(["maxrate".into(), tc_rate(m * 8)]);
+    }
+    a.extend([
+        "refill_delay".into(),
+        tc_time("fq", "refill_delay", c.refill_delay)?,
+        "horizon".into(),
+        tc_time("fq", "horizon", c.horizon)?,
+        if c.horizon_drop {
+            "horizon_drop"
+        } else {
+            "horizon_cap"
+        }
+        .into(),
+    ]);
+    if c.ce_threshold != d.ce_threshold {
+        a.extend([
+            "ce_threshold".into(),
+            tc_time("fq", "ce_threshold", c.ce_threshold)?,
+        ]);
+    }
+    if c.priomap != d.priomap {
+        a.extend(["bands".into(), BANDS.to_string(), "priomap".into()]);
+        a.extend(c.priomap.iter().map(|b| b.to_string()));
+    }
+    if c.weights != d.weights {
+        a.push("weights".into());
+        a.extend(c.weights.iter().map(|w| w.to_string()));
+    }
+    Ok(a)
+}
+
+/// tc keywords of `fq`.
+pub const TC_KEYS: &[TcKey] = &[
+    TcKey::Int("limit", "limit"),
+    TcKey::Int("flow_limit", "flow_limit"),
+    TcKey::Int("buckets", "buckets"),
+    TcKey::Int("orphan_mask", "orphan_mask"),
+    TcKey::Flag("pacing", "pacing", true),
+    TcKey::Flag("nopacing", "pacing", false),
+    TcKey::Size("quantum", "quantum"),
+    TcKey::Size("initial_quantum", "initial_quantum"),
+    TcKey::Rate("low_rate_threshold", "low_rate_threshold"),
+    TcKey::Rate("maxrate", "maxrate"),
+    TcKey::Time("refill_delay", "refill_delay"),
+    TcKey::Time("horizon", "horizon"),
+    TcKey::Flag("horizon_drop", "horizon_drop", true),
+    TcKey::Flag("horizon_cap", "horizon_drop", false),
+    TcKey::Time("ce_threshold", "ce_threshold"),
+    TcKey::Ignore("bands", 1),
+    TcKey::Ints("priomap", "priomap", 16),
+    TcKey::Ints("weights", "weights", BANDS),
+];
 
 fn int_array(v: &Value, n: usize) -> Option<Vec<i64>> {
     match v {

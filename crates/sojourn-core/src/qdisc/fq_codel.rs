@@ -25,6 +25,7 @@
 
 use super::codel::codel_params;
 use super::codel_law::{codel_dequeue, CodelParams, CodelQueue, CodelStats, CodelVars};
+use super::spec::{tc_size, NotLinux, TcKey};
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
@@ -530,52 +531,139 @@ impl Qdisc for FqCodel {
     }
 }
 
-/// `fq_codel [limit PACKETS] [flows N] [quantum BYTES] [target TIME] [interval TIME]
-/// [ecn BOOL] [ce_threshold TIME] [memory_limit BYTES] [drop_batch N]` plus the ablation
-/// switches `new_flow_priority` and `starvation_prevention` (both true = Linux).
-pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FqCodel> {
-    let limit = p.u64("limit", 10240, 1, u32::MAX as u64)? as usize;
-    let flows = p.u32("flows", 1024, 1, MAX_FLOWS)?;
-    let quantum = p.bytes("quantum", ctx.mtu_bytes as u64)?;
-    if quantum > MAX_QUANTUM {
-        return Err(p.err(
-            "quantum",
-            format!("{quantum} B is above Linux's maximum of {MAX_QUANTUM} B"),
-        ));
-    }
-    // Linux silently raises smaller values to 256 bytes.
-    let quantum = quantum.max(MIN_QUANTUM) as u32;
-    let codel = codel_params(p, ctx, true)?;
-    let memory_limit = p.bytes("memory_limit", 32 << 20)?;
-    if memory_limit == 0 {
-        return Err(p.err("memory_limit", "memory_limit must be positive"));
-    }
-    let memory_limit = memory_limit.min(MAX_MEMORY_LIMIT);
-    let drop_batch_size = if p.has("drop_batch_size") {
-        if p.has("drop_batch") {
+/// Typed spec of `fq_codel`: every `FqCodelConfig` field but the per-instance hash salt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FqCodelSpec {
+    /// `limit`, packets (10240).
+    pub limit: u64,
+    /// `flows` (1024).
+    pub flows: u32,
+    /// `quantum`, bytes (psched_mtu), already raised to Linux's 256-byte minimum.
+    pub quantum: u32,
+    /// `memory_limit`, bytes (32 MiB), capped like Linux.
+    pub memory_limit: u64,
+    /// `drop_batch` (64), at least 1.
+    pub drop_batch_size: u32,
+    pub codel: CodelParams,
+    /// Ablation switches (not tc options); both true = Linux.
+    pub new_flow_priority: bool,
+    pub starvation_prevention: bool,
+}
+
+impl FqCodelSpec {
+    /// `fq_codel [limit PACKETS] [flows N] [quantum BYTES] [target TIME] [interval TIME]
+    /// [ecn BOOL] [ce_threshold TIME] [memory_limit BYTES] [drop_batch N]` plus the ablation
+    /// switches `new_flow_priority` and `starvation_prevention` (both true = Linux).
+    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FqCodelSpec> {
+        let limit = p.u64("limit", 10240, 1, u32::MAX as u64)?;
+        let flows = p.u32("flows", 1024, 1, MAX_FLOWS)?;
+        let quantum = p.bytes("quantum", ctx.mtu_bytes as u64)?;
+        if quantum > MAX_QUANTUM {
             return Err(p.err(
-                "drop_batch_size",
-                "give either drop_batch or its alias drop_batch_size, not both",
+                "quantum",
+                format!("{quantum} B is above Linux's maximum of {MAX_QUANTUM} B"),
             ));
         }
-        p.u32("drop_batch_size", 64, 0, u32::MAX)?
-    } else {
-        p.u32("drop_batch", 64, 0, u32::MAX)?
-    };
-    let new_flow_priority = p.bool("new_flow_priority", true)?;
-    let starvation_prevention = p.bool("starvation_prevention", true)?;
-    Ok(FqCodel::new(FqCodelConfig {
-        limit,
-        flows,
-        quantum,
-        memory_limit,
-        // Linux: max(1, drop_batch_size).
-        drop_batch_size: drop_batch_size.max(1),
-        codel,
-        new_flow_priority,
-        starvation_prevention,
-        salt: ctx.hash_salt(),
-    }))
+        // Linux silently raises smaller values to 256 bytes.
+        let quantum = quantum.max(MIN_QUANTUM) as u32;
+        let codel = codel_params(p, ctx, true)?;
+        let memory_limit = p.bytes("memory_limit", 32 << 20)?;
+        if memory_limit == 0 {
+            return Err(p.err("memory_limit", "memory_limit must be positive"));
+        }
+        let memory_limit = memory_limit.min(MAX_MEMORY_LIMIT);
+        let drop_batch_size = if p.has("drop_batch_size") {
+            if p.has("drop_batch") {
+                return Err(p.err(
+                    "drop_batch_size",
+                    "give either drop_batch or its alias drop_batch_size, not both",
+                ));
+            }
+            p.u32("drop_batch_size", 64, 0, u32::MAX)?
+        } else {
+            p.u32("drop_batch", 64, 0, u32::MAX)?
+        };
+        let new_flow_priority = p.bool("new_flow_priority", true)?;
+        let starvation_prevention = p.bool("starvation_prevention", true)?;
+        Ok(FqCodelSpec {
+            limit,
+            flows,
+            quantum,
+            memory_limit,
+            // Linux: max(1, drop_batch_size).
+            drop_batch_size: drop_batch_size.max(1),
+            codel,
+            new_flow_priority,
+            starvation_prevention,
+        })
+    }
+
+    pub fn build(&self, ctx: &BuildCtx) -> FqCodel {
+        FqCodel::new(FqCodelConfig {
+            limit: self.limit as usize,
+            flows: self.flows,
+            quantum: self.quantum,
+            memory_limit: self.memory_limit,
+            drop_batch_size: self.drop_batch_size,
+            codel: self.codel,
+            new_flow_priority: self.new_flow_priority,
+            starvation_prevention: self.starvation_prevention,
+            salt: ctx.hash_salt(),
+        })
+    }
+
+    /// `limit N flows N quantum N target T [ce_threshold T] interval T memory_limit SIZE
+    /// ecn|noecn drop_batch N` (`tc qdisc show` order). The two ablation switches have no
+    /// tc option: switched off, this fq_codel is sojourn-only.
+    pub fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+        for (on, name) in [
+            (self.new_flow_priority, "new_flow_priority"),
+            (self.starvation_prevention, "starvation_prevention"),
+        ] {
+            if !on {
+                return Err(NotLinux::new(
+                    "fq_codel",
+                    format!(
+                        "{name} = false is a sojourn ablation switch with no tc option; \
+                         run it with `sojourn emulate`"
+                    ),
+                ));
+            }
+        }
+        let mut a = vec![
+            "limit".into(),
+            self.limit.to_string(),
+            "flows".into(),
+            self.flows.to_string(),
+            "quantum".into(),
+            self.quantum.to_string(),
+        ];
+        super::codel::codel_tc_args("fq_codel", &self.codel, &mut a)?;
+        a.extend(["memory_limit".into(), tc_size(self.memory_limit)]);
+        // The kernel's default is ecn on, so off must be said (`tc qdisc show` just omits it).
+        a.push(if self.codel.ecn { "ecn" } else { "noecn" }.into());
+        a.extend(["drop_batch".into(), self.drop_batch_size.to_string()]);
+        Ok(a)
+    }
+}
+
+/// tc keywords of `fq_codel`.
+pub const TC_KEYS: &[TcKey] = &[
+    TcKey::Int("limit", "limit"),
+    TcKey::Int("flows", "flows"),
+    TcKey::Int("quantum", "quantum"),
+    TcKey::Time("target", "target"),
+    TcKey::Time("interval", "interval"),
+    TcKey::Time("ce_threshold", "ce_threshold"),
+    TcKey::Size("memory_limit", "memory_limit"),
+    TcKey::Int("drop_batch", "drop_batch"),
+    TcKey::Flag("ecn", "ecn", true),
+    TcKey::Flag("noecn", "ecn", false),
+];
+
+/// `fq_codel` from its parameters (see [`FqCodelSpec::parse`]).
+pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FqCodel> {
+    Ok(FqCodelSpec::parse(p, ctx)?.build(ctx))
 }
 
 #[cfg(test)]

@@ -14,7 +14,10 @@
 //! update depends only on its own state and its own backlog, which cannot change between
 //! its operations, so this is exact and costs nothing per packet for idle flows.
 
-use super::pie::{ns_to_ticks, prob_fraction, PieParams, PieVars, FIRST_UPDATE, MAX_PROB};
+use super::pie::{
+    ns_to_ticks, pie_tc_keys, prob_fraction, PieControl, PieParams, PieVars, FIRST_UPDATE, MAX_PROB,
+};
+use super::spec::{tc_size, NotLinux, TcKey};
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
@@ -94,6 +97,87 @@ impl FqPieConfig {
     }
 }
 
+/// Typed spec of `fq_pie`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FqPieSpec {
+    pub cfg: FqPieConfig,
+    pub control: PieControl,
+}
+
+impl FqPieSpec {
+    /// `fq_pie [limit P] [flows N] [quantum B] [target T] [tupdate T] [alpha A] [beta B]
+    /// [ecn] [ecn_prob %] [bytemode] [dq_rate_estimator] [memory_limit B]`.
+    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FqPieSpec> {
+        let limit = p.u32("limit", 10 * 1024, 1, u32::MAX)?;
+        let flows = p.u32("flows", 1024, 1, 65536)?;
+        let quantum = p.bytes("quantum", ctx.mtu_bytes as u64)?;
+        if !(1..=1 << 20).contains(&quantum) {
+            return Err(p.err(
+                "quantum",
+                "must be within [1B, 1MiB] (kernel range 1..2^20)",
+            ));
+        }
+        let ecn_prob = p.u32("ecn_prob", 10, 0, 100)?;
+        let memory_limit = p.bytes("memory_limit", 32 << 20)?;
+        if memory_limit > u32::MAX as u64 {
+            return Err(p.err("memory_limit", "must fit the kernel's u32 (< 4 GiB)"));
+        }
+        let control = PieControl::parse(p, ctx)?;
+        let cfg = FqPieConfig {
+            limit,
+            flows,
+            quantum: quantum as u32,
+            ecn_prob,
+            memory_limit: memory_limit as u32,
+        };
+        Ok(FqPieSpec { cfg, control })
+    }
+
+    pub fn build(&self, ctx: &BuildCtx) -> FqPie {
+        FqPie::new(
+            self.control.params.clone(),
+            self.cfg,
+            ctx.rng(),
+            ctx.hash_salt(),
+        )
+    }
+
+    /// `limit N flows N target T tupdate T alpha A beta B quantum N memory_limit SIZE
+    /// ecn_prob N [ecn] [bytemode] [dq_rate_estimator]` (`tc qdisc show` order).
+    pub fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+        let c = &self.cfg;
+        let mut a = vec![
+            "limit".into(),
+            c.limit.to_string(),
+            "flows".into(),
+            c.flows.to_string(),
+        ];
+        let mut ctl = Vec::new();
+        self.control.tc_args("fq_pie", &mut ctl)?;
+        // The controller's switches come last in tc's order; its numbers first.
+        let switches = ctl.split_off(8);
+        a.extend(ctl);
+        a.extend([
+            "quantum".into(),
+            c.quantum.to_string(),
+            "memory_limit".into(),
+            tc_size(c.memory_limit as u64),
+            "ecn_prob".into(),
+            c.ecn_prob.to_string(),
+        ]);
+        a.extend(switches);
+        Ok(a)
+    }
+}
+
+/// tc keywords of `fq_pie`.
+pub const TC_KEYS: &[TcKey] = pie_tc_keys!(
+    TcKey::Int("flows", "flows"),
+    TcKey::Size("quantum", "quantum"),
+    TcKey::Size("memory_limit", "memory_limit"),
+    TcKey::Int("ecn_prob", "ecn_prob"),
+);
+
 /// `sch_fq_pie`.
 #[derive(Debug)]
 pub struct FqPie {
@@ -166,29 +250,7 @@ impl FqPie {
     /// `fq_pie [limit P] [flows N] [quantum B] [target T] [tupdate T] [alpha A] [beta B]
     /// [ecn] [ecn_prob %] [bytemode] [dq_rate_estimator] [memory_limit B]`.
     pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FqPie> {
-        let limit = p.u32("limit", 10 * 1024, 1, u32::MAX)?;
-        let flows = p.u32("flows", 1024, 1, 65536)?;
-        let quantum = p.bytes("quantum", ctx.mtu_bytes as u64)?;
-        if !(1..=1 << 20).contains(&quantum) {
-            return Err(p.err(
-                "quantum",
-                "must be within [1B, 1MiB] (kernel range 1..2^20)",
-            ));
-        }
-        let ecn_prob = p.u32("ecn_prob", 10, 0, 100)?;
-        let memory_limit = p.bytes("memory_limit", 32 << 20)?;
-        if memory_limit > u32::MAX as u64 {
-            return Err(p.err("memory_limit", "must fit the kernel's u32 (< 4 GiB)"));
-        }
-        let params = PieParams::from_params(p, ctx)?;
-        let cfg = FqPieConfig {
-            limit,
-            flows,
-            quantum: quantum as u32,
-            ecn_prob,
-            memory_limit: memory_limit as u32,
-        };
-        Ok(FqPie::new(params, cfg, ctx.rng(), ctx.hash_salt()))
+        Ok(FqPieSpec::parse(p, ctx)?.build(ctx))
     }
 
     pub fn params(&self) -> &PieParams {

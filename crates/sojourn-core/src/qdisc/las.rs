@@ -18,6 +18,7 @@
 //! flow's key changes, so each dequeue is one pop and at most one push (no allocation once
 //! warm). Entries left behind when an overflow drop empties a flow are skipped lazily.
 
+use super::spec::NotLinux;
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
@@ -238,10 +239,38 @@ impl Qdisc for Las {
 }
 
 /// `las [limit PACKETS] [idle_reset TIME]` (see docs/disciplines/las.md).
-pub fn from_params(p: &mut Params, _ctx: &BuildCtx) -> ConfResult<Las> {
-    let limit = p.u64("limit", LAS_LIMIT_PACKETS, 1, u32::MAX as u64)? as usize;
-    let idle_reset = p.duration("idle_reset", Duration::from_secs(1))?;
-    Ok(Las::new(limit, idle_reset))
+pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Las> {
+    Ok(LasSpec::parse(p, ctx)?.build())
+}
+
+/// Typed spec of `las`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LasSpec {
+    /// `limit`, packets.
+    pub limit: u64,
+    /// A flow idle this long starts again from zero attained service.
+    pub idle_reset: Duration,
+}
+
+impl LasSpec {
+    /// `limit`, `idle_reset`.
+    pub fn parse(p: &mut Params, _ctx: &BuildCtx) -> ConfResult<LasSpec> {
+        let limit = p.u64("limit", LAS_LIMIT_PACKETS, 1, u32::MAX as u64)?;
+        let idle_reset = p.duration("idle_reset", Duration::from_secs(1))?;
+        Ok(LasSpec { limit, idle_reset })
+    }
+
+    pub fn build(&self) -> Las {
+        Las::new(self.limit as usize, self.idle_reset)
+    }
+}
+
+/// Why `las` has no tc line.
+pub fn not_linux() -> NotLinux {
+    NotLinux::new(
+        "las",
+        "LAS (least attained service first) has no Linux qdisc; run it with `sojourn emulate`",
+    )
 }
 
 #[cfg(test)]

@@ -44,6 +44,7 @@
 
 use super::codel::codel_params;
 use super::codel_law::{codel_dequeue, CodelParams, CodelQueue, CodelStats, CodelVars};
+use super::spec::NotLinux;
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
@@ -254,11 +255,45 @@ impl Qdisc for LstfCodel {
 /// `lstf_codel [limit PACKETS] [target TIME] [interval TIME] [ecn BOOL]
 /// [ce_threshold TIME] [alpha 0..1]`.
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<LstfCodel> {
-    let limit = p.u64("limit", 1000, 1, u32::MAX as u64)? as usize;
-    let params = codel_params(p, ctx, false)?;
-    // The seed swept 0.125 … 0.875; its Table V has the lowest mean delay at 0.5.
-    let alpha = p.f64_in("alpha", 0.5, 0.0, 1.0)?;
-    Ok(LstfCodel::new(limit, params, alpha))
+    Ok(LstfCodelSpec::parse(p, ctx)?.build())
+}
+
+/// Typed spec of `lstf_codel`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LstfCodelSpec {
+    /// `limit`, packets (1000).
+    pub limit: u64,
+    pub params: CodelParams,
+    /// Weight of the slack estimate (0.5).
+    pub alpha: f64,
+}
+
+impl LstfCodelSpec {
+    /// `limit`, the CoDel keys and `alpha`.
+    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<LstfCodelSpec> {
+        let limit = p.u64("limit", 1000, 1, u32::MAX as u64)?;
+        let params = codel_params(p, ctx, false)?;
+        // The seed swept 0.125 … 0.875; its Table V has the lowest mean delay at 0.5.
+        let alpha = p.f64_in("alpha", 0.5, 0.0, 1.0)?;
+        Ok(LstfCodelSpec {
+            limit,
+            params,
+            alpha,
+        })
+    }
+
+    pub fn build(&self) -> LstfCodel {
+        LstfCodel::new(self.limit as usize, self.params, self.alpha)
+    }
+}
+
+/// Why `lstf_codel` has no tc line.
+pub fn not_linux() -> NotLinux {
+    NotLinux::new(
+        "lstf_codel",
+        "LSTFCoDel has no Linux qdisc (a slack-ordered queue from seed 004); \
+         run it with `sojourn emulate`",
+    )
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ pub mod prio;
 pub mod red;
 pub mod registry;
 pub mod sfq;
+pub mod spec;
 pub mod srpt;
 pub mod tbf;
 
@@ -39,6 +40,7 @@ use crate::packet::Packet;
 use crate::time::Time;
 
 pub use registry::{build, build_kind, describe, BuildCtx, KINDS};
+pub use spec::{NotLinux, QdiscSpec, TcNode, TcParent, TcTree};
 
 /// Why a packet was dropped; `name()` is the label in outputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

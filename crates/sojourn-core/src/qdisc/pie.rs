@@ -16,6 +16,7 @@
 //! `calculate_probability` and the lazy timer) are shared with `fq_pie`, which runs one
 //! `PieVars` per flow.
 
+use super::spec::{tc_time, NotLinux, TcKey};
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
@@ -68,7 +69,7 @@ pub fn prob_from_fraction(p: f64) -> u64 {
 }
 
 /// Controller parameters (`struct pie_params`), shared by `pie` and `fq_pie`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PieParams {
     /// Target queueing delay, psched ticks (tc gives µs; `PSCHED_NS2TICKS(us·1000)`).
     pub target_ticks: u64,
@@ -103,6 +104,21 @@ impl PieParams {
 
     /// Reads the PIE parameters common to `pie` and `fq_pie` by their tc names.
     pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<PieParams> {
+        Ok(PieControl::parse(p, ctx)?.params)
+    }
+}
+
+/// The PIE controller settings as tc gives them: the target in whole µs (what tc sends)
+/// and the kernel's `pie_params` derived from it. Shared by `pie` and `fq_pie` specs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PieControl {
+    pub target_us: u64,
+    pub params: PieParams,
+}
+
+impl PieControl {
+    /// Reads `target`, `tupdate`, `alpha`, `beta`, `ecn`, `bytemode`, `dq_rate_estimator`.
+    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<PieControl> {
         let d = PieParams::linux_default(ctx.mtu_bytes);
         let target = p.duration("target", Duration::from_ms(15))?;
         // tc sends µs; 0 is not sent at all (the kernel keeps its default), so refuse it.
@@ -123,7 +139,7 @@ impl PieParams {
         // iproute2 accepts 0..32 and does not send 0 (the kernel keeps 2 / 20).
         let alpha = p.u32("alpha", d.alpha, 1, 32)?;
         let beta = p.u32("beta", d.beta, 1, 32)?;
-        Ok(PieParams {
+        let params = PieParams {
             target_ticks: ns_to_ticks(target_us * 1000),
             tupdate,
             alpha,
@@ -132,7 +148,87 @@ impl PieParams {
             bytemode: p.bool("bytemode", d.bytemode)?,
             dq_rate_estimator: p.bool("dq_rate_estimator", d.dq_rate_estimator)?,
             mtu_bytes: ctx.mtu_bytes,
-        })
+        };
+        Ok(PieControl { target_us, params })
+    }
+
+    /// `target T tupdate T alpha A beta B [ecn] [bytemode] [dq_rate_estimator]` (the
+    /// kernel's defaults for the three switches are off, as `tc qdisc show` omits them).
+    pub fn tc_args(&self, kind: &'static str, a: &mut Vec<String>) -> Result<(), NotLinux> {
+        let p = &self.params;
+        a.extend([
+            "target".into(),
+            tc_time(kind, "target", Duration::from_us(self.target_us))?,
+            "tupdate".into(),
+            tc_time(kind, "tupdate", p.tupdate)?,
+            "alpha".into(),
+            p.alpha.to_string(),
+            "beta".into(),
+            p.beta.to_string(),
+        ]);
+        for (on, word) in [
+            (p.ecn, "ecn"),
+            (p.bytemode, "bytemode"),
+            (p.dq_rate_estimator, "dq_rate_estimator"),
+        ] {
+            if on {
+                a.push(word.into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// tc keywords of the PIE controller (both `pie` and `fq_pie`).
+macro_rules! pie_tc_keys {
+    ($($extra:expr),* $(,)?) => {
+        &[
+            TcKey::Int("limit", "limit"),
+            TcKey::Time("target", "target"),
+            TcKey::Time("tupdate", "tupdate"),
+            TcKey::Int("alpha", "alpha"),
+            TcKey::Int("beta", "beta"),
+            TcKey::Flag("ecn", "ecn", true),
+            TcKey::Flag("noecn", "ecn", false),
+            TcKey::Flag("bytemode", "bytemode", true),
+            TcKey::Flag("nobytemode", "bytemode", false),
+            TcKey::Flag("dq_rate_estimator", "dq_rate_estimator", true),
+            TcKey::Flag("no_dq_rate_estimator", "dq_rate_estimator", false),
+            $($extra),*
+        ]
+    };
+}
+pub(crate) use pie_tc_keys;
+
+/// tc keywords of `pie`.
+pub const TC_KEYS_PIE: &[TcKey] = pie_tc_keys!();
+
+/// Typed spec of `pie`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PieSpec {
+    /// `limit`, packets (1000).
+    pub limit: u32,
+    pub control: PieControl,
+}
+
+impl PieSpec {
+    /// `pie [limit P] [target T] [tupdate T] [alpha A] [beta B] [ecn] [bytemode]
+    /// [dq_rate_estimator]`.
+    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<PieSpec> {
+        let limit = p.u32("limit", 1000, 1, u32::MAX)?;
+        let control = PieControl::parse(p, ctx)?;
+        Ok(PieSpec { limit, control })
+    }
+
+    pub fn build(&self, ctx: &BuildCtx) -> Pie {
+        Pie::new(self.control.params.clone(), self.limit, ctx.rng())
+    }
+
+    /// `limit N target T tupdate T alpha A beta B [ecn] [bytemode] [dq_rate_estimator]`.
+    pub fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+        let mut a = vec!["limit".into(), self.limit.to_string()];
+        self.control.tc_args("pie", &mut a)?;
+        Ok(a)
     }
 }
 
@@ -479,9 +575,7 @@ impl Pie {
     /// `pie [limit P] [target T] [tupdate T] [alpha A] [beta B] [ecn] [bytemode]
     /// [dq_rate_estimator]`.
     pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Pie> {
-        let limit = p.u32("limit", 1000, 1, u32::MAX)?;
-        let params = PieParams::from_params(p, ctx)?;
-        Ok(Pie::new(params, limit, ctx.rng()))
+        Ok(PieSpec::parse(p, ctx)?.build(ctx))
     }
 
     pub fn params(&self) -> &PieParams {

@@ -20,7 +20,8 @@
 //! Forwarded IPv4 packets get `skb->priority = rt_tos2priority(tos)` in Linux; sojourn's
 //! classifiers set `Packet::priority`, and [`rt_tos2priority`] gives the kernel mapping.
 
-use super::{registry, AnyQdisc, BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::spec::{QdiscSpec, TcKey};
+use super::{AnyQdisc, BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params, Value};
 use crate::time::Time;
@@ -211,58 +212,112 @@ fn read_handle(p: &mut Params) -> ConfResult<u32> {
 
 /// Builds `prio [bands N] [priomap P0 .. P15] [handle H] [children | child]`.
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Prio> {
-    let bands = p.u32("bands", 3, 2, MAX_BANDS)?;
-    let priomap = read_priomap(p, bands)?;
-    let handle = read_handle(p)?;
-    let children_path = p.key_path("children");
-    let child_path = p.key_path("child");
-    let children = p.raw("children");
-    let child = p.raw("child");
-    let mut out = Vec::with_capacity(bands as usize);
-    match (children, child) {
-        (Some(_), Some(_)) => {
-            return Err(p.err(
-                "child",
-                "give either `children` (one spec per band) or `child` (one spec for all)",
-            ))
-        }
-        (Some(Value::Array(specs)), None) => {
-            if specs.len() != bands as usize {
+    Ok(PrioSpec::parse(p, ctx)?.build(ctx))
+}
+
+/// Typed spec of `prio`: bands, priomap, handle and one child spec per band.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrioSpec {
+    pub bands: u32,
+    pub priomap: [u8; 16],
+    /// Major number of the qdisc handle, matched against `skb->priority`'s major.
+    pub handle: u32,
+    /// One spec per band (a single `child` is repeated; default pfifo).
+    pub children: Vec<QdiscSpec>,
+}
+
+impl PrioSpec {
+    /// `prio [bands N] [priomap P0 .. P15] [handle H] [children | child]`.
+    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<PrioSpec> {
+        let bands = p.u32("bands", 3, 2, MAX_BANDS)?;
+        let priomap = read_priomap(p, bands)?;
+        let handle = read_handle(p)?;
+        let children_path = p.key_path("children");
+        let child_path = p.key_path("child");
+        let children = p.raw("children");
+        let child = p.raw("child");
+        let mut out = Vec::with_capacity(bands as usize);
+        match (children, child) {
+            (Some(_), Some(_)) => {
+                return Err(p.err(
+                    "child",
+                    "give either `children` (one spec per band) or `child` (one spec for all)",
+                ))
+            }
+            (Some(Value::Array(specs)), None) => {
+                if specs.len() != bands as usize {
+                    return Err(p.err(
+                        "children",
+                        format!(
+                            "expected {bands} child specs (one per band), got {}",
+                            specs.len()
+                        ),
+                    ));
+                }
+                for (i, s) in specs.iter().enumerate() {
+                    out.push(QdiscSpec::parse(s, &format!("{children_path}[{i}]"), ctx)?);
+                }
+            }
+            (Some(v), None) => {
                 return Err(p.err(
                     "children",
-                    format!(
-                        "expected {bands} child specs (one per band), got {}",
-                        specs.len()
-                    ),
-                ));
+                    format!("expected an array of qdisc specs, got {}", v.type_name()),
+                ))
             }
-            for (i, s) in specs.iter().enumerate() {
-                out.push(registry::build(
-                    s,
-                    &format!("{children_path}[{i}]"),
-                    &ctx.child(i as u64),
-                )?);
+            (None, spec) => {
+                let default = Value::Str("pfifo".into());
+                let one = QdiscSpec::parse(spec.unwrap_or(&default), &child_path, ctx)?;
+                out.resize(bands as usize, one);
             }
         }
-        (Some(v), None) => {
-            return Err(p.err(
-                "children",
-                format!("expected an array of qdisc specs, got {}", v.type_name()),
-            ))
-        }
-        (None, Some(spec)) => {
-            for i in 0..bands as u64 {
-                out.push(registry::build(spec, &child_path, &ctx.child(i))?);
-            }
-        }
-        (None, None) => {
-            for i in 0..bands as u64 {
-                let spec = Value::Str("pfifo".into());
-                out.push(registry::build(&spec, &child_path, &ctx.child(i))?);
-            }
-        }
+        Ok(PrioSpec {
+            bands,
+            priomap,
+            handle,
+            children: out,
+        })
     }
-    Ok(Prio::new(out, priomap, handle))
+
+    /// Band `i`'s child gets `ctx.child(i)`.
+    pub fn build(&self, ctx: &BuildCtx) -> Prio {
+        let bands = self
+            .children
+            .iter()
+            .enumerate()
+            .map(|(i, c)| c.build(&ctx.child(i as u64)))
+            .collect();
+        Prio::new(bands, self.priomap, self.handle)
+    }
+
+    /// `bands N priomap P0 … P15` (children are tc nodes of their own, at `H:band+1`).
+    pub fn tc_args(&self) -> Vec<String> {
+        let mut a = vec!["bands".into(), self.bands.to_string(), "priomap".into()];
+        a.extend(self.priomap.iter().map(|b| b.to_string()));
+        a
+    }
+}
+
+/// tc keywords of `prio`.
+pub const TC_KEYS: &[TcKey] = &[
+    TcKey::Int("bands", "bands"),
+    TcKey::Ints("priomap", "priomap", 16),
+];
+
+/// Typed spec of `pfifo_fast` (no parameters; each band holds `tx_queue_len` packets).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PfifoFastSpec {
+    pub limit_per_band: u32,
+}
+
+impl PfifoFastSpec {
+    pub fn parse(_p: &mut Params, ctx: &BuildCtx) -> ConfResult<PfifoFastSpec> {
+        Ok(PfifoFastSpec {
+            limit_per_band: ctx.tx_queue_len,
+        })
+    }
+    pub fn build(&self) -> PfifoFast {
+        PfifoFast::new(self.limit_per_band as usize)
+    }
 }
 
 /// Linux's default qdisc: three bands of `tx_queue_len`-entry rings.
@@ -341,8 +396,8 @@ impl Qdisc for PfifoFast {
 }
 
 /// Builds `pfifo_fast` (no parameters; each band holds `tx_queue_len` packets).
-pub fn pfifo_fast(_p: &mut Params, ctx: &BuildCtx) -> ConfResult<PfifoFast> {
-    Ok(PfifoFast::new(ctx.tx_queue_len as usize))
+pub fn pfifo_fast(p: &mut Params, ctx: &BuildCtx) -> ConfResult<PfifoFast> {
+    Ok(PfifoFastSpec::parse(p, ctx)?.build())
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 //!   `min + 0.6(max−min)` and shrinks ×0.9 below `min + 0.4(max−min)` (Floyd, Gummadi &
 //!   Shenker 2001; `red_adaptative_algo`), run lazily.
 
+use super::spec::{tc_rate, tc_size, TcKey};
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
@@ -194,7 +195,7 @@ impl RedLaw {
 }
 
 /// Validated RED settings (tc names; thresholds in bytes).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RedParams {
     pub limit: u32,
     pub min: u32,
@@ -388,87 +389,154 @@ impl Qdisc for Red {
     }
 }
 
-/// Builds `red limit BYTES [min BYTES] [max BYTES] [avpkt BYTES] [burst PACKETS]
-/// [probability P] [bandwidth RATE] [ecn] [harddrop] [nodrop] [adaptive]` with tc's
-/// derivation of the defaults.
+/// `red` from its parameters (see [`RedSpec::parse`]).
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Red> {
-    let limit = match p.bytes_opt("limit")? {
-        Some(l) if l > 0 && l <= u32::MAX as u64 => l as u32,
-        Some(l) => return Err(p.err("limit", format!("{l} B is out of range [1, 2^32-1]"))),
-        None => {
-            return Err(p.err(
-                "limit",
-                "red needs `limit` (bytes of its queue), as tc does; e.g. limit = \"400KB\"",
-            ))
-        }
-    };
-    let byte_param = |p: &mut Params, key: &str| -> ConfResult<u32> {
-        match p.bytes_opt(key)? {
-            None => Ok(0),
-            Some(v) if v <= u32::MAX as u64 => Ok(v as u32),
-            Some(v) => Err(p.err(key, format!("{v} B is too large"))),
-        }
-    };
-    let mut min = byte_param(p, "min")?;
-    let mut max = byte_param(p, "max")?;
-    let avpkt = match byte_param(p, "avpkt")? {
-        0 if p.has("avpkt") => return Err(p.err("avpkt", "avpkt must be positive")),
-        0 => 1000,
-        a => a,
-    };
-    // tc (Floyd's REDparameters.txt): max = 3·min or limit/4; min = max/3.
-    if max == 0 {
-        max = if min > 0 {
-            min.saturating_mul(3)
-        } else {
-            limit / 4
-        };
-    }
-    if min == 0 {
-        min = max / 3;
-    }
-    let burst = p.u32("burst", 0, 0, u32::MAX)?;
-    let burst = if burst == 0 {
-        ((2 * min as u64 + max as u64) / (3 * avpkt as u64)) as u32
-    } else {
-        burst
-    };
-    let probability = p.f64("probability", 0.02)?;
-    if !(probability > 0.0 && probability <= 1.0) {
-        return Err(p.err(
-            "probability",
-            format!("{probability} is out of range (0, 1]"),
-        ));
-    }
-    let bandwidth_bps = p.rate_opt("bandwidth")?.unwrap_or(10_000_000);
-    if bandwidth_bps == 0 {
-        return Err(p.err("bandwidth", "bandwidth must be positive"));
-    }
-    let ecn = p.bool("ecn", false)?;
-    let harddrop = p.bool("harddrop", false)?;
-    let nodrop = p.bool("nodrop", false)?;
-    let adaptive = p.bool("adaptive", false)?;
-    if nodrop && !ecn {
-        return Err(p.err("nodrop", "nodrop is only meaningful with ecn = true"));
-    }
-    let params = RedParams {
-        limit,
-        min,
-        max,
-        avpkt,
-        burst,
-        probability,
-        bandwidth_bps,
-        ecn,
-        harddrop,
-        nodrop,
-        adaptive,
-    };
-    Red::new(params, ctx.rng()).map_err(|m| {
-        let key = if m.contains("burst") { "burst" } else { "max" };
-        p.err(key, m)
-    })
+    Ok(RedSpec::parse(p, ctx)?.build(ctx))
 }
+
+/// Typed spec of `red`: tc's settings with tc's derived defaults filled in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RedSpec {
+    pub params: RedParams,
+}
+
+impl RedSpec {
+    pub fn parse(p: &mut Params, _ctx: &BuildCtx) -> ConfResult<RedSpec> {
+        let limit =
+            match p.bytes_opt("limit")? {
+                Some(l) if l > 0 && l <= u32::MAX as u64 => l as u32,
+                Some(l) => return Err(p.err("limit", format!("{l} B is out of range [1, 2^32-1]"))),
+                None => return Err(p.err(
+                    "limit",
+                    "red needs `limit` (bytes of its queue), as tc does; e.g. limit = \"400KB\"",
+                )),
+            };
+        let byte_param = |p: &mut Params, key: &str| -> ConfResult<u32> {
+            match p.bytes_opt(key)? {
+                None => Ok(0),
+                Some(v) if v <= u32::MAX as u64 => Ok(v as u32),
+                Some(v) => Err(p.err(key, format!("{v} B is too large"))),
+            }
+        };
+        let mut min = byte_param(p, "min")?;
+        let mut max = byte_param(p, "max")?;
+        let avpkt = match byte_param(p, "avpkt")? {
+            0 if p.has("avpkt") => return Err(p.err("avpkt", "avpkt must be positive")),
+            0 => 1000,
+            a => a,
+        };
+        // tc (Floyd's REDparameters.txt): max = 3·min or limit/4; min = max/3.
+        if max == 0 {
+            max = if min > 0 {
+                min.saturating_mul(3)
+            } else {
+                limit / 4
+            };
+        }
+        if min == 0 {
+            min = max / 3;
+        }
+        let burst = p.u32("burst", 0, 0, u32::MAX)?;
+        let burst = if burst == 0 {
+            ((2 * min as u64 + max as u64) / (3 * avpkt as u64)) as u32
+        } else {
+            burst
+        };
+        let probability = p.f64("probability", 0.02)?;
+        if !(probability > 0.0 && probability <= 1.0) {
+            return Err(p.err(
+                "probability",
+                format!("{probability} is out of range (0, 1]"),
+            ));
+        }
+        let bandwidth_bps = p.rate_opt("bandwidth")?.unwrap_or(10_000_000);
+        if bandwidth_bps == 0 {
+            return Err(p.err("bandwidth", "bandwidth must be positive"));
+        }
+        let ecn = p.bool("ecn", false)?;
+        let harddrop = p.bool("harddrop", false)?;
+        let nodrop = p.bool("nodrop", false)?;
+        let adaptive = p.bool("adaptive", false)?;
+        if nodrop && !ecn {
+            return Err(p.err("nodrop", "nodrop is only meaningful with ecn = true"));
+        }
+        let params = RedParams {
+            limit,
+            min,
+            max,
+            avpkt,
+            burst,
+            probability,
+            bandwidth_bps,
+            ecn,
+            harddrop,
+            nodrop,
+            adaptive,
+        };
+        // The law's own checks (Wlog/Plog ranges), now, so that build cannot fail.
+        RedLaw::new(min, max, burst, avpkt, probability).map_err(|m| {
+            let key = if m.contains("burst") { "burst" } else { "max" };
+            p.err(key, m)
+        })?;
+        Ok(RedSpec { params })
+    }
+
+    pub fn build(&self, ctx: &BuildCtx) -> Red {
+        Red::new(self.params.clone(), ctx.rng()).expect("RED law validated by RedSpec::parse")
+    }
+
+    /// `limit SIZE min SIZE max SIZE avpkt SIZE burst N [adaptive] probability P
+    /// bandwidth RATE [ecn] [harddrop] [nodrop]` (tc-red(8)).
+    pub fn tc_args(&self) -> Vec<String> {
+        let r = &self.params;
+        let mut a: Vec<String> = vec![
+            "limit".into(),
+            tc_size(r.limit as u64),
+            "min".into(),
+            tc_size(r.min as u64),
+            "max".into(),
+            tc_size(r.max as u64),
+            "avpkt".into(),
+            tc_size(r.avpkt as u64),
+            "burst".into(),
+            r.burst.to_string(),
+        ];
+        if r.adaptive {
+            a.push("adaptive".into());
+        }
+        a.extend([
+            "probability".into(),
+            r.probability.to_string(),
+            "bandwidth".into(),
+            tc_rate(r.bandwidth_bps),
+        ]);
+        for (on, w) in [
+            (r.ecn, "ecn"),
+            (r.harddrop, "harddrop"),
+            (r.nodrop, "nodrop"),
+        ] {
+            if on {
+                a.push(w.into());
+            }
+        }
+        a
+    }
+}
+
+/// tc keywords of `red`.
+pub const TC_KEYS: &[TcKey] = &[
+    TcKey::Size("limit", "limit"),
+    TcKey::Size("min", "min"),
+    TcKey::Size("max", "max"),
+    TcKey::Size("avpkt", "avpkt"),
+    TcKey::Int("burst", "burst"),
+    TcKey::Real("probability", "probability"),
+    TcKey::Rate("bandwidth", "bandwidth"),
+    TcKey::Flag("adaptive", "adaptive", true),
+    TcKey::Flag("ecn", "ecn", true),
+    TcKey::Flag("harddrop", "harddrop", true),
+    TcKey::Flag("nodrop", "nodrop", true),
+];
 
 #[cfg(test)]
 mod tests {

@@ -1,6 +1,7 @@
 //! The registry: an experiment file names a discipline (`kind = "fq_codel"`) and its
 //! parameters by their tc names; unknown kinds and keys are rejected with the key path.
 
+use super::spec::QdiscSpec;
 use super::{
     age, cake, cocoa, codel, fifo, fq, fq_codel, fq_pie, las, lstf_codel, pie, prio, red, sfq,
     srpt, tbf, AnyQdisc,
@@ -50,13 +51,14 @@ impl BuildCtx {
     }
 }
 
-type Builder = fn(&mut Params, &BuildCtx) -> ConfResult<AnyQdisc>;
+/// Reads one discipline's parameters into its typed spec.
+type Parser = fn(&mut Params, &BuildCtx) -> ConfResult<QdiscSpec>;
 
 /// One registered discipline.
 pub struct Kind {
     pub name: &'static str,
     pub summary: &'static str,
-    build: Builder,
+    parse: Parser,
 }
 
 /// Every discipline an experiment file can name.
@@ -64,140 +66,124 @@ pub static KINDS: &[Kind] = &[
     Kind {
         name: "pfifo",
         summary: "FIFO with a packet limit (default tx_queue_len = 1000)",
-        build: |p, c| Ok(AnyQdisc::Pfifo(fifo::pfifo(p, c)?)),
+        parse: |p, c| Ok(QdiscSpec::Pfifo(fifo::FifoSpec::parse_pfifo(p, c)?)),
     },
     Kind {
         name: "bfifo",
         summary: "FIFO with a byte limit (default 1000 x 1514 B)",
-        build: |p, c| Ok(AnyQdisc::Bfifo(fifo::bfifo(p, c)?)),
+        parse: |p, c| Ok(QdiscSpec::Bfifo(fifo::FifoSpec::parse_bfifo(p, c)?)),
     },
     Kind {
         name: "pfifo_head_drop",
         summary: "FIFO that drops the oldest packet when full",
-        build: |p, c| Ok(AnyQdisc::PfifoHeadDrop(fifo::pfifo_head_drop(p, c)?)),
+        parse: |p, c| {
+            Ok(QdiscSpec::PfifoHeadDrop(fifo::FifoSpec::parse_head_drop(
+                p, c,
+            )?))
+        },
     },
     Kind {
         name: "codel",
         summary: "CoDel AQM over one FIFO (RFC 8289, Linux sch_codel)",
-        build: |p, c| Ok(AnyQdisc::Codel(codel::from_params(p, c)?)),
+        parse: |p, c| Ok(QdiscSpec::Codel(codel::CodelSpec::parse(p, c)?)),
     },
     Kind {
         name: "fq_codel",
         summary: "flow queueing with per-flow CoDel (RFC 8290, Linux sch_fq_codel)",
-        build: |p, c| Ok(AnyQdisc::FqCodel(Box::new(fq_codel::from_params(p, c)?))),
+        parse: |p, c| Ok(QdiscSpec::FqCodel(fq_codel::FqCodelSpec::parse(p, c)?)),
     },
     Kind {
         name: "fq",
         summary: "Linux fq: per-flow fair queueing with pacing, 3 WRR bands (6.18)",
-        build: |p, c| Ok(AnyQdisc::Fq(Box::new(fq::from_params(p, c)?))),
+        parse: |p, c| Ok(QdiscSpec::Fq(fq::FqConfig::from_params(p, c)?)),
     },
     Kind {
         name: "cocoa",
         summary: "CoCoA/TRAQ: fq with a learned per-flow buffer limit (seed 003)",
-        build: |p, c| Ok(AnyQdisc::Cocoa(Box::new(cocoa::from_params(p, c)?))),
+        parse: |p, c| Ok(QdiscSpec::Cocoa(cocoa::CocoaSpec::parse(p, c)?)),
     },
     Kind {
         name: "cake",
         summary:
             "CAKE: shaper + diffserv tins + 8-way set-associative FQ with host isolation + COBALT",
-        build: |p, c| Ok(AnyQdisc::Cake(Box::new(cake::from_params(p, c)?))),
+        parse: |p, c| Ok(QdiscSpec::Cake(cake::CakeConfig::parse(p, c)?)),
     },
     Kind {
         name: "pie",
         summary: "PIE: PI-controlled early drop on queueing delay (RFC 8033, Linux sch_pie)",
-        build: |p, c| Ok(AnyQdisc::Pie(Box::new(pie::Pie::from_params(p, c)?))),
+        parse: |p, c| Ok(QdiscSpec::Pie(pie::PieSpec::parse(p, c)?)),
     },
     Kind {
         name: "fq_pie",
         summary: "FQ-PIE: DRR over hashed flows, each with its own PIE (Linux sch_fq_pie)",
-        build: |p, c| Ok(AnyQdisc::FqPie(Box::new(fq_pie::FqPie::from_params(p, c)?))),
+        parse: |p, c| Ok(QdiscSpec::FqPie(fq_pie::FqPieSpec::parse(p, c)?)),
     },
     Kind {
         name: "sfq",
         summary: "Stochastic Fairness Queueing: hashed slots served round robin (Linux sch_sfq)",
-        build: |p, c| Ok(AnyQdisc::Sfq(Box::new(sfq::from_params(p, c)?))),
+        parse: |p, c| Ok(QdiscSpec::Sfq(sfq::SfqSpec::parse(p, c)?)),
     },
     Kind {
         name: "red",
         summary: "Random Early Detection on the average byte backlog (Linux sch_red)",
-        build: |p, c| Ok(AnyQdisc::Red(Box::new(red::from_params(p, c)?))),
+        parse: |p, c| Ok(QdiscSpec::Red(red::RedSpec::parse(p, c)?)),
     },
     Kind {
         name: "prio",
         summary: "Strict priority over child qdiscs chosen by skb->priority (Linux sch_prio)",
-        build: |p, c| Ok(AnyQdisc::Prio(Box::new(prio::from_params(p, c)?))),
+        parse: |p, c| Ok(QdiscSpec::Prio(prio::PrioSpec::parse(p, c)?)),
     },
     Kind {
         name: "pfifo_fast",
         summary: "Linux's default 3-band priority FIFO (priority & 15 through the priomap)",
-        build: |p, c| Ok(AnyQdisc::PfifoFast(Box::new(prio::pfifo_fast(p, c)?))),
+        parse: |p, c| Ok(QdiscSpec::PfifoFast(prio::PfifoFastSpec::parse(p, c)?)),
     },
     Kind {
         name: "tbf",
         summary: "Token bucket shaper over a child qdisc (Linux sch_tbf)",
-        build: |p, c| Ok(AnyQdisc::Tbf(Box::new(tbf::from_params(p, c)?))),
+        parse: |p, c| Ok(QdiscSpec::Tbf(tbf::TbfSpec::parse(p, c)?)),
     },
     Kind {
         name: "lstf_codel",
         summary: "LSTFCoDel: CoDel over a least-slack-time-first priority queue (seed 004)",
-        build: |p, c| {
-            Ok(AnyQdisc::LstfCodel(Box::new(lstf_codel::from_params(
+        parse: |p, c| {
+            Ok(QdiscSpec::LstfCodel(lstf_codel::LstfCodelSpec::parse(
                 p, c,
-            )?)))
+            )?))
         },
     },
     Kind {
         name: "age",
         summary: "age-based 2LPS/MLPS: byte thresholds -> strict-priority levels of any child",
-        build: |p, c| Ok(AnyQdisc::Age(Box::new(age::from_params(p, c)?))),
+        parse: |p, c| Ok(QdiscSpec::Age(age::AgeSpec::parse(p, c)?)),
     },
     Kind {
         name: "las",
         summary: "LAS / foreground-background: least attained service first (reference)",
-        build: |p, c| Ok(AnyQdisc::Las(Box::new(las::from_params(p, c)?))),
+        parse: |p, c| Ok(QdiscSpec::Las(las::LasSpec::parse(p, c)?)),
     },
     Kind {
         name: "srpt",
         summary: "SRPT oracle: least remaining flow bytes first (reference, pkt.remaining_bytes)",
-        build: |p, c| Ok(AnyQdisc::Srpt(Box::new(srpt::from_params(p, c)?))),
+        parse: |p, c| Ok(QdiscSpec::Srpt(srpt::SrptSpec::parse(p, c)?)),
     },
 ];
 
 /// Builds a discipline from a spec: either a bare kind (`"codel"`) or a table with `kind`
 /// and parameters. `path` is the spec's key path, used in error messages.
+/// (Parses into a [`QdiscSpec`] and builds it; engines keep the spec and build from it.)
 pub fn build(spec: &Value, path: &str, ctx: &BuildCtx) -> ConfResult<AnyQdisc> {
-    match spec {
-        Value::Str(kind) => build_kind(kind, &Table::default(), path, ctx),
-        Value::Table(t) => {
-            let kind = match t.get("kind") {
-                Some(Value::Str(k)) => k.clone(),
-                Some(v) => {
-                    return Err(ConfError::new(
-                        crate::params::join(path, "kind"),
-                        format!("expected a string, got {}", v.type_name()),
-                    ))
-                }
-                None => {
-                    return Err(ConfError::new(
-                        path,
-                        format!("a qdisc needs `kind`; one of {}", names().join(", ")),
-                    ))
-                }
-            };
-            build_kind(&kind, t, path, ctx)
-        }
-        v => Err(ConfError::new(
-            path,
-            format!(
-                "expected a qdisc name or a table with `kind`, got {}",
-                v.type_name()
-            ),
-        )),
-    }
+    Ok(QdiscSpec::parse(spec, path, ctx)?.build(ctx))
 }
 
 /// Builds discipline `kind` with parameters from `table` (its `kind` key is ignored).
 pub fn build_kind(kind: &str, table: &Table, path: &str, ctx: &BuildCtx) -> ConfResult<AnyQdisc> {
+    Ok(parse_kind(kind, table, path, ctx)?.build(ctx))
+}
+
+/// Parses discipline `kind` with parameters from `table` (its `kind` key is ignored) into
+/// its typed spec, rejecting unknown kinds and keys with their path.
+pub fn parse_kind(kind: &str, table: &Table, path: &str, ctx: &BuildCtx) -> ConfResult<QdiscSpec> {
     let k = KINDS
         .iter()
         .find(|k| k.name == kind || k.name.replace('_', "-") == kind)
@@ -213,7 +199,7 @@ pub fn build_kind(kind: &str, table: &Table, path: &str, ctx: &BuildCtx) -> Conf
         })?;
     let mut p = Params::new(path, table);
     let _ = p.raw("kind");
-    let q = (k.build)(&mut p, ctx)?;
+    let q = (k.parse)(&mut p, ctx)?;
     p.finish()?;
     Ok(q)
 }

@@ -20,6 +20,7 @@
 //!   (ECN) or drops the arrival — or, with `headdrop`, marks/drops the slot's head.
 
 use super::red::{Action, RedLaw, RedVars};
+use super::spec::{tc_size, NotLinux, TcKey};
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params, Value};
@@ -60,7 +61,7 @@ struct Slot {
 }
 
 /// SFQ settings (tc names), after `sfq_change`'s clamping.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SfqParams {
     /// Packets in all slots.
     pub limit: u32,
@@ -80,7 +81,7 @@ pub struct SfqParams {
 }
 
 /// SFQ's per-slot RED settings (tc names; bytes), after tc's derivation of the defaults.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SfqRed {
     pub redflowlimit: u32,
     pub min: u32,
@@ -564,84 +565,173 @@ impl Qdisc for Sfq {
 /// [redflowlimit B [min B] [max B] [avpkt B] [burst P] [probability P] [ecn] [harddrop]]`
 /// with tc's RED derivation and the clamping rules of `sfq_change`.
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Sfq> {
-    let limit_given = p.has("limit");
-    let limit = p.u32("limit", MAX_DEPTH, 2, u32::MAX)?;
-    let depth = p.u32("depth", MAX_DEPTH, 1, u32::MAX)?;
-    let divisor = p.u32("divisor", DEFAULT_DIVISOR, 1, 65536)?;
-    if !divisor.is_power_of_two() {
-        return Err(p.err(
-            "divisor",
-            format!("{divisor} is not a power of two (the kernel requires one, at most 65536)"),
-        ));
-    }
-    let flows = p.u32("flows", DEFAULT_FLOWS, 1, u32::MAX)?;
-    let quantum = p.bytes("quantum", ctx.mtu_bytes as u64)?;
-    // Linux ≤ 6.12 keeps the scaled quantum in a short: 1..=SHRT_MAX units of 8 bytes.
-    if quantum == 0 || quantum.div_ceil(8) > i16::MAX as u64 {
-        return Err(p.err(
-            "quantum",
-            format!(
-                "{quantum} B is out of range [1, {}] bytes",
-                i16::MAX as u64 * 8
-            ),
-        ));
-    }
-    let perturb = match p.raw("perturb") {
-        None => Duration::ZERO,
-        Some(Value::Int(s)) if *s >= 0 => Duration::from_secs(*s as u64),
-        Some(Value::Int(s)) => return Err(p.err("perturb", format!("{s} is negative"))),
-        Some(Value::Str(_)) => {
-            let d = p.duration("perturb", Duration::ZERO)?;
-            if d.as_ns() % 1_000_000_000 != 0 {
+    Ok(SfqSpec::parse(p, ctx)?.build(ctx))
+}
+
+/// Typed spec of `sfq`: its settings after `sfq_change`'s clamping, RED law checked.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SfqSpec {
+    pub params: SfqParams,
+}
+
+impl SfqSpec {
+    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<SfqSpec> {
+        let limit_given = p.has("limit");
+        let limit = p.u32("limit", MAX_DEPTH, 2, u32::MAX)?;
+        let depth = p.u32("depth", MAX_DEPTH, 1, u32::MAX)?;
+        let divisor = p.u32("divisor", DEFAULT_DIVISOR, 1, 65536)?;
+        if !divisor.is_power_of_two() {
+            return Err(p.err(
+                "divisor",
+                format!("{divisor} is not a power of two (the kernel requires one, at most 65536)"),
+            ));
+        }
+        let flows = p.u32("flows", DEFAULT_FLOWS, 1, u32::MAX)?;
+        let quantum = p.bytes("quantum", ctx.mtu_bytes as u64)?;
+        // Linux ≤ 6.12 keeps the scaled quantum in a short: 1..=SHRT_MAX units of 8 bytes.
+        if quantum == 0 || quantum.div_ceil(8) > i16::MAX as u64 {
+            return Err(p.err(
+                "quantum",
+                format!(
+                    "{quantum} B is out of range [1, {}] bytes",
+                    i16::MAX as u64 * 8
+                ),
+            ));
+        }
+        let perturb = match p.raw("perturb") {
+            None => Duration::ZERO,
+            Some(Value::Int(s)) if *s >= 0 => Duration::from_secs(*s as u64),
+            Some(Value::Int(s)) => return Err(p.err("perturb", format!("{s} is negative"))),
+            Some(Value::Str(_)) => {
+                let d = p.duration("perturb", Duration::ZERO)?;
+                if d.as_ns() % 1_000_000_000 != 0 {
+                    return Err(p.err(
+                        "perturb",
+                        "perturb is a whole number of seconds (tc `perturb SECS`)",
+                    ));
+                }
+                d
+            }
+            Some(v) => {
                 return Err(p.err(
                     "perturb",
-                    "perturb is a whole number of seconds (tc `perturb SECS`)",
-                ));
+                    format!(
+                        "expected seconds (an integer) or \"10s\", got {}",
+                        v.type_name()
+                    ),
+                ))
             }
-            d
-        }
-        Some(v) => {
-            return Err(p.err(
-                "perturb",
-                format!(
-                    "expected seconds (an integer) or \"10s\", got {}",
-                    v.type_name()
-                ),
-            ))
-        }
-    };
-    let headdrop = p.bool("headdrop", false)?;
-    let red = red_from_params(p)?;
+        };
+        let headdrop = p.bool("headdrop", false)?;
+        let red = red_from_params(p)?;
 
-    // sfq_change's clamping, in its order.
-    let depth = depth.min(MAX_DEPTH);
-    let mut flows = flows.min(MAX_FLOWS).min(divisor);
-    let mut limit_eff = MAX_DEPTH;
-    if limit_given {
-        limit_eff = limit.min(depth.saturating_mul(flows));
-        flows = flows.min(limit_eff);
+        // sfq_change's clamping, in its order.
+        let depth = depth.min(MAX_DEPTH);
+        let mut flows = flows.min(MAX_FLOWS).min(divisor);
+        let mut limit_eff = MAX_DEPTH;
+        if limit_given {
+            limit_eff = limit.min(depth.saturating_mul(flows));
+            flows = flows.min(limit_eff);
+        }
+        if limit_eff < 2 {
+            return Err(p.err(
+                "limit",
+                "the effective limit (min(limit, depth * flows)) must be at least 2",
+            ));
+        }
+        // The RED law's own checks (Wlog/Plog ranges), now, so that build cannot fail.
+        if let Some(r) = red {
+            RedLaw::new(r.min, r.max, r.burst, r.avpkt, r.probability)
+                .map_err(|m| p.err(if m.contains("burst") { "burst" } else { "max" }, m))?;
+        }
+        Ok(SfqSpec {
+            params: SfqParams {
+                limit: limit_eff,
+                depth,
+                divisor,
+                flows,
+                quantum: quantum as u32,
+                perturb,
+                headdrop,
+                red,
+            },
+        })
     }
-    if limit_eff < 2 {
-        return Err(p.err(
-            "limit",
-            "the effective limit (min(limit, depth * flows)) must be at least 2",
-        ));
+
+    pub fn build(&self, ctx: &BuildCtx) -> Sfq {
+        Sfq::new(self.params, ctx.rng()).expect("RED law validated by SfqSpec::parse")
     }
-    Sfq::new(
-        SfqParams {
-            limit: limit_eff,
-            depth,
-            divisor,
-            flows,
-            quantum: quantum as u32,
-            perturb,
-            headdrop,
-            red,
-        },
-        ctx.rng(),
-    )
-    .map_err(|m| p.err(if m.contains("burst") { "burst" } else { "max" }, m))
+
+    /// `[limit N] quantum N depth N flows N divisor N perturb SECS [headdrop]
+    /// [redflowlimit SIZE min SIZE max SIZE avpkt SIZE burst N probability P [ecn]
+    /// [harddrop]]`.
+    pub fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+        let q = &self.params;
+        // An explicit `limit` also caps `flows` (sfq_change), so the unset default (127 =
+        // SFQ_MAX_DEPTH, flows uncapped) is written by leaving `limit` out.
+        let mut a: Vec<String> = Vec::new();
+        if q.limit != MAX_DEPTH {
+            a.extend(["limit".into(), q.limit.to_string()]);
+        }
+        a.extend([
+            "quantum".into(),
+            q.quantum.to_string(),
+            "depth".into(),
+            q.depth.to_string(),
+            "flows".into(),
+            q.flows.to_string(),
+            "divisor".into(),
+            q.divisor.to_string(),
+            "perturb".into(),
+            (q.perturb.as_ns() / 1_000_000_000).to_string(),
+        ]);
+        if q.headdrop {
+            a.push("headdrop".into());
+        }
+        if let Some(r) = q.red {
+            a.extend([
+                "redflowlimit".into(),
+                tc_size(r.redflowlimit as u64),
+                "min".into(),
+                tc_size(r.min as u64),
+                "max".into(),
+                tc_size(r.max as u64),
+                "avpkt".into(),
+                tc_size(r.avpkt as u64),
+                "burst".into(),
+                r.burst.to_string(),
+                "probability".into(),
+                r.probability.to_string(),
+            ]);
+            if r.ecn {
+                a.push("ecn".into());
+            }
+            if r.harddrop {
+                a.push("harddrop".into());
+            }
+        }
+        Ok(a)
+    }
 }
+
+/// tc keywords of `sfq`.
+pub const TC_KEYS: &[TcKey] = &[
+    TcKey::Int("limit", "limit"),
+    TcKey::Size("quantum", "quantum"),
+    TcKey::Int("depth", "depth"),
+    TcKey::Int("flows", "flows"),
+    TcKey::Int("divisor", "divisor"),
+    TcKey::Int("perturb", "perturb"),
+    TcKey::Flag("headdrop", "headdrop", true),
+    TcKey::Size("redflowlimit", "redflowlimit"),
+    TcKey::Size("min", "min"),
+    TcKey::Size("max", "max"),
+    TcKey::Size("avpkt", "avpkt"),
+    TcKey::Int("burst", "burst"),
+    TcKey::Real("probability", "probability"),
+    TcKey::Flag("ecn", "ecn", true),
+    TcKey::Flag("harddrop", "harddrop", true),
+];
 
 /// The per-slot RED keys, as tc's `sfq_parse_opt` reads them: any of them turns RED on and
 /// then `redflowlimit` is required; max = redflowlimit/4, min = max/3,

@@ -19,6 +19,7 @@
 //! served, so a dequeue is one pop and at most one push; entries orphaned by overflow drops
 //! are skipped lazily.
 
+use super::spec::NotLinux;
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
@@ -203,10 +204,42 @@ impl Qdisc for Srpt {
 }
 
 /// `srpt [limit PACKETS] [unknown largest|smallest]` (see docs/disciplines/srpt.md).
-pub fn from_params(p: &mut Params, _ctx: &BuildCtx) -> ConfResult<Srpt> {
-    let limit = p.u64("limit", SRPT_LIMIT_PACKETS, 1, u32::MAX as u64)? as usize;
-    let unknown = p.choice("unknown", &["largest", "smallest"], "largest")?;
-    Ok(Srpt::new(limit, unknown == "largest"))
+pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Srpt> {
+    Ok(SrptSpec::parse(p, ctx)?.build())
+}
+
+/// Typed spec of `srpt`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SrptSpec {
+    /// `limit`, packets.
+    pub limit: u64,
+    /// Packets without a known remaining size rank as the largest (`unknown = "largest"`).
+    pub unknown_largest: bool,
+}
+
+impl SrptSpec {
+    /// `limit`, `unknown = "largest" | "smallest"`.
+    pub fn parse(p: &mut Params, _ctx: &BuildCtx) -> ConfResult<SrptSpec> {
+        let limit = p.u64("limit", SRPT_LIMIT_PACKETS, 1, u32::MAX as u64)?;
+        let unknown = p.choice("unknown", &["largest", "smallest"], "largest")?;
+        Ok(SrptSpec {
+            limit,
+            unknown_largest: unknown == "largest",
+        })
+    }
+
+    pub fn build(&self) -> Srpt {
+        Srpt::new(self.limit as usize, self.unknown_largest)
+    }
+}
+
+/// Why `srpt` has no tc line.
+pub fn not_linux() -> NotLinux {
+    NotLinux::new(
+        "srpt",
+        "SRPT needs every flow's remaining bytes, an oracle no Linux qdisc has; \
+         run it with `sojourn emulate`",
+    )
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! at enqueue, as in the kernel. The default child is a bfifo of `limit` bytes
 //! (tc: `limit`, or `latency` → `limit = rate·latency + burst`).
 
+use super::spec::{tc_rate, tc_size, QdiscSpec, TcKey};
 use super::{registry, AnyQdisc, BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params, Table, Value};
@@ -161,7 +162,61 @@ impl Qdisc for Tbf {
 /// Builds `tbf rate RATE burst BYTES (limit BYTES | latency TIME) [peakrate RATE mtu BYTES]
 /// [child SPEC]`.
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Tbf> {
-    let rate = match p.rate_opt("rate")? {
+    Ok(TbfSpec::parse(p, ctx)?.build(ctx))
+}
+
+/// Typed spec of `tbf`: rate, bucket, optional peak bucket and the child (by default the
+/// bfifo tbf creates from `limit`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TbfSpec {
+    /// `rate`, bit/s.
+    pub rate_bps: u64,
+    /// `burst`, bytes.
+    pub burst_bytes: u64,
+    /// `peakrate` (bit/s) and `mtu` (bytes), if given.
+    pub peak: Option<(u64, u64)>,
+    pub child: Box<QdiscSpec>,
+}
+
+impl TbfSpec {
+    /// Whether the child is the bfifo that tbf's own `limit` makes (then no child line).
+    pub fn child_is_default_bfifo(&self) -> bool {
+        matches!(*self.child, QdiscSpec::Bfifo(_))
+    }
+
+    pub fn build(&self, ctx: &BuildCtx) -> Tbf {
+        Tbf::new(
+            self.rate_bps,
+            self.burst_bytes,
+            self.peak,
+            self.child.build(&ctx.child(0)),
+        )
+    }
+
+    /// `rate R burst B [peakrate R mtu M] limit L`. With a child other than bfifo, `limit`
+    /// (which tc requires) sizes a bfifo the child then replaces; the burst is written.
+    pub fn tc_args(&self) -> Vec<String> {
+        let mut a: Vec<String> = vec![
+            "rate".into(),
+            tc_rate(self.rate_bps),
+            "burst".into(),
+            tc_size(self.burst_bytes),
+        ];
+        if let Some((pr, m)) = self.peak {
+            a.extend(["peakrate".into(), tc_rate(pr), "mtu".into(), tc_size(m)]);
+        }
+        let limit = match &*self.child {
+            QdiscSpec::Bfifo(f) => f.limit,
+            _ => self.burst_bytes,
+        };
+        a.extend(["limit".into(), tc_size(limit)]);
+        a
+    }
+
+    /// Builds `tbf rate RATE burst BYTES (limit BYTES | latency TIME) [peakrate RATE mtu BYTES]
+    /// [child SPEC]`.
+    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<TbfSpec> {
+        let rate = match p.rate_opt("rate")? {
         Some(r) if r > 0 => r,
         Some(_) => return Err(p.err("rate", "rate must be positive")),
         None => return Err(p.err(
@@ -169,93 +224,111 @@ pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Tbf> {
             "tbf needs `rate` (tc: the \"rate\" parameter is mandatory), e.g. rate = \"10Mbit\"",
         )),
     };
-    let burst = match (p.bytes_opt("burst")?, p.bytes_opt("buffer")?) {
-        (Some(_), Some(_)) => {
-            return Err(p.err(
-                "buffer",
-                "`buffer` is tc's other name for `burst`; give one",
-            ))
-        }
-        (Some(b), None) | (None, Some(b)) if b > 0 => b,
-        (Some(_), None) | (None, Some(_)) => return Err(p.err("burst", "burst must be positive")),
-        (None, None) => {
-            return Err(p.err(
-                "burst",
-                format!(
-                    "tbf needs `burst` (bucket size in bytes; tc: the \"burst\" parameter is \
-                     mandatory), at least one MTU ({} B), e.g. burst = \"32KiB\"",
-                    ctx.mtu_bytes
-                ),
-            ))
-        }
-    };
-    let peakrate = p.rate_opt("peakrate")?.filter(|&r| r > 0);
-    let mtu = p.bytes_opt("mtu")?;
-    let peak = match (peakrate, mtu) {
-        (Some(pr), Some(m)) if m > 0 => {
-            if pr <= rate {
+        let burst = match (p.bytes_opt("burst")?, p.bytes_opt("buffer")?) {
+            (Some(_), Some(_)) => {
                 return Err(p.err(
-                    "peakrate",
-                    "peakrate must be higher than rate (the kernel refuses otherwise)",
-                ));
+                    "buffer",
+                    "`buffer` is tc's other name for `burst`; give one",
+                ))
             }
-            Some((pr, m))
-        }
-        (Some(_), _) => {
-            return Err(p.err(
-                "mtu",
-                "with `peakrate`, `mtu` (the peak bucket size in bytes) is required, as in tc",
-            ))
-        }
-        // mtu without peakrate is accepted and unused, as in Linux.
-        (None, _) => None,
-    };
-    let limit = p.bytes_opt("limit")?;
-    let latency = p.duration_opt("latency")?;
-    let child_spec = p.raw("child");
-    let child_path = p.key_path("child");
-    let child = match (child_spec, limit, latency) {
-        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
-            return Err(p.err(
-                if limit.is_some() { "limit" } else { "latency" },
-                "`limit`/`latency` size tbf's default bfifo; with `child` the child's own \
-                 limit applies, so leave them out",
-            ))
-        }
-        (Some(spec), None, None) => registry::build(spec, &child_path, &ctx.child(0))?,
-        (None, Some(_), Some(_)) => {
-            return Err(p.err("latency", "give either `limit` or `latency`, not both"))
-        }
-        (None, None, None) => {
-            return Err(p.err(
-                "limit",
-                "tbf needs `limit` (bytes queued) or `latency` (longest wait), as in tc",
-            ))
-        }
-        (None, l, lat) => {
-            let bytes = match (l, lat) {
-                (Some(l), _) => l,
-                (None, Some(lat)) => {
-                    // tc: limit = rate·latency + burst (and the peak-rate equivalent, if
-                    // smaller).
-                    let secs = lat.as_secs_f64();
-                    let mut lim = rate as f64 / 8.0 * secs + burst as f64;
-                    if let Some((pr, m)) = peak {
-                        lim = lim.min(pr as f64 / 8.0 * secs + m as f64);
+            (Some(b), None) | (None, Some(b)) if b > 0 => b,
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(p.err("burst", "burst must be positive"))
+            }
+            (None, None) => {
+                return Err(p.err(
+                    "burst",
+                    format!(
+                        "tbf needs `burst` (bucket size in bytes; tc: the \"burst\" parameter is \
+                     mandatory), at least one MTU ({} B), e.g. burst = \"32KiB\"",
+                        ctx.mtu_bytes
+                    ),
+                ))
+            }
+        };
+        let peakrate = p.rate_opt("peakrate")?.filter(|&r| r > 0);
+        let mtu = p.bytes_opt("mtu")?;
+        let peak =
+            match (peakrate, mtu) {
+                (Some(pr), Some(m)) if m > 0 => {
+                    if pr <= rate {
+                        return Err(p.err(
+                            "peakrate",
+                            "peakrate must be higher than rate (the kernel refuses otherwise)",
+                        ));
                     }
-                    lim as u64
+                    Some((pr, m))
                 }
-                (None, None) => unreachable!(),
+                (Some(_), _) => return Err(p.err(
+                    "mtu",
+                    "with `peakrate`, `mtu` (the peak bucket size in bytes) is required, as in tc",
+                )),
+                // mtu without peakrate is accepted and unused, as in Linux.
+                (None, _) => None,
             };
-            if bytes == 0 || bytes > u32::MAX as u64 {
-                return Err(p.err("limit", format!("{bytes} B is out of range [1, 2^32-1]")));
+        let limit = p.bytes_opt("limit")?;
+        let latency = p.duration_opt("latency")?;
+        let child_spec = p.raw("child");
+        let child_path = p.key_path("child");
+        let child = match (child_spec, limit, latency) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+                return Err(p.err(
+                    if limit.is_some() { "limit" } else { "latency" },
+                    "`limit`/`latency` size tbf's default bfifo; with `child` the child's own \
+                 limit applies, so leave them out",
+                ))
             }
-            let t = Table(vec![("limit".into(), Value::Int(bytes as i64))]);
-            registry::build_kind("bfifo", &t, &child_path, &ctx.child(0))?
-        }
-    };
-    Ok(Tbf::new(rate, burst, peak, child))
+            (Some(spec), None, None) => QdiscSpec::parse(spec, &child_path, ctx)?,
+            (None, Some(_), Some(_)) => {
+                return Err(p.err("latency", "give either `limit` or `latency`, not both"))
+            }
+            (None, None, None) => {
+                return Err(p.err(
+                    "limit",
+                    "tbf needs `limit` (bytes queued) or `latency` (longest wait), as in tc",
+                ))
+            }
+            (None, l, lat) => {
+                let bytes = match (l, lat) {
+                    (Some(l), _) => l,
+                    (None, Some(lat)) => {
+                        // tc: limit = rate·latency + burst (and the peak-rate equivalent, if
+                        // smaller).
+                        let secs = lat.as_secs_f64();
+                        let mut lim = rate as f64 / 8.0 * secs + burst as f64;
+                        if let Some((pr, m)) = peak {
+                            lim = lim.min(pr as f64 / 8.0 * secs + m as f64);
+                        }
+                        lim as u64
+                    }
+                    (None, None) => unreachable!(),
+                };
+                if bytes == 0 || bytes > u32::MAX as u64 {
+                    return Err(p.err("limit", format!("{bytes} B is out of range [1, 2^32-1]")));
+                }
+                let t = Table(vec![("limit".into(), Value::Int(bytes as i64))]);
+                registry::parse_kind("bfifo", &t, &child_path, ctx)?
+            }
+        };
+        Ok(TbfSpec {
+            rate_bps: rate,
+            burst_bytes: burst,
+            peak,
+            child: Box::new(child),
+        })
+    }
 }
+
+/// tc keywords of `tbf`.
+pub const TC_KEYS: &[TcKey] = &[
+    TcKey::Rate("rate", "rate"),
+    TcKey::Size("burst", "burst"),
+    TcKey::Size("buffer", "buffer"),
+    TcKey::Size("limit", "limit"),
+    TcKey::Time("latency", "latency"),
+    TcKey::Rate("peakrate", "peakrate"),
+    TcKey::Size("mtu", "mtu"),
+];
 
 #[cfg(test)]
 mod tests {

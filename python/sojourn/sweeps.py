@@ -23,8 +23,8 @@ interrupted sweep resumes where it stopped. Afterwards ``OUT/runs.parquet`` (one
 run) and ``OUT/flows.parquet`` (every run's flows, with the point, axis labels and seed)
 are (re)written atomically.
 
-``sojourn.sweep(path, out, jobs=None, repeats=None)`` runs a sweep from Python and
-returns the runs table (this module is callable).
+``sojourn.sweep(path, out, jobs=None, repeats=None)`` (:func:`run_sweep`) runs a sweep
+from Python and returns the runs table.
 """
 from __future__ import annotations
 
@@ -39,13 +39,15 @@ import re
 import signal
 import sys
 import time
-import types
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
+from ._cli_common import fail
 from ._config import ConfigError, load, set_key
+from .results import run_row
+from .units import parse_seconds
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -299,8 +301,6 @@ def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Seq
         raise ConfigError(file, "link", "expected a link name")
     end_margin = sw.get("end_margin")
     if end_margin is not None:
-        from .compare import parse_seconds
-
         try:
             if parse_seconds(end_margin) < 0:
                 raise ValueError
@@ -364,67 +364,6 @@ def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
 
 def _write_text_atomic(path: Path, text: str) -> None:
     _write_atomic(path, lambda p: p.write_text(text))
-
-
-def pick_link(summary: dict, link: Optional[str] = None) -> Optional[str]:
-    links = summary.get("links", {})
-    if link:
-        return link if link in links else None
-    if "bottleneck" in links:
-        return "bottleneck"
-    if not links:
-        return None
-    return max(sorted(links), key=lambda n: links[n].get("utilisation", 0.0))
-
-
-def run_row(summary: dict, link: Optional[str] = None) -> dict:
-    """The key numbers of one run (a row of runs.parquet) from its summary.json."""
-    nan = math.nan
-    name = pick_link(summary, link)
-    l = summary["links"].get(name, {}) if name else {}
-    sj = l.get("sojourn_ms", {})
-    f = summary.get("flows", {})
-    fct = f.get("fct_s", {})
-    g = f.get("goodput_bps", {})
-    acc = summary.get("accounting", {})
-
-    def num(d, k):
-        v = d.get(k)
-        return float(v) if v is not None else nan
-
-    return {
-        "experiment": summary.get("experiment", ""),
-        "duration_s": float(summary.get("duration_s", nan)),
-        "warmup_s": float(summary.get("warmup_s", 0.0)),
-        "events": int(summary.get("events", 0)),
-        "link": name or "",
-        "link_qdisc": str(l.get("qdisc", "")),
-        "rate_bps": num(l, "rate_bps"),
-        "utilisation": num(l, "utilisation"),
-        "throughput_bps": num(l, "throughput_bps"),
-        "drops": int(l.get("drops_total", 0)),
-        "ecn_marks": int(l.get("ecn_marks", 0)),
-        "sojourn_mean_ms": num(sj, "mean"),
-        "sojourn_p50_ms": num(sj, "p50"),
-        "sojourn_p95_ms": num(sj, "p95"),
-        "sojourn_p99_ms": num(sj, "p99"),
-        "sojourn_max_ms": num(sj, "max"),
-        "flows": int(f.get("count", 0)),
-        "flows_sized": int(f.get("sized", 0)),
-        "flows_completed": int(f.get("completed", 0)),
-        "fct_mean_s": num(fct, "mean"),
-        "fct_ci95_s": num(fct, "ci95"),
-        "fct_p50_s": num(fct, "p50"),
-        "fct_p75_s": num(fct, "p75"),
-        "fct_p95_s": num(fct, "p95"),
-        "fct_p99_s": num(fct, "p99"),
-        "goodput_mean_bps": num(g, "mean"),
-        "created": int(acc.get("created", 0)),
-        "delivered": int(acc.get("delivered", 0)),
-        "dropped": int(acc.get("dropped", 0)),
-        "in_network": int(acc.get("in_network", 0)),
-        "conserved": bool(acc.get("conserved", False)),
-    }
 
 
 def merge(plan: Plan, out: Path) -> "pd.DataFrame":  # noqa: F821
@@ -609,16 +548,6 @@ def run_sweep(path: PathLike, out: PathLike, jobs: Optional[int] = None, repeats
     return runs
 
 
-class _CallableModule(types.ModuleType):
-    """Makes ``sojourn.sweep(...)`` call :func:`run_sweep` while ``sojourn.sweep.X``
-    still reaches this module's names."""
-
-    def __call__(self, path: PathLike, out: PathLike, jobs: Optional[int] = None, repeats: Optional[int] = None,
-                 seeds: Optional[Sequence[int]] = None, quiet: bool = True):
-        return run_sweep(path, out, jobs=jobs, repeats=repeats, seeds=seeds, quiet=quiet)
-
-
-sys.modules[__name__].__class__ = _CallableModule
 
 
 # ------------------------------------------------------------------------------------
@@ -636,32 +565,18 @@ repeated (resume after Ctrl-C or a crash). OUT/runs.parquet has one row per run 
 OUT/flows.parquet every flow of every run. See docs/sweeps.md.
 """
 
-COMPARE_EPILOG = """\
-examples:
-  sojourn compare results/aqm
-  sojourn compare results/aqm --baseline pfifo --metric fct --plots
-  sojourn compare results/run-a results/run-b --out results/ab
-
-Prints one row per point (mean with 95% CI over flows and across repeats, percentiles,
-goodput, utilisation, sojourn, drops), gains against --baseline and of every `age-X` over
-`X`; writes DIR/compare.md (and PNG+SVG plots with --plots).
-"""
-
-
 def cmd_sweep(a) -> int:
-    from .cli import _err
-
     try:
         plan = load_plan(a.sweep, repeats=a.repeats)
         validate_plan(plan)
     except ConfigError as e:
-        return _err(str(e))
+        return fail(str(e))
     if not a.quiet:
         print(f"{plan.name}: {len(plan.points)} points x {len(plan.seeds)} seeds = {len(plan.runs())} runs -> {a.out}", file=sys.stderr)
     try:
         st = run_plan(plan, a.out, jobs=a.jobs, quiet=a.quiet)
     except ConfigError as e:
-        return _err(str(e))
+        return fail(str(e))
     runs = merge(plan, Path(a.out))
     if st["interrupted"]:
         print(f"sojourn: interrupted; {len(runs)} of {st['total']} runs are complete in {a.out} (run the same command to resume)", file=sys.stderr)
@@ -677,8 +592,8 @@ def cmd_sweep(a) -> int:
     return 0
 
 
-def add_parsers(sub) -> None:
-    """Adds ``sweep`` and ``compare`` to the ``sojourn`` command's sub-parsers."""
+def add_parser(sub) -> None:
+    """Adds ``sweep`` to the ``sojourn`` command's sub-parsers."""
     import argparse
 
     s = sub.add_parser("sweep", help="run a grid of experiments x repeats in parallel (resumable)",
@@ -690,18 +605,3 @@ def add_parsers(sub) -> None:
     s.add_argument("--repeats", type=int, help="override the number of repeats (seeds base_seed..base_seed+R-1)")
     s.add_argument("--quiet", action="store_true", help="no progress display and no messages")
     s.set_defaults(func=cmd_sweep)
-
-    c = sub.add_parser("compare", help="compare the points of a sweep (tables, gains, plots)",
-                       description="Tables of FCT, goodput, utilisation, sojourn and drops per point of a sweep directory "
-                                   "(or per run directory), with 95%% confidence intervals and gains.",
-                       epilog=COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("dirs", nargs="+", metavar="DIR", help="a sweep output directory, or several run directories")
-    c.add_argument("--baseline", help="point to compute gains against (gain = mean/mean_baseline - 1)")
-    c.add_argument("--metric", choices=["fct", "sojourn", "goodput"], default="fct",
-                   help="headline metric for the CI plot and the gains (default: fct)")
-    c.add_argument("--plots", action="store_true", help="also write PNG+SVG plots next to compare.md")
-    c.add_argument("--out", help="where compare.md and plots go (default: the sweep directory)")
-    c.add_argument("--end-margin", metavar="DURATION",
-                   help='leave out flows that end in the last DURATION of their run, e.g. "60s" '
-                        "(default: the sweep file's end_margin, else 0)")
-    c.set_defaults(func=lambda a: __import__("sojourn.compare", fromlist=["cmd_compare"]).cmd_compare(a))

@@ -1,0 +1,12 @@
+"""What every ``sojourn`` sub-command shares: the one-line error convention (message on
+stderr prefixed ``sojourn:``, exit code 2; see docs/experiment-files.md). A leaf module, so
+``cli``, ``sweeps`` and ``compare`` can all use it without importing each other."""
+from __future__ import annotations
+
+import sys
+
+
+def fail(msg: str) -> int:
+    """Prints ``sojourn: msg`` to stderr and returns exit code 2 (bad input)."""
+    print(f"sojourn: {msg}", file=sys.stderr)
+    return 2
