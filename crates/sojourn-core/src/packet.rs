@@ -307,6 +307,9 @@ impl TransportHeader {
     }
 }
 
+/// Segment `i` of a split buffer has the uid `buffer_uid + (i << SEGMENT_UID_SHIFT)`.
+pub const SEGMENT_UID_SHIFT: u32 = 48;
+
 /// A packet. `len_bytes` is the length a Linux qdisc sees (`qdisc_pkt_len`): the L2 frame
 /// including the 14-byte Ethernet header, excluding preamble and FCS.
 #[derive(Clone, Copy, Debug, Default)]
@@ -384,7 +387,10 @@ impl Packet {
     }
 
     /// Wire segment `i` (0-based) of this buffer, as [`Packet::gso_segment`] produces it;
-    /// the buffer itself when it is not a GSO buffer.
+    /// the buffer itself when it is not a GSO buffer. Segment 0 keeps the buffer's `uid`;
+    /// segment `i > 0` gets the fresh identity `uid + (i << SEGMENT_UID_SHIFT)` (unique
+    /// while engines number packets below 2^48; the buffer's uid is its low 48 bits). An
+    /// engine that numbers packets itself may renumber the segments it creates.
     pub fn segment(&self, i: u32) -> Packet {
         let n = self.wire_packets();
         if n == 1 {
@@ -397,6 +403,7 @@ impl Packet {
         let mut seg = *self;
         seg.gso_segs = 1;
         seg.gso_size = 0;
+        seg.uid = self.uid.wrapping_add((i as u64) << SEGMENT_UID_SHIFT);
         // Every segment but the last carries exactly `gso_size` bytes.
         let offset = (i * size).min(total);
         let payload = size.min(total - offset);
