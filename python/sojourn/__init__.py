@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from ._config import ConfigError, load, set_key
+from ._config import ConfigError, check_depth, load, set_key
 from .results import Result
 
 __all__ = ["run", "validate", "qdiscs", "sweep", "Result", "ConfigError", "__version__"]
@@ -43,11 +43,32 @@ def _prepare(source: Source, overrides: Optional[Mapping[str, Any]] = None, dura
     cfg, name, base = load(source)
     if base_dir is not None:  # relative paths (traces) of a dict config resolve here
         base = Path(base_dir)
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise ConfigError("overrides", "", f"expected a dict of dotted keys, got {type(overrides).__name__}")
+    if overrides:
+        check_depth(dict(overrides), "overrides")
     for k, v in (overrides or {}).items():
-        set_key(cfg, k, v)
+        set_key(cfg, k, v, where="overrides")
     if duration is not None:
+        if not isinstance(duration, str):
+            raise ConfigError("duration", "", f'expected a duration string like "60s", got {duration!r}')
         cfg["duration"] = duration
     return cfg, name, base
+
+
+#: Seeds are unsigned 64-bit integers (the engine's random streams are derived from them).
+SEED_MAX = 2**64 - 1
+
+
+def check_seed(seed: Any, where: str = "seed") -> Optional[int]:
+    """``None`` or an integer in ``[0, 2**64 - 1]``; anything else raises :class:`ConfigError`."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(where, "", f"expected an integer in [0, {SEED_MAX}], got {seed!r}")
+    if not 0 <= seed <= SEED_MAX:
+        raise ConfigError(where, "", f"{seed} is out of range [0, {SEED_MAX}]")
+    return seed
 
 
 def _wrap_engine_error(name: str, e: Exception) -> ConfigError:
@@ -83,6 +104,7 @@ def run(
     end_s, events)`` is called about every 65k events; returning ``False`` aborts.
     """
     eng = _engine_or_fail()
+    seed = check_seed(seed)
     cfg, name, base = _prepare(source, overrides, duration, base_dir)
     t0 = time.perf_counter()
     try:

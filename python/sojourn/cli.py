@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 from ._cli_common import fail
 from ._config import ConfigError
@@ -30,7 +30,7 @@ def _err(msg: str) -> int:
 
 
 def _parse_set(items: Sequence[str]) -> dict:
-    import tomllib
+    from ._config import tomllib
 
     out = {}
     for it in items or []:
@@ -44,24 +44,38 @@ def _parse_set(items: Sequence[str]) -> dict:
     return out
 
 
+def _set_error(e: ConfigError) -> ConfigError:
+    """Errors in ``--set`` keys come from the API as ``overrides``; name the option."""
+    return ConfigError("--set", e.path, e.msg) if e.file == "overrides" else e
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     import sojourn
+    from . import _outdir
     from .progress import RunProgress
     from .report import print_run, write_run_report
 
+    try:
+        sojourn.check_seed(a.seed, "--seed")
+        out_dir = _outdir.prepare(a.out)  # before any work: a bad --out is refused at once
+    except ConfigError as e:
+        return _err(str(e))
     try:
         overrides = _parse_set(a.set)
         sojourn.validate(a.experiment, overrides=overrides | ({"duration": a.duration} if a.duration else {}))
         with RunProgress(Path(a.experiment).name, quiet=a.quiet) as prog:
             res = sojourn.run(a.experiment, seed=a.seed, duration=a.duration, overrides=overrides, progress=prog)
     except ConfigError as e:
-        return _err(str(e))
+        out_dir.undo()
+        return _err(str(_set_error(e)))
     except KeyboardInterrupt:
+        out_dir.undo()
         print("sojourn: interrupted; nothing written", file=sys.stderr)
         return 130
-    out = res.write(a.out)
-    if not a.no_report:
-        write_run_report(res, out)
+    except BaseException:
+        out_dir.undo()
+        raise
+    out = res.write(a.out, extra=None if a.no_report else (lambda staging: write_run_report(res, staging)))
     if not a.quiet:
         print_run(res)
         print(f"results in {out}/ (summary.json, flows.parquet, timeseries.parquet{', report.md' if not a.no_report else ''})")
@@ -74,7 +88,7 @@ def cmd_validate(a: argparse.Namespace) -> int:
     try:
         plan = sojourn.validate(a.experiment, overrides=_parse_set(a.set))
     except ConfigError as e:
-        return _err(str(e))
+        return _err(str(_set_error(e)))
     print(f"{a.experiment}: ok — {plan['name']!r}, {plan['duration_s']:g} s, {len(plan['nodes'])} nodes, "
           f"{len(plan['links'])} links, {plan['workloads']} workload(s)")
     for name, q in plan["links"]:
@@ -90,8 +104,16 @@ def cmd_qdiscs(a: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes are one line (``sojourn run: error: ...``) and exit 2, like every other
+    bad input; ``--help`` shows the usage."""
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+        self.exit(2, f"sojourn: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="sojourn",
         description="sojourn: simulate, compare and deploy AQM and packet-scheduling disciplines.",
         epilog=EPILOG,
@@ -149,6 +171,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     if not getattr(a, "cmd", None):
         p.print_help()
+        print("sojourn: no command given (see sojourn --help)", file=sys.stderr)
         return 2
     return a.func(a)
 

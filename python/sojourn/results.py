@@ -15,10 +15,9 @@ import json
 import math
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import pandas as pd
@@ -111,14 +110,24 @@ class Result:
             summary_text=text,
         )
 
-    def write(self, out_dir: "str | os.PathLike[str]") -> Path:
-        """Writes the result files atomically: each file is written to a temporary name in
-        the same directory and renamed into place, and ``summary.json`` (the completeness
-        marker) is removed first and renamed in last. A crash leaves no ``summary.json``."""
+    def write(self, out_dir: "str | os.PathLike[str]", extra: Optional[Callable[[Path], Any]] = None) -> Path:
+        """Writes the result files atomically: everything is written into a hidden staging
+        directory next to them, then renamed into place, ``summary.json`` (the
+        completeness marker) removed first and renamed in last. A crash leaves no
+        ``summary.json``. ``extra(staging_dir)`` may add files (the report and its plots),
+        so that they become visible together with the data. Stale staging directories of
+        dead sojourn processes are removed first."""
+        from ._outdir import clean_stale_partials, staging_dir
+
         out = Path(out_dir)
+        if out.exists() and not out.is_dir():
+            from ._config import ConfigError
+
+            raise ConfigError(str(out), "", "exists and is not a directory; results need a directory")
         out.mkdir(parents=True, exist_ok=True)
+        clean_stale_partials(out)
         (out / SUMMARY).unlink(missing_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".sojourn-partial-", dir=out))
+        staging = staging_dir(out)
         try:
             pq.write_table(self.flows_table, staging / "flows.parquet", compression="zstd")
             pq.write_table(self.timeseries_table, staging / "timeseries.parquet", compression="zstd")
@@ -127,11 +136,17 @@ class Result:
             else:
                 (out / "packets.parquet").unlink(missing_ok=True)
             (staging / "perf.json").write_text(json.dumps(self.perf, indent=2, sort_keys=True) + "\n")
+            if extra is not None:
+                extra(staging)
             (staging / SUMMARY).write_text(self.summary_text or (json.dumps(self.summary, indent=2, sort_keys=True) + "\n"))
-            for name in ["flows.parquet", "timeseries.parquet", "packets.parquet", "perf.json", SUMMARY]:
-                src = staging / name
-                if src.exists():
-                    os.replace(src, out / name)
+            for src in sorted(staging.iterdir()):
+                if src.name == SUMMARY:
+                    continue
+                dst = out / src.name
+                if src.is_dir() and dst.is_dir() and not dst.is_symlink():
+                    shutil.rmtree(dst)
+                os.replace(src, dst)
+            os.replace(staging / SUMMARY, out / SUMMARY)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return out

@@ -51,6 +51,9 @@ from .units import parse_seconds
 
 PathLike = Union[str, "os.PathLike[str]"]
 
+#: The most runs (points x seeds) one sweep may hold: the plan, its directories and the
+#: merged tables stay small; larger studies are several sweeps.
+MAX_RUNS = 100_000
 SWEEP_KEYS = {"name", "description", "base", "repeats", "seeds", "seed", "set", "axis", "variant", "link", "end_margin"}
 AXIS_KEYS = {"key", "values", "names", "name"}
 VARIANT_KEYS = {"name", "set"}
@@ -101,9 +104,9 @@ class Plan:
         """The experiment dict of a point (the seed is passed separately)."""
         cfg = copy.deepcopy(self.base_cfg)
         for k, v in self.common.items():
-            set_key(cfg, k, copy.deepcopy(v))
+            set_key(cfg, k, copy.deepcopy(v), where=self.file)
         for k, v in point.overrides.items():
-            set_key(cfg, k, copy.deepcopy(v))
+            set_key(cfg, k, copy.deepcopy(v), where=self.file)
         return cfg
 
     def fingerprint(self, point: Point) -> str:
@@ -168,7 +171,29 @@ def _check_name(file: str, where: str, name: Any) -> str:
 def _check_set(file: str, where: str, s: Any) -> dict:
     if not isinstance(s, dict):
         raise ConfigError(file, where, "expected a table of dotted keys, e.g. { \"topology.bottleneck.qdisc\" = \"codel\" }")
+    for k in s:
+        _check_key(file, f"{where}.{k}" if where else k, k)
     return dict(s)
+
+
+def _check_key(file: str, where: str, key: str) -> None:
+    """The syntax of a dotted override key (``workload[1].rate``), checked when the sweep
+    file is read: a bad index is named here rather than in every point."""
+    from ._config import _split_index
+
+    try:
+        for part in key.split("."):
+            _split_index(part.strip(), file, key)
+    except ConfigError as e:
+        raise ConfigError(file, where, e.msg) from None
+
+
+def _unknown(file: str, where: str, key: str, accepted: set) -> ConfigError:
+    import difflib
+
+    close = difflib.get_close_matches(key, sorted(accepted), n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ConfigError(file, where, f"unknown key{hint}; accepted keys: {', '.join(sorted(accepted))}")
 
 
 def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Sequence[int]] = None) -> Plan:
@@ -177,7 +202,7 @@ def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Seq
     sw, file, sdir = load(path)
     unknown = sorted(set(sw) - SWEEP_KEYS)
     if unknown:
-        raise ConfigError(file, unknown[0], f"unknown key (expected one of {', '.join(sorted(SWEEP_KEYS))})")
+        raise _unknown(file, unknown[0], unknown[0], SWEEP_KEYS)
     if "base" not in sw:
         raise ConfigError(file, "base", 'required: base = "experiment.toml" or an inline [base] table')
     b = sw["base"]
@@ -197,14 +222,18 @@ def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Seq
     base_seed = sw.get("seed", base_cfg.get("seed", 1))
     if not isinstance(base_seed, int) or isinstance(base_seed, bool) or base_seed < 0:
         raise ConfigError(file, "seed", "expected a non-negative integer")
+    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_RUNS):
+        raise ConfigError("--repeats", "", f"expected an integer in [1, {MAX_RUNS}], got {repeats!r}")
     if "seeds" in sw and "repeats" in sw:
         raise ConfigError(file, "seeds", "give either `seeds` or `repeats`, not both")
     if seeds is not None:
         seed_list = list(seeds)
     elif "seeds" in sw:
         seed_list = sw["seeds"]
-        if not isinstance(seed_list, list) or not seed_list or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seed_list):
-            raise ConfigError(file, "seeds", "expected a non-empty list of non-negative integers")
+        if not isinstance(seed_list, list) or not seed_list or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**64 for s in seed_list):
+            raise ConfigError(file, "seeds", "expected a non-empty list of integers in [0, 2^64-1]")
+        if len(seed_list) > MAX_RUNS:
+            raise ConfigError(file, "seeds", f"{len(seed_list)} seeds; at most {MAX_RUNS}")
         if len(set(seed_list)) != len(seed_list):
             raise ConfigError(file, "seeds", "duplicate seeds")
         if repeats is not None:
@@ -213,9 +242,9 @@ def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Seq
         r = repeats if repeats is not None else sw.get("repeats", base_cfg.get("repeats", 1))
         if not isinstance(r, int) or isinstance(r, bool) or r < 1:
             raise ConfigError(file, "repeats", "expected a positive integer")
+        if r > MAX_RUNS:
+            raise ConfigError(file, "repeats", f"{r} is out of range [1, {MAX_RUNS}]")
         seed_list = list(range(base_seed, base_seed + r))
-    if repeats is not None and repeats < 1:
-        raise ConfigError("--repeats", "", "expected a positive integer")
 
     # variants
     variants = sw.get("variant", [])
@@ -229,7 +258,7 @@ def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Seq
             raise ConfigError(file, where, "expected a table with `name` and `set`")
         bad = sorted(set(v) - VARIANT_KEYS)
         if bad:
-            raise ConfigError(file, f"{where}.{bad[0]}", "unknown key (expected name, set)")
+            raise _unknown(file, f"{where}.{bad[0]}", bad[0], VARIANT_KEYS)
         name = _check_name(file, f"{where}.name", v.get("name"))
         if name in seen:
             raise ConfigError(file, f"{where}.name", f"duplicate variant name {name!r}")
@@ -248,10 +277,11 @@ def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Seq
             raise ConfigError(file, where, "expected a table with `key` and `values`")
         bad = sorted(set(a) - AXIS_KEYS)
         if bad:
-            raise ConfigError(file, f"{where}.{bad[0]}", "unknown key (expected key, values, names, name)")
+            raise _unknown(file, f"{where}.{bad[0]}", bad[0], AXIS_KEYS)
         key = a.get("key")
         if not isinstance(key, str) or not key:
             raise ConfigError(file, f"{where}.key", 'required: a dotted key, e.g. "topology.bottleneck.qdisc"')
+        _check_key(file, f"{where}.key", key)
         values = a.get("values")
         if not isinstance(values, list) or not values:
             raise ConfigError(file, f"{where}.values", "expected a non-empty list")
@@ -278,6 +308,10 @@ def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Seq
             raise ConfigError(file, f"{where}.values", f"two values get the label {sorted(dup)[0]!r}; give `names = [...]`")
         aparts.append([(lab, {key: v}) for lab, v in zip(labels, values)])
 
+    n_points = max(1, len(vparts)) * math.prod(len(x) for x in aparts)
+    if n_points * len(seed_list) > MAX_RUNS:
+        raise ConfigError(file, "axis", f"{n_points} points x {len(seed_list)} seeds = {n_points * len(seed_list)} runs; "
+                                        f"a sweep holds at most {MAX_RUNS} (split it into several sweeps)")
     points: list = []
     vchoices = vparts or [(None, {})]
     for vname, vset in vchoices:
@@ -330,10 +364,37 @@ def validate_plan(plan: Plan) -> None:
 _STOP = None  # a multiprocessing Event in workers
 
 
-def _worker_init(stop) -> None:
+def _die_with_parent(parent_pid: int) -> None:
+    """Makes the kernel SIGKILL this worker when the sweep process dies (Linux
+    ``prctl(PR_SET_PDEATHSIG)``), e.g. killed by the OOM killer, so no worker keeps running
+    queued points into directories a re-run then shares. Elsewhere, a watchdog thread
+    polls the parent pid."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl")
+    except (OSError, AttributeError):
+        import threading
+
+        def watch() -> None:
+            while os.getppid() == parent_pid:
+                time.sleep(1.0)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="sojourn-parent-watchdog", daemon=True).start()
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _worker_init(stop, parent_pid: Optional[int] = None) -> None:
     global _STOP
     _STOP = stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    if parent_pid is not None:
+        _die_with_parent(parent_pid)
 
 
 def _run_task(cfg: dict, base_dir: str, seed: int, out: str) -> dict:
@@ -450,6 +511,8 @@ class _Display:
 def run_plan(plan: Plan, out: PathLike, jobs: Optional[int] = None, quiet: bool = True) -> dict:
     """Runs every pending (point, seed) of a validated plan. Returns counts
     ``{"total", "cached", "ran", "failed": [(run, error)], "interrupted": bool}``."""
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= 1024):
+        raise ConfigError("--jobs", "", f"expected an integer in [1, 1024], got {jobs!r}")
     out = Path(out)
     # Refuse to mix results of a changed point definition with old ones.
     for p in plan.points:
@@ -460,6 +523,16 @@ def run_plan(plan: Plan, out: PathLike, jobs: Optional[int] = None, quiet: bool 
                 raise ConfigError(plan.file, f"point {p.name!r}",
                                   f"{out}/runs/{p.name} holds runs of a different configuration; use another --out or delete that directory")
     out.mkdir(parents=True, exist_ok=True)
+    from ._outdir import DirLock
+
+    lock = DirLock(out, "sweep").acquire()  # two sweeps on one directory would share run dirs
+    try:
+        return _run_plan_locked(plan, out, jobs, quiet)
+    finally:
+        lock.release()
+
+
+def _run_plan_locked(plan: Plan, out: Path, jobs: Optional[int], quiet: bool) -> dict:
     _write_text_atomic(out / "sweep.json", json.dumps(plan.to_json(), indent=2, sort_keys=True, default=str) + "\n")
     for p in plan.points:
         d = out / "runs" / p.name
@@ -496,7 +569,7 @@ def run_plan(plan: Plan, out: PathLike, jobs: Optional[int] = None, quiet: bool 
         elif tasks:
             ctx = multiprocessing.get_context("spawn")
             stop = ctx.Event()
-            ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init, initargs=(stop,))
+            ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init, initargs=(stop, os.getpid()))
             futs = {ex.submit(_run_task, *args): (p, s) for p, s, args in tasks}
             try:
                 todo = set(futs)
@@ -537,6 +610,9 @@ def run_sweep(path: PathLike, out: PathLike, jobs: Optional[int] = None, repeats
     Returns the runs table (one row per run). Raises :class:`ConfigError` for a bad sweep
     file or point, :class:`SweepFailed` when runs failed, ``KeyboardInterrupt`` when
     interrupted (finished runs are kept; rerun to resume)."""
+    if seeds is not None and (isinstance(seeds, (str, bytes)) or not all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**64 for x in seeds)):
+        raise ConfigError("seeds", "", "expected a list of integers in [0, 2^64-1]")
     plan = load_plan(path, repeats=repeats, seeds=seeds)
     validate_plan(plan)
     st = run_plan(plan, out, jobs=jobs, quiet=quiet)
@@ -566,11 +642,24 @@ OUT/flows.parquet every flow of every run. See docs/sweeps.md.
 """
 
 def cmd_sweep(a) -> int:
+    from . import _outdir
+
+    if a.jobs is not None and not 1 <= a.jobs <= 1024:
+        return fail(f"--jobs: expected an integer in [1, 1024], got {a.jobs}")
+    try:
+        out_dir = _outdir.prepare(a.out)  # before any work: a bad --out is refused at once
+    except ConfigError as e:
+        return fail(str(e))
     try:
         plan = load_plan(a.sweep, repeats=a.repeats)
         validate_plan(plan)
     except ConfigError as e:
+        out_dir.undo()
         return fail(str(e))
+    except KeyboardInterrupt:
+        out_dir.undo()
+        print("sojourn: interrupted; nothing written", file=sys.stderr)
+        return 130
     if not a.quiet:
         print(f"{plan.name}: {len(plan.points)} points x {len(plan.seeds)} seeds = {len(plan.runs())} runs -> {a.out}", file=sys.stderr)
     try:

@@ -7,6 +7,7 @@
 
 use crate::time::Duration;
 use crate::units;
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -46,6 +47,7 @@ impl Value {
         match self {
             Value::Bool(_) => "a boolean",
             Value::Int(_) => "an integer",
+            Value::Float(x) if !x.is_finite() => "a non-finite number (nan or inf)",
             Value::Float(_) => "a number",
             Value::Str(_) => "a string",
             Value::Array(_) => "an array",
@@ -104,6 +106,9 @@ pub struct Params<'a> {
     path: String,
     table: &'a Table,
     used: BTreeSet<&'a str>,
+    /// Every key the reader asked for, present or not: the keys this table accepts (on
+    /// the paths the parse took), the candidates for "did you mean" hints.
+    asked: RefCell<BTreeSet<String>>,
 }
 
 static EMPTY: Table = Table(Vec::new());
@@ -114,6 +119,7 @@ impl<'a> Params<'a> {
             path: path.into(),
             table,
             used: BTreeSet::new(),
+            asked: RefCell::new(BTreeSet::new()),
         }
     }
 
@@ -123,6 +129,7 @@ impl<'a> Params<'a> {
             path: path.into(),
             table: &EMPTY,
             used: BTreeSet::new(),
+            asked: RefCell::new(BTreeSet::new()),
         }
     }
 
@@ -140,11 +147,28 @@ impl<'a> Params<'a> {
     }
 
     pub fn has(&self, key: &str) -> bool {
+        self.ask(key);
         self.table.get(key).is_some()
+    }
+
+    fn ask(&self, key: &str) {
+        let mut asked = self.asked.borrow_mut();
+        if !asked.contains(key) {
+            asked.insert(key.to_string());
+        }
+    }
+
+    /// Declares keys this table accepts although this reader did not ask for them (read
+    /// elsewhere, or only under another `kind`), so typos of them get a hint.
+    pub fn accepts(&mut self, keys: &[&str]) {
+        self.asked
+            .borrow_mut()
+            .extend(keys.iter().map(|k| k.to_string()));
     }
 
     /// The raw value, marking the key used.
     pub fn raw(&mut self, key: &str) -> Option<&'a Value> {
+        self.ask(key);
         let table: &'a Table = self.table;
         let (k, v) = table.0.iter().find(|(k, _)| k == key)?;
         self.used.insert(k.as_str());
@@ -195,6 +219,9 @@ impl<'a> Params<'a> {
         match self.raw(key) {
             None => Ok(default),
             Some(Value::Float(x)) if x.is_finite() => Ok(*x),
+            Some(Value::Float(x)) => {
+                Err(self.err(key, format!("expected a finite number, got {x}")))
+            }
             Some(Value::Int(i)) => Ok(*i as f64),
             Some(v) => Err(self.err(key, format!("expected a number, got {}", v.type_name()))),
         }
@@ -215,6 +242,9 @@ impl<'a> Params<'a> {
             None => default,
             Some(Value::Int(i)) => *i,
             Some(Value::Float(f)) if f.fract() == 0.0 && f.is_finite() => *f as i64,
+            Some(Value::Float(f)) if !f.is_finite() => {
+                return Err(self.err(key, format!("expected a finite integer, got {f}")))
+            }
             Some(v) => {
                 return Err(self.err(key, format!("expected an integer, got {}", v.type_name())))
             }
@@ -312,13 +342,15 @@ impl<'a> Params<'a> {
                 path: p,
                 table: &EMPTY,
                 used: BTreeSet::new(),
+                asked: RefCell::new(BTreeSet::new()),
             },
         })
     }
 
     /// Rejects every key that was not read: `unknown key "tagret" (did you mean "target"?)`.
     pub fn finish(self) -> ConfResult<()> {
-        let known: Vec<&str> = self.used.iter().copied().collect();
+        let asked = self.asked.borrow();
+        let known: Vec<&str> = asked.iter().map(|k| k.as_str()).collect();
         for k in self.table.keys() {
             if !self.used.contains(k) {
                 let hint = closest(k, &known)
@@ -337,7 +369,10 @@ impl<'a> Params<'a> {
     pub fn finish_with(self, accepted: &[&str]) -> ConfResult<()> {
         for k in self.table.keys() {
             if !self.used.contains(k) {
-                let hint = closest(k, accepted)
+                let mut all: Vec<&str> = accepted.to_vec();
+                let asked = self.asked.borrow();
+                all.extend(asked.iter().map(|k| k.as_str()));
+                let hint = closest(k, &all)
                     .map(|c| format!(" (did you mean {c:?}?)"))
                     .unwrap_or_default();
                 return Err(ConfError::new(
@@ -402,6 +437,40 @@ mod tests {
         let e = p.finish().unwrap_err();
         assert_eq!(e.path, "links.bottleneck.qdisc.tagret");
         assert!(e.msg.contains("did you mean \"target\""), "{}", e.msg);
+    }
+
+    /// The hint comes from the keys the table accepts, not only from keys present (issue
+    /// #17: `tagret` alone got no hint).
+    #[test]
+    fn did_you_mean_from_accepted_keys_alone() {
+        let tab = t(&[("tagret", Value::Str("5ms".into()))]);
+        let mut p = Params::new("q", &tab);
+        p.duration("target", Duration::from_ms(5)).unwrap();
+        p.duration("interval", Duration::from_ms(100)).unwrap();
+        let e = p.finish().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "q.tagret: unknown key (did you mean \"target\"?)"
+        );
+        let tab = t(&[("los", Value::Float(0.1))]);
+        let p = Params::new("l", &tab);
+        assert!(!p.has("loss"));
+        let e = p.finish().unwrap_err();
+        assert!(e.msg.contains("did you mean \"loss\""), "{}", e.msg);
+    }
+
+    #[test]
+    fn non_finite_numbers_say_finite() {
+        let tab = t(&[
+            ("a", Value::Float(f64::NAN)),
+            ("b", Value::Float(f64::INFINITY)),
+        ]);
+        let mut p = Params::new("q", &tab);
+        assert_eq!(
+            p.f64("a", 0.0).unwrap_err().msg,
+            "expected a finite number, got NaN"
+        );
+        assert!(p.int("b", 0, 0, 5).unwrap_err().msg.contains("finite"));
     }
 
     #[test]

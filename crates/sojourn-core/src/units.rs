@@ -1,7 +1,8 @@
 //! Human units in experiment files: `"10Mbit"`, `"100ms"`, `"1.5KiB"`.
 //!
-//! Rates are bits per second with SI prefixes (`kbit`, `Mbit`, `Gbit`; `bps` and `bit`
-//! accepted; tc's `mbit` lowercase too). Sizes are bytes with SI (`kB` = 1000) or IEC
+//! Rates follow tc's names, case-insensitive: bits per second with SI prefixes (`kbit`,
+//! `Mbit`, `Gbit`) or IEC ones (`Kibit`), and bytes per second for `bps`, `kbps`, `Mbps`,
+//! `Gbps` (tc(8): "mbps Megabytes per second"), so `10Mbps` = 80 Mbit/s. Sizes are bytes with SI (`kB` = 1000) or IEC
 //! (`KiB` = 1024) prefixes. Durations take `ns`, `us`, `ms`, `s`, `min`, `h`.
 
 use crate::time::Duration;
@@ -51,23 +52,56 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration(ns.round() as u64))
 }
 
-/// Parses a rate such as `"10Mbit"`, `"1Gbit"`, `"87kbit"`, `"1.5Mbps"`; returns bit/s.
+/// tc's rate units (iproute2 `get_rate`, matched case-insensitively): bits per second with
+/// SI (`kbit` = 1000) or IEC (`kibit` = 1024) prefixes, and **bytes** per second for every
+/// `…bps` name (`bps`, `kbps`/`KBps`, `mbps`/`MBps`, `gbps`, `tbps`; `kibps`, `mibps`, …),
+/// so `"10mbps"` is 80 Mbit/s exactly as `tc … rate 10mbps` is. The factors are bits.
+const TC_RATE_UNITS: &[(&str, f64)] = &[
+    ("bit", 1.0),
+    ("kibit", 1024.0),
+    ("kbit", 1e3),
+    ("mibit", 1024.0 * 1024.0),
+    ("mbit", 1e6),
+    ("gibit", 1024.0 * 1024.0 * 1024.0),
+    ("gbit", 1e9),
+    ("tibit", 1024.0 * 1024.0 * 1024.0 * 1024.0),
+    ("tbit", 1e12),
+    ("bps", 8.0),
+    ("kibps", 8.0 * 1024.0),
+    ("kbps", 8e3),
+    ("mibps", 8.0 * 1024.0 * 1024.0),
+    ("mbps", 8e6),
+    ("gibps", 8.0 * 1024.0 * 1024.0 * 1024.0),
+    ("gbps", 8e9),
+    ("tibps", 8.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0),
+    ("tbps", 8e12),
+];
+
+/// The factor (bit/s per unit) of a rate unit: tc's names, plus sojourn's explicit
+/// `bit/s`, `kbit/s`, `Mbit/s`, `Gbit/s`, `Tbit/s` (bits, any case).
+pub fn rate_unit_factor(unit: &str) -> Option<f64> {
+    let u = unit.to_ascii_lowercase();
+    let u = u.strip_suffix("/s").unwrap_or(&u);
+    if unit.ends_with("/s") && !u.ends_with("bit") {
+        return None; // "MB/s" and friends: ambiguous spellings are refused
+    }
+    TC_RATE_UNITS
+        .iter()
+        .find(|(name, _)| *name == u)
+        .map(|&(_, f)| f)
+}
+
+/// Parses a rate such as `"10Mbit"`, `"1Gbit"`, `"87kbit"`, `"1.5Mbit/s"`; returns bit/s.
+/// Units follow tc (see [`TC_RATE_UNITS`]): `"10Mbps"` is 10 mega**bytes** per second.
 pub fn parse_rate(s: &str) -> Result<u64, String> {
     let (v, unit) =
         split_number(s).ok_or_else(|| format!("expected a rate like \"10Mbit\", got {s:?}"))?;
-    let scale = match unit {
-        "bit" | "bps" | "bit/s" => 1.0,
-        "kbit" | "Kbit" | "kbps" | "kbit/s" => 1e3,
-        "Mbit" | "mbit" | "Mbps" | "mbps" | "Mbit/s" => 1e6,
-        "Gbit" | "gbit" | "Gbps" | "gbps" | "Gbit/s" => 1e9,
-        "Tbit" | "tbit" | "Tbps" => 1e12,
-        "" => return Err(format!("rate {s:?} needs a unit (bit, kbit, Mbit, Gbit)")),
-        _ => {
-            return Err(format!(
-                "unknown rate unit {unit:?} in {s:?} (use bit, kbit, Mbit, Gbit)"
-            ))
-        }
-    };
+    if unit.is_empty() {
+        return Err(format!("rate {s:?} needs a unit (bit, kbit, Mbit, Gbit)"));
+    }
+    let scale = rate_unit_factor(unit).ok_or_else(|| {
+        format!("unknown rate unit {unit:?} in {s:?} (use bit, kbit, Mbit, Gbit; tc's bps, kbps, mbps, gbps are bytes per second)")
+    })?;
     let bps = v * scale;
     if !bps.is_finite() || bps > u64::MAX as f64 {
         return Err(format!("rate {s:?} is out of range"));
@@ -156,6 +190,23 @@ mod tests {
         assert_eq!(parse_rate("87kbit").unwrap(), 87_000);
         assert_eq!(parse_rate("1.7Mbit").unwrap(), 1_700_000);
         assert!(parse_rate("10MB").is_err());
+        assert!(parse_rate("10MB/s").is_err());
+        assert_eq!(parse_rate("10Mbit/s").unwrap(), 10_000_000);
+    }
+
+    /// tc(8) "RATES": bps = bytes per second, kbps = kilobytes, mbps = megabytes, gbps =
+    /// gigabytes per second; kibit = 1024 bit/s; names match case-insensitively (strcasecmp).
+    #[test]
+    fn rates_follow_tc_byte_units() {
+        assert_eq!(parse_rate("10Mbps").unwrap(), 80_000_000);
+        assert_eq!(parse_rate("10mbps").unwrap(), 80_000_000);
+        assert_eq!(parse_rate("10MBps").unwrap(), 80_000_000);
+        assert_eq!(parse_rate("100kbps").unwrap(), 800_000);
+        assert_eq!(parse_rate("1gbps").unwrap(), 8_000_000_000);
+        assert_eq!(parse_rate("1500bps").unwrap(), 12_000);
+        assert_eq!(parse_rate("1kibit").unwrap(), 1024);
+        assert_eq!(parse_rate("1MiBps").unwrap(), 8_388_608);
+        assert_eq!(parse_rate("10MBIT").unwrap(), 10_000_000);
     }
 
     #[test]

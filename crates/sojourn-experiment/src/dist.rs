@@ -229,10 +229,12 @@ impl SizeDist {
     }
 }
 
+/// The largest CDF file accepted (a CDF needs hundreds of lines, not millions).
+pub const MAX_CDF_BYTES: u64 = 16 * 1024 * 1024;
+
 /// Reads a CDF file: `bytes probability` per line, `#` comments.
 pub fn load_cdf(path: &Path) -> Result<Vec<(f64, f64)>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = crate::files::read_regular_text(path, "size distribution", MAX_CDF_BYTES)?;
     let mut pts: Vec<(f64, f64)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();

@@ -170,6 +170,7 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
         )
     })?;
     parse_topology(&mut exp, topo)?;
+    check_routing_size(&exp)?;
 
     if let Some(tt) = p.table_opt("transport")? {
         exp.transport = crate::transport::parse_transport_table(tt)?;
@@ -215,7 +216,133 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
     }
     p.finish()?;
     check_routes(&exp)?;
+    check_memory(&exp)?;
     Ok(exp)
+}
+
+/// Route computation is O(N²·L) today (N nodes, L links; an N×N table): 1,000 dumbbell
+/// pairs (2,004 nodes, 4,002 links) took 39 s to validate on a 2-core machine, 2,000 pairs
+/// more than 2 minutes. Larger topologies are refused with the estimate until the scale
+/// issue's routing rewrite (docs/limits.md).
+pub const MAX_ROUTING_COST: f64 = 1.7e10;
+/// Seconds per unit of N²·L, measured (39 s / 1.6e10).
+const ROUTING_S_PER_UNIT: f64 = 39.0 / 1.6e10;
+
+fn check_routing_size(exp: &Experiment) -> ConfResult<()> {
+    let path = if exp.pairs.is_empty() {
+        "topology"
+    } else {
+        "topology.pairs"
+    };
+    routing_size_ok(exp.node_names.len() as u64, exp.links.len() as u64, path)
+}
+
+fn routing_size_ok(nodes: u64, links: u64, path: &str) -> ConfResult<()> {
+    let n = nodes as f64;
+    let l = links as f64;
+    let cost = n * n * l;
+    if cost > MAX_ROUTING_COST {
+        let secs = cost * ROUTING_S_PER_UNIT;
+        return Err(ConfError::new(
+            path,
+            format!(
+                "{} nodes and {} links: computing routes needs ~{} (O(nodes²·links)); \
+                 at most about 1000 dumbbell pairs (2000 nodes) until routing is rewritten (docs/limits.md)",
+                n as u64,
+                l as u64,
+                human_seconds(secs)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn human_seconds(s: f64) -> String {
+    if s < 120.0 {
+        format!("{s:.0} s")
+    } else if s < 7200.0 {
+        format!("{:.0} min", s / 60.0)
+    } else if s < 172_800.0 {
+        format!("{:.0} h", s / 3600.0)
+    } else {
+        format!("{:.0} days", s / 86_400.0)
+    }
+}
+
+/// Memory a run needs, by what it holds for its whole length (docs/limits.md has the
+/// measurements): the engine and Python front (~120 MB), per node and link, per flow
+/// (UDP: 0.8 KB measured with 400,000 CBR flows; TCP: 2.2 KB measured at set-up, budgeted
+/// at 16 KiB for the connection state while data flows).
+pub const BASE_BYTES: f64 = 128.0 * 1024.0 * 1024.0;
+pub const BYTES_PER_NODE: f64 = 4.0 * 1024.0;
+pub const BYTES_PER_LINK: f64 = 64.0 * 1024.0;
+pub const BYTES_PER_UDP_FLOW: f64 = 1024.0;
+pub const BYTES_PER_TCP_FLOW: f64 = 16.0 * 1024.0;
+
+/// The estimate of [`BASE_BYTES`] + per node, link and flow.
+pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
+    let (mut udp, mut tcp) = (0usize, 0usize);
+    for w in &exp.workloads {
+        match w {
+            WorkloadPlan::Udp(u) => udp += u.flows.len(),
+            WorkloadPlan::Tcp(t) => tcp += t.flows.len(),
+        }
+    }
+    let bytes = BASE_BYTES
+        + BYTES_PER_NODE * exp.node_names.len() as f64
+        + BYTES_PER_LINK * exp.links.len() as f64
+        + BYTES_PER_UDP_FLOW * udp as f64
+        + BYTES_PER_TCP_FLOW * tcp as f64;
+    (bytes, udp, tcp)
+}
+
+/// The memory a run may use: `SOJOURN_MEMORY` (e.g. `"64GiB"`) if set, else this
+/// machine's physical memory (`MemTotal`); `None` when neither is known (no check).
+pub fn memory_budget() -> Result<Option<(u64, &'static str)>, String> {
+    if let Ok(v) = std::env::var("SOJOURN_MEMORY") {
+        let b = units::parse_bytes(&v)
+            .map_err(|m| format!("environment variable SOJOURN_MEMORY: {m}"))?;
+        return Ok(Some((b, "SOJOURN_MEMORY allows")));
+    }
+    let Ok(text) = std::fs::read_to_string("/proc/meminfo") else {
+        return Ok(None);
+    };
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|r| r.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| (kb * 1024, "this machine has")))
+}
+
+fn gb(b: f64) -> String {
+    format!("{:.1} GB", b / 1e9)
+}
+
+fn check_memory(exp: &Experiment) -> ConfResult<()> {
+    let (need, udp, tcp) = memory_estimate(exp);
+    let budget = memory_budget().map_err(|m| ConfError::new("", m))?;
+    let Some((have, whose)) = budget else {
+        return Ok(());
+    };
+    if need > have as f64 {
+        let what = if tcp + udp > 0 {
+            format!("{tcp} TCP and {udp} UDP flows, ")
+        } else {
+            String::new()
+        };
+        return Err(ConfError::new(
+            "workload",
+            format!(
+                "{what}{} nodes, {} links: needs ~{}; {whose} {} \
+                 (set SOJOURN_MEMORY=<size> to override, docs/limits.md)",
+                exp.node_names.len(),
+                exp.links.len(),
+                gb(need),
+                gb(have as f64)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The entries of an array of tables (`[[key]]`) with their key paths `key[i]`; an entry
@@ -595,6 +722,8 @@ fn parse_topology(exp: &mut Experiment, t: &Table) -> ConfResult<()> {
 /// `d{i}.down`/`d{i}.up`.
 fn parse_dumbbell(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
     let pairs = p.u32("pairs", 1, 1, 100_000)?;
+    // Refuse before building: node and link name checks are linear scans too.
+    routing_size_ok(2 * pairs as u64 + 2, 4 * pairs as u64 + 2, "topology.pairs")?;
     let base = exp.base_dir.clone();
     if !p.has("bottleneck") {
         return Err(ConfError::new(
@@ -740,6 +869,8 @@ fn parse_graph(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
             ))
         }
     };
+    // A graph has at least about as many links as nodes: refuse before the name checks.
+    routing_size_ok(nodes.len() as u64, nodes.len() as u64, "topology.nodes")?;
     for (i, n) in nodes.iter().enumerate() {
         let Value::Str(s) = n else {
             return Err(ConfError::new(

@@ -34,6 +34,7 @@
 pub mod classify;
 pub mod dist;
 pub mod experiment;
+pub mod files;
 pub mod link;
 pub mod overrides;
 pub mod schedule;
@@ -55,13 +56,15 @@ pub fn parse_str(text: &str, base_dir: &Path) -> ConfResult<Experiment> {
     from_toml(text, base_dir)
 }
 
+/// Experiment files larger than this are refused (as the Python front does).
+pub const MAX_EXPERIMENT_BYTES: u64 = 16 * 1024 * 1024;
+
 /// Reads `file`, applies `--set KEY=VALUE` overrides (TOML values, bare words are
 /// strings) in order, then `seed` if given, and validates. Errors name the key path (the
 /// file itself for I/O and syntax errors).
 pub fn load(file: &Path, set: &[String], seed: Option<u64>) -> ConfResult<Experiment> {
-    let shown = file.display().to_string();
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| ConfError::new(shown.clone(), format!("cannot read: {e}")))?;
+    let text = files::read_regular_text(file, "experiment file", MAX_EXPERIMENT_BYTES)
+        .map_err(|m| ConfError::new("", m))?;
     let mut table = toml_text::parse_toml(&text)?;
     for item in set {
         let (key, value) = overrides::parse_assignment(item)?;

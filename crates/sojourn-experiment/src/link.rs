@@ -41,10 +41,22 @@ impl TraceSpec {
     }
 }
 
+/// The largest trace file accepted (64 MiB, about 10 million delivery opportunities:
+/// hours of a 100 Mbit/s Mahimahi trace). Larger files are refused before reading, so
+/// `/dev/zero` or a runaway file cannot exhaust memory.
+pub const MAX_TRACE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Reads a Mahimahi trace: one delivery opportunity per line, in ms since the start.
+/// Only regular files (a FIFO would block `validate` forever, a device never ends), at
+/// most [`MAX_TRACE_BYTES`].
 pub fn load_trace(path: &Path) -> Result<Vec<u64>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read trace {}: {e}", path.display()))?;
+    let text = crate::files::read_regular_text(path, "trace", MAX_TRACE_BYTES)?;
+    parse_trace(&text, &path.display().to_string())
+}
+
+/// Parses the text of a Mahimahi trace (`name` labels messages). Separate from
+/// [`load_trace`] so that it can be fuzzed without files.
+pub fn parse_trace(text: &str, name: &str) -> Result<Vec<u64>, String> {
     let mut ops = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
@@ -53,16 +65,15 @@ pub fn load_trace(path: &Path) -> Result<Vec<u64>, String> {
         }
         let v: u64 = l.parse().map_err(|_| {
             format!(
-                "{}:{}: expected a whole number of milliseconds, got {l:?}",
-                path.display(),
-                i + 1
+                "{name}:{}: expected a whole number of milliseconds, got {}",
+                i + 1,
+                crate::files::excerpt(l)
             )
         })?;
         if let Some(&last) = ops.last() {
             if v < last {
                 return Err(format!(
-                    "{}:{}: timestamps must not decrease ({v} after {last})",
-                    path.display(),
+                    "{name}:{}: timestamps must not decrease ({v} after {last})",
                     i + 1
                 ));
             }
@@ -70,15 +81,11 @@ pub fn load_trace(path: &Path) -> Result<Vec<u64>, String> {
         ops.push(v);
     }
     if ops.is_empty() {
-        return Err(format!(
-            "trace {} has no delivery opportunities",
-            path.display()
-        ));
+        return Err(format!("trace {name} has no delivery opportunities"));
     }
     if *ops.last().unwrap() == 0 {
         return Err(format!(
-            "trace {}: the last timestamp (the period) must be positive",
-            path.display()
+            "trace {name}: the last timestamp (the period) must be positive"
         ));
     }
     Ok(ops)

@@ -20,6 +20,11 @@ pub fn parse_assignment(item: &str) -> Result<(String, Value), ConfError> {
     Ok((k.trim().to_string(), value))
 }
 
+/// The largest list index an override may name (`workload[N]`): no experiment has that
+/// many entries in one list, and padding up to a larger one would only build a huge list
+/// (`workload[100000000]` used to take 3.7 GB). Same bound as `_config.MAX_INDEX`.
+pub const MAX_INDEX: usize = 9999;
+
 /// Sets `dotted = value` in `table`, creating tables (and list items) on the way.
 pub fn set_key(table: &mut Table, dotted: &str, value: Value) -> Result<(), ConfError> {
     let parts: Vec<&str> = dotted.split('.').collect();
@@ -30,10 +35,37 @@ fn set_in(table: &mut Table, parts: &[&str], value: Value, dotted: &str) -> Resu
     let (part, rest) = (parts[0], &parts[1..]);
     let (name, index) = match part.strip_suffix(']').and_then(|p| p.split_once('[')) {
         Some((n, i)) => {
-            let i: usize = i
-                .parse()
-                .map_err(|_| ConfError::new(dotted, format!("bad list index in {part:?}")))?;
+            // Digits only: "-1", "x" and "+1" are refused (as in _config.py).
+            let i: usize = match i.trim() {
+                t if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => {
+                    t.parse().unwrap_or(usize::MAX)
+                }
+                _ => {
+                    return Err(ConfError::new(
+                        dotted,
+                        format!("list index {i:?} in {part:?} is not a non-negative integer"),
+                    ))
+                }
+            };
+            if i > MAX_INDEX {
+                return Err(ConfError::new(
+                    dotted,
+                    format!("list index {i} is too large (at most {MAX_INDEX})"),
+                ));
+            }
             (n, Some(i))
+        }
+        None if part.contains('[') || part.contains(']') => {
+            return Err(ConfError::new(
+                dotted,
+                format!("malformed list index in {part:?}; expected NAME[N], e.g. workload[0]"),
+            ))
+        }
+        None if part.trim().is_empty() => {
+            return Err(ConfError::new(
+                dotted,
+                "empty key name (two dots, or a leading/trailing dot)",
+            ))
         }
         None => (part, None),
     };
@@ -107,5 +139,20 @@ mod tests {
         assert_eq!(w.len(), 2);
         assert_eq!(w[1].as_table().unwrap().get("count"), Some(&Value::Int(3)));
         assert!(parse_assignment("novalue").is_err());
+    }
+
+    #[test]
+    fn bad_indices_and_paths_are_errors_not_allocations() {
+        let mut t = crate::toml_text::parse_toml("duration = \"1s\"\n").unwrap();
+        let e = set_key(&mut t, "workload[100000000].rate", Value::Int(1)).unwrap_err();
+        assert!(e.msg.contains("too large"), "{}", e.msg);
+        let e = set_key(&mut t, "workload[x].rate", Value::Int(1)).unwrap_err();
+        assert!(e.msg.contains("not a non-negative integer"), "{}", e.msg);
+        let e = set_key(&mut t, "workload[-1].rate", Value::Int(1)).unwrap_err();
+        assert!(e.msg.contains("not a non-negative integer"), "{}", e.msg);
+        let e = set_key(&mut t, "duration.value", Value::Int(1)).unwrap_err();
+        assert!(e.msg.contains("it is a string"), "{}", e.msg);
+        let e = set_key(&mut t, "a..b", Value::Int(1)).unwrap_err();
+        assert!(e.msg.contains("empty key name"), "{}", e.msg);
     }
 }

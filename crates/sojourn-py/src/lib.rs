@@ -18,7 +18,21 @@ pyo3::create_exception!(
     "A mistake in an experiment file: .path is the key path, .msg the reason."
 );
 
-pub(crate) fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, ConfError> {
+/// How deep tables and arrays may nest: experiment files need about 6 levels; the bound
+/// keeps a hostile dict (5,000 levels) from overflowing the stack in this recursion.
+pub const MAX_DEPTH: usize = 64;
+
+pub(crate) fn to_value(
+    obj: &Bound<'_, PyAny>,
+    path: &str,
+    depth: usize,
+) -> Result<Value, ConfError> {
+    if depth > MAX_DEPTH {
+        return Err(ConfError::new(
+            path,
+            format!("nested more than {MAX_DEPTH} levels deep"),
+        ));
+    }
     if obj.is_instance_of::<PyBool>() {
         return Ok(Value::Bool(obj.extract::<bool>().unwrap()));
     }
@@ -35,7 +49,7 @@ pub(crate) fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, Conf
         return Ok(Value::Str(obj.extract::<String>().unwrap()));
     }
     if let Ok(d) = obj.downcast::<PyDict>() {
-        return Ok(Value::Table(to_table(d, path)?));
+        return Ok(Value::Table(to_table(d, path, depth + 1)?));
     }
     if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         let mut v = Vec::new();
@@ -45,7 +59,7 @@ pub(crate) fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, Conf
             .enumerate()
         {
             let x = x.map_err(|_| ConfError::new(path, "not iterable"))?;
-            v.push(to_value(&x, &format!("{path}[{i}]"))?);
+            v.push(to_value(&x, &format!("{path}[{i}]"), depth + 1)?);
         }
         return Ok(Value::Array(v));
     }
@@ -60,14 +74,14 @@ pub(crate) fn to_value(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, Conf
     ))
 }
 
-fn to_table(d: &Bound<'_, PyDict>, path: &str) -> Result<Table, ConfError> {
+fn to_table(d: &Bound<'_, PyDict>, path: &str, depth: usize) -> Result<Table, ConfError> {
     let mut t = Table::default();
     for (k, v) in d.iter() {
         let key: String = k
             .extract()
             .map_err(|_| ConfError::new(path, "keys must be strings"))?;
         let p = sojourn_core::params::join(path, &key);
-        t.0.push((key, to_value(&v, &p)?));
+        t.0.push((key, to_value(&v, &p, depth)?));
     }
     Ok(t)
 }
@@ -83,7 +97,7 @@ pub(crate) fn conf_err(e: ConfError) -> PyErr {
 }
 
 fn parse(cfg: &Bound<'_, PyDict>, base_dir: &str) -> PyResult<config::Experiment> {
-    let t = to_table(cfg, "").map_err(conf_err)?;
+    let t = to_table(cfg, "", 0).map_err(conf_err)?;
     config::from_table(&t, Path::new(base_dir)).map_err(conf_err)
 }
 

@@ -36,7 +36,7 @@ fn parse_duration_ns(s: &str) -> PyResult<u64> {
 /// Parses a size distribution written as in an experiment file (a size, or a table with
 /// `dist`), at key path `key`; relative files are read from `base_dir`.
 fn size_dist(spec: &Bound<'_, PyAny>, base_dir: &str, key: &str) -> PyResult<SizeDist> {
-    let v = to_value(spec, key).map_err(conf_err)?;
+    let v = to_value(spec, key, 0).map_err(conf_err)?;
     let mut t = Table::default();
     t.insert(key, v);
     let mut p = Params::new("", &t);

@@ -367,7 +367,7 @@ def _sweep(study: str, out: Path, jobs: Optional[int], repeats: Optional[int], d
     dest = out / study
     if duration is not None:
         # A shortened copy of the sweep: same points, a `set` of the duration.
-        import tomllib
+        from .._config import tomllib
 
         spec = tomllib.loads(src.read_text())
         spec.setdefault("set", {})["duration"] = duration

@@ -264,6 +264,8 @@ pub const TC_KEYS: &[TcKey] = &[
     TcKey::Flag("horizon_cap", "horizon_drop", false),
     TcKey::Time("ce_threshold", "ce_threshold"),
     TcKey::Ignore("bands", 1),
+    // hrtimer slack: sojourn's timers fire exactly, so the value has nothing to set.
+    TcKey::Ignore("timer_slack", 1),
     TcKey::Ints("priomap", "priomap", 16),
     TcKey::Ints("weights", "weights", BANDS),
 ];

@@ -40,7 +40,7 @@ use crate::packet::Packet;
 use crate::time::Time;
 
 pub use registry::{build, build_kind, describe, BuildCtx, KINDS};
-pub use spec::{NotLinux, QdiscSpec, TcNode, TcParent, TcTree};
+pub use spec::{NotLinux, QdiscSpec, TcClass, TcNode, TcParent, TcShaped, TcTree};
 
 /// Why a packet was dropped; `name()` is the label in outputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -721,7 +721,7 @@ pub const TC_KEYS: &[TcKey] = &[
     TcKey::Int("depth", "depth"),
     TcKey::Int("flows", "flows"),
     TcKey::Int("divisor", "divisor"),
-    TcKey::Int("perturb", "perturb"),
+    TcKey::Secs("perturb", "perturb"),
     TcKey::Flag("headdrop", "headdrop", true),
     TcKey::Size("redflowlimit", "redflowlimit"),
     TcKey::Size("min", "min"),

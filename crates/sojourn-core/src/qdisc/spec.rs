@@ -111,6 +111,41 @@ impl fmt::Display for TcNode {
 /// A spec as tc commands: the root first, then children in order (parents before children).
 pub type TcTree = Vec<TcNode>;
 
+/// One `tc class replace dev DEV parent H: classid H:M <kind> <args>` line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcClass {
+    /// Major of the qdisc the class belongs to.
+    pub parent: u16,
+    /// `(major, minor)` of the class.
+    pub classid: (u16, u16),
+    pub kind: &'static str,
+    pub args: Vec<String>,
+}
+
+impl fmt::Display for TcClass {
+    /// `parent 1: classid 1:1 htb rate 10Mbit ceil 10Mbit`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "parent {:x}: classid {:x}:{:x} {}",
+            self.parent, self.classid.0, self.classid.1, self.kind
+        )?;
+        for a in &self.args {
+            write!(f, " {a}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A discipline behind a shaper: the root shaping qdisc, its class, and the discipline's
+/// tree under that class (see [`QdiscSpec::dump_shaped`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcShaped {
+    pub root: TcNode,
+    pub class: TcClass,
+    pub leaf: TcTree,
+}
+
 impl QdiscSpec {
     /// Parses and validates a spec: a bare kind (`"codel"`) or a table with `kind` and
     /// parameters. `path` is the spec's key path, used in error messages.
@@ -239,20 +274,43 @@ impl QdiscSpec {
         let root_handle = self.own_handle().unwrap_or_else(|| handles.fresh());
         let mut out = Vec::new();
         self.dump_into(TcParent::Root, root_handle, &mut handles, &mut out)?;
-        // Handles are unique on a device; two qdiscs insisting on one cannot both be placed.
-        for (k, n) in out.iter().enumerate() {
-            if out[..k].iter().any(|m| m.handle == n.handle) {
-                return Err(NotLinux::new(
-                    n.kind,
-                    format!(
-                        "its handle {:x}: is taken by another qdisc of the tree; give it its own \
-                         `handle` (its skb->priority overrides match that major)",
-                        n.handle
-                    ),
-                ));
-            }
-        }
+        check_unique(&out)?;
         Ok(out)
+    }
+
+    /// This discipline behind a rate shaper, as Linux shapes a link on a fast device (the
+    /// experiment's `shaper = true`): `root handle H: htb default 1`, one class `H:1` with
+    /// `rate` = `ceil` = `rate_bps` (htb's own burst defaults), and this spec's tree under
+    /// `H:1`. `H` is the first major the tree does not insist on.
+    pub fn dump_shaped(&self, rate_bps: u64) -> Result<TcShaped, NotLinux> {
+        let mut handles = Handles {
+            taken: Vec::new(),
+            next: 1,
+        };
+        self.insisted_handles(&mut handles.taken);
+        let h = handles.fresh();
+        let root = TcNode {
+            parent: TcParent::Root,
+            handle: h,
+            kind: "htb",
+            args: vec!["default".into(), "1".into()],
+        };
+        let class = TcClass {
+            parent: h,
+            classid: (h, 1),
+            kind: "htb",
+            args: vec![
+                "rate".into(),
+                tc_rate(rate_bps),
+                "ceil".into(),
+                tc_rate(rate_bps),
+            ],
+        };
+        let leaf_handle = self.own_handle().unwrap_or_else(|| handles.fresh());
+        let mut leaf = Vec::new();
+        self.dump_into(TcParent::Class(h, 1), leaf_handle, &mut handles, &mut leaf)?;
+        check_unique(&leaf)?;
+        Ok(TcShaped { root, class, leaf })
     }
 
     fn insisted_handles(&self, out: &mut Vec<u16>) {
@@ -360,6 +418,23 @@ impl QdiscSpec {
     }
 }
 
+/// Handles are unique on a device; two qdiscs insisting on one cannot both be placed.
+fn check_unique(tree: &[TcNode]) -> Result<(), NotLinux> {
+    for (k, n) in tree.iter().enumerate() {
+        if tree[..k].iter().any(|m| m.handle == n.handle) {
+            return Err(NotLinux::new(
+                n.kind,
+                format!(
+                    "its handle {:x}: is taken by another qdisc of the tree; give it its own \
+                     `handle` (its skb->priority overrides match that major)",
+                    n.handle
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Handle majors for the qdiscs of a tree that do not insist on one.
 struct Handles {
     taken: Vec<u16>,
@@ -407,6 +482,8 @@ pub enum TcKey {
     Real(&'static str, &'static str),
     /// `word` and its `n` values carry nothing sojourn keeps (fq's fixed `bands 3`).
     Ignore(&'static str, usize),
+    /// `word SECS` → `key = SECS` (whole seconds; `tc qdisc show`'s `10sec` is accepted).
+    Secs(&'static str, &'static str),
 }
 
 impl TcKey {
@@ -421,7 +498,8 @@ impl TcKey {
             | TcKey::Choice(w, _, _)
             | TcKey::Ints(w, _, _)
             | TcKey::Real(w, _)
-            | TcKey::Ignore(w, _) => w,
+            | TcKey::Ignore(w, _)
+            | TcKey::Secs(w, _) => w,
         }
     }
 }
@@ -492,6 +570,14 @@ pub fn tc_table(kind: &str, args: &[String], keys: &[TcKey]) -> ConfResult<Table
                     ));
                 }
                 t.insert(k, Value::Array(xs));
+            }
+            TcKey::Secs(_, k) => {
+                let v = value(&mut i)?;
+                let n: i64 = v
+                    .trim_end_matches("sec")
+                    .parse()
+                    .map_err(|_| bad("expected whole seconds, got", v))?;
+                t.insert(k, Value::Int(n));
             }
             TcKey::Ignore(_, n) => {
                 for _ in 0..n {
@@ -1313,6 +1399,32 @@ mod tests {
     }
 
     #[test]
+    fn a_shaped_link_is_htb_with_the_discipline_under_its_class() {
+        let q = default_of("fq_codel");
+        let sh = q.dump_shaped(10_000_000).unwrap();
+        assert_eq!(sh.root.to_string(), "root handle 1: htb default 1");
+        assert_eq!(
+            sh.class.to_string(),
+            "parent 1: classid 1:1 htb rate 10Mbit ceil 10Mbit"
+        );
+        assert_eq!(sh.leaf.len(), 1);
+        assert!(sh.leaf[0]
+            .to_string()
+            .starts_with("parent 1:1 handle 2: fq_codel limit 10240 "));
+        // CAKE keeps its handle 1:, so htb moves to 2:.
+        let sh = default_of("cake").dump_shaped(1_000_000_000).unwrap();
+        assert_eq!(sh.root.to_string(), "root handle 2: htb default 1");
+        assert_eq!(
+            sh.class.to_string(),
+            "parent 2: classid 2:1 htb rate 1Gbit ceil 1Gbit"
+        );
+        assert!(sh.leaf[0]
+            .to_string()
+            .starts_with("parent 2:1 handle 1: cake "));
+        assert_eq!(default_of("las").dump_shaped(1000).unwrap_err().kind, "las");
+    }
+
+    #[test]
     fn sojourn_only_disciplines_and_switches_are_refused_with_a_reason() {
         for kind in ["lstf_codel", "cocoa", "las", "srpt"] {
             let e = default_of(kind).dump().unwrap_err();
@@ -1431,6 +1543,27 @@ mod tests {
         .needs_conntrack());
         assert!(!default_of("fq_codel").needs_conntrack());
         assert!(!spec("prio", &[("child", s("fq_codel"))]).needs_conntrack());
+    }
+
+    #[test]
+    fn fq_default_matches_tc_qdisc_show() {
+        // `tc qdisc show` of a default fq on Linux ≥ 6.7 / iproute2 ≥ 6.7 (sch_fq defaults:
+        // 2·MTU quantum, 10·MTU initial quantum, 550 kbit/s low-rate threshold, 40 ms refill
+        // delay, 10 s horizon, 3 bands with priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1 and weights
+        // 589824 196608 65536). timer_slack is read and ignored: sojourn's timers are exact.
+        let shown = "limit 10000p flow_limit 100p buckets 1024 orphan_mask 1023 quantum 3028b \
+                     initial_quantum 15140b low_rate_threshold 550Kbit refill_delay 40ms \
+                     timer_slack 10us horizon 10s horizon_drop bands 3 \
+                     priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1 weights 589824 196608 65536";
+        assert_eq!(
+            QdiscSpec::from_tc_args("fq", &words(shown), &BuildCtx::default()).unwrap(),
+            default_of("fq")
+        );
+        // sfq's perturb as show prints it.
+        assert_eq!(
+            QdiscSpec::from_tc_args("sfq", &["perturb", "10sec"], &BuildCtx::default()).unwrap(),
+            spec("sfq", &[("perturb", i(10))])
+        );
     }
 
     #[test]

@@ -1,0 +1,377 @@
+"""sojourn's catalogue of bad inputs: every case is a mistake a user can make (experiment
+files, --set overrides, command lines, sweep files, trace files, Python API calls) with a
+fragment of the one-line message it must print. test_bad_inputs.py runs all of them (in
+batches, each batch in a subprocess with a memory and CPU cap, each case with a time
+limit) and fails on a traceback, a crash, a hang, an exit code other than 2, a missing
+fragment, or anything left in the output location.
+
+Kinds (``Case.kind``):
+  set    ``sojourn run BASE --out OUT --set KEY=VALUE`` (``arg`` is ``KEY=VALUE``)
+  toml   ``sojourn run FILE --out OUT`` with ``FILE`` holding ``arg`` (TOML text; ``{trace}``
+         is replaced by the path of a trace file holding ``Case.trace``, ``{base}`` by the
+         base experiment's text)
+  cli    ``sojourn ARGV`` with ``{base}``, ``{out}``, ``{tmp}``, ``{file}`` substituted
+  sweep  ``sojourn sweep FILE --out OUT`` with ``FILE`` holding ``arg`` (``{base}`` = path)
+  api    Python evaluated with ``sojourn``, ``BASE`` (dict), ``BASE_FILE``, ``OUT``, ``TMP``
+         in scope; it must raise ``sojourn.ConfigError`` whose text has the fragment
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    kind: str
+    arg: object
+    expect: str
+    trace: Optional[bytes] = None
+    # Also run through the real `sojourn` command in its own capped subprocess.
+    cli: bool = False
+
+
+BASE_TOML = """\
+name = "catalogue-base"
+duration = "2s"
+seed = 1
+
+[topology]
+kind = "dumbbell"
+pairs = 2
+bottleneck = { rate = "10Mbit", delay = "5ms", qdisc = { kind = "pfifo", limit = 100 } }
+access = { rate = "1Gbit", delay = "1ms" }
+
+[[workload]]
+kind = "cbr"
+pair = 0
+rate = "5Mbit"
+
+[[workload]]
+kind = "bulk"
+pair = 1
+
+[record]
+interval = "100ms"
+"""
+
+BASE_DICT = {
+    "name": "catalogue-base",
+    "duration": "2s",
+    "topology": {"kind": "dumbbell", "pairs": 2,
+                 "bottleneck": {"rate": "10Mbit", "delay": "5ms", "qdisc": {"kind": "pfifo", "limit": 100}},
+                 "access": {"rate": "1Gbit", "delay": "1ms"}},
+    "workload": [{"kind": "cbr", "pair": 0, "rate": "5Mbit"}, {"kind": "bulk", "pair": 1}],
+}
+
+Q = "topology.bottleneck.qdisc"
+B = "topology.bottleneck"
+W0 = "workload[0]"
+W1 = "workload[1]"
+
+CASES: list = []
+
+
+def add(id: str, kind: str, arg: object, expect: str, trace: Optional[bytes] = None, cli: bool = False) -> None:
+    CASES.append(Case(id, kind, arg, expect, trace, cli))
+
+
+def s(id: str, kv: str, expect: str, cli: bool = False) -> None:
+    add(id, "set", kv, expect, cli=cli)
+
+
+# --- the failures issue #17 lists -------------------------------------------------------
+add("deep-nesting-5000", "toml", 'duration = "1s"\nx = ' + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply", cli=True)
+add("deep-nesting-tables", "toml", 'duration = "1s"\n' + "x = " + "{a = " * 300 + "1" + "}" * 300 + "\n", "nested more than 64 levels")
+s("set-index-not-numeric", "workload[x].rate=1Mbit", "list index 'x'", cli=True)
+s("set-index-negative", "workload[-1].rate=1Mbit", "list index '-1'")
+s("set-index-empty", "workload[].rate=1Mbit", "list index ''")
+s("set-index-unclosed", "workload[0.rate=1Mbit", "malformed list index")
+s("set-path-through-scalar", "duration.value=1s", "duration is a string")
+s("set-path-through-number", "seed.x=1", "seed is a number")
+s("set-path-through-list", "workload.rate=1Mbit", "workload is a list")
+s("set-index-into-table", "topology[0].kind=1", "not a list")
+s("set-huge-index", "workload[100000000].rate=1Mbit", "is too large", cli=True)
+s("set-index-past-end", "workload[7].rate=1Mbit", "workload[2]")
+s("set-empty-key", "=5", "expected a dotted key")
+s("set-double-dot", "topology..kind=dumbbell", "empty key name")
+add("set-no-equals", "cli", ["run", "{base}", "--out", "{out}", "--set", "duration"], "expected KEY=VALUE")
+add("seed-negative", "cli", ["run", "{base}", "--out", "{out}", "--seed", "-1"], "--seed: -1 is out of range", cli=True)
+add("seed-too-large", "cli", ["run", "{base}", "--out", "{out}", "--seed", "18446744073709551616"], "out of range")
+add("seed-not-integer", "cli", ["run", "{base}", "--out", "{out}", "--seed", "abc"], "invalid int value")
+add("out-existing-file", "cli", ["run", "{base}", "--out", "{file}"], "exists and is a file", cli=True)
+add("out-below-file", "cli", ["run", "{base}", "--out", "{file}/sub"], "is a file, so no directory")
+add("out-uncreatable-proc", "cli", ["run", "{base}", "--out", "/proc/sojourn-no/x"], "cannot create directory", cli=True)
+add("out-empty", "cli", ["run", "{base}", "--out", ""], "expected a directory path")
+s("rate-mbps-is-bytes-too-fast-a-sender", f"{W0}.rate=\"2Gbps\"", "")  # placeholder replaced below
+CASES.pop()
+s("nan-float", f"{Q}={{kind=\"pie\", alpha=nan}}", "finite", cli=True)
+s("inf-float", f"{Q}={{kind=\"pie\", beta=inf}}", "finite")
+s("neg-inf-float", f"{Q}={{kind=\"red\", limit=\"400KB\", probability=-inf}}", "finite number")
+s("nan-loss", f"{B}.loss=nan", "finite number")
+s("nan-limit-int", f"{Q}={{kind=\"pfifo\", limit=nan}}", "finite")
+s("inf-duration", "duration=inf", "non-finite number")
+
+# --- did you mean (from the keys a table accepts) ---------------------------------------
+for typo, right, q in [("tagret", "target", "codel"), ("quantumm", "quantum", "fq_codel"), ("tupdat", "tupdate", "pie"),
+                       ("bandwith", "bandwidth", "cake"), ("perturbe", "perturb", "sfq"), ("intervall", "interval", "codel"),
+                       ("limt", "limit", "pfifo"), ("ecn_", "ecn", "fq_codel"), ("flow", "flows", "fq_codel"),
+                       ("flow_limt", "flow_limit", "fq"), ("quantun", "quantum", "fq")]:
+    s(f"hint-{q}-{typo}", f"{Q}={{kind=\"{q}\", {typo}=1}}", f'did you mean "{right}"')
+s("hint-link-dealy", f"{B}.dealy=\"5ms\"", 'did you mean "delay"', cli=True)
+s("hint-link-los", f"{B}.los=0.1", 'did you mean "loss"')
+s("hint-link-rat", f"{B}.rat=\"5Mbit\"", 'did you mean "rate"')
+s("hint-record-packet", "record.packet=true", 'did you mean "packets"')
+s("hint-record-intervall", "record.intervall=\"1s\"", 'did you mean "interval"')
+s("hint-top-duraton", "duraton=\"5s\"", 'did you mean "duration"')
+s("hint-top-warmpu", "warmpu=\"1s\"", 'did you mean "warmup"')
+s("hint-topology-pair", "topology.pair=3", 'did you mean "pairs"')
+s("hint-workload-rat", f"{W0}.rat=\"1Mbit\"", 'did you mean "rate"')
+s("hint-transport-cca", "transport.cca=\"bbr\"", 'did you mean "cc"')
+s("hint-qdisc-kind", f"{Q}=\"fq_codl\"", 'did you mean "fq_codel"')
+s("hint-workload-kind", f"{W0}.kind=\"cbrr\"", "unknown")
+
+# --- units -------------------------------------------------------------------------------
+s("rate-no-unit", f"{B}.rate=\"10\"", "needs a unit")
+s("rate-bare-int", f"{B}.rate=10", "expected a rate string")
+s("rate-unknown-unit", f"{B}.rate=\"10Mbits\"", "unknown rate unit")
+s("rate-mb-per-s", f"{B}.rate=\"10MB/s\"", "unknown rate unit")
+s("rate-mb-size-unit", f"{B}.rate=\"10MB\"", "unknown rate unit")
+s("rate-negative", f"{B}.rate=\"-10Mbit\"", "expected a rate")
+s("rate-zero", f"{B}.rate=\"0Mbit\"", "must be positive")
+s("rate-huge", f"{B}.rate=\"1e30Mbit\"", "unknown rate unit")
+s("rate-overflow", f"{B}.rate=\"99999999999999999999Tbit\"", "out of range")
+s("rate-words", f"{B}.rate=\"fast\"", "expected a rate")
+s("rate-bool", f"{B}.rate=true", "expected a rate string")
+s("delay-no-unit", f"{B}.delay=\"5\"", "needs a unit")
+s("delay-unknown-unit", f"{B}.delay=\"5 parsecs\"", "unknown duration unit")
+s("delay-negative", f"{B}.delay=\"-5ms\"", "expected a duration")
+s("delay-number", f"{B}.delay=5", "expected a duration string")
+s("duration-zero", "duration=\"0s\"", "must be positive")
+s("duration-overflow", "duration=\"1e40h\"", "unknown duration unit")
+s("duration-out-of-range", "duration=\"99999999999999h\"", "out of range")
+s("duration-table", "duration={a=1}", "expected a duration string")
+s("warmup-longer", "warmup=\"10s\"", "must be shorter than the duration")
+s("size-unknown-unit", f"{W0}.packet_size=\"1500 octets\"", "unknown size unit")
+s("size-negative-int", f"{W0}.packet_size=-5", "cannot be negative")
+s("size-bool", f"{W0}.packet_size=true", "expected a size")
+
+# --- top level and types -------------------------------------------------------------------
+s("unknown-top-key", "colour=\"blue\"", "unknown key")
+s("seed-in-file-negative", "seed=-1", "out of range")
+s("seed-in-file-string", "seed=\"one\"", "expected an integer")
+s("repeats-zero", "repeats=0", "out of range")
+s("repeats-huge", "repeats=1000000000", "out of range")
+s("name-number", "name=5", "expected a string")
+s("topology-string", "topology=\"dumbbell\"", "expected a table")
+s("topology-kind-unknown", "topology.kind=\"ring\"", "unknown value")
+s("workload-table", "workload={kind=\"cbr\"}", "use [[workload]]")
+s("workload-empty", "workload=[]", "at least one workload")
+s("workload-entry-string", "workload=[\"cbr\"]", "expected a table")
+s("transport-string", "transport=\"tcp\"", "expected a table")
+s("record-string", "record=\"all\"", "expected a table")
+
+# --- topology ------------------------------------------------------------------------------
+s("pairs-zero", "topology.pairs=0", "out of range")
+s("pairs-negative", "topology.pairs=-3", "out of range")
+s("pairs-float", "topology.pairs=1.5", "expected an integer")
+s("pairs-string", "topology.pairs=\"two\"", "expected an integer")
+s("pair-delays-short", "topology.pair_delays=[\"1ms\"]", "pair_delays")
+s("bottleneck-not-table", f"{B}=\"10Mbit\"", "expected a table")
+s("access-rate-zero", "topology.access.rate=\"0bit\"", "must be positive")
+s("loss-above-one", f"{B}.loss=1.5", "out of range")
+s("loss-negative", f"{B}.loss=-0.1", "out of range")
+s("reorder-above-one", f"{B}.reorder=2", "out of range")
+s("tx-ring-huge", f"{B}.tx_ring=100000000", "out of range")
+s("shaper-string", f"{B}.shaper=\"yes\"", "expected true or false")
+s("rate-schedule-no-list", f"{B}.rate_schedule=5", "expected a list")
+s("rate-schedule-no-at", f"{B}.rate_schedule=[{{rate=\"5Mbit\"}}]", "required")
+s("rate-schedule-decreasing", f"{B}.rate_schedule=[{{at=\"2s\", rate=\"5Mbit\"}}, {{at=\"1s\", rate=\"6Mbit\"}}]", "must increase")
+s("rate-schedule-zero", f"{B}.rate_schedule=[{{at=\"1s\", rate=\"0bit\"}}]", "must be positive")
+s("delay-schedule-bad", f"{B}.delay_schedule=[{{at=\"1s\", delay=\"x\"}}]", "expected a duration")
+s("trace-and-rate", f"{B}.trace=\"t.txt\"", "not both")
+s("trace-bytes-without-trace", f"{B}.trace_bytes_per_opportunity=1500", "only meaningful with `trace`")
+s("framing-bad", f"{B}.framing_overhead=\"x\"", "expected a size")
+add("graph-unknown-node", "toml", 'duration = "1s"\n[topology]\nkind = "graph"\nnodes = ["a", "b"]\n[[topology.links]]\nfrom = "a"\nto = "c"\nrate = "1Mbit"\n[[workload]]\nkind = "cbr"\nfrom = "a"\nto = "b"\nrate = "1Mbit"\n', "c")
+add("graph-duplicate-node", "toml", 'duration = "1s"\n[topology]\nkind = "graph"\nnodes = ["a", "a"]\n[[workload]]\nkind = "cbr"\nfrom = "a"\nto = "a"\nrate = "1Mbit"\n', "duplicate node")
+add("graph-no-route", "toml", 'duration = "1s"\n[topology]\nkind = "graph"\nnodes = ["a", "b", "c"]\n[[topology.links]]\nfrom = "a"\nto = "b"\nrate = "1Mbit"\nduplex = false\n[[workload]]\nkind = "cbr"\nfrom = "b"\nto = "a"\nrate = "1Mbit"\n', "route")
+add("no-topology", "toml", 'duration = "1s"\n[[workload]]\nkind = "cbr"\nrate = "1Mbit"\n', "[topology]")
+add("no-duration", "toml", '[topology]\nkind = "dumbbell"\nbottleneck = { rate = "1Mbit" }\n[[workload]]\nkind = "cbr"\nrate = "1Mbit"\n', "duration: required")
+add("no-workload", "toml", 'duration = "1s"\n[topology]\nkind = "dumbbell"\nbottleneck = { rate = "1Mbit" }\n', "at least one [[workload]]")
+add("no-bottleneck-rate", "toml", 'duration = "1s"\n[topology]\nkind = "dumbbell"\n[[workload]]\nkind = "cbr"\nrate = "1Mbit"\n', "rate")
+
+# --- TOML files ----------------------------------------------------------------------------
+add("toml-syntax", "toml", 'duration = "1s\n', "TOML syntax error")
+add("toml-duplicate-key", "toml", 'duration = "1s"\nduration = "2s"\n', "TOML syntax error")
+add("toml-not-utf8", "toml", b'duration = "\xff\xfe"\n', "not UTF-8")
+add("toml-empty", "toml", "", "duration: required")
+add("toml-binary", "toml", b"\x00\x01\x02\x03", "TOML syntax error")
+add("exp-missing-file", "cli", ["run", "{tmp}/nope.toml", "--out", "{out}"], "no such file")
+add("exp-directory", "cli", ["run", "{tmp}", "--out", "{out}"], "is a directory")
+add("exp-dev-zero", "cli", ["validate", "/dev/zero"], "not a regular file", cli=True)
+add("exp-dev-null", "cli", ["validate", "/dev/null"], "not a regular file")
+
+# --- workloads -----------------------------------------------------------------------------
+s("wl-pair-out-of-range", f"{W0}.pair=9", "pair")
+s("wl-pair-negative", f"{W0}.pair=-1", "out of range")
+s("wl-no-rate", f"{W0}={{kind=\"cbr\", pair=0}}", "rate")
+s("wl-cbr-rate-zero", f"{W0}.rate=\"0bit\"", "")
+s("wl-start-after-stop", f"{W0}={{kind=\"cbr\", pair=0, rate=\"1Mbit\", start=\"1s\", stop=\"0.5s\"}}", "")
+s("wl-count-zero", f"{W1}.count=0", "out of range")
+s("wl-count-huge", f"{W1}.count=10000000", "needs ~")
+s("wl-from-unknown-node", f"{W0}={{kind=\"cbr\", from=\"x\", to=\"d0\", rate=\"1Mbit\"}}", "x")
+s("wl-onoff-no-times", f"{W0}={{kind=\"onoff\", pair=0, rate=\"1Mbit\"}}", "on_time")
+s("wl-distribution-bad", f"{W0}={{kind=\"onoff\", pair=0, rate=\"1Mbit\", on_time=\"1s\", off_time=\"1s\", distribution=\"pareto\"}}", "unknown value")
+s("wl-transfer-no-size", f"{W1}={{kind=\"transfer\", pair=1}}", "size")
+s("wl-transfer-size-dist-bad", f"{W1}={{kind=\"transfer\", pair=1, size=\"bounded-pareto alpha=x\"}}", "")
+s("wl-actors-size-dist-unknown", f"{W1}={{kind=\"actors\", pair=1, count=2, think=\"1s\", size={{dist=\"zipf\"}}}}", "")
+s("wl-actors-dist-min-gt-max", f"{W1}={{kind=\"actors\", pair=1, count=2, think=\"1s\", size={{dist=\"bounded_pareto\", alpha=1.2, min=\"1MiB\", max=\"1KiB\"}}}}", "")
+s("wl-poisson-no-interval", f"{W1}={{kind=\"poisson\", pair=1, size=\"10KiB\"}}", "interval")
+s("wl-thin-transport-bad", f"{W1}={{kind=\"thin\", pair=1, transport=\"sctp\", message_size=\"100B\", interval=\"10ms\"}}", "unknown value")
+s("wl-dscp-huge", f"{W0}.dscp=1000", "out of range")
+s("wl-ecn-string", f"{W0}.ecn=\"on\"", "expected true or false")
+s("wl-pairs-bad", f"{W0}={{kind=\"cbr\", pairs=\"some\", rate=\"1Mbit\"}}", "pairs")
+
+# --- transport -----------------------------------------------------------------------------
+s("cc-unknown", "transport.cc=\"tahoe\"", "unknown")
+s("iw-zero", "transport.initial_window=0", "out of range")
+s("mtu-tiny", "transport.mtu=10", "")
+s("mss-huge", "transport.mss=100000", "")
+s("delack-negative", "transport.delack_min=\"-1ms\"", "expected a duration")
+s("min-rto-number", "transport.min_rto=200", "expected a duration string")
+s("dupthresh-zero", "transport.dupthresh=0", "out of range")
+s("gso-max-size-zero", "transport.gso_max_size=0", "")
+s("rwnd-string", "transport.rwnd=\"big\"", "expected a size")
+s("transport-unknown", "transport.nagle=true", "unknown key")
+
+# --- record --------------------------------------------------------------------------------
+s("record-links-unknown", "record.links=[\"nope\"]", "no link named")
+s("record-links-number", "record.links=5", "expected \"all\"")
+s("record-packets-unknown", "record.packets=[\"nope\"]", "no link named")
+s("record-sample-above-one", "record.packet_sample=2.0", "out of range")
+s("record-sample-nan", "record.packet_sample=nan", "finite number")
+s("record-fct-bad", "record.fct=\"last_byte\"", "unknown value")
+s("record-interval-number", "record.interval=5", "expected a duration string")
+
+# --- classifiers ---------------------------------------------------------------------------
+s("classifier-table", "classifier={a=1}", "[[classifier]]")
+s("classifier-entry-string", "classifier=[\"x\"]", "expected a table")
+
+# --- disciplines: unknown keys, types, ranges ---------------------------------------------
+QDISCS = ["pfifo", "bfifo", "pfifo_head_drop", "codel", "fq_codel", "fq", "cocoa", "cake", "pie", "fq_pie", "sfq", "red",
+          "prio", "pfifo_fast", "tbf", "lstf_codel", "age", "las", "srpt"]
+REQUIRED = {"red": ', limit="400KB"', "tbf": ', rate="5Mbit", burst="10KB", limit="30KB"', "age": ", thresholds=[100000]"}
+for q in QDISCS:
+    s(f"qdisc-{q}-unknown-key", f"{Q}={{kind=\"{q}\"{REQUIRED.get(q, '')}, zzzz_unknown=1}}", "unknown key")
+s("qdisc-kind-number", f"{Q}={{kind=5}}", "expected a string")
+s("qdisc-no-kind", f"{Q}={{limit=5}}", "needs `kind`")
+s("qdisc-number", f"{Q}=5", "expected a qdisc name")
+s("pfifo-limit-zero", f"{Q}={{kind=\"pfifo\", limit=0}}", "out of range")
+s("pfifo-limit-string", f"{Q}={{kind=\"pfifo\", limit=\"many\"}}", "expected an integer")
+s("bfifo-limit-bad", f"{Q}={{kind=\"bfifo\", limit=\"x\"}}", "expected a size")
+s("codel-target-number", f"{Q}={{kind=\"codel\", target=5}}", "expected a duration string")
+s("codel-ecn-string", f"{Q}={{kind=\"codel\", ecn=\"yes\"}}", "expected true or false")
+s("fq-codel-flows-zero", f"{Q}={{kind=\"fq_codel\", flows=0}}", "out of range")
+s("fq-codel-limit-negative", f"{Q}={{kind=\"fq_codel\", limit=-1}}", "out of range")
+s("pie-alpha-string", f"{Q}={{kind=\"pie\", alpha=\"x\"}}", "expected an integer")
+s("red-no-limit", f"{Q}={{kind=\"red\"}}", "needs `limit`")
+s("red-probability-above-one", f"{Q}={{kind=\"red\", limit=\"400KB\", probability=2}}", "out of range")
+s("tbf-no-rate", f"{Q}={{kind=\"tbf\"}}", "rate")
+s("cake-bandwidth-bad", f"{Q}={{kind=\"cake\", bandwidth=\"fast\"}}", "expected a rate")
+s("cake-flow-mode-bad", f"{Q}={{kind=\"cake\", flow_mode=\"sideways\"}}", "")
+s("prio-bands-zero", f"{Q}={{kind=\"prio\", bands=0}}", "")
+s("age-no-thresholds", f"{Q}={{kind=\"age\", thresholds=\"x\"}}", "")
+s("sfq-divisor-bad", f"{Q}={{kind=\"sfq\", divisor=3}}", "")
+
+# --- trace files ---------------------------------------------------------------------------
+TRACE_EXP = BASE_TOML.replace('bottleneck = { rate = "10Mbit", delay = "5ms", qdisc = { kind = "pfifo", limit = 100 } }',
+                              'bottleneck = { trace = "{trace}", delay = "5ms" }')
+add("trace-missing", "toml", TRACE_EXP.replace("{trace}", "/nonexistent/trace.txt"), "cannot read trace")
+add("trace-dev-zero", "toml", TRACE_EXP.replace("{trace}", "/dev/zero"), "not a regular file", cli=True)
+add("trace-directory", "toml", TRACE_EXP.replace("{trace}", "/tmp"), "is a directory")
+add("trace-words", "toml", TRACE_EXP, "expected a whole number of milliseconds", trace=b"1\n2\nthree\n")
+add("trace-long-line-excerpt", "toml", TRACE_EXP, "characters)", trace=b"1\n" + b"x" * 100000 + b"\n")
+add("trace-decreasing", "toml", TRACE_EXP, "must not decrease", trace=b"5\n3\n")
+add("trace-empty", "toml", TRACE_EXP, "no delivery opportunities", trace=b"")
+add("trace-comments-only", "toml", TRACE_EXP, "no delivery opportunities", trace=b"# nothing\n")
+add("trace-all-zero", "toml", TRACE_EXP, "must be positive", trace=b"0\n0\n")
+add("trace-negative", "toml", TRACE_EXP, "expected a whole number", trace=b"-1\n5\n")
+add("trace-float", "toml", TRACE_EXP, "expected a whole number", trace=b"1.5\n")
+add("trace-binary", "toml", TRACE_EXP, "not text", trace=b"\xff\xfe\x00\x01")
+add("trace-huge-number", "toml", TRACE_EXP, "expected a whole number", trace=b"99999999999999999999999\n")
+
+# --- sweep files ---------------------------------------------------------------------------
+SW = 'base = "{base}"\n'
+add("sweep-unknown-key", "sweep", SW + "repeat = 3\n", 'did you mean \'repeats\'', cli=True)
+add("sweep-no-base", "sweep", "repeats = 2\n", "base: required")
+add("sweep-base-missing", "sweep", 'base = "nope.toml"\n', "no such file")
+add("sweep-base-number", "sweep", "base = 5\n", "expected a file name or a table")
+add("sweep-axis-index-not-numeric", "sweep", SW + '[[axis]]\nkey = "workload[x].rate"\nvalues = ["1Mbit"]\n', "list index 'x'")
+add("sweep-axis-huge-index", "sweep", SW + '[[axis]]\nkey = "workload[100000000].rate"\nvalues = ["1Mbit"]\n', "too large")
+add("sweep-set-through-scalar", "sweep", SW + 'set = { "duration.x" = 1 }\n', "duration is a string")
+add("sweep-axis-no-values", "sweep", SW + '[[axis]]\nkey = "duration"\nvalues = []\n', "non-empty list")
+add("sweep-axis-no-key", "sweep", SW + '[[axis]]\nvalues = ["1s"]\n', "required")
+add("sweep-axis-unknown-key", "sweep", SW + '[[axis]]\nkey = "duration"\nvalues = ["1s"]\nvalue = 1\n', "unknown key")
+add("sweep-axis-bad-value", "sweep", SW + '[[axis]]\nkey = "topology.bottleneck.qdisc"\nvalues = ["pfifo", "nope"]\n', "unknown qdisc")
+add("sweep-axis-dup-labels", "sweep", SW + '[[axis]]\nkey = "duration"\nvalues = ["1s", "1s"]\n', "get the label")
+add("sweep-names-count", "sweep", SW + '[[axis]]\nkey = "duration"\nvalues = ["1s", "2s"]\nnames = ["a"]\n', "one per value")
+add("sweep-names-slash", "sweep", SW + '[[axis]]\nkey = "duration"\nvalues = ["1s"]\nnames = ["a/b"]\n', "cannot be a directory name")
+add("sweep-seeds-and-repeats", "sweep", SW + "seeds = [1, 2]\nrepeats = 2\n", "not both")
+add("sweep-seeds-dup", "sweep", SW + "seeds = [1, 1]\n", "duplicate seeds")
+add("sweep-seeds-negative", "sweep", SW + "seeds = [-1]\n", "integers in [0")
+add("sweep-repeats-zero", "sweep", SW + "repeats = 0\n", "positive integer")
+add("sweep-repeats-huge", "sweep", SW + "repeats = 100000000\n", "out of range")
+add("sweep-too-many-runs", "sweep", SW + "repeats = 1000\n[[axis]]\nkey = \"seed\"\nname = \"s\"\nvalues = [" + ", ".join(str(i) for i in range(200)) + "]\n", "at most 100000")
+add("sweep-variant-unknown-key", "sweep", SW + '[[variant]]\nname = "a"\nsets = {}\n', "did you mean 'set'")
+add("sweep-variant-dup", "sweep", SW + '[[variant]]\nname = "a"\n[[variant]]\nname = "a"\n', "duplicate variant")
+add("sweep-set-not-table", "sweep", SW + 'set = "duration=1s"\n', "expected a table of dotted keys")
+add("sweep-end-margin-bad", "sweep", SW + 'end_margin = "soon"\n', "expected a duration")
+add("sweep-point-invalid", "sweep", SW + 'set = { duration = "0s" }\n', "must be positive")
+add("sweep-toml-syntax", "sweep", "base = \n", "TOML syntax error")
+add("sweep-out-file", "cli", ["sweep", "{base}", "--out", "{file}"], "exists and is a file")
+add("sweep-jobs-zero", "cli", ["sweep", "{sweepfile}", "--out", "{out}", "--jobs", "0"], "--jobs")
+add("sweep-repeats-arg-zero", "cli", ["sweep", "{sweepfile}", "--out", "{out}", "--repeats", "0"], "--repeats")
+
+# --- command lines -------------------------------------------------------------------------
+add("cli-no-command", "cli", [], "")
+add("cli-unknown-command", "cli", ["frobnicate"], "invalid choice")
+add("cli-run-no-out", "cli", ["run", "{base}"], "--out")
+add("cli-unknown-option", "cli", ["run", "{base}", "--out", "{out}", "--colour"], "unrecognized arguments")
+add("cli-duration-bad", "cli", ["run", "{base}", "--out", "{out}", "--duration", "soon"], "expected a duration")
+add("cli-duration-zero", "cli", ["run", "{base}", "--out", "{out}", "--duration", "0s"], "must be positive")
+add("cli-validate-missing", "cli", ["validate", "{tmp}/none.toml"], "no such file")
+add("cli-set-value-deep", "cli", ["validate", "{base}", "--set", "x=" + "[" * 3000 + "]" * 3000], "")
+add("cli-compare-missing", "cli", ["compare", "{tmp}/nothing-here"], "")
+add("cli-threshold-bad-dist", "cli", ["threshold", "zipf", "--load", "0.5"], "")
+add("cli-threshold-bad-load", "cli", ["threshold", "bounded-pareto alpha=1.2 min=300KiB max=1GiB", "--load", "2"], "")
+
+# --- limits --------------------------------------------------------------------------------
+s("limit-pairs-huge", "topology.pairs=100000", "needs ~", cli=True)
+s("limit-duration-overflow-u64", "duration=\"6000000000h\"", "out of range")
+
+# --- Python API ----------------------------------------------------------------------------
+API = [
+    ("api-seed-negative", "sojourn.run(BASE, seed=-1)", "out of range"),
+    ("api-seed-huge", "sojourn.run(BASE, seed=2**64)", "out of range"),
+    ("api-seed-float", "sojourn.run(BASE, seed=1.5)", "expected an integer"),
+    ("api-seed-bool", "sojourn.run(BASE, seed=True)", "expected an integer"),
+    ("api-set-index-not-numeric", "sojourn.validate(BASE, overrides={'workload[x].rate': '1Mbit'})", "list index 'x'"),
+    ("api-set-through-scalar", "sojourn.validate(BASE, overrides={'duration.value': '1s'})", "duration is a string"),
+    ("api-set-huge-index", "sojourn.validate(BASE, overrides={'workload[100000000].rate': '1Mbit'})", "too large"),
+    ("api-overrides-not-dict", "sojourn.validate(BASE, overrides=[('a', 1)])", "expected a dict"),
+    ("api-deep-dict", "sojourn.validate(deep_dict(5000))", "nested more than"),
+    ("api-cyclic-dict", "sojourn.validate(cyclic_dict())", "nested more than"),
+    ("api-source-int", "sojourn.validate(5)", "expected an experiment file path or a dict"),
+    ("api-nan", "sojourn.validate(with_(BASE, 'topology.bottleneck.loss', float('nan')))", "finite number"),
+    ("api-int-too-big", "sojourn.validate(with_(BASE, 'seed', 2**70))", "integer out of range"),
+    ("api-object-value", "sojourn.validate(with_(BASE, 'name', object()))", "unsupported value"),
+    ("api-non-string-key", "sojourn.validate({**BASE, 5: 1})", "keys must be strings"),
+    ("api-duration-int", "sojourn.run(BASE, duration=5)", "expected a duration string"),
+    ("api-write-to-file", "sojourn.Result.write(None, BASE_FILE)", "exists and is not a directory"),
+    ("api-sweep-seeds-bad", "sojourn.sweep(SWEEP_FILE, OUT, seeds=[-1])", "integers in [0"),
+    ("api-sweep-jobs-bad", "sojourn.sweep(SWEEP_FILE, OUT, jobs=-2)", "--jobs"),
+    ("api-validate-missing", "sojourn.validate('/nonexistent.toml')", "no such file"),
+]
+for id_, code, frag in API:
+    add(id_, "api", code, frag)
