@@ -20,7 +20,7 @@ use sojourn_experiment::LinkRate;
 use sojourn_sim::classify::Hook;
 use sojourn_sim::config::Experiment;
 use sojourn_sim::flows::FlowRecord;
-use sojourn_sim::link::RateModel;
+use sojourn_sim::link::{rate_model, RateModel};
 use sojourn_sim::metrics::TimeSeries;
 use sojourn_sim::output::{describe, fct_of, FctFrom, SCHEMA_VERSION};
 use sojourn_sim::{Column, Columns, RunOutput};
@@ -203,7 +203,7 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
                 Some(h) => Egress::Port(h),
                 None => Egress::Route,
             },
-            rate: RateModel::from(&l.rate),
+            rate: rate_model(&l.rate),
             delay: l.delay,
             delay_schedule: l.delay_schedule.clone(),
             loss: l.loss,
@@ -510,7 +510,7 @@ fn collect(
         };
         let pkts = (r.delivered_pkts as f64 * pkts_share).round() as u64;
         let period = (end - since).as_secs_f64();
-        let capacity = capacity_bits(&RateModel::from(&l.rate), since, end);
+        let capacity = capacity_bits(&rate_model(&l.rate), since, end);
         let wire_bits = (bytes + pkts * l.framing_bytes as u64) as f64 * 8.0;
         let mut drops = Map::new();
         for reason in DropReason::ALL {
