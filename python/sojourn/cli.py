@@ -207,8 +207,9 @@ def cmd_validate(a: argparse.Namespace) -> int:
         return _err(str(_set_error(e)))
     print(f"{a.experiment}: ok — {plan['name']!r}, {plan['duration_s']:g} s, {len(plan['nodes'])} nodes, "
           f"{len(plan['links'])} links, {plan['workloads']} workload(s)")
+    tc = plan.get("links_tc", {})
     for name, q in plan["links"]:
-        print(f"  {name:<16} {q}")
+        print(f"  {name:<16} {q}" + (f"   (as Linux applies it: {tc[name]})" if name in tc and tc[name] != q else ""))
     return 0
 
 

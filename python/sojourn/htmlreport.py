@@ -5,7 +5,8 @@ completion is low), the experiment file(s) and versions, and interactive plots (
 its JavaScript embedded once, so the file opens without network access):
 
 * time series of the bottleneck per point (throughput, queue length, queueing delay,
-  drops and marks), warm-up shaded; per-flow series (goodput, cwnd, srtt) where recorded;
+  drops and marks), warm-up shaded; goodput per flow class (each workload entry) and
+  per-flow series (goodput, cwnd, srtt) where recorded;
 * CDFs of FCT and of the per-packet sojourn time — the latter pooled across repeats from
   the engine's own histogram buckets (``histograms.parquet``), not from sampled queues;
 * box plots of per-repeat means; mean FCT with its interval across repeats (log axis);
@@ -345,6 +346,46 @@ def fig_flow_series(rd: ReportData, st: dict[str, Style], max_flows: int = 12):
                                        line=dict(color=PALETTE[j % len(PALETTE)], width=1.1)), row=i, col=1)
     _layout(fig, f"Per-flow series (first {len(ents)} flows; goodput in Mbit/s)", "", "", height=220 * len(metrics) + 80)
     fig.update_xaxes(title_text="time (s)", row=len(metrics), col=1)
+    return fig
+
+
+def fig_class_series(rd: ReportData, st: dict[str, Style]):
+    """Goodput per flow class (each ``[[workload]]`` entry: its kind and index) over time,
+    one panel per class, every point a line — from the per-flow series of the first repeat
+    (recorded with ``[record] flows = true``)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    per_point: dict[str, pd.DataFrame] = {}
+    for p in rd.points:
+        t = rd.timeseries(p)
+        dirs = rd.run_dirs(p)
+        if t is None or not dirs:
+            continue
+        g = t[t["entity"].str.startswith("flow") & (t["metric"] == "goodput_bps")]
+        if g.empty:
+            continue
+        flows = pd.read_parquet(dirs[0][1] / "flows.parquet", columns=["flow", "kind", "workload"])
+        cls = {int(r.flow): f"workload[{int(r.workload)}] ({r.kind})" for r in flows.itertuples()}
+        g = g.assign(cls=g["entity"].str[4:].astype(int).map(cls)).dropna(subset=["cls"])
+        per_point[p] = g.groupby(["cls", "time_s"])["value"].sum().reset_index()
+    if not per_point:
+        return None
+    classes = sorted({c for df in per_point.values() for c in df["cls"].unique()})
+    fig = make_subplots(rows=len(classes), cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=[f"{c}: goodput (Mbit/s)" for c in classes])
+    for i, c in enumerate(classes, start=1):
+        for p, df in per_point.items():
+            sel = df[df["cls"] == c]
+            if sel.empty:
+                continue
+            x, y = _decimate(sel["time_s"].to_numpy(float), sel["value"].to_numpy(float) * 1e-6)
+            s = st[p]
+            fig.add_trace(go.Scatter(x=x, y=y, name=p, legendgroup=p, showlegend=(i == 1), mode="lines",
+                                     line=dict(color=s.colour, dash=s.dash, width=1.3)), row=i, col=1)
+    _layout(fig, "Goodput per flow class (sum over the class's flows, first repeat of each point)", "", "",
+            height=200 * len(classes) + 90)
+    fig.update_xaxes(title_text="time (s)", row=len(classes), col=1)
     return fig
 
 
@@ -734,6 +775,7 @@ def write_report(dirs: Sequence, out: Optional[Path] = None, title: Optional[str
     pt = pairs_table(rd)
     figs = [
         ("timeseries", "Time series", fig_timeseries(rd, st)),
+        ("classes", "Flow classes", fig_class_series(rd, st)),
         ("flows", "Per-flow series", fig_flow_series(rd, st)),
         ("mean", "Mean FCT", fig_mean_ci(rd, st, t)),
         ("box", "Across repeats", fig_box(rd, st)),

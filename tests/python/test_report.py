@@ -42,7 +42,7 @@ name = "report-test"
 base = "{AGE / 'age-1g.toml'}"
 repeats = 2
 link = "nic"
-set = {{ duration = "6s", warmup = "1s", "record.interval" = "100ms" }}
+set = {{ duration = "6s", warmup = "1s", "record.interval" = "100ms", "record.flows" = true }}
 
 [[variant]]
 name = "pfifo"
@@ -92,7 +92,7 @@ def test_compare_writes_a_self_contained_report(sweep_dir):
     # No network access needed: no external script, stylesheet or image.
     assert not re.search(r'<(script|link|img)[^>]+(src|href)="https?://', page)
     assert "Plotly" in page  # plotly.js is embedded
-    for section in ("summary", "pairs", "timeseries", "fct-cdf", "sojourn-cdf", "fct-size", "lorenz", "ellipsis", "box", "about"):
+    for section in ("summary", "pairs", "timeseries", "classes", "fct-cdf", "sojourn-cdf", "fct-size", "lorenz", "ellipsis", "box", "about"):
         assert f"id='{section}'" in page, section
     # Completed/started counts and both intervals are in the summary table.
     assert "completed / sized" in page and "CI across repeats" in page and "over flows (too narrow)" in page
@@ -289,3 +289,12 @@ def test_package_ships_type_information():
     public = {n for n in dir(sojourn._engine) if not n.startswith("_")}
     declared = set(re.findall(r"^(?:def|class) (\w+)", stub, re.M))
     assert public == declared, (public ^ declared)
+
+
+def test_validate_shows_the_discipline_as_linux_applies_it():
+    """fq_codel quantum 0 is accepted, as by the kernel, which raises it to 256
+    (fq_codel_change: max(256, quantum)); validate shows the value that applies."""
+    r = cli("validate", str(EX / "cbr-fifo-overload.toml"), "--set", 'topology.bottleneck.qdisc={kind="fq_codel",quantum=0}')
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.strip().startswith("bottleneck"))
+    assert "quantum=0" in line and "quantum 256" in line, line

@@ -173,10 +173,22 @@ fn validate<'py>(
     d.set_item("repeats", exp.repeats)?;
     d.set_item("nodes", exp.node_names.clone())?;
     let links = PyList::empty(py);
+    let applied = PyDict::new(py);
     for l in &exp.links {
         links.append((l.name.as_str(), l.qdisc_desc.as_str()))?;
+        // The discipline as Linux would apply it, in tc's syntax (e.g. fq_codel's quantum
+        // raised to 256, as the kernel does); None where Linux cannot express it.
+        if let Ok((kind, args)) = l.qdisc.tc_args() {
+            let line = if args.is_empty() {
+                kind.to_string()
+            } else {
+                format!("{kind} {}", args.join(" "))
+            };
+            applied.set_item(l.name.as_str(), line)?;
+        }
     }
     d.set_item("links", links)?;
+    d.set_item("links_tc", applied)?;
     d.set_item("workloads", exp.workloads.len())?;
     Ok(d)
 }
