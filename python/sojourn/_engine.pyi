@@ -1,0 +1,49 @@
+"""Type information for sojourn's compiled engine (crates/sojourn-py/src/lib.rs)."""
+from typing import Any, Callable, Optional
+
+class ConfigError(ValueError):
+    """A mistake in an experiment: ``path`` is the key path, ``msg`` what was expected."""
+
+    path: str
+    msg: str
+
+def validate(cfg: dict[str, Any], base_dir: str) -> dict[str, Any]:
+    """Validates an experiment dict; returns name, seed, duration_s, warmup_s, repeats,
+    nodes, links ([(name, qdisc description)]) and the number of workloads."""
+
+def run(
+    cfg: dict[str, Any],
+    base_dir: str,
+    seed: Optional[int] = None,
+    progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
+) -> dict[str, Any]:
+    """Runs one experiment: summary_json (str) and the flows, timeseries, series_names,
+    histograms and packets tables as [(name, dtype, data)] columns (packets may be None)."""
+
+def qdiscs() -> list[tuple[str, str]]:
+    """(name, summary) of every registered discipline."""
+
+def version() -> str:
+    """The engine's version."""
+
+def parse_bytes(s: str) -> int:
+    """Bytes in a size such as "1500B", "300KiB", "64kB" (ValueError on bad input)."""
+
+def parse_rate(s: str) -> int:
+    """Bits per second in a rate such as "10Mbit" (ValueError on bad input)."""
+
+def parse_duration_ns(s: str) -> int:
+    """Nanoseconds in a duration such as "100ms", "2min" (ValueError on bad input)."""
+
+def size_dist_spec(spec: Any, base_dir: str = ".", key: str = "size") -> dict[str, Any]:
+    """The canonical form of a size distribution spec, with its analytic "mean" in bytes."""
+
+def sample_sizes(spec: Any, n: int, seed: int, base_dir: str = ".") -> list[int]:
+    """n sizes drawn by the engine's sampler from Rng::from_seed(seed)."""
+
+def deploy_model(cfg: dict[str, Any], base_dir: str) -> dict[str, Any]:
+    """The deployable view of an experiment (sojourn.deploy): name, nodes, links (per
+    direction: name, from, to, rate_kind, rate_bps, shaper, delay_ns, loss, qdisc, not_linux
+    = (kind, reason) or None, tc = tc qdisc argument lines or None, tc_shaped = [(object,
+    args)] behind htb or None), classifiers (nodes, hook, map = [(upto_bytes, priority)]) and
+    conntrack (per node: None or (direction, bytes))."""
