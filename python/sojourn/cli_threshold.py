@@ -6,8 +6,9 @@ mean response time against the threshold (``--plot out.png`` writes PNG and SVG)
 
 DIST is a distribution spec (see :func:`sojourn.dists.parse_dist`), e.g.
 ``"bounded-pareto alpha=1.2 min=300KiB max=1GiB"``, ``seed000-1g``, ``exponential mean=1MB``,
-``empirical path=sizes.csv``, or the path of a ``flows.parquet`` from an earlier run
-(column ``size_bytes``).
+``empirical path=sizes.csv``, the path of a ``flows.parquet`` from an earlier run
+(column ``size_bytes``), or a workload's size law as an experiment file writes it,
+``'{ dist = "pareto", alpha = 1.2, min = "2kB", max = "2MB", grid = 20 }'``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Poisson arrivals, and the mean response times of PS, 2LPS, MLPS, LAS and SRPT.",
     )
     p.add_argument("dist", nargs="+", help='size distribution, e.g. "bounded-pareto alpha=1.2 '
-                   'min=300KiB max=1GiB", seed000-1g, "exponential mean=1MB", FILE.parquet')
+                   'min=300KiB max=1GiB", seed000-1g, "exponential mean=1MB", FILE.parquet, or an '
+                   'experiment file\'s size law: \'{ dist = "pareto", alpha = 1.2, min = "2kB", max = "2MB" }\'')
     p.add_argument("--load", required=True, type=float, help="offered load rho in (0, 1)")
     p.add_argument("--levels", type=int, default=2, help="number of PS levels (default 2 = 2LPS)")
     p.add_argument("--threshold", help="also evaluate 2LPS at this threshold (size, e.g. 6331208B)")

@@ -50,7 +50,7 @@ import re
 from abc import ABC, abstractmethod
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -306,7 +306,8 @@ class BoundedPareto(SizeDist):
 
     def ppf(self, q: ArrayLike) -> FloatArray:
         q = np.clip(np.asarray(q, dtype=float), 0.0, 1.0)
-        return self._lo * (1.0 - q * self._z) ** (-1.0 / self.alpha)
+        # Rounding can put the inverse a few ulps outside the support at q = 0 or 1.
+        return np.clip(self._lo * (1.0 - q * self._z) ** (-1.0 / self.alpha), self._lo, self._hi)
 
     def moment(self, k: int) -> float:
         a, L = self.alpha, self._lo
@@ -803,13 +804,30 @@ def _float(kind: str, key: str, s: str) -> float:
     return v
 
 
-def parse_dist(spec: str | Sequence[str]) -> SizeDist:
+def parse_dist(spec: str | Sequence[str] | Mapping) -> SizeDist:
     """Parses a distribution spec (a string, or the argv words of one) into a SizeDist.
+
+    The experiment-file notation is accepted too, as a dict or a TOML inline table string
+    (``'{ dist = "pareto", alpha = 1.2, min = "2kB", max = "2MB", grid = 20 }'``): the
+    engine parses it (:func:`from_spec`), so a workload's size law can be analysed as is.
 
     A bare path to an existing ``.parquet``/``.csv`` file is read as a flows table
     (column ``size_bytes``) or, for a two-column CDF file, as an empirical CDF.
     Raises ``ValueError`` with a one-line message on bad input.
     """
+    if isinstance(spec, Mapping):
+        return from_spec(dict(spec))
+    text = spec if isinstance(spec, str) else " ".join(spec)
+    if text.lstrip().startswith("{"):
+        # The experiment-file notation, e.g. '{ dist = "pareto", alpha = 1.2, min = "2kB",
+        # max = "2MB" }': parsed by the engine, like a workload's `size`.
+        from ._config import tomllib  # tomllib, or tomli before Python 3.11
+
+        try:
+            table = tomllib.loads(f"size = {text}")["size"]
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"not a TOML inline table: {e}") from None
+        return from_spec(table)
     words = spec.split() if isinstance(spec, str) else [w for s in spec for w in s.split()]
     if not words:
         raise ValueError(f"empty distribution spec (use: {_SPEC_HELP})")

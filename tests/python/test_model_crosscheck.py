@@ -117,3 +117,11 @@ def test_rates_and_durations_are_the_engines():
             U.parse_rate(bad)
     with pytest.raises(ValueError, match="needs a unit"):
         E.parse_duration_ns("60")
+
+
+def test_the_threshold_cli_reads_the_experiment_file_notation():
+    inline = '{ dist = "pareto", alpha = 1.5, min = "2kB", max = "2MB" }'
+    assert D.parse_dist(inline).mean == pytest.approx(5810.45, rel=1e-6)
+    assert D.parse_dist(SPECS["choice"]).mean == pytest.approx((15_000 + 44_000 + 73_000 + 102_000) / 4)
+    with pytest.raises(ValueError, match="size.alpha"):
+        D.parse_dist('{ dist = "pareto", alpha = -1, min = "2kB", max = "2MB" }')

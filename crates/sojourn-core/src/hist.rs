@@ -1,7 +1,7 @@
 //! A log-linear histogram of non-negative integers (delays in ns, sizes in bytes) with a
 //! stated precision: every recorded value lands in a bucket whose width is at most 1/128
 //! of its lower edge, so any percentile read from it is within 0.8% of the exact order
-//! statistic (DESIGN.md "Metrics stream": exact percentiles to 1%). Memory is fixed
+//! statistic (docs/output-schema.md: percentiles within 0.8%). Memory is fixed
 //! (at most 64·128 counters, allocated lazily per exponent), never proportional to the
 //! number of samples. `count`, `sum`, `min` and `max` are exact.
 

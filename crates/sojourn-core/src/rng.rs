@@ -1,4 +1,4 @@
-//! Deterministic random streams (DESIGN.md "Determinism").
+//! Deterministic random streams (docs/engine.md, "Randomness").
 //!
 //! One master seed; every consumer (flow, actor, qdisc) draws from its own stream derived
 //! from `(seed, kind, id)`, so adding a flow does not perturb the others. The generator is

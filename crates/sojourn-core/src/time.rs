@@ -1,4 +1,4 @@
-//! Simulated time: integer nanoseconds, never floating point (DESIGN.md "Core rules").
+//! Simulated time: integer nanoseconds, never floating point (docs/engine.md, "Time and order").
 //!
 //! `Time` is an instant since the start of the run; `Duration` a span. Both are u64
 //! nanoseconds, enough for 584 years of simulated time.

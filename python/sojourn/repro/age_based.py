@@ -582,6 +582,31 @@ def replace_block(doc: Path, tag: str, text: str) -> None:
     doc.write_text(src[: i + len(b)] + "\n" + text + src[j:])
 
 
+#: the cheap variant (tests/python/test_repro_pages.py): ci-1g.sweep.toml (the full 1 Gb/s
+#: set-up, 13 configurations) cut to 8 s with a 2-s warm-up, seed 1
+def ci_block(out: Path) -> str:
+    """Runs the cheap variant into ``out`` and returns the page's ``ci`` block."""
+    from .. import sweeps as _sweep
+
+    d = Path(__file__).resolve().parents[3] / "experiments" / "repro" / "age-based"
+    if not d.is_dir():
+        d = Path("experiments/repro/age-based")
+    plan = _sweep.load_plan(d / "ci-1g.sweep.toml", repeats=1)
+    plan.common["duration"] = "8s"
+    plan.common["warmup"] = "2s"
+    _sweep.validate_plan(plan)
+    _sweep.run_plan(plan, out, jobs=1)
+    runs = _sweep.merge(plan, out)
+    rows = ["| configuration | flows completed | mean FCT (ms) | utilisation |", "|---|---|---|---|"]
+    for r in runs.sort_values("point").itertuples():
+        res = __import__("sojourn").results.Result.read(out / r.run_dir)
+        fl = res.summary["flows"]
+        rows.append(f"| {r.point} | {fl['completed']} | {1e3 * fl['fct_s']['mean']:.4f} | "
+                    f"{res.summary['links']['nic']['utilisation']:.6f} |")
+    return ("The cheap variant (`ci-1g.sweep.toml` cut to 8 s with a 2-s warm-up, seed 1; "
+            "`sojourn.repro.age_based.ci_block`) gives:\n\n" + "\n".join(rows) + "\n")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sojourn.repro.age_based",
                                  description="Seed 000 reproduction: Tables III-VI next to the paper's, plots.")
@@ -589,7 +614,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--10g", dest="g10", metavar="DIR", help="sweep output of short-10g or full-10g")
     ap.add_argument("--thresholds-1g", metavar="DIR", help="sweep output of thresholds-1g")
     ap.add_argument("--thresholds-10g", metavar="DIR", help="sweep output of thresholds-10g")
-    ap.add_argument("--out", default="docs/repro/img/age-based", help="where the plots go (PNG + SVG)")
+    ap.add_argument("--out", default=None, help="where the plots go (PNG + SVG; default: <--1g or --10g dir>/img, "
+                                                "docs/repro/img/age-based with --update-docs)")
+    ap.add_argument("--update-docs", action="store_true",
+                    help="plots into docs/repro/img/age-based, the tables into docs/repro/age-based.md's blocks "
+                         "(as --doc), plus its provenance and CI blocks")
     ap.add_argument("--markdown", help="also write the tables to this file (default: print them)")
     ap.add_argument("--doc", help="replace the generated blocks of this Markdown file (between "
                                   "'<!-- BEGIN GENERATED: 1g -->' and '<!-- END GENERATED: 1g -->', same for 10g)")
@@ -605,6 +634,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
     if not (a.g1 or a.g10):
         ap.error("give --1g and/or --10g (sweep output directories)")
+    from . import pages
+
+    a.out = str(pages.plot_dir(Path(a.g1 or a.g10), a.out, a.update_docs, "age-based"))
+    if a.update_docs:
+        a.doc = str(pages.DOCS / "age-based.md")
     text = []
     for setup, d, td in (("1g", a.g1, a.thresholds_1g), ("10g", a.g10, a.thresholds_10g)):
         if d:
@@ -613,6 +647,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if a.doc:
                 replace_block(Path(a.doc), setup + a.suffix, t)
                 print(f"updated the {setup}{a.suffix} block of {a.doc}", file=sys.stderr)
+    if a.update_docs:
+        pages.replace_blocks(Path(a.doc), {"provenance": pages.provenance("age_based", note=(
+            "Regenerated at issue 18 with this engine: the 1 Gb/s short comparison (block `1g`) and the CI "
+            "block. The 10 Gb/s, no-TSQ, threshold and RTT sections were produced by earlier engines, as each "
+            "says; their numbers predate issue 18's TCP fixes."), prose_generated=False), "ci": ci_block(Path(a.g1 or a.g10) / "ci")})
+        print(f"updated the provenance and CI blocks of {a.doc}", file=sys.stderr)
     md = "\n".join(text)
     if a.markdown:
         Path(a.markdown).write_text(md)

@@ -2,10 +2,12 @@
 fq_codel on one flow through a bridged bottleneck. Regenerates docs/repro/cocoa.md's tables
 and plots::
 
-    python -m sojourn.repro.cocoa --out results/repro-cocoa --img docs/repro/img/cocoa
+    python -m sojourn.repro.cocoa --update-docs
 
 Runs the four sweeps of ``experiments/repro/cocoa/`` (resumable: finished runs are cached in
-``--out``), then prints the tables (markdown) and writes the PNGs.
+``--out``), then prints the tables (markdown) and writes the PNGs under ``<out>/img``
+(``--img`` elsewhere). ``--update-docs`` writes the PNGs to docs/repro/img/cocoa and rewrites
+the page's generated blocks (sojourn.repro.pages).
 """
 from __future__ import annotations
 
@@ -157,16 +159,120 @@ def md(df: pd.DataFrame, floatfmt: str = ".2f") -> str:
         return df.to_string(index=False)
 
 
+def _halving_md(t: pd.DataFrame) -> str:
+    rows = ["| change | qdisc | throughput before | min / mean SRTT before | throughput after | min / mean SRTT after "
+            "| mean queue after |", "|---|---|---|---|---|---|---|"]
+    for r in t.sort_values(["change", "qdisc"], ascending=[False, False]).itertuples():
+        rows.append(f"| {r.change} | {'CoCoA' if r.qdisc == 'cocoa' else r.qdisc} | {r.thr_mbps_before:.2f} Mbit/s | "
+                    f"{r.srtt_min_ms_before:.1f} / {r.srtt_mean_ms_before:.1f} ms | {r.thr_mbps_after:.2f} Mbit/s | "
+                    f"{r.srtt_min_ms_after:.1f} / {r.srtt_mean_ms_after:.1f} ms | {r.queue_pkts_after:.1f} pkts |")
+    h = t.set_index(["change", "qdisc"])
+    fq, co = h.loc[("halved", "fq")], h.loc[("halved", "cocoa")]
+    return ("\n".join(rows) + f"\n\nAfter the halving fq's minimum SRTT is **{fq.srtt_min_ms_after:.1f} ms** "
+            f"(paper: about {PAPER['fq_min_rtt_after_halving_ms']:.0f} ms), CoCoA's **{co.srtt_min_ms_after:.1f} ms**; "
+            f"throughput after the change {fq.thr_mbps_after:.2f} (fq) and {co.thr_mbps_after:.2f} Mbit/s (CoCoA).\n")
+
+
+def _long_md(agg: pd.DataFrame, key: str, with_mb: bool) -> str:
+    rows = []
+    if with_mb:
+        rows += ["| qdisc | sojourn total | paper total | sojourn mean SRTT | paper average RTT | retransmissions |",
+                 "|---|---|---|---|---|---|"]
+    else:
+        rows += ["| qdisc | total | mean SRTT | paper average RTT |", "|---|---|---|---|"]
+    for q in ("fq_codel", "cocoa"):
+        pp = PAPER[key].get(q, {})
+        name = "CoCoA" if q == "cocoa" else q
+        mb, srtt = agg.loc[q, ("MB", "mean")], agg.loc[q, ("srtt_mean_ms", "mean")]
+        if with_mb:
+            rows.append(f"| {name} | {mb:.0f} MB | {pp['MB']} MB | {srtt:.1f} ms | {pp['rtt_ms']} ms | "
+                        f"{agg.loc[q, ('retransmits', 'mean')]:.0f} |")
+        else:
+            rows.append(f"| {name} | {mb:.0f} MB | {srtt:.1f} ms | {pp['rtt_ms']} ms |")
+    g = gain(agg)
+    bar = PAPER["cubic_min_gain"] if key == "cubic_100m" else PAPER["reno_100m"]["min_gain"]
+    n = int(agg.iloc[0][("MB", "count")])
+    std = max(float(agg.loc[q, ("MB", "std")]) if n > 1 else 0.0 for q in ("fq_codel", "cocoa"))
+    return ("\n".join(rows) + f"\n\nThroughput gain of CoCoA over fq_codel: **{100 * g:.1f}%** (paper: more than "
+            f"{100 * bar:.0f}%); mean over {n} seed(s), largest std of the totals {std:.1f} MB.\n")
+
+
+def _bbr_md(t: pd.DataFrame) -> str:
+    rows = ["| qdisc | throughput 10–30 s | min / mean SRTT | mean queue | throughput 40–60 s | min / mean SRTT | "
+            "mean queue |", "|---|---|---|---|---|---|---|"]
+    for r in t.itertuples():
+        rows.append(f"| {'CoCoA' if r.qdisc == 'cocoa' else r.qdisc} | {r.thr_mbps_before:.1f} Mbit/s | "
+                    f"{r.srtt_min_ms_before:.1f} / {r.srtt_mean_ms_before:.1f} ms | {r.queue_pkts_before:.1f} pkts | "
+                    f"{r.thr_mbps_after:.1f} Mbit/s | {r.srtt_min_ms_after:.1f} / {r.srtt_mean_ms_after:.1f} ms | "
+                    f"{r.queue_pkts_after:.1f} pkts |")
+    same = len({(round(r.thr_mbps_after, 6), round(r.srtt_mean_ms_after, 6)) for r in t.itertuples()}) == 1
+    return "\n".join(rows) + ("\n\nCoCoA and fq give identical results.\n" if same else
+                              "\n\nCoCoA and fq differ.\n")
+
+
+def page_blocks(out: Path) -> dict:
+    """The page's generated blocks from the four sweeps in ``out``."""
+    ht, bt = halving_table(out), bbr_table(out)
+    _, cagg = long_table(out, "cubic-100m")
+    _, ragg = long_table(out, "reno-100m")
+    h = ht.set_index(["change", "qdisc"])
+    summ = ["| finding | holds in sojourn? |", "|---|---|",
+            f"| fq keeps a standing queue after the halving (min RTT ≈ 100 ms) | "
+            f"{'yes' if h.loc[('halved', 'fq')].srtt_min_ms_after > 50 else 'no'} "
+            f"({h.loc[('halved', 'fq')].srtt_min_ms_after:.1f} ms) |",
+            f"| CoCoA keeps the delay near the base RTT at full throughput (halved, doubled) | "
+            f"{'yes' if max(h.loc[(c, 'cocoa')].srtt_min_ms_after for c in ('halved', 'doubled')) < 20 else 'no'} "
+            f"(min SRTT {h.loc[('halved', 'cocoa')].srtt_min_ms_after:.1f} / "
+            f"{h.loc[('doubled', 'cocoa')].srtt_min_ms_after:.1f} ms) |",
+            f"| CUBIC 100 Mbit/s 100 ms: CoCoA > 10% more throughput than fq_codel | "
+            f"{'yes' if gain(cagg) > 0.10 else ('direction yes' if gain(cagg) > 0 else 'no')}, {100 * gain(cagg):.1f}% |",
+            f"| Reno 100 Mbit/s 50 ms: > 20% more, average RTT 51.3 vs 96.8 ms | "
+            f"{'yes' if gain(ragg) > 0.20 else 'no'} ({100 * gain(ragg):.1f}%, "
+            f"{ragg.loc['fq_codel', ('srtt_mean_ms', 'mean')]:.1f} vs {ragg.loc['cocoa', ('srtt_mean_ms', 'mean')]:.1f} ms) |",
+            f"| BBR: no standing queue | mean queue {bt.queue_pkts_after.max():.1f} packets, min SRTT within "
+            f"{(bt.srtt_min_ms_before - 10).abs().max():.1f} ms of the base RTT before the change |"]
+    return {"halving": _halving_md(ht), "cubic": _long_md(cagg, "cubic_100m", True),
+            "reno": _long_md(ragg, "reno_100m", False), "bbr": _bbr_md(bt), "summary": "\n".join(summ) + "\n"}
+
+
+#: the cheap variant (tests/python/test_repro_pages.py): the halving sweep at full length
+#: (4 runs of 60 s, under a second each) and the CUBIC and Reno sweeps cut to 15 s, one seed
+def ci_block(out: Path) -> str:
+    """Runs the cheap variant into ``out`` and returns the page's ``ci`` block."""
+    run_sweep("halving", out, jobs=1)
+    ht = halving_table(out)
+    rows = ["| run | throughput after (Mbit/s) | min SRTT after (ms) | mean queue after (pkts) |", "|---|---|---|---|"]
+    for r in ht.sort_values(["change", "qdisc"]).itertuples():
+        rows.append(f"| halving {r.change}+{r.qdisc} | {r.thr_mbps_after:.4f} | {r.srtt_min_ms_after:.3f} | "
+                    f"{r.queue_pkts_after:.3f} |")
+    for name in ("cubic-100m", "reno-100m"):
+        plan = _sweep.load_plan(default_exp_dir() / f"{name}.sweep.toml", repeats=1)
+        plan.common["duration"] = "15s"
+        _sweep.validate_plan(plan)
+        _sweep.run_plan(plan, out / name, jobs=1)
+        _sweep.merge(plan, out / name)
+        df, _ = long_table(out, name)
+        for r in df.sort_values("qdisc").itertuples():
+            rows.append(f"| {name} 15 s {r.qdisc} | {r.thr_mbps:.4f} | – | – |")
+    return ("The cheap variant (the halving sweep as shipped; the CUBIC and Reno sweeps cut to 15 s, one seed; "
+            "`sojourn.repro.cocoa.ci_block`) gives:\n\n" + "\n".join(rows) + "\n")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sojourn.repro.cocoa", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="results/repro-cocoa", help="sweep outputs (cached between calls)")
-    ap.add_argument("--img", default=None, help="write the PNGs here (e.g. docs/repro/img/cocoa)")
+    ap.add_argument("--img", default=None, help="write the PNGs here (default: <out>/img; docs/repro/img/cocoa "
+                                                "with --update-docs)")
+    ap.add_argument("--update-docs", action="store_true",
+                    help="rewrite docs/repro/cocoa.md's generated blocks and its plots (every sweep)")
     ap.add_argument("--exp-dir", default=None, help="experiments/repro/cocoa (default: the source tree's)")
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None, help="override the Reno sweep's 10 repeats")
     ap.add_argument("--only", nargs="*", choices=SWEEPS, default=list(SWEEPS))
     a = ap.parse_args(argv)
+    if a.update_docs and (a.exp_dir or a.repeats is not None or list(a.only) != list(SWEEPS)):
+        ap.error("--update-docs regenerates the page from every sweep as shipped: no --exp-dir/--repeats/--only")
     out = Path(a.out)
     exp = Path(a.exp_dir) if a.exp_dir else None
     walls = {}
@@ -208,8 +314,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"\nCoCoA throughput gain over fq_codel: {100 * g:.1f}% "
               f"(paper: > {100 * (PAPER['cubic_min_gain'] if key == 'cubic_100m' else PAPER['reno_100m']['min_gain']):.0f}%)\n")
         report[key] = {"gain": g, "runs": df.to_dict("records")}
-    if a.img:
-        img = Path(a.img)
+    from . import pages
+
+    img = pages.plot_dir(out, a.img, a.update_docs, "cocoa")
+    if True:
         if "halving" in a.only:
             plot_runs(out, "halving", ["halved+fq", "halved+cocoa"], img / "halved.png",
                       "CUBIC, 20 Mbit/s halved at 30 s, base RTT 10 ms (paper Fig. 4, 5)")
@@ -227,6 +335,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print("wall seconds per sweep (this call, cached runs cost nothing): "
           + ", ".join(f"{k} {v:.1f}" for k, v in walls.items()))
     (out / "report.json").write_text(json.dumps(report, indent=1, default=float) + "\n")
+    print(f"plots: {img}")
+    if a.update_docs:
+        blocks = {"provenance": pages.provenance("cocoa"), **page_blocks(out), "ci": ci_block(out / "ci")}
+        pages.replace_blocks(pages.DOCS / "cocoa.md", blocks)
+        print(f"updated {pages.DOCS / 'cocoa.md'}")
     return 0
 
 

@@ -1,7 +1,7 @@
 """Seed 004 (C. Ford, "LSTFCoDel: CoDel with LSTF-Style Priority Queuing", 2019): CoDel vs
-LSTFCoDel on the paper's FTP + CBR topology, Tables II-VI. Regenerates docs/repro/lstf.md::
+LSTFCoDel on the paper's FTP + CBR topology, Tables II-VI. Generates docs/repro/lstf.md::
 
-    python -m sojourn.repro.lstf --out results/repro-lstf --img docs/repro/img/lstf
+    python -m sojourn.repro.lstf --update-docs       # runs the sweep, rewrites the page
     python -m sojourn.repro.lstf --out results/repro-lstf-3d --duration 259200s \\
         --only literal-codel literal-a0.5 --sample 0.02 --interval 1s   # the paper's 3 days
 
@@ -10,6 +10,8 @@ Runs ``experiments/repro/lstf/lstf.sweep.toml`` (resumable), then prints per set
 mean, variance and standard deviation of the queueing delay (s), the queue length (bytes)
 and the slack (s), next to the paper's numbers, and whether LSTFCoDel's mean delay is lower
 than CoDel's. Statistics cover t >= ``--from`` (default 300 s, when the CBR source starts).
+The plot goes to ``<out>/img`` (``--img`` elsewhere); ``--update-docs`` writes it to
+docs/repro/img/lstf and rewrites the page's generated blocks (sojourn.repro.pages).
 """
 from __future__ import annotations
 
@@ -193,11 +195,125 @@ def _fmt(df: pd.DataFrame) -> str:
     return df.to_string(index=False, float_format=lambda v: f"{v:.6g}")
 
 
+def _n(x, fmt: str) -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+
+def _alpha(r) -> str:
+    return "–" if r.qdisc == "codel" else f"{r.alpha:g}"
+
+
+def _name(q: str) -> str:
+    return "CoDel" if q == "codel" else "LSTFCoDel"
+
+
+def md_tables(df: pd.DataFrame) -> dict:
+    """The page's result tables (blocks ``delay``, ``queue``, ``slack``)."""
+    def paper(alpha):
+        if alpha is None or (isinstance(alpha, float) and math.isnan(alpha)):
+            return PAPER_CODEL_DELAY["mean"], PAPER_CODEL_DELAY["var"], PAPER_CODEL_DELAY["std"]
+        return PAPER_LSTF_DELAY[alpha]
+
+    d = ["| setting | qdisc | α | mean | variance | std | max | lower? | paper mean | paper var | paper std |",
+         "|---|---|---|---|---|---|---|---|---|---|---|"]
+    q = ["| setting | qdisc | α | mean | variance | std | paper mean | paper std |", "|---|---|---|---|---|---|---|---|"]
+    sl = ["| setting | qdisc | α | slack mean | slack std | paper slack mean / std | TCP goodput (kbit/s) | TCP "
+          "retransmissions | AQM drops | tail drops | utilisation |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in df.itertuples():
+        lit = r.setting == "literal"
+        a = None if r.qdisc == "codel" else r.alpha
+        pm, pv, ps = paper(a) if lit else (None, None, None)
+        lower = "" if r.lower_delay_than_codel is None else ("yes" if r.lower_delay_than_codel else "**no**")
+        d.append(f"| {r.setting} | {_name(r.qdisc)} | {_alpha(r)} | {r.delay_mean_s:.5f} | {r.delay_var_s2:.2e} | "
+                 f"{r.delay_std_s:.3g} | {r.delay_max_s:.2g} | {lower} | {_n(pm, '.5f')} | "
+                 f"{_n(pv, '.2e') if lit and pv is not None else ('(lost)' if lit else '')} | {_n(ps, '.3g')} |")
+        if lit:
+            pq = PAPER_CODEL_QUEUE if a is None else dict(zip(("mean", "var", "std"), PAPER_LSTF_QUEUE[a]))
+            pqm, pqs = f"{pq['mean']:.0f}", f"{pq['std']:.0f}"
+        else:
+            pqm = pqs = ""
+        q.append(f"| {r.setting} | {_name(r.qdisc)} | {_alpha(r)} | {r.queue_mean_B:.0f} | {r.queue_var_B2:.3g} | "
+                 f"{r.queue_std_B:.0f} | {pqm} | {pqs} |")
+        pslack = f"{PAPER_LSTF_SLACK[a][0]:.4f} / {PAPER_LSTF_SLACK[a][2]:.4f}" if lit and a is not None else ""
+        sl.append(f"| {r.setting} | {_name(r.qdisc)} | {_alpha(r)} | {_n(r.slack_mean_s, '.4f')} | "
+                  f"{_n(r.slack_std_s, '.4f')} | {pslack} | {r.tcp_goodput_kbps:.0f} | {r.tcp_retransmits} | "
+                  f"{r.drops_aqm} | {r.drops_overlimit} | {100 * r.utilisation:.1f}% |")
+    return {"delay": "\n".join(d) + "\n", "queue": "\n".join(q) + "\n", "slack": "\n".join(sl) + "\n"}
+
+
+def _alist(xs) -> str:
+    xs = [f"{x:g}" for x in xs]
+    return "none" if not xs else ", ".join(xs)
+
+
+def md_findings(df: pd.DataFrame) -> str:
+    """The page's numeric findings (block ``findings``), computed from the table."""
+    out = []
+    c = df[(df.setting == "literal") & (df.qdisc == "codel")].iloc[0]
+    out.append(f"- CoDel, literal settings: mean delay {c.delay_mean_s * 1e3:.1f} ms (paper "
+               f"{PAPER_CODEL_DELAY['mean'] * 1e3:.1f}), std {c.delay_std_s * 1e3:.2f} ms (paper "
+               f"{PAPER_CODEL_DELAY['std'] * 1e3:.2f}); queue {c.queue_mean_B:.0f} B (paper "
+               f"{PAPER_CODEL_QUEUE['mean']:.0f}), std {c.queue_std_B:.0f} B (paper {PAPER_CODEL_QUEUE['std']:.0f}); "
+               f"{c.drops_aqm + c.drops_overlimit} drops, utilisation {100 * c.utilisation:.1f}%.")
+    for setting in ("literal", "intended"):
+        d = df[df.setting == setting]
+        l = d[d.qdisc == "lstf_codel"]
+        if l.empty:
+            continue
+        cd = d[d.qdisc == "codel"].iloc[0]
+        yes = l[l.lower_delay_than_codel == True].alpha  # noqa: E712
+        no = l[l.lower_delay_than_codel == False].alpha  # noqa: E712
+        out.append(f"- LSTFCoDel's mean delay is below CoDel's ({cd.delay_mean_s * 1e3:.1f} ms) in the {setting} "
+                   f"setting for {'every α' if no.empty else 'α = ' + _alist(yes)}"
+                   f"{'' if no.empty else ', not for α = ' + _alist(no)}: "
+                   f"{l.delay_mean_s.min() * 1e3:.1f}–{l.delay_mean_s.max() * 1e3:.1f} ms; its delay variance is "
+                   f"{(l.delay_var_s2 / cd.delay_var_s2).min():.0f}–{(l.delay_var_s2 / cd.delay_var_s2).max():.0f}× "
+                   f"CoDel's; AQM drops {int(l.drops_aqm.sum())} (CoDel: {int(cd.drops_aqm)}).")
+    l = df[(df.setting == "literal") & (df.qdisc == "lstf_codel")]
+    if len(l):
+        out.append(f"- Literal settings, TCP under LSTFCoDel: {l.tcp_retransmits.min()}–{l.tcp_retransmits.max()} "
+                   f"retransmissions (CoDel: {c.tcp_retransmits}) with "
+                   f"{int(l.drops_aqm.sum() + l.drops_overlimit.sum())} packets dropped anywhere at the bottleneck; "
+                   f"goodput {l.tcp_goodput_kbps.min():.0f}–{l.tcp_goodput_kbps.max():.0f} kbit/s (CoDel "
+                   f"{c.tcp_goodput_kbps:.0f}); utilisation {100 * l.utilisation.min():.0f}–{100 * l.utilisation.max():.0f}% "
+                   f"(CoDel {100 * c.utilisation:.0f}%).")
+        best = l.loc[l.delay_mean_s.idxmin()]
+        ratio = [r.delay_mean_s / PAPER_LSTF_DELAY[r.alpha][0] for r in l.itertuples()]
+        out.append(f"- Lowest mean delay: α = {best.alpha:g} ({best.delay_mean_s * 1e3:.2f} ms; the paper's best is "
+                   f"α = 0.5). sojourn's LSTFCoDel mean delays are {min(ratio):.2f}–{max(ratio):.2f}× the paper's.")
+    return "\n".join(out) + "\n"
+
+
+#: the page's cheap variant (what tests/python/test_repro_pages.py re-runs): four points,
+#: 320 simulated seconds (20 s after the CBR starts), statistics from 300 s
+CI_POINTS = ["literal-codel", "literal-a0.5", "intended-codel", "intended-a0.5"]
+CI_DURATION = "320s"
+
+
+def ci_block(out: Path) -> str:
+    """Runs the cheap variant into ``out`` and returns the page's ``ci`` block."""
+    run(out, only=CI_POINTS, duration=CI_DURATION, interval="50ms", jobs=1)
+    df = table(out)
+    rows = ["| point | mean delay (s) | delay std (s) | mean queue (B) | TCP goodput (kbit/s) | TCP retransmissions |",
+            "|---|---|---|---|---|---|"]
+    for r in df.itertuples():
+        point = f"{r.setting}-{'codel' if r.qdisc == 'codel' else f'a{r.alpha:g}'}"
+        rows.append(f"| {point} | {r.delay_mean_s:.6f} | {r.delay_std_s:.6f} | {r.queue_mean_B:.1f} | "
+                    f"{r.tcp_goodput_kbps:.2f} | {r.tcp_retransmits} |")
+    return (f"The cheap variant (points {', '.join(CI_POINTS)}, {CI_DURATION} simulated, statistics from 300 s; "
+            "`sojourn.repro.lstf.ci_block`) gives:\n\n" + "\n".join(rows) + "\n")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from . import pages
+
     ap = argparse.ArgumentParser(prog="python -m sojourn.repro.lstf", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="results/repro-lstf")
-    ap.add_argument("--img", default=None, help="write lstf.png here")
+    ap.add_argument("--img", default=None, help="write lstf.png here (default: <out>/img; docs/repro/img/lstf "
+                                                "with --update-docs)")
+    ap.add_argument("--update-docs", action="store_true",
+                    help="rewrite docs/repro/lstf.md's generated blocks and its plot (full sweep only)")
     ap.add_argument("--exp-dir", default=None)
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--only", nargs="*", default=None, help="sweep points (e.g. literal-codel literal-a0.5)")
@@ -206,6 +322,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--interval", default=None, help='time-series interval (file: "10ms")')
     ap.add_argument("--from", dest="t_from", type=float, default=300.0, help="statistics from this time (s)")
     a = ap.parse_args(argv)
+    if a.update_docs and (a.only or a.duration or a.sample is not None or a.interval or a.exp_dir or a.t_from != 300.0):
+        ap.error("--update-docs regenerates the page from the full sweep: no --only/--duration/--sample/"
+                 "--interval/--exp-dir/--from")
     out = Path(a.out)
     t0 = time.perf_counter()
     run(out, Path(a.exp_dir) if a.exp_dir else None, a.jobs, a.only, a.duration, a.sample, a.interval)
@@ -224,10 +343,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print("\n## The paper (seed 004, Tables II-VI; literal settings, 3 simulated days)\n")
     print(_fmt(paper_table()))
     print(f"\nwall seconds (this call; cached runs cost nothing): {wall:.1f}")
-    if a.img:
-        plot(out, Path(a.img) / "lstf.png", df)
+    img = pages.plot_dir(out, a.img, a.update_docs, "lstf")
+    plot(out, img / "lstf.png", df)
+    print(f"plot: {img / 'lstf.png'}")
     (out / "report.json").write_text(json.dumps({"rows": df.to_dict("records"), "wall_s": wall}, indent=1,
                                                 default=str) + "\n")
+    if a.update_docs:
+        blocks = {"provenance": pages.provenance("lstf"), "findings": md_findings(df), **md_tables(df),
+                  "ci": ci_block(out / "ci")}
+        pages.replace_blocks(pages.DOCS / "lstf.md", blocks)
+        print(f"updated {pages.DOCS / 'lstf.md'}")
     return 0
 
 

@@ -493,12 +493,37 @@ def run_sweeps(results: Path, jobs: int, repeats: Optional[int], only: Sequence[
     return walls
 
 
+#: the cheap variant (tests/python/test_repro_pages.py): dumbbell.toml for 60 s, PIE with 4
+#: and 16 flows and CoDel with the file's flows, seed 1
+CI_RUNS = (("pie, 4 flows", {"workload[0].count": 4, "topology.bottleneck.qdisc": "pie"}),
+           ("pie, 16 flows", {"workload[0].count": 16, "topology.bottleneck.qdisc": "pie"}),
+           ("codel", {"topology.bottleneck.qdisc": "codel"}))
+
+
+def ci_block(out: Optional[Path] = None) -> str:
+    """Runs the cheap variant and returns the page's ``ci`` block (``out`` is unused)."""
+    import sojourn
+
+    rows = ["| run | utilisation | mean delay (ms) | p50 delay (ms) | drops |", "|---|---|---|---|---|"]
+    for name, ov in CI_RUNS:
+        r = sojourn.run(EXP_DIR / "dumbbell.toml", seed=1, duration="60s", overrides=ov)
+        b = r.summary["links"]["bottleneck"]
+        so = b["sojourn_ms"]
+        rows.append(f"| {name} | {b['utilisation']:.6f} | {so['mean']:.4f} | {so['p50']:.4f} | {b['drops_total']} |")
+    return ("The cheap variant (`dumbbell.toml`, 60 s, seed 1; `sojourn.repro.operating_ranges.ci_block`) "
+            "gives, at the bottleneck:\n\n" + "\n".join(rows) + "\n")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sojourn.repro.operating_ranges", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default=str(REPO / "results" / "operating-ranges"),
                     help="directory holding one sweep output per sweep file")
-    ap.add_argument("--out", default=str(REPO / "docs" / "repro" / "img" / "operating-ranges"))
+    ap.add_argument("--out", default=None, help="figures and summary.md (default: <results>/img; "
+                                                "docs/repro/img/operating-ranges with --update-docs)")
+    ap.add_argument("--update-docs", action="store_true",
+                    help="write the figures and summary.md into docs/repro/img/operating-ranges and rewrite "
+                         "the page's generated blocks (every sweep, as shipped)")
     ap.add_argument("--run", action="store_true", help="run (or resume) the sweeps first")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=None, help="override the sweeps' 10 seeds")
@@ -509,8 +534,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.table1:
         print(_md(t1.reset_index().rename(columns={"index": ""}), ".2f"))
         return 0
-    results, out = Path(a.results), Path(a.out)
+    from . import pages
+
+    results = Path(a.results)
+    out = pages.plot_dir(results, a.out, a.update_docs, "operating-ranges")
     only = [s for s in a.only.split(",") if s]
+    if a.update_docs and (only != SWEEPS or a.repeats is not None):
+        ap.error("--update-docs regenerates the page from every sweep as shipped: no --only/--repeats")
     bad = sorted(set(only) - set(SWEEPS))
     if bad:
         ap.error(f"unknown sweep {bad[0]!r}; known: {', '.join(SWEEPS)}")
@@ -573,6 +603,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                "## Figure 13 — bulk goodput at dest_FTP (sum of the FTP flows, 1-s samples)", "", _md(bt), ""]
     (out / "summary.md").write_text("\n".join(md) + "\n")
     print(f"wrote {out}/summary.md and the figures")
+    if a.update_docs:
+        pages.replace_blocks(pages.DOCS / "operating-ranges.md",
+                             {"provenance": pages.provenance("operating_ranges", prose_generated=False), "ci": ci_block()})
+        print(f"updated {pages.DOCS / 'operating-ranges.md'}")
     return 0
 
 

@@ -444,10 +444,27 @@ def report(out: Path, img: Path, studies: Iterable[str]) -> str:
     return text
 
 
+#: the cheap variant (tests/python/test_repro_pages.py): the gaming stream beside five bulk
+#: flows, 40 simulated seconds per discipline (5-s warm-up)
+def ci_block(out: Optional[Path] = None) -> str:
+    """Runs the cheap variant and returns the page's ``ci`` block (``out`` is unused: the
+    runs are kept in memory)."""
+    rows = ["| qdisc | thin packets | median delay (ms) | p90 delay (ms) | max delay (ms) |", "|---|---|---|---|---|"]
+    for q in ("fq_codel", "codel", "sfq", "fq_codel_wp", "fq_codel_wp_100ms"):
+        d = run_gaming(q, 5, duration="40s", warmup="5s")["delays_ms"]
+        rows.append(f"| {q} | {len(d)} | {np.median(d):.4f} | {np.percentile(d, 90):.4f} | {np.max(d):.4f} |")
+    return ("The cheap variant (`gaming.toml` with 5 bulk flows, 40 s, 5-s warm-up, seed 1, per discipline; "
+            "`sojourn.repro.thin_streams.ci_block`) gives:\n\n" + "\n".join(rows) + "\n")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sojourn.repro.thin_streams", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="results/thin-streams", help="sweep output directory (one sub-directory per study)")
-    ap.add_argument("--img", default="docs/repro/img/thin-streams", help="where plots and tables.md go")
+    ap.add_argument("--img", default=None, help="where plots and tables.md go (default: <out>/img; "
+                                                "docs/repro/img/thin-streams with --update-docs)")
+    ap.add_argument("--update-docs", action="store_true",
+                    help="write plots and tables.md into docs/repro/img/thin-streams and rewrite the page's "
+                         "generated blocks (every study, as shipped)")
     ap.add_argument("--studies", default=",".join(STUDIES), help="comma-separated subset of " + ",".join(STUDIES))
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None, help="override the sweep files' repeats")
@@ -458,7 +475,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     bad = [s for s in studies if s not in STUDIES]
     if bad:
         ap.error(f"unknown studies {bad}; known: {', '.join(STUDIES)}")
-    out, img = Path(a.out), Path(a.img)
+    if a.update_docs and (studies != list(STUDIES) or a.repeats is not None or a.duration):
+        ap.error("--update-docs regenerates the page from every study as shipped: no --studies/--repeats/--duration")
+    from . import pages
+
+    out = Path(a.out)
+    img = pages.plot_dir(out, a.img, a.update_docs, "thin-streams")
     if not a.report_only:
         from sojourn._config import ConfigError
 
@@ -468,7 +490,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             except ConfigError as e:  # e.g. --duration shorter than a warm-up
                 sys.stderr.write(f"thin_streams: {e}\n")
                 return 2
-    sys.stdout.write(report(out, img, studies))
+    text = report(out, img, studies)
+    sys.stdout.write(text)
+    if a.update_docs:
+        pages.replace_blocks(pages.DOCS / "thin-streams.md",
+                             {"provenance": pages.provenance("thin_streams", prose_generated=False), "ci": ci_block()})
+        print(f"updated {pages.DOCS / 'thin-streams.md'}")
     return 0
 
 

@@ -4,7 +4,7 @@
 //!
 //! This is a convenience for what seed 000 builds in Linux from two pieces: an nftables rule
 //! `meta priority set ct bytes map { 0-T : 1:1, * : 1:2 }` and `prio bands 3` with the same
-//! leaf qdisc on every band (reference/seed_code_facts.md §1). A packet's *age* is the byte
+//! leaf qdisc on every band (docs/repro/age-based.md, the set-up table). A packet's *age* is the byte
 //! count of its connection:
 //! - `count = "conntrack"` (default): `pkt.ct_bytes`, stamped by the node's conntrack hook
 //!   like nft `ct bytes` — both directions, IP-layer lengths, this packet included;

@@ -13,7 +13,7 @@
 //!   head-dropping the globally fattest queue (max-heap, built lazily as Linux does);
 //! - an optional TCP ACK filter.
 //!
-//! Structure follows the kernel's behaviour (reference/linux_qdiscs.md §5); comments name
+//! Structure follows the kernel's behaviour (docs/disciplines/cake.md); comments name
 //! the kernel function whose behaviour a block reproduces. Times are signed ns (`ktime_t`).
 
 use super::cobalt::{self, CobaltParams, CobaltVars};

@@ -314,7 +314,7 @@ mod tests {
     }
 
     /// Linux's rec_inv_sqrt after each Newton step as count climbs 1, 2, 3, … in one
-    /// episode (reference/linux_qdiscs.md §1 table).
+    /// episode (docs/disciplines/codel.md).
     #[test]
     fn newton_step_matches_linux_table() {
         let table = [

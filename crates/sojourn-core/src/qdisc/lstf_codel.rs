@@ -1,6 +1,6 @@
 //! `lstf_codel`: the CoDel control law over a "least slack time first" priority queue
 //! (seed 004, C. Ford, "LSTFCoDel: CoDel with LSTF-Style Priority Queuing"; public ns-2
-//! code gollum18/cn2-project, summarised in reference/seed_code_facts.md §4).
+//! code gollum18/cn2-project, summarised in docs/disciplines/lstf_codel.md).
 //!
 //! The qdisc keeps one number, the **slack** `s`: an EWMA of sojourn times, updated once
 //! per dequeue call from the sojourn of the last packet that call pulled out of the queue

@@ -1,4 +1,4 @@
-//! The queueing-discipline interface (DESIGN.md "Qdisc trait") and the enum that
+//! The queueing-discipline interface (docs/adding-a-qdisc.md) and the enum that
 //! dispatches to every discipline without `Box<dyn>` on the hot path.
 //!
 //! Contract, mirroring a Linux qdisc:

@@ -2,8 +2,12 @@
 //! an out-of-order buffer, Linux-like delayed ACKs and the receive window.
 //!
 //! ACK policy (Linux `__tcp_ack_snd_check`, `tcp_event_data_recv`):
-//! - quick-ACK mode for the first 16 segments (`TCP_MAX_QUICKACKS`, bounded by
-//!   rwnd / 2·MSS) and again after an idle period longer than the RTO estimate;
+//! - quick-ACK mode for the first 16 data segments (`TCP_MAX_QUICKACKS`, bounded by
+//!   rwnd / 2·MSS) and again after an idle period longer than the RTO estimate. Linux
+//!   sets this budget when the *first data segment* arrives (`tcp_event_data_recv`:
+//!   `icsk_ack.ato == 0` → `tcp_incr_quickack`), and only ACKs that acknowledge new data
+//!   spend it (`tcp_dec_quickack_mode` counts an ACK only while one is scheduled): the
+//!   SYN-ACK, sent by the request socket before the connection exists, spends nothing;
 //! - otherwise ACK when more than one full-sized segment is unacknowledged (every
 //!   second segment) — but only once the application has read, which it cannot do in
 //!   the middle of a softirq batch: Linux sends that ACK only if the window's right edge
@@ -60,7 +64,12 @@ pub struct TcpReceiver {
     recent: Vec<SackBlock>,
     dsack: Option<SackBlock>,
     ts_recent: Time,
+    /// Quick-ACKs left (Linux `icsk_ack.quick`).
     quick: u32,
+    /// `min(TCP_MAX_QUICKACKS, rwnd / 2·MSS)` (`tcp_incr_quickack`).
+    quick_budget: u32,
+    /// A data segment has arrived (Linux: `icsk_ack.ato != 0`).
+    data_seen: bool,
     delack_at: Option<Time>,
     last_rcv: Time,
     idle_rto: Duration,
@@ -101,7 +110,9 @@ impl TcpReceiver {
             recent: Vec::with_capacity(4),
             dsack: None,
             ts_recent: Time::ZERO,
-            quick: MAX_QUICKACKS.min((cfg.rwnd_bytes / (2 * cfg.mss as u64)).max(1) as u32),
+            quick: 0,
+            quick_budget: MAX_QUICKACKS.min((cfg.rwnd_bytes / (2 * cfg.mss as u64)).max(1) as u32),
+            data_seen: false,
             delack_at: None,
             last_rcv: Time::ZERO,
             idle_rto: cfg.initial_rto,
@@ -181,7 +192,10 @@ impl TcpReceiver {
         self.acks_sent += 1;
         self.rcv_wup = self.rcv_nxt;
         self.delack_at = None;
-        self.quick = self.quick.saturating_sub(1);
+        if !syn {
+            // tcp_dec_quickack_mode: the SYN-ACK is not an ACK of data.
+            self.quick = self.quick.saturating_sub(1);
+        }
     }
 
     /// Adds `[s, e)` to the out-of-order set; returns false if it was all there already.
@@ -230,9 +244,13 @@ impl TcpReceiver {
             }
             self.ece = true;
         }
-        // Linux tcp_event_data_recv: idle longer than the RTO -> quick-ACK mode again.
-        if self.last_rcv > Time::ZERO && now.saturating_since(self.last_rcv) > self.idle_rto {
-            self.quick = MAX_QUICKACKS;
+        // Linux tcp_event_data_recv: the first data segment starts the delayed-ACK engine
+        // in quick-ACK mode; idle longer than the RTO -> quick-ACK mode again.
+        if !self.data_seen {
+            self.data_seen = true;
+            self.quick = self.quick.max(self.quick_budget);
+        } else if now.saturating_since(self.last_rcv) > self.idle_rto {
+            self.quick = self.quick.max(self.quick_budget);
         }
         self.last_rcv = now;
         // RFC 7323 §4.3: remember TSval of the segment covering the last ACK point.
@@ -426,11 +444,51 @@ mod tests {
         assert_eq!(r.deadline(), None);
     }
 
+    /// Linux spends no quick-ACK on the SYN-ACK (the request socket sends it; the budget
+    /// starts with the first data segment, `tcp_event_data_recv`): 16 data segments after
+    /// a handshake are each ACKed at once, the 17th waits.
+    #[test]
+    fn the_syn_ack_spends_no_quickack() {
+        let mut h = H::new();
+        let cfg = TcpConfig::default();
+        assert!(cfg.handshake);
+        let mut r = TcpReceiver::new(0, FlowKey::default(), 0, &cfg, 0);
+        let t = Time(1_000_000);
+        let mut syn = Packet::default();
+        syn.hdr.seq = 0;
+        syn.hdr.flags = tcp_flags::SYN;
+        r.on_packet(&syn, &mut h.io(t));
+        let mut ack = Packet::default();
+        ack.hdr.seq = 1;
+        ack.hdr.flags = tcp_flags::ACK;
+        r.on_packet(&ack, &mut h.io(t));
+        assert_eq!(h.out.len(), 1, "the SYN-ACK");
+        h.out.clear();
+        let mut now = t;
+        for i in 0..16 {
+            now += Duration(121_000);
+            r.on_packet(&seg(i), &mut h.io(now));
+        }
+        assert_eq!(
+            h.out.len(),
+            16,
+            "each of the first 16 data segments is ACKed at once"
+        );
+        now += Duration(121_000);
+        r.on_packet(&seg(16), &mut h.io(now));
+        assert_eq!(
+            h.out.len(),
+            16,
+            "the 17th waits (one full segment unacknowledged)"
+        );
+    }
+
     #[test]
     fn out_of_order_is_sacked_at_once_and_filled_in_order() {
         let mut h = H::new();
         let mut r = receiver(5 * MSS);
         let t = Time(1_000_000);
+        r.data_seen = true; // past quick-ACK mode
         r.quick = 0;
         r.on_packet(&seg(0), &mut h.io(t));
         assert!(h.out.is_empty(), "delayed");

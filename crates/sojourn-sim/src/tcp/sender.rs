@@ -438,7 +438,7 @@ impl TcpSender {
         let n = segs.len() as u32;
         let mut p = self.base_packet(io.now);
         p.len_bytes = payload + n * self.cfg.header_bytes();
-        p.truesize_bytes = self.data_truesize(payload, n);
+        p.truesize_bytes = self.data_truesize(payload);
         if n > 1 {
             p.gso_segs = n as u16;
             p.gso_size = self.cfg.mss as u16;
@@ -478,16 +478,13 @@ impl TcpSender {
         io.send(p);
     }
 
-    /// `skb->truesize` of a data buffer. With GSO, TCP keeps the payload in page
-    /// fragments behind a small head: payload + [`SKB_HEAD_TRUESIZE`] (what `ss -m` shows
-    /// on Linux 6.18: two 45-segment buffers in the qdisc, `t131984`). Without, a linear
-    /// buffer per segment.
-    fn data_truesize(&self, payload: u32, segs: u32) -> u32 {
-        if self.cfg.gso {
-            payload + SKB_HEAD_TRUESIZE
-        } else {
-            sojourn_core::packet::truesize_for(payload + segs * self.cfg.header_bytes())
-        }
+    /// `skb->truesize` of a data buffer: TCP keeps the payload in page fragments behind a
+    /// small head, payload + [`SKB_HEAD_TRUESIZE`], whatever the buffer's segment count
+    /// (`ss -m` on Linux 6.18: two 45-segment buffers in the qdisc show `t131984`; with
+    /// `gso_max_segs 1`, ten one-segment buffers below TCP show `t22800`, 2280 B each —
+    /// not the 2880 B of a linear 1514-B buffer, which only the receive path allocates).
+    fn data_truesize(&self, payload: u32) -> u32 {
+        payload + SKB_HEAD_TRUESIZE
     }
 
     /// Takes the next new segment (at most one MSS) onto the scoreboard: the receive
@@ -608,7 +605,7 @@ impl TcpSender {
             let from = self.sb.segs.partition_point(|s| s.start < self.retx_hint);
             if let Some(i) = self.sb.next_to_retransmit(from) {
                 // tcp_xmit_retransmit_queue: TSQ with the limit doubled for retransmits.
-                if self.tsq_blocks(self.sb.segs[i].len, 1, 1) {
+                if self.tsq_blocks(self.sb.segs[i].len, 1) {
                     break;
                 }
                 self.retx_hint = self.sb.segs[i].start;
@@ -648,7 +645,7 @@ impl TcpSender {
             }
             // tcp_write_xmit: TSQ after the cwnd test, for the buffer about to be sent.
             let payload = avail.min(segs as u64 * mss) as u32;
-            if has_data && self.tsq_blocks(payload, segs, 0) {
+            if has_data && self.tsq_blocks(payload, 0) {
                 break;
             }
             if !self.send_new_data(io, segs) {
@@ -827,11 +824,11 @@ impl TcpSender {
     /// sent; `factor` is 0 for new data (`tcp_write_xmit`), 1 for retransmissions
     /// (`tcp_xmit_retransmit_queue`). True = do not send now (throttled until one of this
     /// socket's packets leaves the host or is dropped there).
-    fn tsq_blocks(&mut self, payload: u32, segs: u32, factor: u32) -> bool {
+    fn tsq_blocks(&mut self, payload: u32, factor: u32) -> bool {
         if !self.cfg.tsq {
             return false;
         }
-        let truesize = self.data_truesize(payload, segs);
+        let truesize = self.data_truesize(payload);
         let limit = tsq_limit_bytes(
             truesize,
             self.cs.pacing_rate_bps,
@@ -1612,14 +1609,14 @@ mod tests {
         // No SRTT yet: the limit is tcp_limit_output_bytes, the whole IW goes out.
         let iw = h.take();
         assert_eq!(iw.len(), 10);
-        assert_eq!(s.bytes_below, 10 * 2880);
+        assert_eq!(s.bytes_below, 10 * 2280);
         // An ACK with a 100 ms RTT sample: pacing rate 2 · 11 · 1448 B / 100 ms ≈ 318 kB/s,
-        // limit = max(2 · 2880, 311) = 5760 B, far below the 9 packets still below TCP.
+        // limit = max(2 · 2280, 311) = 4560 B (truesize 1448 + 832, `ss -m` on Linux 6.18), far below the 9 packets still below TCP.
         s.on_packet(&ack(1 + MSS, false, &[]), &mut h.io(Time(100_000_000)));
         assert!(s.cs.cwnd > 10);
         assert!(h.take().is_empty(), "throttled by TSQ, not by cwnd");
-        // Completions of 8 packets: sk_wmem_alloc = 2 · 2880 + 1 (its bias) > 5760 still
-        // throttled; the 9th brings it to 2881 ≤ limit: exactly one more packet may go.
+        // Completions of 8 packets: sk_wmem_alloc = 2 · 2280 + 1 (its bias) > 4560 still
+        // throttled; the 9th brings it to 2281 ≤ limit: exactly one more packet may go.
         let t = Time(100_100_000);
         for p in &iw[..8] {
             s.on_tx_complete(p, &mut h.io(t));
@@ -1629,9 +1626,9 @@ mod tests {
         assert_eq!(
             h.take().len(),
             1,
-            "2880 + 1 ≤ limit: one more, then throttled"
+            "2280 + 1 ≤ limit: one more, then throttled"
         );
-        assert_eq!(s.bytes_below, 2 * 2880);
+        assert_eq!(s.bytes_below, 2 * 2280);
         // Without TSQ the same ACK releases the whole cwnd at once.
         let mut h2 = Harness::new();
         let mut s2 = sender(cfg(), &mut h2);
