@@ -6,17 +6,16 @@ namespace."""
 from __future__ import annotations
 
 import os
-import secrets
+import re
 import shutil
 import subprocess
-import tomllib
 from pathlib import Path
 
 import pytest
 
 import _local  # noqa: F401  (this worktree's python/sojourn first)
 from sojourn import deploy
-from sojourn._config import ConfigError
+from sojourn._config import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 AGE = ROOT / "experiments" / "repro" / "age-based"
@@ -222,3 +221,55 @@ def test_check_without_plan_needs_no_root_for_the_listing(sojourn_cli):
     r = sojourn_cli("deploy", "check")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("qdisc kinds (")
+
+
+SERVER = """
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 5201)); s.listen(1); s.settimeout(10)
+print("ready", flush=True)
+c, _ = s.accept(); c.settimeout(10); n = 0
+while True:
+    b = c.recv(65536)
+    if not b:
+        break
+    n += len(b)
+print(n, flush=True)
+"""
+CLIENT = """
+import socket
+c = socket.create_connection(("127.0.0.1", 5201), timeout=10)
+c.sendall(b"x" * 300000); c.close()
+"""
+
+
+@needs_root
+@needs_nft
+def test_the_map_really_classifies_a_flow_crossing_the_threshold():
+    """A 300 kB upload over a 100,000-byte threshold: its first packets leave with priority 1:6,
+    the rest with 1:0 (the map's rule), counted after the output hook in postrouting."""
+    cls = [{"at": "client", "hook": "output", "map": [{"upto": 100000, "priority": "1:6"}, {"priority": "1:0"}]}]
+    p = deploy.plan(AGE / "age-1g.toml", "client", "lo", overrides={"topology.links[0].qdisc": "pfifo_fast", "classifier": cls})
+    count = ("table inet sjcount {\n chain post {\n  type filter hook postrouting priority 100; policy accept;\n"
+             "  tcp dport 5201 meta priority 1:6 counter\n  tcp dport 5201 meta priority 1:0 counter\n }\n}\n")
+    with deploy.Netns() as ns:
+        ns.ip("link", "set", "lo", "up")
+        assert ns.exec("nft", "-f", "-", input=p.nft).returncode == 0
+        assert ns.exec("nft", "-f", "-", input=count).returncode == 0
+        srv = subprocess.Popen(["ip", "netns", "exec", ns.name, "python3", "-c", SERVER], stdout=subprocess.PIPE, text=True)
+        try:
+            assert srv.stdout.readline().strip() == "ready"
+            r = ns.exec("python3", "-c", CLIENT)
+            assert r.returncode == 0, r.stderr
+            assert srv.stdout.readline().strip() == "300000"
+        finally:
+            srv.kill()
+            srv.wait()
+        listed = ns.exec("nft", "list", "table", "inet", "sjcount").stdout
+    got = {m[0]: int(m[1]) for m in re.findall(r"meta priority (1:[06]) counter packets \d+ bytes (\d+)", listed)}
+    assert set(got) == {"1:6", "1:0"}, listed
+    # before the threshold: data (more than the handshake), at most 100,000 bytes counted
+    # (ct bytes includes the packet being classified, and lo sends buffers up to 64 KiB)
+    assert 1000 < got["1:6"] <= 100000
+    # after it: the rest of the 300 kB (payload + headers)
+    assert got["1:0"] >= 300000 - 100000
