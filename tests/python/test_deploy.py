@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -256,10 +257,10 @@ def test_the_map_really_classifies_a_flow_crossing_the_threshold():
         ns.ip("link", "set", "lo", "up")
         assert ns.exec("nft", "-f", "-", input=p.nft).returncode == 0
         assert ns.exec("nft", "-f", "-", input=count).returncode == 0
-        srv = subprocess.Popen(["ip", "netns", "exec", ns.name, "python3", "-c", SERVER], stdout=subprocess.PIPE, text=True)
+        srv = subprocess.Popen(["ip", "netns", "exec", ns.name, sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True)
         try:
             assert srv.stdout.readline().strip() == "ready"
-            r = ns.exec("python3", "-c", CLIENT)
+            r = ns.exec(sys.executable, "-c", CLIENT)
             assert r.returncode == 0, r.stderr
             assert srv.stdout.readline().strip() == "300000"
         finally:
