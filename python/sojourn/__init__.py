@@ -20,7 +20,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 from ._config import ConfigError, check_depth, load, set_key
 from .results import Result
 
-__all__ = ["run", "validate", "qdiscs", "sweep", "Result", "ConfigError", "__version__"]
+__all__ = ["run", "emulate", "emulate_cleanup", "validate", "qdiscs", "sweep", "Result", "ConfigError",
+           "PrivilegeError", "EmulateError", "__version__"]
 
 try:
     from . import _engine
@@ -36,6 +37,13 @@ def _engine_or_fail():
     if _engine is None:
         raise ImportError("sojourn's engine (sojourn._engine) is not built: run `pip install .` at the repository root")
     return _engine
+
+
+def _live_engine():
+    eng = _engine_or_fail()
+    if not hasattr(eng, "emulate"):
+        raise EmulateError("live emulation needs Linux (network namespaces); this build of the engine has none")
+    return eng
 
 
 def _prepare(source: Source, overrides: Optional[Mapping[str, Any]] = None, duration: Optional[str] = None,
@@ -125,6 +133,85 @@ def run(
         "simulated_seconds_per_wall_second": sim_s / wall if wall > 0 else None,
     }
     return res
+
+
+class PrivilegeError(PermissionError):
+    """The live engine may not create network namespaces (it needs root)."""
+
+
+class EmulateError(RuntimeError):
+    """A live run failed on the machine's side (a namespace, device, socket or the forwarder)."""
+
+
+def emulate(
+    source: Source,
+    seed: Optional[int] = None,
+    duration: Optional[str] = None,
+    overrides: Optional[Mapping[str, Any]] = None,
+    progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
+    base_dir: Optional[Union[str, Path]] = None,
+) -> Result:
+    """Runs one experiment live and returns the same :class:`Result` as :func:`run`.
+
+    The hosts are network namespaces running the kernel's own TCP (reno, cubic, bbr); the
+    experiment's links run in sojourn's user-space forwarder with the very disciplines the
+    simulator uses (docs/emulate.md). It takes ``duration`` of wall-clock time and needs
+    root. Arguments as for :func:`run`; ``progress(elapsed_s, end_s, 0)`` is called about
+    every 100 ms. ``result.summary["engine"] == "emulate"``.
+
+    Raises :class:`ConfigError` for a bad file or what cannot be honoured live (naming the
+    key), :class:`PrivilegeError` without root, :class:`EmulateError` if the machine fails.
+    ``KeyboardInterrupt`` (or any exception a signal handler raises) stops the run after
+    removing every namespace and device it created.
+
+    Example::
+
+        res = sojourn.emulate("experiments/emulate/fq-codel.toml", duration="5s")
+        res.summary["links"]["bottleneck"]["sojourn_ms"]["mean"]
+    """
+    eng = _live_engine()
+    cfg, name, base = _prepare(source, overrides, duration, base_dir)
+    t0 = time.perf_counter()
+    try:
+        raw = eng.emulate(cfg, str(base), seed, progress)
+    except eng.ConfigError as e:
+        raise _wrap_engine_error(name, e) from None
+    except eng.PrivilegeError as e:
+        raise PrivilegeError(str(e)) from None
+    except eng.EmulateError as e:
+        raise EmulateError(str(e)) from None
+    wall = time.perf_counter() - t0
+    res = Result.from_engine(raw)
+    pkts = sum(l.get("tx_packets", 0) for l in res.summary.get("links", {}).values())
+    res.perf = {
+        "wall_seconds": wall,
+        "link_packets_per_second": pkts / wall if wall > 0 else None,
+    }
+    return res
+
+
+def emulate_check(source: Source, overrides: Optional[Mapping[str, Any]] = None,
+                  duration: Optional[str] = None, base_dir: Optional[Union[str, Path]] = None) -> None:
+    """Raises :class:`ConfigError` if the experiment is invalid or asks for something the
+    live engine cannot honour on this kernel (e.g. a congestion control it lacks). Needs
+    no privilege and creates nothing."""
+    eng = _live_engine()
+    cfg, name, base = _prepare(source, overrides, duration, base_dir)
+    try:
+        eng.emulate_check(cfg, str(base))
+    except eng.ConfigError as e:
+        raise _wrap_engine_error(name, e) from None
+
+
+def emulate_cleanup() -> tuple[list[str], list[str]]:
+    """Removes the namespaces of live runs that died without cleaning up (SIGKILL), as
+    listed in their state files; never touches anything else. Returns ``(removed, errors)``."""
+    eng = _live_engine()
+    try:
+        removed, errors = eng.emulate_cleanup()
+    except eng.PrivilegeError as e:
+        raise PrivilegeError(str(e)) from None
+    return list(removed), list(errors)
 
 
 def qdiscs() -> list[tuple[str, str]]:

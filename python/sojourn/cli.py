@@ -15,6 +15,10 @@ examples:
   sojourn run exp.toml --out results/x --seed 3 --duration 60s
   sojourn run exp.toml --out results/x --set topology.bottleneck.qdisc=codel
   sojourn validate exp.toml
+  sojourn validate experiments/examples/compare-aqm.sweep.toml   (checks every point)
+  sojourn sweep experiments/examples/compare-aqm.sweep.toml --dry-run
+  sudo sojourn emulate exp.toml --out results/live --duration 10s
+  sudo sojourn emulate --cleanup
   sojourn qdiscs
   sojourn sweep experiments/examples/compare-aqm.sweep.toml --out results/cmp --jobs 2
   sojourn compare results/cmp
@@ -83,10 +87,86 @@ def cmd_run(a: argparse.Namespace) -> int:
     return 0
 
 
+class _Terminated(BaseException):
+    """Raised by the SIGTERM handler during a live run (cleanup, then exit 143)."""
+
+
+def cmd_emulate(a: argparse.Namespace) -> int:
+    import signal
+
+    import sojourn
+    from .progress import RunProgress
+    from .report import print_run, write_run_report
+
+    if a.cleanup:
+        if a.experiment:
+            return _err("emulate --cleanup takes no experiment file")
+        try:
+            removed, errors = sojourn.emulate_cleanup()
+        except (sojourn.PrivilegeError, sojourn.EmulateError) as e:
+            return _err(str(e))
+        for e in errors:
+            print(f"sojourn: cleanup: {e}", file=sys.stderr)
+        if not a.quiet:
+            print(f"removed {len(removed)} namespace(s) of dead runs" + (f": {' '.join(removed)}" if removed else ""))
+        return 1 if errors else 0
+    if not a.experiment:
+        return _err("emulate: an experiment file is required (or --cleanup)")
+    if not a.out:
+        return _err("emulate: --out DIR is required")
+    out_path = Path(a.out)
+    if out_path.exists() and not out_path.is_dir():
+        return _err(f"--out: {a.out} exists and is not a directory")
+
+    def on_term(signum, frame):
+        raise _Terminated()
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        overrides = _parse_set(a.set)
+        # Everything the file or this kernel cannot honour is refused before anything starts.
+        sojourn.emulate_check(a.experiment, overrides=overrides, duration=a.duration)
+        with RunProgress(Path(a.experiment).name + " (live)", quiet=a.quiet) as prog:
+            res = sojourn.emulate(a.experiment, seed=a.seed, duration=a.duration, overrides=overrides, progress=prog)
+    except ConfigError as e:
+        return _err(str(e))
+    except sojourn.PrivilegeError as e:
+        return _err(str(e))
+    except sojourn.EmulateError as e:
+        print(f"sojourn: emulate failed: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("sojourn: interrupted; namespaces removed, nothing written", file=sys.stderr)
+        return 130
+    except _Terminated:
+        print("sojourn: terminated; namespaces removed, nothing written", file=sys.stderr)
+        return 143
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    out = res.write(a.out)
+    if not a.no_report:
+        write_run_report(res, out)
+    if not a.quiet:
+        print_run(res)
+        print(f"results in {out}/ (summary.json, flows.parquet, timeseries.parquet{', report.md' if not a.no_report else ''})")
+    return 0
+
+
 def cmd_validate(a: argparse.Namespace) -> int:
     import sojourn
 
     try:
+        from . import sweeps as _sweep
+
+        if _sweep.is_sweep_file(a.experiment):
+            # A sweep file: every point it expands to is checked by the engine.
+            sp = _sweep.load_plan(a.experiment)
+            sp.common.update(_parse_set(a.set))
+            _sweep.validate_plan(sp)
+            print(f"{a.experiment}: ok — sweep {sp.name!r}, {len(sp.points)} points x {len(sp.seeds)} seeds "
+                  f"= {len(sp.runs())} runs, every point valid")
+            print("\n".join(_sweep.describe_plan(sp)))
+            return 0
         plan = sojourn.validate(a.experiment, overrides=_parse_set(a.set))
     except ConfigError as e:
         return _err(str(_set_error(e)))
@@ -135,8 +215,29 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-report", action="store_true", help="do not write report.md and plots")
     r.set_defaults(func=cmd_run)
 
-    v = sub.add_parser("validate", help="check an experiment file without running it")
-    v.add_argument("experiment")
+    e = sub.add_parser("emulate", help="run one experiment live: real Linux TCP in namespaces through sojourn's disciplines (root)",
+                       epilog="examples:\n"
+                              "  sudo sojourn emulate experiments/emulate/fq-codel.toml --out results/live\n"
+                              "  sudo sojourn emulate exp.toml --out results/live --duration 10s --set transport.cc=bbr\n"
+                              "  sudo sojourn emulate --cleanup        # remove what a killed run left behind\n\n"
+                              "Same outputs as `run` (summary.json has \"engine\": \"emulate\"); docs/emulate.md says\n"
+                              "what is honoured live and what is refused. Takes `duration` of wall-clock time.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    e.add_argument("experiment", nargs="?", help="experiment file (TOML)")
+    e.add_argument("--out", help="output directory (created; existing result files are replaced)")
+    e.add_argument("--seed", type=int, help="master seed (default: the file's `seed`, else 1)")
+    e.add_argument("--duration", help='override the duration (wall-clock time), e.g. "10s"')
+    e.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a key (repeatable)")
+    e.add_argument("--quiet", action="store_true", help="no progress bar and no tables")
+    e.add_argument("--no-report", action="store_true", help="do not write report.md and plots")
+    e.add_argument("--cleanup", action="store_true", help="remove namespaces left by killed runs, then exit")
+    e.set_defaults(func=cmd_emulate)
+
+    v = sub.add_parser("validate", help="check an experiment or sweep file without running it",
+                       epilog="examples:\n  sojourn validate exp.toml\n"
+                              "  sojourn validate experiments/examples/compare-aqm.sweep.toml  (every point)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    v.add_argument("experiment", help="experiment file, or sweep file (*.sweep.toml: every point is checked)")
     v.add_argument("--set", action="append", metavar="KEY=VALUE")
     v.set_defaults(func=cmd_validate)
 

@@ -137,9 +137,11 @@ def _plot(
     fig.tight_layout()
     path = path if path.suffix.lower() == ".png" else path.with_suffix(".png")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    from ._plots import savefig
+
+    savefig(fig, path, dpi=120)
     svg = path.with_suffix(".svg")
-    fig.savefig(svg)
+    savefig(fig, svg)
     plt.close(fig)
     return [str(path), str(svg)]
 

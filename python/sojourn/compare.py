@@ -22,6 +22,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from ._plots import savefig
 from . import stats
 from ._cli_common import fail
 from .results import run_row
@@ -403,7 +404,7 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
     def save(fig, name):
         fig.tight_layout()
         for ext in ("png", "svg"):
-            fig.savefig(out / f"{name}.{ext}", dpi=120)
+            savefig(fig, out / f"{name}.{ext}", dpi=120)
         plt.close(fig)
         made.append(name)
 

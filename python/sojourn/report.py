@@ -8,6 +8,7 @@ from typing import Iterable
 from rich.console import Console
 from rich.table import Table
 
+from ._plots import savefig
 from .results import Result
 
 
@@ -39,7 +40,7 @@ def interesting_links(summary: dict) -> list[str]:
 
 def links_table(res: Result, names: Iterable[str] | None = None) -> Table:
     s = res.summary
-    t = Table(title=f"{s['experiment']} (seed {s['seed']}, {s['duration_s']:g} s simulated)")
+    t = Table(title=f"{s['experiment']} (seed {s['seed']}, {s['duration_s']:g} s {'live' if s.get('engine') == 'emulate' else 'simulated'})")
     for c in ["link", "qdisc", "util", "throughput", "drops", "ECN marks", "sojourn mean", "p50", "p99", "max"]:
         t.add_column(c, justify="left" if c in ("link", "qdisc") else "right")
     for name in names or interesting_links(s):
@@ -93,7 +94,13 @@ def print_run(res: Result, console: Console | None = None) -> None:
         f"in network {acc['in_network']} — {ok}"
     )
     p = res.perf
-    if p.get("wall_seconds"):
+    if res.summary.get("engine") == "emulate":
+        em = res.summary.get("emulate", {})
+        console.print(
+            f"[dim]live: {em.get('wall_seconds', 0):.2f} s wall, forwarder CPU {em.get('forwarder_cpu_seconds', 0):.2f} s, "
+            f"kernel {em.get('kernel', '?')}, socket errors {em.get('socket_errors', 0)}[/dim]"
+        )
+    elif p.get("wall_seconds"):
         console.print(
             f"[dim]{p['wall_seconds']:.2f} s wall, {p['events'] / 1e6:.2f} M events "
             f"({p['events_per_second'] / 1e6:.1f} M/s), {p['link_packets_per_second'] / 1e6:.2f} M link-packets/s[/dim]"
@@ -131,7 +138,7 @@ def write_run_report(res: Result, out_dir: Path) -> Path:
         ax.legend(fontsize=8)
         fig.tight_layout()
         for ext in ("png", "svg"):
-            fig.savefig(out_dir / f"{fname}.{ext}", dpi=120)
+            savefig(fig, out_dir / f"{fname}.{ext}", dpi=120)
         plt.close(fig)
         figs.append(fname)
     lines = [f"# {s['experiment']}", "", s.get("description") or "", "",

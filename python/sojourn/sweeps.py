@@ -346,6 +346,26 @@ def load_plan(path: PathLike, repeats: Optional[int] = None, seeds: Optional[Seq
                 points=points, seeds=seed_list, columns=columns, link=link, end_margin=end_margin)
 
 
+def is_sweep_file(path: PathLike) -> bool:
+    """True if ``path`` is a sweep file: named ``*.sweep.toml``, or a TOML document with a
+    ``base`` experiment and no ``topology`` of its own. Raises :class:`ConfigError` if it
+    cannot be read."""
+    if str(path).endswith(".sweep.toml"):
+        return True
+    doc, _, _ = load(path)
+    return "base" in doc and "topology" not in doc
+
+
+def describe_plan(plan: Plan) -> list:
+    """One line per point: its name and the keys it sets (for ``--dry-run`` and
+    ``validate``)."""
+    lines = []
+    for p in plan.points:
+        sets = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in p.overrides.items())
+        lines.append(f"  {p.name:<28} {sets}")
+    return lines
+
+
 def validate_plan(plan: Plan) -> None:
     """Checks every point with the engine before anything runs; the error names the point."""
     import sojourn
@@ -646,6 +666,18 @@ def cmd_sweep(a) -> int:
 
     if a.jobs is not None and not 1 <= a.jobs <= 1024:
         return fail(f"--jobs: expected an integer in [1, 1024], got {a.jobs}")
+    if a.dry_run:
+        try:
+            plan = load_plan(a.sweep, repeats=a.repeats)
+            validate_plan(plan)
+        except ConfigError as e:
+            return fail(str(e))
+        print(f"{plan.name}: {len(plan.points)} points x {len(plan.seeds)} seeds (seeds {', '.join(map(str, plan.seeds))}) "
+              f"= {len(plan.runs())} runs; every point validated, nothing run")
+        print("\n".join(describe_plan(plan)))
+        return 0
+    if not a.out:
+        return fail("sweep: --out is required (or --dry-run to list the points)")
     try:
         out_dir = _outdir.prepare(a.out)  # before any work: a bad --out is refused at once
     except ConfigError as e:
@@ -689,7 +721,9 @@ def add_parser(sub) -> None:
                        description="Runs every (point, seed) of a sweep file on local cores; finished runs are kept and skipped.",
                        epilog=SWEEP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("sweep", help="sweep file (TOML: base, repeats/seeds, [[axis]], [[variant]])")
-    s.add_argument("--out", required=True, help="output directory (reused: finished runs are skipped)")
+    s.add_argument("--out", help="output directory (reused: finished runs are skipped); required unless --dry-run")
+    s.add_argument("--dry-run", action="store_true",
+                   help="validate every point and list the points and seeds without running anything")
     s.add_argument("--jobs", "-j", type=int, help="parallel runs (default: number of CPUs)")
     s.add_argument("--repeats", type=int, help="override the number of repeats (seeds base_seed..base_seed+R-1)")
     s.add_argument("--quiet", action="store_true", help="no progress display and no messages")

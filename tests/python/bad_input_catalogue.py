@@ -349,6 +349,10 @@ add("cli-threshold-bad-load", "cli", ["threshold", "bounded-pareto alpha=1.2 min
 # --- limits --------------------------------------------------------------------------------
 s("limit-pairs-huge", "topology.pairs=100000", "needs ~", cli=True)
 s("limit-duration-overflow-u64", "duration=\"6000000000h\"", "out of range")
+s("limit-duration-million-hours", "duration=\"1000000h\"", "needs ~", cli=True)
+s("limit-packet-log-too-long", "duration=\"100000h\"", "SOJOURN_MEMORY")
+add("limit-packets-logged-day-10g", "toml", BASE_TOML.replace('rate = "10Mbit"', 'rate = "10Gbit"').replace('duration = "2s"', 'duration = "24h"')
+    + 'packets = ["bottleneck"]\n', "packet log held in memory")
 
 # --- Python API ----------------------------------------------------------------------------
 API = [

@@ -51,8 +51,10 @@ def test_learned_limit_falls_to_about_the_new_bdp(out):
 def test_cocoa_beats_fq_codel_throughput_cubic_and_reno(out):
     cocoa.run_sweep("cubic-100m", out)
     _, agg = cocoa.long_table(out, "cubic-100m")
-    # Paper: > 10% (2893 vs 2615 MB); sojourn finds about 9%: assert the direction with margin.
-    assert cocoa.gain(agg) > 0.05
+    # Paper: > 10% (Fig. 7/8 totals 2893 vs 2615 MB: 10.6%); sojourn finds 8.5%
+    # (docs/repro/cocoa.md). The bar is the paper's 10.6% less a quarter: it fails if the
+    # gain shrinks to noise, not only if it changes sign.
+    assert cocoa.gain(agg) > 0.75 * 0.106
     assert agg.loc["cocoa", ("srtt_mean_ms", "mean")] > agg.loc["fq_codel", ("srtt_mean_ms", "mean")]
     cocoa.run_sweep("reno-100m", out, repeats=1)
     _, agg = cocoa.long_table(out, "reno-100m")

@@ -235,6 +235,11 @@ pub const MAX_CDF_BYTES: u64 = 16 * 1024 * 1024;
 /// Reads a CDF file: `bytes probability` per line, `#` comments.
 pub fn load_cdf(path: &Path) -> Result<Vec<(f64, f64)>, String> {
     let text = crate::files::read_regular_text(path, "size distribution", MAX_CDF_BYTES)?;
+    parse_cdf(&text, &path.display().to_string())
+}
+
+/// Parses the text of a CDF file (`name` labels messages); fuzzed without files.
+pub fn parse_cdf(text: &str, name: &str) -> Result<Vec<(f64, f64)>, String> {
     let mut pts: Vec<(f64, f64)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
@@ -243,22 +248,23 @@ pub fn load_cdf(path: &Path) -> Result<Vec<(f64, f64)>, String> {
         }
         let mut it = l.split_whitespace();
         let (Some(a), Some(b)) = (it.next(), it.next()) else {
-            return Err(format!(
-                "{}:{}: expected `bytes probability`",
-                path.display(),
-                i + 1
-            ));
+            return Err(format!("{}:{}: expected `bytes probability`", name, i + 1));
         };
         let x: f64 = a
             .parse()
-            .map_err(|_| format!("{}:{}: bad size {a:?}", path.display(), i + 1))?;
-        let p: f64 = b
-            .parse()
-            .map_err(|_| format!("{}:{}: bad probability {b:?}", path.display(), i + 1))?;
+            .map_err(|_| format!("{}:{}: bad size {}", name, i + 1, crate::files::excerpt(a)))?;
+        let p: f64 = b.parse().map_err(|_| {
+            format!(
+                "{}:{}: bad probability {}",
+                name,
+                i + 1,
+                crate::files::excerpt(b)
+            )
+        })?;
         if !(0.0..=1.0).contains(&p) || x < 0.0 {
             return Err(format!(
                 "{}:{}: probability must be in [0, 1], size ≥ 0",
-                path.display(),
+                name,
                 i + 1
             ));
         }
@@ -266,7 +272,7 @@ pub fn load_cdf(path: &Path) -> Result<Vec<(f64, f64)>, String> {
             if x < px || p < pp {
                 return Err(format!(
                     "{}:{}: sizes and probabilities must not decrease",
-                    path.display(),
+                    name,
                     i + 1
                 ));
             }
@@ -274,11 +280,10 @@ pub fn load_cdf(path: &Path) -> Result<Vec<(f64, f64)>, String> {
         pts.push((x, p));
     }
     match pts.last() {
-        None => Err(format!("{}: empty CDF", path.display())),
-        Some(&(_, p)) if (p - 1.0).abs() > 1e-9 => Err(format!(
-            "{}: the last probability must be 1",
-            path.display()
-        )),
+        None => Err(format!("{}: empty CDF", name)),
+        Some(&(_, p)) if (p - 1.0).abs() > 1e-9 => {
+            Err(format!("{}: the last probability must be 1", name))
+        }
         _ => Ok(pts),
     }
 }

@@ -9,10 +9,10 @@
 //! `count` flows spread round-robin over the selected pairs.
 
 use crate::dist::{IntervalDist, SizeDist};
-use crate::experiment::Experiment;
 use crate::transport::TcpConfig;
 use sojourn_core::params::{ConfError, ConfResult, Params, Table, Value};
 use sojourn_core::Duration;
+use std::path::Path;
 
 /// How the on and off periods of a UDP source are drawn.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -65,8 +65,30 @@ pub fn kinds() -> Vec<&'static str> {
     UDP_KINDS.iter().chain(TCP_KINDS).copied().collect()
 }
 
+/// What a workload is parsed against: the topology and transport parsed before it.
+#[derive(Clone, Copy, Debug)]
+pub struct Context<'a> {
+    /// Node names by id.
+    pub node_names: &'a [String],
+    /// Dumbbell (sender, receiver) pairs (empty on a graph).
+    pub pairs: &'a [(u32, u32)],
+    /// The `[transport]` defaults a TCP workload overrides.
+    pub transport: &'a TcpConfig,
+    /// Where relative file names (CDF files) are read from.
+    pub base_dir: &'a Path,
+}
+
+impl Context<'_> {
+    fn node(&self, name: &str) -> Option<u32> {
+        self.node_names
+            .iter()
+            .position(|n| n == name)
+            .map(|i| i as u32)
+    }
+}
+
 /// Parses one `[[workload]]` table.
-pub fn parse(exp: &Experiment, t: &Table, path: &str, index: u32) -> ConfResult<WorkloadPlan> {
+pub fn parse(exp: &Context, t: &Table, path: &str, index: u32) -> ConfResult<WorkloadPlan> {
     let mut p = Params::new(path, t);
     let kind = match p.str_opt("kind")? {
         Some(k) => k,
@@ -94,7 +116,7 @@ pub fn parse(exp: &Experiment, t: &Table, path: &str, index: u32) -> ConfResult<
 }
 
 /// Reads `from`/`to`, `pair`, `pairs` and `count` into a list of (src, dst) per flow.
-pub fn parse_flow_endpoints(exp: &Experiment, p: &mut Params) -> ConfResult<Vec<(u32, u32)>> {
+pub fn parse_flow_endpoints(exp: &Context, p: &mut Params) -> ConfResult<Vec<(u32, u32)>> {
     let node = |p: &mut Params, key: &str| -> ConfResult<Option<u32>> {
         match p.str_opt(key)? {
             None => Ok(None),
@@ -132,7 +154,7 @@ pub fn parse_flow_endpoints(exp: &Experiment, p: &mut Params) -> ConfResult<Vec<
             } else {
                 match p.raw("pairs") {
                     None => vec![exp.pairs[0]],
-                    Some(Value::Str(s)) if s == "all" => exp.pairs.clone(),
+                    Some(Value::Str(s)) if s == "all" => exp.pairs.to_vec(),
                     Some(Value::Array(a)) => {
                         let mut v = Vec::new();
                         for (k, x) in a.iter().enumerate() {
@@ -172,7 +194,7 @@ pub fn parse_flow_endpoints(exp: &Experiment, p: &mut Params) -> ConfResult<Vec<
         .collect())
 }
 
-fn parse_udp(exp: &Experiment, p: &mut Params, index: u32, onoff: bool) -> ConfResult<UdpPlan> {
+fn parse_udp(exp: &Context, p: &mut Params, index: u32, onoff: bool) -> ConfResult<UdpPlan> {
     let flows = parse_flow_endpoints(exp, p)?;
     let rate_bps = p
         .rate_opt("rate")?
@@ -276,7 +298,7 @@ pub struct TcpPlan {
 }
 
 /// Parses a TCP (or thin-stream) workload of `kind`.
-fn parse_tcp(exp: &Experiment, p: &mut Params, index: u32, kind: &str) -> ConfResult<TcpPlan> {
+fn parse_tcp(exp: &Context, p: &mut Params, index: u32, kind: &str) -> ConfResult<TcpPlan> {
     let flows = parse_flow_endpoints(exp, p)?;
     let cfg = exp.transport.overridden(p)?;
     let start = p.duration("start", Duration::ZERO)?;
@@ -287,7 +309,7 @@ fn parse_tcp(exp: &Experiment, p: &mut Params, index: u32, kind: &str) -> ConfRe
         }
     }
     let size = |p: &mut Params, key: &str| -> ConfResult<SizeDist> {
-        SizeDist::parse(p, key, &exp.base_dir)?
+        SizeDist::parse(p, key, exp.base_dir)?
             .ok_or_else(|| p.err(key, "required (bytes, or a distribution table)"))
     };
     let k = match kind {
@@ -302,7 +324,7 @@ fn parse_tcp(exp: &Experiment, p: &mut Params, index: u32, kind: &str) -> ConfRe
             TcpKind::Transfer { size: b }
         }
         "request_response" => TcpKind::RequestResponse {
-            request: SizeDist::parse(p, "request_size", &exp.base_dir)?
+            request: SizeDist::parse(p, "request_size", exp.base_dir)?
                 .unwrap_or(SizeDist::Fixed(100)),
             response: size(p, "response_size")?,
             think: IntervalDist::parse(p, "think", true)?

@@ -14,6 +14,18 @@ mod model;
 
 pyo3::create_exception!(
     _engine,
+    PrivilegeError,
+    pyo3::exceptions::PyPermissionError,
+    "The live engine may not create network namespaces here (needs root)."
+);
+pyo3::create_exception!(
+    _engine,
+    EmulateError,
+    pyo3::exceptions::PyRuntimeError,
+    "A live run failed (a namespace, device, socket or the forwarder)."
+);
+pyo3::create_exception!(
+    _engine,
     ConfigError,
     PyValueError,
     "A mistake in an experiment file: .path is the key path, .msg the reason."
@@ -184,13 +196,82 @@ fn run<'py>(
     let exp = parse(cfg, base_dir)?;
     let seed = seed.unwrap_or(exp.seed);
     let mut py_err: Option<PyErr> = None;
-    let mut cb = |p: &sojourn_sim::Progress| -> bool {
+    // The simulation runs without the GIL, so other Python threads keep running; the
+    // signal check and the progress callback take it back about every 65k events.
+    let out = py.allow_threads(|| {
+        let mut cb = |p: &sojourn_sim::Progress| -> bool {
+            Python::with_gil(|py| {
+                if let Err(e) = py.check_signals() {
+                    py_err = Some(e);
+                    return false;
+                }
+                if let Some(f) = &progress {
+                    match f.call1(py, (p.now.as_secs_f64(), p.end.as_secs_f64(), p.events)) {
+                        Ok(r) => {
+                            if r.bind(py).extract::<bool>().ok() == Some(false) {
+                                return false;
+                            }
+                        }
+                        Err(e) => {
+                            py_err = Some(e);
+                            return false;
+                        }
+                    }
+                }
+                true
+            })
+        };
+        sojourn_sim::run(&exp, seed, &mut cb)
+    });
+    if let Some(e) = py_err {
+        return Err(e);
+    }
+    let Some(out) = out else {
+        return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(
+            "run aborted",
+        ));
+    };
+    output_dict(py, &out)
+}
+
+fn output_dict<'py>(py: Python<'py>, out: &sojourn_sim::RunOutput) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("summary_json", out.summary_json())?;
+    d.set_item("flows", columns(py, &out.flows)?)?;
+    d.set_item("timeseries", columns(py, &out.timeseries)?)?;
+    d.set_item("series_names", columns(py, &out.series_names)?)?;
+    match &out.packets {
+        Some(p) => d.set_item("packets", columns(py, p)?)?,
+        None => d.set_item("packets", py.None())?,
+    }
+    Ok(d)
+}
+
+/// Runs one experiment live (docs/emulate.md): real kernel TCP in network namespaces
+/// through the user-space forwarder. Same arguments and result as `run`. Pending Python
+/// signal handlers run about every 100 ms; one that raises stops the run, and every
+/// namespace and device is removed before the exception propagates.
+#[cfg(target_os = "linux")]
+#[pyfunction]
+#[pyo3(signature = (cfg, base_dir, seed=None, progress=None))]
+fn emulate<'py>(
+    py: Python<'py>,
+    cfg: &Bound<'py, PyDict>,
+    base_dir: &str,
+    seed: Option<u64>,
+    progress: Option<PyObject>,
+) -> PyResult<Bound<'py, PyDict>> {
+    use sojourn_emu::run::EmuError;
+    let exp = parse(cfg, base_dir)?;
+    let seed = seed.unwrap_or(exp.seed);
+    let mut py_err: Option<PyErr> = None;
+    let mut cb = |p: &sojourn_emu::run::Progress| -> bool {
         if let Err(e) = py.check_signals() {
             py_err = Some(e);
             return false;
         }
         if let Some(f) = &progress {
-            match f.call1(py, (p.now.as_secs_f64(), p.end.as_secs_f64(), p.events)) {
+            match f.call1(py, (p.elapsed_s, p.end_s, 0u64)) {
                 Ok(r) => {
                     if r.bind(py).extract::<bool>().ok() == Some(false) {
                         return false;
@@ -204,25 +285,34 @@ fn run<'py>(
         }
         true
     };
-    let out = sojourn_sim::run(&exp, seed, &mut cb);
-    if let Some(e) = py_err {
-        return Err(e);
+    match sojourn_emu::run::run(&exp, seed, &mut cb) {
+        Ok(out) => output_dict(py, &out),
+        Err(EmuError::Refused(e)) => Err(conf_err(e)),
+        Err(EmuError::Privilege(m)) => Err(PrivilegeError::new_err(m)),
+        Err(EmuError::Failed(m)) => Err(EmulateError::new_err(m)),
+        Err(EmuError::Aborted) => Err(py_err.unwrap_or_else(|| {
+            pyo3::exceptions::PyKeyboardInterrupt::new_err("emulation aborted")
+        })),
     }
-    let Some(out) = out else {
-        return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(
-            "run aborted",
-        ));
-    };
-    let d = PyDict::new(py);
-    d.set_item("summary_json", out.summary_json())?;
-    d.set_item("flows", columns(py, &out.flows)?)?;
-    d.set_item("timeseries", columns(py, &out.timeseries)?)?;
-    d.set_item("series_names", columns(py, &out.series_names)?)?;
-    match &out.packets {
-        Some(p) => d.set_item("packets", columns(py, p)?)?,
-        None => d.set_item("packets", py.None())?,
+}
+
+/// Checks what the live engine would refuse (no privilege needed, nothing created).
+#[cfg(target_os = "linux")]
+#[pyfunction]
+fn emulate_check(cfg: &Bound<'_, PyDict>, base_dir: &str) -> PyResult<()> {
+    let exp = parse(cfg, base_dir)?;
+    sojourn_emu::run::check(&exp).map(|_| ()).map_err(conf_err)
+}
+
+/// Removes namespaces left by live runs that were killed (SIGKILL); returns
+/// `(namespaces removed, errors)`.
+#[cfg(target_os = "linux")]
+#[pyfunction]
+fn emulate_cleanup() -> PyResult<(Vec<String>, Vec<String>)> {
+    if !sojourn_emu::sock::have_net_admin() {
+        return Err(PrivilegeError::new_err(sojourn_emu::run::PRIVILEGE_MESSAGE));
     }
-    Ok(d)
+    Ok(sojourn_emu::run::cleanup())
 }
 
 /// `(name, summary)` of every registered discipline.
@@ -237,12 +327,28 @@ fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
+/// SHA-256 of the sources this engine was built from (crates/sojourn-py/build.rs);
+/// `sojourn._fingerprint.source_hash(root)` computes the same from a checkout.
+#[pyfunction]
+fn source_hash() -> &'static str {
+    env!("SOJOURN_SOURCE_HASH")
+}
+
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
+    #[cfg(target_os = "linux")]
+    {
+        m.add_function(wrap_pyfunction!(emulate, m)?)?;
+        m.add_function(wrap_pyfunction!(emulate_check, m)?)?;
+        m.add_function(wrap_pyfunction!(emulate_cleanup, m)?)?;
+    }
+    m.add("PrivilegeError", m.py().get_type::<PrivilegeError>())?;
+    m.add("EmulateError", m.py().get_type::<EmulateError>())?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(source_hash, m)?)?;
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
     model::register(m)?;
     deploy::register(m)?;

@@ -38,11 +38,13 @@ pub fn run(
     if !sim.run(progress) {
         return None;
     }
-    debug_assert!(
-        sim.check_conservation().is_ok(),
-        "{:?}",
-        sim.check_conservation()
-    );
+    // Packet conservation (created = delivered + dropped + in the network) is checked at
+    // the end of every run, in release builds too: a violation is an engine bug, and a
+    // run that lost or invented packets must not write results. summary.json states the
+    // four counts and `conserved`.
+    if let Err(e) = sim.check_conservation() {
+        panic!("sojourn engine bug: {e}");
+    }
     Some(output::collect(&mut sim, exp.record.fct_from))
 }
 

@@ -281,10 +281,7 @@ fn random_configurations_conserve_and_deliver_exactly() {
                 }
             }
         }
-        assert!(
-            completed > 0 || sim.flows.records.len() < 5,
-            "seed {seed}: nothing completed\n{text}"
-        );
+        assert!(completed > 0, "seed {seed}: nothing completed\n{text}");
     }
 }
 

@@ -137,8 +137,29 @@ fn cubic_window_follows_the_cubic_curve() {
         .expect("recovery ends");
     let c = 0.4;
     let k = ((w_max - ss_pkts) / c).cbrt();
-    let beta = ss_pkts / at(&cwnd, t_red - 0.2).map(|_| w_max).unwrap();
-    assert!((0.65..0.75).contains(&beta) || ss_pkts < w_max, "β {beta}");
+    // β = 0.7 (RFC 9438 §4.6): ssthresh is 0.7 × the window at the loss. W_max is that
+    // window, or 0.85 × it with fast convergence (§4.7: a loss below the previous W_max).
+    let cwnd_at_loss = cwnd
+        .iter()
+        .filter(|x| x.0 < t_red && x.0 > t_red - 0.3)
+        .map(|x| x.1 / 1448.0)
+        .fold(0.0, f64::max);
+    let beta = ss_pkts / cwnd_at_loss;
+    assert!(
+        (0.68..=0.72).contains(&beta),
+        "β {beta}: ssthresh {ss_pkts} after a loss at cwnd {cwnd_at_loss}"
+    );
+    let wmax_before = at(&wmax, t_red - 0.3).unwrap_or(0.0);
+    let want = if cwnd_at_loss < wmax_before {
+        0.85
+    } else {
+        1.0
+    };
+    let ratio = w_max / cwnd_at_loss;
+    assert!(
+        (ratio - want).abs() < 0.02,
+        "W_max {w_max} = {ratio:.3} × cwnd at loss {cwnd_at_loss}, expected {want} (previous W_max {wmax_before})"
+    );
     let mut checked = 0;
     for &(t, v) in &cwnd {
         let dt = t - t0;
@@ -209,11 +230,16 @@ fn bbr_keeps_the_pipe_full_with_little_queue() {
     }
 }
 
+/// Four identical CUBIC flows (same RTT, same start) share a drop-tail bottleneck evenly
+/// over a long run. CUBIC converges slowly under synchronised drop-tail losses (a flow can
+/// hold 2-3× another's rate for tens of seconds), so the run is 300 s. The bars fail when
+/// one flow gets half another's rate: four flows [1, ½, ¾, ¾] give Jain 0.947, [1, 1, 1, ½]
+/// give 0.942.
 #[test]
 fn four_cubic_flows_share_fairly() {
     let out = run_toml(
         r#"
-        duration = "60s"
+        duration = "300s"
         seed = 5
         [transport]
         cc = "cubic"
@@ -233,8 +259,11 @@ fn four_cubic_flows_share_fairly() {
         .collect();
     assert_eq!(bytes.len(), 4);
     let j = jain(&bytes);
-    eprintln!("jain {j:.4} {bytes:?}");
-    assert!(j >= 0.9, "Jain index {j:.3} for {bytes:?}");
+    let spread =
+        bytes.iter().cloned().fold(0.0, f64::max) / bytes.iter().cloned().fold(f64::MAX, f64::min);
+    eprintln!("jain {j:.4} max/min {spread:.3} {bytes:?}");
+    assert!(j >= 0.98, "Jain index {j:.3} for {bytes:?}");
+    assert!(spread <= 1.3, "max/min {spread:.3} for {bytes:?}");
     let u = f(&out.summary["links"]["bottleneck"]["utilisation"]);
     assert!(u > 0.9, "utilisation {u}");
 }

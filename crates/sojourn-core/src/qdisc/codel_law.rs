@@ -525,10 +525,15 @@ mod tests {
             q.push(stamped(i, 1000, Time::ZERO));
         }
         let mut now = Time::from_ns(10_000_000);
-        while st.drop_count < 4 {
+        // Bounded: a wrong control law must fail this test, not hang it.
+        for _ in 0..400 {
+            if st.drop_count >= 4 {
+                break;
+            }
             codel_dequeue(&mut q, &p, &mut v, &mut st, now, &mut d);
             now += Duration::from_ms(1);
         }
+        assert_eq!(st.drop_count, 4, "4 drops within 400 dequeues");
         assert!(v.dropping);
         let (count, lastcount) = (v.count, v.lastcount);
         assert_eq!((count, lastcount), (4, 1));

@@ -727,6 +727,13 @@ mod tests {
         let d = one_update(&p, 0.5, 19, 15);
         let want = 0.125 * 0.004 + 1.25 * 0.004;
         assert!((d - want).abs() < want * 1e-3, "{d} vs {want}");
+        // beta is scaled by the same table as alpha (RFC 8033 §4.2: both terms of the
+        // update are divided): (0.125 + 1.25) · 0.004 = 0.0055, halved to 0.00275 in
+        // [1%, 10%) and divided by 8 to 0.0006875 in [0.1%, 1%).
+        for (prob, want) in [(0.05, 0.00275), (0.005, 0.000_687_5)] {
+            let d = one_update(&p, prob, 19, 15);
+            assert!((d - want).abs() < want * 1e-3, "prob {prob}: {d} vs {want}");
+        }
         // Below target the probability falls: alpha · (10 − 15) ms.
         let d = one_update(&p, 0.5, 10, 10);
         assert!((d + 0.125 * 0.005).abs() < 1e-6, "{d}");

@@ -56,20 +56,32 @@ pub fn pkt(uid: u64, flow: u32, len: u32) -> Packet {
 /// conservation (each uid delivered or dropped exactly once, nothing invented), that
 /// `len_packets`/`len_bytes` agree with the count of packets inside, and `limit_ok` after
 /// every operation. Panics on violation.
-pub fn check_conservation<Q: Qdisc>(q: &mut Q, seed: u64, n: usize, limit_ok: impl Fn(&Q) -> bool) {
-    check_conservation_with(q, seed, n, limit_ok, |_, _| {});
+pub fn check_conservation<Q: Qdisc>(
+    q: &mut Q,
+    seed: u64,
+    n: usize,
+    limit_ok: impl Fn(&Q) -> bool,
+) -> Trace {
+    check_conservation_with(q, seed, n, limit_ok, |_, _| {})
 }
+
+/// What became of each packet, in order: `(time ns, uid, outcome)` with outcome −1 for a
+/// delivery and the [`DropReason`](super::DropReason) number for a drop. Two runs of the
+/// same discipline and seed must give the same trace (determinism).
+pub type Trace = Vec<(u64, u64, i8)>;
 
 /// [`check_conservation`] with `shape(&mut packet, now)` applied to every synthetic packet
 /// before it is offered, so a test can give packets sockets, pacing rates, DSCPs, TCP
-/// headers… (`len_bytes` must not be changed: the accounting relies on it).
+/// headers… (`len_bytes` must not be changed: the accounting relies on it). Returns the
+/// run's [`Trace`].
 pub fn check_conservation_with<Q: Qdisc>(
     q: &mut Q,
     seed: u64,
     n: usize,
     limit_ok: impl Fn(&Q) -> bool,
     mut shape: impl FnMut(&mut Packet, Time),
-) {
+) -> Trace {
+    let mut trace: Trace = Vec::new();
     let mut rng = Rng::from_seed(seed);
     let mut drops = Drops::new();
     let mut now = Time(1_000);
@@ -83,8 +95,11 @@ pub fn check_conservation_with<Q: Qdisc>(
                   gone: &mut HashSet<u64>,
                   inside_pkts: &mut i64,
                   inside_bytes: &mut i64,
-                  sizes: &std::collections::HashMap<u64, u32>| {
+                  sizes: &std::collections::HashMap<u64, u32>,
+                  trace: &mut Trace,
+                  now: Time| {
         for d in drops.drain() {
+            trace.push((now.0, d.pkt.uid, d.reason as i8));
             assert!(
                 gone.insert(d.pkt.uid),
                 "packet {} dropped twice or after delivery",
@@ -128,6 +143,8 @@ pub fn check_conservation_with<Q: Qdisc>(
                     &mut inside_pkts,
                     &mut inside_bytes,
                     &sizes,
+                    &mut trace,
+                    now,
                 );
             }
             6..=8 => {
@@ -135,6 +152,7 @@ pub fn check_conservation_with<Q: Qdisc>(
                     Dequeue::Packet(p) => {
                         assert!(offered.contains(&p.uid), "dequeued a packet never offered");
                         assert!(gone.insert(p.uid), "packet {} delivered twice", p.uid);
+                        trace.push((now.0, p.uid, -1));
                         inside_pkts -= 1;
                         inside_bytes -= sizes[&p.uid] as i64;
                     }
@@ -147,6 +165,8 @@ pub fn check_conservation_with<Q: Qdisc>(
                     &mut inside_pkts,
                     &mut inside_bytes,
                     &sizes,
+                    &mut trace,
+                    now,
                 );
             }
             _ => now += Duration(rng.below(5_000_000)),
@@ -171,6 +191,7 @@ pub fn check_conservation_with<Q: Qdisc>(
         match q.dequeue(now, &mut drops) {
             Dequeue::Packet(p) => {
                 assert!(gone.insert(p.uid), "packet {} delivered twice", p.uid);
+                trace.push((now.0, p.uid, -1));
                 inside_pkts -= 1;
                 inside_bytes -= sizes[&p.uid] as i64;
             }
@@ -181,6 +202,8 @@ pub fn check_conservation_with<Q: Qdisc>(
                     &mut inside_pkts,
                     &mut inside_bytes,
                     &sizes,
+                    &mut trace,
+                    now,
                 );
                 if q.len_packets() == 0 {
                     break;
@@ -199,10 +222,13 @@ pub fn check_conservation_with<Q: Qdisc>(
             &mut inside_pkts,
             &mut inside_bytes,
             &sizes,
+            &mut trace,
+            now,
         );
     }
     assert_eq!(inside_pkts, 0);
     assert_eq!(inside_bytes, 0);
     assert_eq!(q.len_bytes(), 0);
     assert_eq!(gone, offered, "some packet vanished");
+    trace
 }

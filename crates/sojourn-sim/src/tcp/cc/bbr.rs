@@ -473,6 +473,363 @@ mod tests {
         assert!(seen.iter().enumerate().all(|(i, &s)| s || i == 1));
     }
 
+    /// A BBR sender driven ACK by ACK with hand-made rate samples. Every truth below is
+    /// worked out by hand from tcp_bbr.c (v1) rules and written as a literal: a path of
+    /// 1000 packets/s (11.584 Mbit/s of 1448-B segments) and a 20-ms min RTT has a BDP of
+    /// 20 packets; at pacing rates between 1.2 and 35 Mbit/s `bbr_tso_segs_goal` is 2
+    /// segments, so the quantization budget adds 3 × 2 = 6 packets.
+    struct Path {
+        b: Bbr,
+        st: CcState,
+        rtt_ns: u64,
+    }
+
+    const MS: u64 = 1_000_000;
+
+    impl Path {
+        fn new(seed: u64) -> Path {
+            let mut st = crate::tcp::cc::test_state(10);
+            // An SRTT of 100 ms before the first sample: the initial pacing rate is
+            // 2.885 · 10 packets / 100 ms (bbr_init_pacing_rate_from_rtt), low enough
+            // that the first bandwidth sample raises it.
+            st.srtt_ns = 100 * MS;
+            st.in_flight = 60;
+            let mut b = Bbr::new(seed);
+            b.init(&mut st);
+            Path {
+                b,
+                st,
+                rtt_ns: 20 * MS,
+            }
+        }
+
+        /// One ACK `dt_ns` after the previous one that newly delivers `acked` packets,
+        /// with a delivery-rate sample of `bw_pps`; `round` makes it the first ACK of a
+        /// new round trip (its packet was sent after the previous round's last one).
+        fn ack_with(
+            &mut self,
+            dt_ns: u64,
+            round: bool,
+            bw_pps: u64,
+            app_limited: bool,
+            acked: u32,
+            losses: u32,
+        ) {
+            self.st.now += sojourn_core::Duration(dt_ns);
+            let prior_delivered = if round { self.st.delivered } else { 0 };
+            self.st.delivered += acked as u64;
+            let rs = RateSample {
+                delivered: (bw_pps / 10) as i64,
+                interval_ns: 100 * MS,
+                prior_delivered,
+                is_app_limited: app_limited,
+                rtt_ns: Some(self.rtt_ns),
+                losses,
+                acked_sacked: acked,
+                prior_in_flight: self.st.in_flight,
+            };
+            self.b.cong_control(&mut self.st, &rs);
+        }
+
+        fn ack(&mut self, dt_ns: u64, round: bool, bw_pps: u64) {
+            self.ack_with(dt_ns, round, bw_pps, false, 1, 0)
+        }
+
+        fn round(&mut self, bw_pps: u64) {
+            self.ack(self.rtt_ns, true, bw_pps)
+        }
+
+        /// STARTUP at 500, 840 then 1000 packets/s for `plateau` rounds.
+        fn startup(seed: u64, plateau: usize) -> Path {
+            let mut p = Path::new(seed);
+            p.round(500);
+            p.round(840);
+            for _ in 0..plateau {
+                p.round(1000);
+            }
+            p
+        }
+
+        /// Through STARTUP and DRAIN into PROBE_BW at 1000 packets/s, 20 ms.
+        fn probe_bw(seed: u64) -> Path {
+            let mut p = Path::startup(seed, 3);
+            p.st.in_flight = 20;
+            p.ack(MS, false, 1000);
+            assert_eq!(p.b.mode, Mode::ProbeBw);
+            p
+        }
+    }
+
+    fn close(got: u64, want: f64, rel: f64) -> bool {
+        (got as f64 - want).abs() <= rel * want
+    }
+
+    #[test]
+    fn startup_paces_and_sizes_cwnd_at_2_885_times_the_model() {
+        let mut p = Path::new(1);
+        // Before any sample: 2.885 · 10 pkts / 100 ms · 1448 B · 8 · 0.99 = 3.309 Mbit/s.
+        assert!(
+            close(p.st.pacing_rate_bps, 3_308_564.0, 0.003),
+            "{}",
+            p.st.pacing_rate_bps
+        );
+        p.round(1000);
+        // 2.885 · 1000 pkt/s · 11584 bit · 0.99 (pacing margin) = 33.086 Mbit/s (the
+        // kernel's 739/256 gives 33.105: within 0.1%).
+        assert_eq!(p.b.mode, Mode::Startup);
+        assert!(
+            close(p.st.pacing_rate_bps, 33_085_642.0, 0.003),
+            "{}",
+            p.st.pacing_rate_bps
+        );
+        // cwnd grows by the packets ACKed up to ceil(2.885 · BDP 20) = 58 + 6 = 64.
+        for _ in 0..100 {
+            p.ack(MS, false, 1000);
+        }
+        assert_eq!(p.st.cwnd, 64);
+    }
+
+    #[test]
+    fn startup_ends_after_three_rounds_without_25_percent_growth() {
+        // 500 -> 840 is growth (≥ 25%); 840 -> 1000 is 19%: not growth. The third round
+        // without growth (round 5) ends STARTUP.
+        let p = Path::startup(1, 2);
+        assert_eq!(p.b.mode, Mode::Startup, "after 2 rounds without growth");
+        let p = Path::startup(1, 3);
+        assert_eq!(p.b.mode, Mode::Drain, "after 3 rounds without growth");
+        // DRAIN sets ssthresh to the 1-BDP in-flight target: 20 + 6 = 26.
+        assert_eq!(p.st.ssthresh, 26);
+        // and paces at bw/2.885: 11.584 Mbit/s · 0.3466 · 0.99 = 3.975 Mbit/s (the
+        // kernel's 88/256 gives 3.942).
+        assert!(
+            close(p.st.pacing_rate_bps, 3_975_000.0, 0.01),
+            "{}",
+            p.st.pacing_rate_bps
+        );
+    }
+
+    #[test]
+    fn app_limited_rounds_do_not_count_towards_full_bandwidth() {
+        let mut p = Path::startup(1, 1);
+        for _ in 0..5 {
+            p.ack_with(p.rtt_ns, true, 1000, true, 1, 0);
+        }
+        assert_eq!(p.b.mode, Mode::Startup);
+        p.round(1000);
+        assert_eq!(p.b.mode, Mode::Startup);
+        p.round(1000);
+        assert_eq!(p.b.mode, Mode::Drain);
+    }
+
+    #[test]
+    fn drain_lasts_until_inflight_is_one_bdp() {
+        let mut p = Path::startup(1, 3);
+        p.st.in_flight = 27;
+        p.ack(MS, false, 1000);
+        assert_eq!(p.b.mode, Mode::Drain, "27 packets > BDP 20 + 6");
+        p.st.in_flight = 26;
+        p.ack(MS, false, 1000);
+        assert_eq!(p.b.mode, Mode::ProbeBw);
+    }
+
+    #[test]
+    fn probe_bw_phases_last_one_min_rtt_and_probe_until_1_25_bdp() {
+        let mut p = Path::probe_bw(3);
+        // Put the cycle in phase 2 (gain 1) now.
+        p.b.cycle_idx = 2;
+        p.b.cycle_stamp = p.st.now;
+        for _ in 0..20 {
+            p.ack(MS, false, 1000);
+        }
+        assert_eq!(p.b.cycle_idx, 2, "still in phase 2 after exactly 20 ms");
+        p.ack(MS, false, 1000);
+        assert_eq!(p.b.cycle_idx, 3, "next phase once 20 ms have passed");
+        // Phases 3..7 and then the 5/4 phase, 21 ms each.
+        for want in [4, 5, 6, 7, 0] {
+            for _ in 0..21 {
+                p.ack(MS, false, 1000);
+            }
+            assert_eq!(p.b.cycle_idx, want);
+        }
+        p.ack(MS, false, 1000);
+        // 1.25 · 11.584 Mbit/s · 0.99 = 14.335 Mbit/s.
+        assert_eq!(p.b.pacing_gain, 1.25);
+        assert!(
+            close(p.st.pacing_rate_bps, 14_335_200.0, 0.003),
+            "{}",
+            p.st.pacing_rate_bps
+        );
+        // The 5/4 phase is held past one min RTT until in-flight reaches
+        // ceil(1.25 · 20) = 25 + 6 = 31 -> 32 (even) + 2 (the 5/4 phase) = 34 packets.
+        p.st.in_flight = 33;
+        for _ in 0..100 {
+            p.ack(MS, false, 1000);
+        }
+        assert_eq!(p.b.cycle_idx, 0, "33 packets in flight: still probing");
+        p.st.in_flight = 34;
+        p.ack(MS, false, 1000);
+        assert_eq!(p.b.cycle_idx, 1, "34 packets reached");
+        // The 3/4 phase ends early once in-flight is down to one BDP target (26).
+        p.st.in_flight = 27;
+        p.ack(MS, false, 1000);
+        assert_eq!(p.b.cycle_idx, 1);
+        p.st.in_flight = 26;
+        p.ack(MS, false, 1000);
+        assert_eq!(p.b.cycle_idx, 2, "drained to 26 after 2 ms, not 20");
+    }
+
+    #[test]
+    fn probe_bw_leaves_the_5_4_phase_on_loss() {
+        let mut p = Path::probe_bw(3);
+        p.b.cycle_idx = 0;
+        p.b.cycle_stamp = p.st.now;
+        p.st.in_flight = 20;
+        for _ in 0..25 {
+            p.ack(MS, false, 1000);
+        }
+        assert_eq!(p.b.cycle_idx, 0);
+        p.ack_with(MS, false, 1000, false, 1, 1);
+        assert_eq!(p.b.cycle_idx, 1);
+    }
+
+    #[test]
+    fn probe_rtt_every_10_s_holds_4_packets_for_200_ms_then_restores_cwnd() {
+        let mut p = Path::probe_bw(3);
+        p.b.min_rtt_stamp = p.st.now;
+        let t0 = p.st.now;
+        p.st.cwnd = 40;
+        p.rtt_ns = 25 * MS; // no lower RTT sample: the 20-ms estimate ages out
+        p.st.in_flight = 30;
+        // The estimate expires when more than 10 s have passed since it was taken.
+        for _ in 0..1000 {
+            p.ack(10 * MS, true, 1000);
+            assert_ne!(p.b.mode, Mode::ProbeRtt, "at {:?}", p.st.now - t0);
+        }
+        assert_eq!((p.st.now - t0).0, 10_000 * MS);
+        // PROBE_BW's cwnd: gain 2 · BDP 20 + 6 = 46, + 2 in the 5/4 phase.
+        let before = p.st.cwnd;
+        let want = if p.b.cycle_idx == 0 { 48 } else { 46 };
+        assert_eq!(before, want, "phase {}", p.b.cycle_idx);
+        p.ack(MS, true, 1000);
+        assert_eq!(p.b.mode, Mode::ProbeRtt);
+        assert_eq!(p.st.cwnd, 4);
+        // Inflight reaches 4: the 200-ms timer starts.
+        p.st.in_flight = 4;
+        p.ack(MS, true, 1000);
+        let start = p.st.now;
+        let mut n = 0;
+        while p.b.mode == Mode::ProbeRtt {
+            if p.b.mode == Mode::ProbeRtt {
+                assert_eq!(p.st.cwnd, 4);
+            }
+            p.ack(10 * MS, true, 1000);
+            n += 1;
+            assert!(n < 1000, "PROBE_RTT never ended");
+        }
+        assert_eq!((p.st.now - start).0, 210 * MS, "first ACK after 200 ms");
+        // The saved cwnd comes back, plus the ACKed packet.
+        assert_eq!(p.st.cwnd, before + 1);
+        assert_eq!(p.b.mode, Mode::ProbeBw);
+        assert_eq!(p.b.min_rtt_ns, 25 * MS);
+    }
+
+    #[test]
+    fn probe_rtt_lasts_at_least_one_round() {
+        let mut p = Path::probe_bw(3);
+        p.b.min_rtt_stamp = p.st.now;
+        p.st.cwnd = 40;
+        p.ack(10_001 * MS, true, 1000);
+        assert_eq!(p.b.mode, Mode::ProbeRtt);
+        p.st.in_flight = 4;
+        p.ack(MS, false, 1000);
+        let start = p.st.now;
+        // No new round for 300 ms: PROBE_RTT waits for it.
+        for _ in 0..30 {
+            p.ack(10 * MS, false, 1000);
+        }
+        assert_eq!(p.b.mode, Mode::ProbeRtt);
+        assert_eq!(p.st.cwnd, 4);
+        p.ack(10 * MS, true, 1000); // the round ends at 310 ms: round done
+        p.ack(MS, false, 1000);
+        assert_eq!(p.b.mode, Mode::ProbeBw);
+        assert_eq!((p.st.now - start).0, 311 * MS);
+    }
+
+    #[test]
+    fn idle_restart_paces_at_the_estimated_bandwidth_and_skips_probe_rtt() {
+        let mut p = Path::probe_bw(3);
+        p.b.cycle_idx = 0;
+        p.b.cwnd_event(&mut p.st, CaEvent::TxStart);
+        // Gain 1 whatever the phase: 11.584 Mbit/s · 0.99.
+        assert!(
+            close(p.st.pacing_rate_bps, 11_468_160.0, 0.003),
+            "{}",
+            p.st.pacing_rate_bps
+        );
+        // The min-RTT estimate expires during the idle period; the first ACK after the
+        // restart takes its RTT sample and does not enter PROBE_RTT.
+        p.b.min_rtt_stamp = p.st.now;
+        p.rtt_ns = 30 * MS;
+        p.ack(10_001 * MS, true, 1000);
+        assert_eq!(p.b.mode, Mode::ProbeBw);
+        assert_eq!(p.b.min_rtt_ns, 30 * MS);
+    }
+
+    #[test]
+    fn quantization_budget_is_three_tso_goals_rounded_to_even() {
+        let mut p = Path::probe_bw(3);
+        p.b.cycle_idx = 2;
+        for (rate, goal) in [
+            (1_000_000u64, 1u32),
+            (10_000_000, 2),
+            (100_000_000, 8),
+            (1_000_000_000, 45),
+            (10_000_000_000, 45),
+        ] {
+            p.st.pacing_rate_bps = rate;
+            assert_eq!(p.b.tso_segs_goal(&p.st), goal, "{rate} bit/s");
+        }
+        p.st.pacing_rate_bps = 100_000_000;
+        assert_eq!(p.b.quantization_budget(&p.st, 20), 44);
+        assert_eq!(p.b.quantization_budget(&p.st, 21), 46);
+        p.b.cycle_idx = 0;
+        assert_eq!(
+            p.b.quantization_budget(&p.st, 20),
+            46,
+            "+2 in the 5/4 phase"
+        );
+    }
+
+    #[test]
+    fn undo_restarts_the_full_bandwidth_count() {
+        let mut p = Path::startup(1, 2);
+        assert_eq!(p.st.cwnd, p.b.undo_cwnd(&p.st), "undo keeps cwnd");
+        // The count starts again: one round re-arms full_bw, then three more.
+        for _ in 0..3 {
+            p.round(1000);
+            assert_eq!(p.b.mode, Mode::Startup);
+        }
+        p.round(1000);
+        assert_eq!(p.b.mode, Mode::Drain);
+    }
+
+    #[test]
+    fn recovery_conserves_packets_for_one_round_then_restores() {
+        let mut p = Path::probe_bw(3);
+        p.b.cycle_idx = 2;
+        p.st.cwnd = 40;
+        p.b.ssthresh(&p.st); // saves cwnd 40
+        p.st.ca_state = CaState::Recovery;
+        p.st.in_flight = 30;
+        p.ack_with(MS, false, 1000, false, 2, 1);
+        // Packet conservation: cwnd = in-flight + newly ACKed.
+        assert_eq!(p.st.cwnd, 32);
+        p.st.ca_state = CaState::Open;
+        p.ack(MS, false, 1000);
+        // Leaving recovery restores the saved 40 (then grows by the ACKed packet).
+        assert_eq!(p.st.cwnd, 41);
+    }
+
     #[test]
     fn max_filter_forgets_after_window() {
         let mut f = MaxFilter::default();

@@ -255,26 +255,138 @@ mod tests {
     fn reduction_and_fast_convergence() {
         let mut c = Cubic::new();
         let mut st = test_state(100);
-        assert_eq!(c.ssthresh(&st), 70, "β = 717/1024");
+        assert_eq!(c.ssthresh(&st), 70, "β = 717/1024 ≈ 0.7 (RFC 9438 §4.6)");
         assert_eq!(c.last_max_cwnd, 100);
-        // A second loss below W_max: W_max = cwnd·(1+β)/2 (RFC 9438 §4.7).
+        // A second loss below W_max: W_max = cwnd·(1 + β)/2 = 0.85·cwnd (RFC 9438 §4.7;
+        // Linux: cwnd·(1024 + 717)/2048).
         st.cwnd = 70;
+        assert_eq!(c.ssthresh(&st), 49);
+        assert_eq!(c.last_max_cwnd, 59, "70 · 0.85 = 59.5");
+        st.cwnd = 80;
         c.ssthresh(&st);
-        assert_eq!(c.last_max_cwnd, 70 * (1024 + 717) / 2048);
+        assert_eq!(
+            c.last_max_cwnd, 80,
+            "above the previous W_max: no fast convergence"
+        );
+        st.cwnd = 2;
+        assert_eq!(c.ssthresh(&st), 2, "never below 2 packets");
     }
 
+    /// ACK-clocked congestion avoidance: every RTT, one ACK per packet of the window,
+    /// evenly spread. Returns the time (s) at which cwnd first reaches `w` (None if not
+    /// within `max_rounds` RTTs).
+    fn ca_until(
+        c: &mut Cubic,
+        st: &mut CcState,
+        rtt_ns: u64,
+        w: u32,
+        max_rounds: u32,
+    ) -> Option<f64> {
+        let t0 = st.now;
+        for _ in 0..max_rounds {
+            let n = st.cwnd;
+            for _ in 0..n {
+                st.now += sojourn_core::Duration(rtt_ns / n as u64);
+                st.snd_una += 1;
+                c.pkts_acked(st, 1, Some(rtt_ns));
+                c.cong_avoid(st, 1);
+                if st.cwnd >= w {
+                    return Some((st.now - t0).as_secs_f64());
+                }
+            }
+        }
+        None
+    }
+
+    /// After a loss at W_max = 100 (no fast convergence), K = ∛(100 · 0.3 / 0.4) =
+    /// 4.217 s (RFC 9438 §4.2; Linux's fixed point with C = 410/1024 gives 4.215 s).
     #[test]
-    fn k_matches_rfc9438() {
+    fn k_is_4_217_s_for_w_max_100() {
         let mut c = Cubic::new();
         let mut st = test_state(100);
         st.ssthresh = c.ssthresh(&st);
         st.cwnd = st.ssthresh;
         c.cong_avoid(&mut st, 1);
-        // K = ∛(W_max(1 − β)/C) = ∛(30/0.4004).
-        let k = (30.0f64 / C).cbrt();
-        assert!((c.k_s - k).abs() < 1e-9, "{} vs {k}", c.k_s);
-        assert_eq!(c.w_cubic(k), 100.0);
-        assert_eq!(FRIENDLY_SCALE, 15);
+        assert!((c.k_s - 4.217).abs() < 0.005, "K = {} s", c.k_s);
+        assert_eq!(c.origin_point, 100);
+    }
+
+    /// The window after a loss follows W(t) = 0.4·(t − 4.217)³ + 100 evaluated one RTT
+    /// ahead (RFC 9438 §4.2 W_cubic(t + RTT)), t counted from the epoch start, which is
+    /// the first ACK after recovery (here 1 s after the loss), not the loss. With a
+    /// 100-ms RTT, W(t + 0.1) = 90 at t = 4.217 − ∛25 − 0.1 = 1.19 s and 96 at
+    /// 4.217 − ∛10 − 0.1 = 1.96 s.
+    #[test]
+    fn window_follows_the_cubic_curve_from_the_epoch_start() {
+        let mut c = Cubic::new();
+        let mut st = test_state(100);
+        c.delay_min_ns = 100_000_000;
+        st.now = Time::from_ns(5_000_000_000);
+        st.ssthresh = c.ssthresh(&st);
+        st.cwnd = st.ssthresh;
+        // Recovery: one second without congestion avoidance.
+        st.now = Time::from_ns(6_000_000_000);
+        let t90 = ca_until(&mut c, &mut st, 100_000_000, 90, 100).expect("reaches 90");
+        // The first ACK comes one packet time (100 ms / 70) after recovery ends.
+        assert_eq!(
+            c.epoch_start,
+            Some(Time::from_ns(6_000_000_000 + 100_000_000 / 70))
+        );
+        assert!((t90 - 1.19).abs() < 0.15, "cwnd 90 after {t90:.3} s");
+        let t96 = ca_until(&mut c, &mut st, 100_000_000, 96, 100).unwrap() + t90;
+        assert!((t96 - 1.96).abs() < 0.15, "cwnd 96 after {t96:.3} s");
+    }
+
+    /// RFC 9438 §4.3 (Linux tcp_friendliness): where Reno would be faster, CUBIC grows
+    /// like Reno with α = 3(1 − β)/(1 + β) ≈ 0.53 packet per RTT. W_max 20 and a 1-ms
+    /// RTT: the cubic curve alone would add under one packet in 100 RTTs (K = 2.47 s);
+    /// the Reno estimate adds 100 · 8/15 = 53 (Linux's beta_scale 15), from 14 to 67.
+    #[test]
+    fn tcp_friendly_region_grows_like_reno() {
+        let mut c = Cubic::new();
+        let mut st = test_state(20);
+        c.delay_min_ns = 1_000_000;
+        st.ssthresh = c.ssthresh(&st);
+        st.cwnd = st.ssthresh;
+        assert_eq!(st.cwnd, 14);
+        let t0 = st.now;
+        let _ = ca_until(&mut c, &mut st, 1_000_000, u32::MAX, 100);
+        assert!((st.now - t0).as_secs_f64() < 0.101);
+        assert!(
+            (60..=68).contains(&st.cwnd),
+            "cwnd {} after 100 RTTs",
+            st.cwnd
+        );
+    }
+
+    /// Before the first loss W_max is 0 and Linux caps cnt at 20: at least 5% growth per
+    /// RTT (cwnd 100 -> 105 -> 110 in two RTTs of ACKs).
+    #[test]
+    fn growth_before_the_first_loss_is_at_least_5_percent_per_rtt() {
+        let mut c = Cubic::new();
+        let mut st = test_state(100);
+        st.ssthresh = 100; // left slow start without a loss (HyStart)
+        c.delay_min_ns = 10_000_000;
+        let _ = ca_until(&mut c, &mut st, 10_000_000, u32::MAX, 1);
+        assert_eq!(st.cwnd, 105);
+        let _ = ca_until(&mut c, &mut st, 10_000_000, u32::MAX, 1);
+        assert_eq!(st.cwnd, 110);
+    }
+
+    /// Linux cubictcp_state: an RTO (Loss) forgets W_max and the epoch (bictcp_reset).
+    #[test]
+    fn rto_resets_w_max_and_the_epoch() {
+        let mut c = Cubic::new();
+        let mut st = test_state(100);
+        c.ssthresh(&st);
+        st.cwnd = 70;
+        st.ssthresh = 70;
+        c.cong_avoid(&mut st, 1);
+        assert!(c.epoch_start.is_some());
+        c.set_state(&mut st, CaState::Loss);
+        assert_eq!(c.last_max_cwnd, 0);
+        assert_eq!(c.epoch_start, None);
+        assert!(c.hystart && !c.found);
     }
 
     /// Drive HyStart through one round with ACKs every `spacing_us`, delay samples

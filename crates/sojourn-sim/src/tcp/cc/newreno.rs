@@ -54,4 +54,42 @@ mod tests {
         assert_eq!(st.cwnd, 21);
         assert_eq!(r.ssthresh(&st), 10);
     }
+
+    /// Linux tcp_reno_cong_avoid: the ACKs left over when slow start reaches ssthresh
+    /// count towards the first congestion-avoidance increment (tcp_slow_start returns
+    /// them, tcp_cong_avoid_ai adds them to snd_cwnd_cnt).
+    #[test]
+    fn acks_left_over_at_ssthresh_count_in_congestion_avoidance() {
+        let mut st = test_state(19);
+        st.ssthresh = 20;
+        NewReno.cong_avoid(&mut st, 3);
+        assert_eq!((st.cwnd, st.cwnd_cnt), (20, 2));
+    }
+
+    /// Undo after a spurious halving restores the window before it: 50 -> ssthresh 25 ->
+    /// undo 50 (the window is never lowered by an undo).
+    #[test]
+    fn undo_restores_the_window_before_the_halving() {
+        let mut st = test_state(50);
+        let mut r = NewReno;
+        st.ssthresh = r.ssthresh(&st);
+        st.cwnd = st.ssthresh;
+        assert_eq!(r.undo_cwnd(&st), 50);
+        st.cwnd = 60;
+        assert_eq!(r.undo_cwnd(&st), 60);
+    }
+
+    /// The names experiment files use (`cc = "reno"` is Linux's name for it).
+    #[test]
+    fn names() {
+        use crate::tcp::cc::CcKind;
+        assert_eq!(NewReno.name(), "newreno");
+        assert_eq!(CcKind::parse("reno"), Some(CcKind::NewReno));
+        for n in ["newreno", "cubic", "bbr", "vegas"] {
+            let k = CcKind::parse(n).unwrap();
+            assert_eq!(k.name(), n);
+            assert_eq!(crate::tcp::cc::build(k, 1).name(), n);
+        }
+        assert_eq!(CcKind::parse("bic"), None);
+    }
 }

@@ -75,18 +75,22 @@ impl CongestionControl for Vegas {
                 let diff = (st.cwnd as u64 * (rtt - self.base_rtt_ns) / self.base_rtt_ns) as u32;
                 self.diff = diff;
                 if diff > GAMMA && st.in_slow_start() {
-                    // Going too fast: leave slow start at the target window.
+                    // Going too fast: leave slow start at the target window
+                    // (tcp_vegas_ssthresh = min(ssthresh, cwnd) since Linux 3.x).
                     st.cwnd = st.cwnd.min(target + 1);
-                    st.ssthresh = (st.cwnd - 1).max(2).min(st.ssthresh);
+                    st.ssthresh = st.ssthresh.min(st.cwnd);
                 } else if st.in_slow_start() {
                     st.slow_start(acked);
                 } else if diff > BETA {
                     st.cwnd -= 1;
-                    st.ssthresh = (st.cwnd - 1).max(2).min(st.ssthresh);
+                    st.ssthresh = st.ssthresh.min(st.cwnd);
                 } else if diff < ALPHA {
                     st.cwnd += 1;
                 }
                 st.cwnd = st.cwnd.clamp(2, st.cwnd_clamp);
+                // tcp_current_ssthresh (Vegas only runs in the Open state, outside any
+                // window reduction): ssthresh is at least 3/4 of cwnd.
+                st.ssthresh = st.ssthresh.max((st.cwnd >> 1) + (st.cwnd >> 2));
             }
             self.cnt_rtt = 0;
             self.min_rtt_ns = u64::MAX;
@@ -97,4 +101,76 @@ impl CongestionControl for Vegas {
     fn observe(&self, emit: &mut dyn FnMut(&str, f64)) {
         emit("vegas_diff_pkts", self.diff as f64);
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcp::cc::test_state;
+
+    /// One Vegas round: `n` ACKs with RTT samples `rtt_ms` against a base RTT of 100 ms
+    /// (the first round's samples), then the ACK that passes `beg_snd_nxt`.
+    fn round(v: &mut Vegas, st: &mut CcState, rtt_ms: u64) {
+        for _ in 0..3 {
+            v.pkts_acked(st, 1, Some(rtt_ms * 1_000_000));
+        }
+        st.snd_una = st.snd_nxt + 1;
+        st.snd_nxt += 100_000;
+        v.cong_avoid(st, 1);
+    }
+
+    fn vegas_at(cwnd: u32, ssthresh: u32) -> (Vegas, CcState) {
+        let mut st = test_state(cwnd);
+        st.ssthresh = ssthresh;
+        let mut v = Vegas::default();
+        v.init(&mut st);
+        v.pkts_acked(&mut st, 1, Some(100_000_000)); // base RTT 100 ms
+        v.enable(&st); // a new round: the base sample is not one of its samples
+        (v, st)
+    }
+
+    #[test]
+    fn congestion_avoidance_keeps_2_to_4_packets_queued() {
+        // diff = cwnd · (rtt − base)/base packets in the queue; cwnd 20, base 100 ms.
+        for (rtt_ms, want) in [
+            (105, 21), // diff 1 < α = 2: +1
+            (110, 20), // diff 2: hold
+            (120, 20), // diff 4 = β: hold
+            (125, 19), // diff 5 > β: −1
+        ] {
+            let (mut v, mut st) = vegas_at(20, 10);
+            round(&mut v, &mut st, rtt_ms);
+            assert_eq!(st.cwnd, want, "rtt {rtt_ms} ms");
+        }
+    }
+
+    #[test]
+    fn slow_start_ends_when_more_than_gamma_1_packet_is_queued() {
+        // Slow start, cwnd 20: RTT 105 ms -> diff 1 = γ: keep doubling.
+        let (mut v, mut st) = vegas_at(20, INF);
+        round(&mut v, &mut st, 105);
+        assert_eq!(st.cwnd, 21);
+        assert!(st.in_slow_start());
+        // RTT 110 ms -> diff 2 > γ: cwnd = min(cwnd, 20·100/110 + 1 = 19), ssthresh = 19
+        // (tcp_vegas_ssthresh), then at least 3/4 cwnd (tcp_current_ssthresh).
+        let (mut v, mut st) = vegas_at(20, INF);
+        round(&mut v, &mut st, 110);
+        assert_eq!(st.cwnd, 19);
+        assert_eq!(st.ssthresh, 19);
+        assert!(!st.in_slow_start());
+    }
+
+    #[test]
+    fn too_few_rtt_samples_fall_back_to_reno() {
+        let (mut v, mut st) = vegas_at(20, 10);
+        st.cwnd_cnt = 19;
+        // Only the base sample (1 ≤ 2): Reno's one packet per window.
+        st.snd_una = st.snd_nxt + 1;
+        v.cong_avoid(&mut st, 1);
+        assert_eq!(st.cwnd, 21);
+        // Loss response: Reno's (tcp_reno_ssthresh), half the window.
+        assert_eq!(v.ssthresh(&st), 10);
+    }
+
+    const INF: u32 = crate::tcp::cc::INFINITE_SSTHRESH;
 }

@@ -1,0 +1,767 @@
+//! One live run: refuse what cannot be honoured, build the namespaces, start the forwarder
+//! and the load generator, stop, remove everything, and produce the same outputs as the
+//! simulator (summary.json with `"engine": "emulate"`, flows and time series columns).
+//!
+//! Every exit path removes what the run created: the namespaces belong to a
+//! [`netns::Guard`] (dropped on return, error or abort) whose state file lets
+//! `sojourn emulate --cleanup` ([`cleanup`]) remove them after a SIGKILL.
+
+use crate::forward::{self, Egress, Hop, LinkPlan as FwdLink, PortPlan, Route};
+use crate::loadgen::{Host, LoadResult, Loadgen};
+use crate::netns::{self, Mac, Offloads, VethEnd};
+use crate::plan::{self, LivePlan, GATEWAY, PREFIX};
+use crate::sock::{self, Netns};
+use serde_json::{json, Map, Value as J};
+use sojourn_core::hist::Histogram;
+use sojourn_core::params::{ConfError, ConfResult};
+use sojourn_core::qdisc::DropReason;
+use sojourn_core::{Duration, Time};
+use sojourn_experiment::LinkRate;
+use sojourn_sim::classify::Hook;
+use sojourn_sim::config::Experiment;
+use sojourn_sim::flows::FlowRecord;
+use sojourn_sim::link::RateModel;
+use sojourn_sim::metrics::TimeSeries;
+use sojourn_sim::output::{describe, fct_of, FctFrom, SCHEMA_VERSION};
+use sojourn_sim::{Column, Columns, RunOutput};
+use std::net::IpAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Why a live run did not produce results.
+#[derive(Debug)]
+pub enum EmuError {
+    /// The experiment asks for something the live engine cannot honour (exit 2).
+    Refused(ConfError),
+    /// Not allowed to create namespaces (exit 2).
+    Privilege(String),
+    /// The machine failed us (a namespace, device or socket could not be made).
+    Failed(String),
+    /// Stopped by the progress callback (a signal).
+    Aborted,
+}
+
+impl std::fmt::Display for EmuError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EmuError::Refused(e) => write!(f, "{e}"),
+            EmuError::Privilege(m) | EmuError::Failed(m) => f.write_str(m),
+            EmuError::Aborted => f.write_str("aborted"),
+        }
+    }
+}
+
+/// Progress of a live run (wall seconds since its time zero, and its end).
+pub struct Progress {
+    pub elapsed_s: f64,
+    pub end_s: f64,
+}
+
+/// The one-line refusal when the process may not create namespaces.
+pub const PRIVILEGE_MESSAGE: &str = "emulate needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) to \
+create network namespaces; run it as root (e.g. sudo sojourn emulate ...)";
+
+/// The experiment's key path of a link (`topology.bottleneck`, `topology.links[0]`).
+fn link_key(l: &sojourn_sim::config::LinkPlan) -> String {
+    l.qdisc_path
+        .strip_suffix(".qdisc")
+        .unwrap_or(&l.qdisc_path)
+        .to_string()
+}
+
+/// Everything the live engine refuses, before anything is created.
+pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
+    let available = sock::available_congestion_controls();
+    plan::check_transport(exp, &available)?;
+    for l in &exp.links {
+        let key = link_key(l);
+        if l.reorder > 0.0 {
+            return Err(ConfError::new(
+                format!("{key}.reorder"),
+                "cannot be honoured live: the forwarder's delay line never reorders",
+            ));
+        }
+        if l.tx_ring > 0 {
+            return Err(ConfError::new(
+                format!("{key}.tx_ring"),
+                "cannot be honoured live: the forwarder has no device ring model",
+            ));
+        }
+        if l.shaper {
+            return Err(ConfError::new(
+                format!("{key}.shaper"),
+                "cannot be honoured live: the forwarder's links are wires, not token-bucket shapers",
+            ));
+        }
+    }
+    if !exp.record.packet_links.is_empty() {
+        return Err(ConfError::new(
+            "record.packets",
+            "cannot be honoured live yet: the forwarder keeps no packet log",
+        ));
+    }
+    // A conntrack configuration for the whole forwarder: the nodes must agree.
+    let mut ct = None;
+    for (n, c) in exp.conntrack.iter().enumerate() {
+        if let Some(c) = c {
+            match ct {
+                None => ct = Some(*c),
+                Some(prev) if prev != *c => {
+                    return Err(ConfError::new(
+                        "classifier",
+                        format!(
+                            "node {:?} counts conntrack bytes differently from another node; \
+                             the live forwarder has one conntrack table",
+                            exp.node_names[n]
+                        ),
+                    ))
+                }
+                _ => {}
+            }
+        }
+    }
+    let p = plan::plan(exp, "sj000000")?;
+    // A host forwards nothing: the forwarder is every router. A path through a node that
+    // also ends flows cannot be built (that node is a namespace, not part of the forwarder).
+    let table = sojourn_sim::config::routing_tables(exp);
+    for (i, w) in exp.workloads.iter().enumerate() {
+        for (a, b) in w.endpoints() {
+            for (x, y) in [(a, b), (b, a)] {
+                let mut at = exp.links[table[x as usize][y as usize] as usize].to;
+                while at != y {
+                    if p.host_of_node[at as usize].is_some() {
+                        return Err(ConfError::new(
+                            format!("workload[{i}]"),
+                            format!(
+                                "the path from {:?} to {:?} crosses {:?}, which also ends flows; \
+                                 live, a node either ends flows or forwards",
+                                exp.node_names[x as usize],
+                                exp.node_names[y as usize],
+                                exp.node_names[at as usize]
+                            ),
+                        ));
+                    }
+                    at = exp.links[table[at as usize][y as usize] as usize].to;
+                }
+            }
+        }
+    }
+    for c in &exp.classifiers {
+        for &n in &c.nodes {
+            let host = p.host_of_node[n as usize].is_some();
+            let ok = match c.hook {
+                Hook::Output => host,
+                Hook::Forward => !host,
+                Hook::Both => true,
+            };
+            if !ok {
+                return Err(ConfError::new(
+                    "classifier",
+                    format!(
+                        "node {:?} is a {} live, so its {:?} hook never sees a packet",
+                        exp.node_names[n as usize],
+                        if host { "host" } else { "router" },
+                        c.hook
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(p)
+}
+
+/// The forwarder's plan: one port per host; every link of the experiment; routes that
+/// follow the experiment's static routing tables from port to port.
+pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Plan {
+    let ports: Vec<PortPlan> = lp
+        .hosts
+        .iter()
+        .map(|h| PortPlan {
+            ifname: h.fwd_if.clone(),
+            mac: Mac(h.fwd_mac),
+            peer_mac: Mac(h.host_mac),
+            neighbours: Vec::new(),
+        })
+        .collect();
+    let mut classifier: Vec<Option<Vec<(u64, u32)>>> = vec![None; exp.links.len()];
+    for c in &exp.classifiers {
+        for &n in &c.nodes {
+            for (li, l) in exp.links.iter().enumerate() {
+                if l.from == n {
+                    classifier[li] = Some(c.map.clone());
+                }
+            }
+        }
+    }
+    let links: Vec<FwdLink> = exp
+        .links
+        .iter()
+        .enumerate()
+        .map(|(li, l)| FwdLink {
+            name: l.name.clone(),
+            egress: match lp.host_of_node[l.to as usize] {
+                Some(h) => Egress::Port(h),
+                None => Egress::Route,
+            },
+            rate: RateModel::from(&l.rate),
+            delay: l.delay,
+            delay_schedule: l.delay_schedule.clone(),
+            loss: l.loss,
+            framing_bytes: l.framing_bytes,
+            qdisc: l.qdisc_value.clone(),
+            qdisc_path: l.qdisc_path.clone(),
+            classifier: classifier[li].clone(),
+        })
+        .collect();
+    let table = sojourn_sim::config::routing_tables(exp);
+    let mut routes = Vec::new();
+    for dst in &lp.hosts {
+        let prefix = IpAddr::V4(dst.addr);
+        // From every other host's port.
+        for (k, src) in lp.hosts.iter().enumerate() {
+            let l = table[src.node as usize][dst.node as usize];
+            if src.node != dst.node && l != u32::MAX {
+                routes.push(Route {
+                    ingress: Some(Hop::Port(k)),
+                    prefix,
+                    prefix_len: 32,
+                    link: l as usize,
+                });
+            }
+        }
+        // From every link that ends at a router.
+        for (li, l) in exp.links.iter().enumerate() {
+            if lp.host_of_node[l.to as usize].is_some() {
+                continue;
+            }
+            let next = table[l.to as usize][dst.node as usize];
+            if next != u32::MAX {
+                routes.push(Route {
+                    ingress: Some(Hop::Link(li)),
+                    prefix,
+                    prefix_len: 32,
+                    link: next as usize,
+                });
+            }
+        }
+    }
+    let mut p = forward::Plan::new(ports, links, routes);
+    p.netns = Some(lp.fwd_ns.clone());
+    p.conntrack = exp.conntrack.iter().flatten().next().copied();
+    p.sample_interval = (!exp.record.interval.is_zero()).then_some(exp.record.interval);
+    p.seed = seed;
+    p
+}
+
+fn failed(e: impl std::fmt::Display) -> EmuError {
+    EmuError::Failed(e.to_string())
+}
+
+/// Creates the run's namespaces and veths under `guard` and configures the hosts.
+fn build_network(guard: &mut netns::Guard, lp: &LivePlan) -> Result<(), EmuError> {
+    let fw = guard.add_netns("fw").map_err(failed)?;
+    debug_assert_eq!(fw, lp.fwd_ns);
+    netns::make_forwarder_ns(&fw).map_err(failed)?;
+    for (k, h) in lp.hosts.iter().enumerate() {
+        let ns = guard.add_netns(&format!("h{k}")).map_err(failed)?;
+        debug_assert_eq!(ns, h.ns);
+        let a = VethEnd {
+            ns: ns.clone(),
+            ifname: h.host_if.clone(),
+            mac: Mac(h.host_mac),
+            addrs: vec![(IpAddr::V4(h.addr), 32)],
+        };
+        let b = VethEnd {
+            ns: fw.clone(),
+            ifname: h.fwd_if.clone(),
+            mac: Mac(h.fwd_mac),
+            addrs: Vec::new(),
+        };
+        guard.add_veth(&a, &b, 1500).map_err(failed)?;
+        // MTU frames with complete checksums on both ends (the forwarder moves frames,
+        // not GSO buffers; docs/emulate.md "Datapath").
+        netns::set_offloads(&ns, &h.host_if, Offloads::ALL_OFF).map_err(failed)?;
+        netns::set_offloads(&fw, &h.fwd_if, Offloads::ALL_OFF).map_err(failed)?;
+        // No IPv6 in the hosts: no router or neighbour solicitations into the links.
+        netns::sysctl(&ns, "net.ipv6.conf.all.disable_ipv6", "1").map_err(failed)?;
+        netns::sysctl(&ns, "net.ipv6.conf.default.disable_ipv6", "1").map_err(failed)?;
+        for (key, v) in &h.sysctls {
+            netns::sysctl(&ns, key, v).map_err(failed)?;
+        }
+        let gw = GATEWAY.to_string();
+        netns::neigh_add(&ns, &h.host_if, IpAddr::V4(GATEWAY), Mac(h.fwd_mac)).map_err(failed)?;
+        let prefix = format!("{}/{}", PREFIX.0, PREFIX.1);
+        let mut args: Vec<String> = [
+            "-n", &ns, "route", "replace", &prefix, "via", &gw, "dev", &h.host_if, "onlink",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for o in &h.route_opts {
+            args.extend(o.split_whitespace().map(str::to_string));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        netns::ip(&args).map_err(failed)?;
+    }
+    Ok(())
+}
+
+/// Removes what earlier runs killed by SIGKILL left behind; returns the namespaces removed
+/// and the errors met.
+pub fn cleanup() -> (Vec<String>, Vec<String>) {
+    let r = netns::cleanup_stale();
+    (r.namespaces, r.errors)
+}
+
+/// Runs `exp` live with `seed`. `progress` is called about every 100 ms; returning false
+/// aborts the run (everything created is removed before this returns).
+pub fn run(
+    exp: &Experiment,
+    seed: u64,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+) -> Result<RunOutput, EmuError> {
+    check(exp).map_err(EmuError::Refused)?;
+    if !sock::have_net_admin() {
+        return Err(EmuError::Privilege(PRIVILEGE_MESSAGE.into()));
+    }
+    let wall0 = std::time::Instant::now();
+    let mut guard = netns::Guard::new().map_err(failed)?;
+    let lp = plan::plan(exp, guard.run_id()).map_err(EmuError::Refused)?;
+    build_network(&mut guard, &lp)?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let fplan = forwarder_plan(exp, &lp, seed);
+    let fwd = forward::spawn(fplan, stop.clone()).map_err(|e| failed(format!("forwarder: {e}")))?;
+    let epoch = fwd.epoch_monotonic_ns;
+
+    let mut hosts: Vec<Option<Arc<Host>>> = vec![None; exp.node_names.len()];
+    for h in &lp.hosts {
+        let ns = Netns::open(&h.ns).map_err(|e| failed(format!("open namespace {}: {e}", h.ns)))?;
+        hosts[h.node as usize] = Some(Arc::new(Host {
+            node: h.node,
+            addr: h.addr,
+            ns,
+        }));
+    }
+    let end = Time::ZERO + exp.duration;
+    let mut load = match Loadgen::start(exp, seed, &hosts, exp.duration, epoch) {
+        Ok(l) => l,
+        Err(e) => {
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            let _ = fwd.join();
+            return Err(failed(format!("load generator: {e}")));
+        }
+    };
+    let mut ts = TimeSeries::default();
+    let interval = exp.record.interval;
+    let mut next_sample = Time::ZERO + interval;
+    let mut aborted = false;
+    loop {
+        let now = load.now();
+        if now >= end {
+            break;
+        }
+        if exp.record.flow_series && !interval.is_zero() && now >= next_sample {
+            load.sample(&mut ts, next_sample, interval);
+            next_sample += interval;
+        }
+        if !progress(&Progress {
+            elapsed_s: now.as_secs_f64(),
+            end_s: end.as_secs_f64(),
+        }) {
+            aborted = true;
+            break;
+        }
+        let wake = if exp.record.flow_series && !interval.is_zero() {
+            next_sample.min(end)
+        } else {
+            end
+        };
+        let left = wake.0.saturating_sub(load.now().0).min(100_000_000);
+        std::thread::sleep(std::time::Duration::from_nanos(left.max(1_000_000)));
+    }
+    let result = load.finish(std::time::Duration::from_secs(5));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let report = fwd.join().map_err(failed)?;
+    guard.cleanup().map_err(failed)?;
+    if aborted {
+        return Err(EmuError::Aborted);
+    }
+    let wall = wall0.elapsed().as_secs_f64();
+    Ok(collect(exp, seed, &lp, &report, result, ts, wall))
+}
+
+fn hist_ms(h: &Histogram) -> J {
+    if h.is_empty() {
+        return json!({ "count": 0 });
+    }
+    let ms = |v: Option<f64>| v.map(|x| x * 1e-6).unwrap_or(f64::NAN);
+    json!({
+        "count": h.count(),
+        "mean": h.mean() * 1e-6,
+        "p50": ms(h.quantile(0.50)),
+        "p95": ms(h.quantile(0.95)),
+        "p99": ms(h.quantile(0.99)),
+        "max": ms(h.max().map(|x| x as f64)),
+        "precision": "percentiles within 0.8% (log-linear histogram, 128 sub-buckets per octave)",
+    })
+}
+
+/// Capacity of a rate model over [a, b), in bits (integrating schedules and traces as
+/// the simulator does).
+fn capacity_bits(rate: &RateModel, a: Time, b: Time) -> f64 {
+    if b <= a {
+        return 0.0;
+    }
+    match rate {
+        RateModel::Constant(r) => *r as f64 * (b - a).as_secs_f64(),
+        RateModel::Schedule(s) => {
+            let mut total = 0.0;
+            for (i, &(from, r)) in s.iter().enumerate() {
+                let until = s.get(i + 1).map(|x| x.0).unwrap_or(Time::MAX);
+                let (lo, hi) = (from.max(a), until.min(b));
+                if hi > lo {
+                    total += r as f64 * (hi - lo).as_secs_f64();
+                }
+            }
+            total
+        }
+        RateModel::Trace(t) => {
+            // Opportunities in [a, b), counted one period at a time.
+            let period_ns = t.period_ms.max(1) * 1_000_000;
+            let mut count = 0u64;
+            let mut base = a.0 / period_ns * period_ns;
+            while base < b.0 {
+                for &o in &t.opportunities_ms {
+                    let ot = base + o * 1_000_000;
+                    if ot >= a.0 && ot < b.0 {
+                        count += 1;
+                    }
+                }
+                base += period_ns;
+            }
+            count as f64 * t.bytes_per_opportunity as f64 * 8.0
+        }
+    }
+}
+
+/// The outputs of a live run, in the simulator's schema (docs/output-schema.md).
+fn collect(
+    exp: &Experiment,
+    seed: u64,
+    lp: &LivePlan,
+    rep: &forward::ForwarderReport,
+    load: LoadResult,
+    mut ts: TimeSeries,
+    wall_s: f64,
+) -> RunOutput {
+    let end = Time(rep.duration_ns.max(1)).min(Time::ZERO + exp.duration + Duration::from_secs(10));
+    let warm = Time::ZERO + exp.warmup;
+    let fct_from = exp.record.fct_from;
+    let recorded: Option<&Vec<String>> = exp.record.links.as_ref();
+    // Link time series from the forwarder's samples.
+    let mut prev: Vec<(u64, u64)> = vec![(0, 0); exp.links.len()];
+    let dt = exp.record.interval.as_secs_f64();
+    // Delivered bytes per link at the end of warm-up (for throughput after warm-up).
+    let mut at_warm: Vec<u64> = vec![0; exp.links.len()];
+    for s in &rep.samples {
+        let l = &exp.links[s.link];
+        let t = Time(s.t_ns);
+        if t <= warm {
+            at_warm[s.link] = s.delivered_bytes;
+        }
+        if recorded.is_some_and(|r| !r.contains(&l.name)) {
+            continue;
+        }
+        let (pb, pd) = prev[s.link];
+        prev[s.link] = (s.delivered_bytes, s.dropped_pkts);
+        ts.push(t, &l.name, "queue_packets", s.qlen_pkts as f64);
+        ts.push(t, &l.name, "queue_bytes", s.qlen_bytes as f64);
+        if t > Time::ZERO && dt > 0.0 {
+            ts.push(
+                t,
+                &l.name,
+                "throughput_bps",
+                s.delivered_bytes.saturating_sub(pb) as f64 * 8.0 / dt,
+            );
+            ts.push(
+                t,
+                &l.name,
+                "drops",
+                s.dropped_pkts.saturating_sub(pd) as f64,
+            );
+        }
+    }
+
+    let mut links = Map::new();
+    for (li, l) in exp.links.iter().enumerate() {
+        if recorded.is_some_and(|r| !r.contains(&l.name)) {
+            continue;
+        }
+        let Some(r) = rep.links.get(li) else { continue };
+        let since = if exp.warmup.is_zero() {
+            Time::ZERO
+        } else {
+            warm
+        };
+        let bytes = r.delivered_bytes - at_warm[li].min(r.delivered_bytes);
+        let pkts_share = if r.delivered_bytes > 0 {
+            bytes as f64 / r.delivered_bytes as f64
+        } else {
+            0.0
+        };
+        let pkts = (r.delivered_pkts as f64 * pkts_share).round() as u64;
+        let period = (end - since).as_secs_f64();
+        let capacity = capacity_bits(&RateModel::from(&l.rate), since, end);
+        let wire_bits = (bytes + pkts * l.framing_bytes as u64) as f64 * 8.0;
+        let mut drops = Map::new();
+        for reason in DropReason::ALL {
+            let n = r.drops[reason as usize];
+            if n > 0 {
+                drops.insert(reason.name().to_string(), json!(n));
+            }
+        }
+        links.insert(
+            l.name.clone(),
+            json!({
+                "from": exp.node_names[l.from as usize],
+                "to": exp.node_names[l.to as usize],
+                "rate_bps": match &l.rate { LinkRate::Constant(r) => json!(r), _ => J::Null },
+                "delay_ms": l.delay.as_millis_f64(),
+                "qdisc": r.qdisc,
+                "tx_packets": pkts,
+                "tx_bytes": bytes,
+                "throughput_bps": if period > 0.0 { bytes as f64 * 8.0 / period } else { 0.0 },
+                "utilisation": if capacity > 0.0 { wire_bits / capacity } else { 0.0 },
+                "drops": drops,
+                "drops_total": r.dropped(),
+                "ecn_marks": r.ecn_marks,
+                "sojourn_ms": hist_ms(&r.sojourn_ns),
+                "queue_packets_at_end": r.queued_at_end,
+                "release_late_us": {
+                    "mean": if r.release_late_ns.is_empty() { J::Null } else { json!(r.release_late_ns.mean() * 1e-3) },
+                    "p99": r.release_late_ns.quantile(0.99).map(|x| x * 1e-3),
+                },
+            }),
+        );
+    }
+
+    let recs: Vec<&FlowRecord> = load.flows.iter().filter(|r| r.start >= warm).collect();
+    let sized: Vec<&&FlowRecord> = recs.iter().filter(|r| r.size_bytes > 0).collect();
+    let mut fcts: Vec<f64> = sized.iter().filter_map(|r| fct_of(r, fct_from)).collect();
+    let mut goodputs: Vec<f64> = recs
+        .iter()
+        .filter_map(|r| {
+            let from = r.first_byte.unwrap_or(r.start).max(warm);
+            let to = r.end.unwrap_or(end);
+            let d = (to.max(from) - from).as_secs_f64();
+            (d > 0.0).then(|| r.delivered_bytes as f64 * 8.0 / d)
+        })
+        .collect();
+    let completed = sized.iter().filter(|r| r.end.is_some()).count();
+    let rx: u64 = rep.ports.iter().map(|p| p.rx_frames).sum();
+    let tx: u64 = rep.ports.iter().map(|p| p.tx_frames + p.tx_errors).sum();
+    let d = &rep.ingress_drops;
+    let dropped: u64 = d.not_ip
+        + d.unroutable
+        + d.oversize
+        + d.no_buffer
+        + rep.links.iter().map(|l| l.dropped()).sum::<u64>();
+    let inside: u64 = rep.links.iter().map(|l| l.queued_at_end).sum::<u64>() + rep.unsent_at_end;
+    let summary = json!({
+        "schema": "sojourn.summary",
+        "schema_version": SCHEMA_VERSION,
+        "sojourn_version": env!("CARGO_PKG_VERSION"),
+        "engine": "emulate",
+        "experiment": exp.name,
+        "description": exp.description,
+        "seed": seed,
+        "duration_s": exp.duration.as_secs_f64(),
+        "warmup_s": exp.warmup.as_secs_f64(),
+        "events": rx,
+        "accounting": {
+            "created": rx,
+            "delivered": tx,
+            "dropped": dropped,
+            "in_network": inside,
+            "conserved": rep.check_conservation().is_ok(),
+        },
+        "links": links,
+        "flows": {
+            "count": recs.len(),
+            "sized": sized.len(),
+            "completed": completed,
+            "fct_definition": match fct_from { FctFrom::Connect => "connect", FctFrom::FirstByte => "first_byte" },
+            "fct_s": describe(&mut fcts),
+            "goodput_bps": describe(&mut goodputs),
+        },
+        "emulate": {
+            "run_id": lp.run_id,
+            "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default(),
+            "hosts": lp.hosts.iter().map(|h| json!({"node": h.name, "addr": h.addr.to_string()})).collect::<Vec<_>>(),
+            "wall_seconds": wall_s,
+            "forwarder_cpu_seconds": rep.cpu_ns as f64 * 1e-9,
+            "forwarder_error": rep.error,
+            "ingress_drops": {"not_ip": d.not_ip, "unroutable": d.unroutable, "oversize": d.oversize, "no_buffer": d.no_buffer},
+            "skipped_flows": load.skipped_flows,
+            "socket_errors": load.error_count,
+            "first_socket_errors": load.errors,
+        },
+    });
+
+    RunOutput {
+        summary,
+        flows: flow_columns(exp, &load.flows, end, fct_from),
+        timeseries: ts_columns(&ts).0,
+        series_names: ts_columns(&ts).1,
+        packets: None,
+    }
+}
+
+/// flows.parquet columns, as the simulator writes them.
+pub fn flow_columns(exp: &Experiment, r: &[FlowRecord], end: Time, fct_from: FctFrom) -> Columns {
+    let secs = |t: Option<Time>| t.map(|t| t.as_secs_f64()).unwrap_or(f64::NAN);
+    let name = |n: u32| exp.node_names[n as usize].clone();
+    let mut c = Columns::default();
+    let mut add = |n: &str, col: Column| c.0.push((n.to_string(), col));
+    add("flow", Column::U32(r.iter().map(|x| x.flow).collect()));
+    add(
+        "kind",
+        Column::Str(r.iter().map(|x| x.kind.name().to_string()).collect()),
+    );
+    add(
+        "workload",
+        Column::U32(r.iter().map(|x| x.workload).collect()),
+    );
+    add(
+        "src",
+        Column::Str(r.iter().map(|x| name(x.src_node)).collect()),
+    );
+    add(
+        "dst",
+        Column::Str(r.iter().map(|x| name(x.dst_node)).collect()),
+    );
+    add(
+        "cc",
+        Column::Str(r.iter().map(|x| x.cc.to_string()).collect()),
+    );
+    add(
+        "start_s",
+        Column::F64(r.iter().map(|x| x.start.as_secs_f64()).collect()),
+    );
+    add(
+        "first_byte_s",
+        Column::F64(r.iter().map(|x| secs(x.first_byte)).collect()),
+    );
+    add(
+        "end_s",
+        Column::F64(r.iter().map(|x| secs(x.end)).collect()),
+    );
+    add(
+        "size_bytes",
+        Column::U64(r.iter().map(|x| x.size_bytes).collect()),
+    );
+    add(
+        "delivered_bytes",
+        Column::U64(r.iter().map(|x| x.delivered_bytes).collect()),
+    );
+    add(
+        "completed",
+        Column::Bool(r.iter().map(|x| x.end.is_some()).collect()),
+    );
+    add(
+        "fct_s",
+        Column::F64(
+            r.iter()
+                .map(|x| fct_of(x, fct_from).unwrap_or(f64::NAN))
+                .collect(),
+        ),
+    );
+    add(
+        "goodput_bps",
+        Column::F64(
+            r.iter()
+                .map(|x| {
+                    let from = x.first_byte.unwrap_or(x.start);
+                    let to = x.end.unwrap_or(end).max(from);
+                    let d = (to - from).as_secs_f64();
+                    if d > 0.0 {
+                        x.delivered_bytes as f64 * 8.0 / d
+                    } else {
+                        f64::NAN
+                    }
+                })
+                .collect(),
+        ),
+    );
+    add(
+        "pkts_sent",
+        Column::U64(r.iter().map(|x| x.pkts_sent).collect()),
+    );
+    add(
+        "pkts_dropped",
+        Column::U64(r.iter().map(|x| x.pkts_dropped).collect()),
+    );
+    add(
+        "pkts_ce",
+        Column::U64(r.iter().map(|x| x.pkts_ce).collect()),
+    );
+    add(
+        "retransmits",
+        Column::U64(r.iter().map(|x| x.retransmits).collect()),
+    );
+    add("rtos", Column::U64(r.iter().map(|x| x.rtos).collect()));
+    add(
+        "mean_delay_ms",
+        Column::F64(
+            r.iter()
+                .map(|x| {
+                    if x.delay_count > 0 {
+                        x.delay_sum_ns as f64 / x.delay_count as f64 * 1e-6
+                    } else {
+                        f64::NAN
+                    }
+                })
+                .collect(),
+        ),
+    );
+    add(
+        "max_delay_ms",
+        Column::F64(
+            r.iter()
+                .map(|x| {
+                    if x.delay_count > 0 {
+                        x.delay_max_ns as f64 * 1e-6
+                    } else {
+                        f64::NAN
+                    }
+                })
+                .collect(),
+        ),
+    );
+    c
+}
+
+fn ts_columns(ts: &TimeSeries) -> (Columns, Columns) {
+    let mut t = Columns::default();
+    t.0.push((
+        "time_s".into(),
+        Column::F64(ts.t_ns.iter().map(|&x| x as f64 * 1e-9).collect()),
+    ));
+    t.0.push(("series".into(), Column::U32(ts.series.clone())));
+    t.0.push(("value".into(), Column::F64(ts.value.clone())));
+    let mut n = Columns::default();
+    n.0.push((
+        "series".into(),
+        Column::U32((0..ts.names.len() as u32).collect()),
+    ));
+    n.0.push((
+        "entity".into(),
+        Column::Str(ts.names.iter().map(|x| x.0.clone()).collect()),
+    ));
+    n.0.push((
+        "metric".into(),
+        Column::Str(ts.names.iter().map(|x| x.1.clone()).collect()),
+    ));
+    (t, n)
+}
