@@ -20,6 +20,24 @@ def run(
     """Runs one experiment: summary_json (str) and the flows, timeseries, series_names,
     histograms and packets tables as [(name, dtype, data)] columns (packets may be None)."""
 
+def emulate(
+    cfg: dict[str, Any],
+    base_dir: str,
+    seed: Optional[int] = None,
+    progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
+) -> dict[str, Any]:
+    """Runs one experiment live (namespaces and the user-space forwarder; Linux, root).
+    Same arguments and result as ``run``."""
+
+def emulate_check(cfg: dict[str, Any], base_dir: str) -> None:
+    """Raises ConfigError for what the live engine would refuse (nothing created)."""
+
+def emulate_cleanup() -> tuple[list[str], list[str]]:
+    """Removes namespaces left by killed live runs: (namespaces removed, errors)."""
+
+def source_hash() -> str:
+    """SHA-256 of the sources this engine was built from."""
+
 def qdiscs() -> list[tuple[str, str]]:
     """(name, summary) of every registered discipline."""
 
