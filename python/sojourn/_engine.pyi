@@ -7,6 +7,12 @@ class ConfigError(ValueError):
     path: str
     msg: str
 
+class PrivilegeError(PermissionError):
+    """The live engine may not create network namespaces here (needs root)."""
+
+class EmulateError(RuntimeError):
+    """A live run failed (a namespace, device, socket or the forwarder)."""
+
 def validate(cfg: dict[str, Any], base_dir: str) -> dict[str, Any]:
     """Validates an experiment dict; returns name, seed, duration_s, warmup_s, repeats,
     nodes, links ([(name, qdisc description)]) and the number of workloads."""
