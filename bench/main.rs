@@ -71,7 +71,7 @@ fn qdisc_cost(kind: &str, flows: u32, iters: u64) -> Option<f64> {
         // One host pair per flow, so CAKE's host isolation sees distinct hosts (with all
         // flows towards one host, triple-isolate divides the quantum by the host load,
         // as Linux does, and each packet costs many DRR rotations).
-        p.key.dst_addr = 2_000_000 + flow;
+        p.key.dst_addr = sojourn_core::Addr::v4(2_000_000 + flow);
         p.ct_bytes = uid * 1514 / flows.max(1) as u64;
         p
     };

@@ -113,6 +113,18 @@ def cases() -> list:
         out.append(Case(f"repro/thin-streams/gaming-{q}", ts.EXP_DIR / "gaming.toml", duration="40s", seed=1,
                         overrides={"topology.bottleneck.qdisc": ts.QDISCS[q], "workload[1].count": 5,
                                    "warmup": "5s"}))
+    # engine paths no shipped file uses: loss and reordering on the wire, device transmit
+    # rings (with an AQM that drops at dequeue), a shaper link, a rate schedule with CAKE
+    ca = EX / "compare-aqm.sweep.toml"
+    engine = [
+        ("loss-reorder", "fq_codel", {"topology.bottleneck.loss": 0.01, "topology.bottleneck.reorder": 0.02,
+                                      "topology.bottleneck.reorder_delay": "3ms", "topology.access.loss": 0.001}),
+        ("tx-ring-codel", "codel", {"topology.access.tx_ring": 8, "topology.bottleneck.tx_ring": 4}),
+        ("shaper-cake", "cake", {"topology.bottleneck.shaper": True, "topology.access.tx_ring": 16}),
+        ("shaper-pfifo-lossy", "pfifo", {"topology.bottleneck.shaper": True, "topology.bottleneck.loss": 0.005}),
+    ]
+    for name, point, ov in engine:
+        out.append(Case(f"engine/{name}", ca, point=point, duration="15s", overrides=ov))
     # the README's main job, shortened
     out += _sweep_cases("readme/short-1g", ab / "short-1g.sweep.toml", duration="5s", overrides={"warmup": "1s"})
     return out

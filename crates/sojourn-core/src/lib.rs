@@ -7,6 +7,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod conntrack;
+pub mod device;
 pub mod hist;
 pub mod packet;
 pub mod params;
@@ -15,6 +17,6 @@ pub mod rng;
 pub mod time;
 pub mod units;
 
-pub use packet::{Ecn, FlowKey, Packet};
+pub use packet::{Addr, Ecn, FlowKey, Packet};
 pub use qdisc::{AnyQdisc, Dequeue, DropReason, Drops, Qdisc, Verdict};
 pub use time::{Duration, Time};

@@ -27,11 +27,114 @@ pub mod proto {
     pub const UDP: u8 = 17;
 }
 
-/// The 5-tuple. Addresses are node ids (one address per node).
+/// An IP address, IPv4 or IPv6, in one 16-byte value: an IPv6 address as its 128 bits, an
+/// IPv4 address as the IPv4-mapped IPv6 address `::ffff:a.b.c.d` (RFC 4291 §2.5.5.2), so
+/// one type holds both without a tag and compares like the bytes on the wire.
+///
+/// The simulator numbers its nodes and gives node `n` the IPv4 address whose 32 bits are
+/// `n` ([`Addr::v4`]); a live engine reads real addresses from packets.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Addr([u32; 4]);
+
+impl Addr {
+    /// The IPv4 address with these 32 bits (`a.b.c.d` = `a << 24 | b << 16 | c << 8 | d`).
+    #[inline]
+    pub const fn v4(bits: u32) -> Addr {
+        Addr([0, 0, 0xffff, bits])
+    }
+
+    /// The IPv6 address with these 16 bytes (network order).
+    pub const fn v6(octets: [u8; 16]) -> Addr {
+        let mut w = [0u32; 4];
+        let mut i = 0;
+        while i < 4 {
+            w[i] = u32::from_be_bytes([
+                octets[4 * i],
+                octets[4 * i + 1],
+                octets[4 * i + 2],
+                octets[4 * i + 3],
+            ]);
+            i += 1;
+        }
+        Addr(w)
+    }
+
+    /// The 16 bytes in network order (an IPv4 address as `::ffff:a.b.c.d`).
+    pub fn octets(&self) -> [u8; 16] {
+        let mut o = [0u8; 16];
+        for (i, w) in self.0.iter().enumerate() {
+            o[4 * i..4 * i + 4].copy_from_slice(&w.to_be_bytes());
+        }
+        o
+    }
+
+    #[inline]
+    pub fn is_v4(&self) -> bool {
+        self.0[0] == 0 && self.0[1] == 0 && self.0[2] == 0xffff
+    }
+
+    /// The 32 bits of an IPv4 address, `None` for IPv6.
+    #[inline]
+    pub fn v4_bits(&self) -> Option<u32> {
+        self.is_v4().then_some(self.0[3])
+    }
+
+    /// The last 32 bits: the whole address for IPv4 (the simulator's node id).
+    #[inline]
+    pub fn low32(&self) -> u32 {
+        self.0[3]
+    }
+
+    /// 64 bits standing for the address in hashes: the IPv4 bits themselves, or the
+    /// 128 bits of an IPv6 address mixed down.
+    #[inline]
+    fn fold64(&self) -> u64 {
+        match self.v4_bits() {
+            Some(b) => b as u64,
+            None => {
+                let hi = ((self.0[0] as u64) << 32) | self.0[1] as u64;
+                let lo = ((self.0[2] as u64) << 32) | self.0[3] as u64;
+                crate::rng::splitmix64_mix(hi ^ crate::rng::splitmix64_mix(lo))
+            }
+        }
+    }
+}
+
+impl From<std::net::IpAddr> for Addr {
+    fn from(a: std::net::IpAddr) -> Addr {
+        match a {
+            std::net::IpAddr::V4(v4) => Addr::v4(u32::from(v4)),
+            std::net::IpAddr::V6(v6) => Addr::v6(v6.octets()),
+        }
+    }
+}
+
+impl From<Addr> for std::net::IpAddr {
+    fn from(a: Addr) -> std::net::IpAddr {
+        match a.v4_bits() {
+            Some(b) => std::net::IpAddr::V4(b.into()),
+            None => std::net::IpAddr::V6(a.octets().into()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Addr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&std::net::IpAddr::from(*self), f)
+    }
+}
+
+impl std::fmt::Display for Addr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&std::net::IpAddr::from(*self), f)
+    }
+}
+
+/// The 5-tuple.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct FlowKey {
-    pub src_addr: u32,
-    pub dst_addr: u32,
+    pub src_addr: Addr,
+    pub dst_addr: Addr,
     pub src_port: u16,
     pub dst_port: u16,
     pub proto: u8,
@@ -49,31 +152,46 @@ impl FlowKey {
         }
     }
 
-    /// A symmetric 32-bit flow hash, like the kernel's flow-dissector hash: endpoints are
-    /// sorted first so both directions of a connection hash alike, and a per-run `salt`
-    /// plays the role of the per-boot random seed. Mixing is a 64-bit finaliser
+    /// A symmetric 32-bit flow hash, like the kernel's flow-dissector hash
+    /// (`__flow_hash_consistentify`): the endpoints are ordered by (address, port) first,
+    /// so both directions of a connection hash alike, for IPv4 and IPv6 alike; a per-run
+    /// `salt` plays the role of the per-boot random seed. Mixing is a 64-bit finaliser
     /// (splitmix64), good enough for multiply-shift bucket selection.
+    #[inline]
     pub fn hash(&self, salt: u64) -> u32 {
-        let a = ((self.src_addr as u64) << 16) | self.src_port as u64;
-        let b = ((self.dst_addr as u64) << 16) | self.dst_port as u64;
+        if let (Some(s), Some(d)) = (self.src_addr.v4_bits(), self.dst_addr.v4_bits()) {
+            let a = ((s as u64) << 16) | self.src_port as u64;
+            let b = ((d as u64) << 16) | self.dst_port as u64;
+            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+            let mut x = salt
+                ^ lo.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                ^ hi.rotate_left(29)
+                ^ ((self.proto as u64) << 56);
+            x = crate::rng::splitmix64_mix(x);
+            return (x >> 32) as u32;
+        }
+        // IPv6 (or mixed): the same ordering over the 128-bit addresses, all words mixed in.
+        let a = (self.src_addr, self.src_port);
+        let b = (self.dst_addr, self.dst_port);
         let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-        let mut x = salt
-            ^ lo.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            ^ hi.rotate_left(29)
-            ^ ((self.proto as u64) << 56);
-        x = crate::rng::splitmix64_mix(x);
+        let mut x = salt ^ ((self.proto as u64) << 56) ^ 0x0000_6666_0000_0000;
+        for w in [lo.0 .0, hi.0 .0] {
+            x = crate::rng::splitmix64_mix(x ^ (((w[0] as u64) << 32) | w[1] as u64));
+            x = crate::rng::splitmix64_mix(x ^ (((w[2] as u64) << 32) | w[3] as u64));
+        }
+        x = crate::rng::splitmix64_mix(x ^ (((lo.1 as u64) << 16) | hi.1 as u64));
         (x >> 32) as u32
     }
 
     /// Hash of the source host only (CAKE's host isolation).
     pub fn src_host_hash(&self, salt: u64) -> u32 {
-        (crate::rng::splitmix64_mix(salt ^ 0x5A5A_0000_0000_0000 ^ self.src_addr as u64) >> 32)
+        (crate::rng::splitmix64_mix(salt ^ 0x5A5A_0000_0000_0000 ^ self.src_addr.fold64()) >> 32)
             as u32
     }
 
     /// Hash of the destination host only (CAKE's host isolation).
     pub fn dst_host_hash(&self, salt: u64) -> u32 {
-        (crate::rng::splitmix64_mix(salt ^ 0xA5A5_0000_0000_0000 ^ self.dst_addr as u64) >> 32)
+        (crate::rng::splitmix64_mix(salt ^ 0xA5A5_0000_0000_0000 ^ self.dst_addr.fold64()) >> 32)
             as u32
     }
 }
@@ -89,6 +207,45 @@ pub mod tcp_flags {
     pub const CWR: u8 = 0x80;
 }
 
+/// Sequence-number comparisons modulo 2^32 (RFC 1982 serial-number arithmetic, RFC 9293
+/// §3.4; the kernel's `before()`/`after()`): what a discipline must use when it compares
+/// sequence or acknowledgement numbers, which wrap on the wire. Only the low 32 bits of the
+/// arguments count, so the simulator's unwrapped 64-bit numbers and a live engine's raw
+/// 32-bit ones compare alike.
+pub mod seq32 {
+    /// `a` comes before `b`.
+    #[inline]
+    pub fn before(a: u64, b: u64) -> bool {
+        ((a as u32).wrapping_sub(b as u32) as i32) < 0
+    }
+
+    /// `a` comes after `b`.
+    #[inline]
+    pub fn after(a: u64, b: u64) -> bool {
+        before(b, a)
+    }
+
+    /// The same number modulo 2^32.
+    #[inline]
+    pub fn eq(a: u64, b: u64) -> bool {
+        a as u32 == b as u32
+    }
+
+    /// Bytes from `a` up to `b` (`b - a` modulo 2^32).
+    #[inline]
+    pub fn diff(a: u64, b: u64) -> u32 {
+        (b as u32).wrapping_sub(a as u32)
+    }
+
+    /// The 64-bit number whose low 32 bits are `low` nearest to `reference` (within
+    /// ±2^31): how a receiver of 32-bit wire numbers unwraps them.
+    #[inline]
+    pub fn unwrap_near(reference: u64, low: u32) -> u64 {
+        let d = low.wrapping_sub(reference as u32) as i32 as i64;
+        (reference as i64).wrapping_add(d) as u64
+    }
+}
+
 /// One SACK block `[start, end)` in the (unwrapped, 64-bit) sequence space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct SackBlock {
@@ -96,8 +253,10 @@ pub struct SackBlock {
     pub end: u64,
 }
 
-/// Transport header fields the models need. Sequence numbers are 64-bit and never wrap
-/// (a documented simplification: the wire has 32-bit wrapping numbers).
+/// Transport header fields the models need. The simulator's TCP keeps 64-bit sequence
+/// numbers that never wrap (a documented simplification); a live engine stores the wire's
+/// 32-bit numbers. Disciplines compare them with [`seq32`] either way. SACK blocks are kept
+/// as on the wire (32-bit edges, RFC 2018 §3) and read unwrapped against `ack`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct TransportHeader {
     /// First payload byte's sequence number (TCP), or message/datagram number (UDP).
@@ -110,11 +269,46 @@ pub struct TransportHeader {
     pub window: u32,
     pub flags: u8,
     pub sack_count: u8,
-    pub sack: [SackBlock; 3],
+    /// SACK block edges, low 32 bits as on the wire (read with [`TransportHeader::sack`]).
+    pub sack_wire: [[u32; 2]; 3],
     /// Sender's timestamp (TCP timestamps option TSval), echoed in `ts_ecr`.
     pub ts_val: Time,
     pub ts_ecr: Time,
 }
+
+impl TransportHeader {
+    /// SACK block `i` (< 3), unwrapped against `ack`: exact while its edges lie within
+    /// 2^31 bytes of the cumulative ACK, which TCP's window (at most 2^30) guarantees.
+    #[inline]
+    pub fn sack(&self, i: usize) -> SackBlock {
+        let [s, e] = self.sack_wire[i];
+        SackBlock {
+            start: seq32::unwrap_near(self.ack, s),
+            end: seq32::unwrap_near(self.ack, e),
+        }
+    }
+
+    /// The `sack_count` SACK blocks, in order.
+    pub fn sacks(&self) -> impl Iterator<Item = SackBlock> + '_ {
+        (0..(self.sack_count as usize).min(3)).map(|i| self.sack(i))
+    }
+
+    /// Sets SACK block `i` (< 3); `sack_count` is the caller's.
+    #[inline]
+    pub fn set_sack(&mut self, i: usize, b: SackBlock) {
+        self.sack_wire[i] = [b.start as u32, b.end as u32];
+    }
+
+    /// SACK block `i` as on the wire (32-bit edges), for wrap-aware comparisons.
+    #[inline]
+    pub fn sack_wire(&self, i: usize) -> (u32, u32) {
+        let [s, e] = self.sack_wire[i];
+        (s, e)
+    }
+}
+
+/// Segment `i` of a split buffer has the uid `buffer_uid + (i << SEGMENT_UID_SHIFT)`.
+pub const SEGMENT_UID_SHIFT: u32 = 48;
 
 /// A packet. `len_bytes` is the length a Linux qdisc sees (`qdisc_pkt_len`): the L2 frame
 /// including the 14-byte Ethernet header, excluding preamble and FCS.
@@ -187,47 +381,56 @@ impl Packet {
     /// one the rest) behind its own copy of the headers; FIN and PSH stay on the last
     /// segment, CWR on the first; `truesize` is shared out in proportion to the payload.
     pub fn gso_segment(&self, mut out: impl FnMut(Packet)) {
+        for i in 0..self.wire_packets() {
+            out(self.segment(i));
+        }
+    }
+
+    /// Wire segment `i` (0-based) of this buffer, as [`Packet::gso_segment`] produces it;
+    /// the buffer itself when it is not a GSO buffer. Segment 0 keeps the buffer's `uid`;
+    /// segment `i > 0` gets the fresh identity `uid + (i << SEGMENT_UID_SHIFT)` (unique
+    /// while engines number packets below 2^48; the buffer's uid is its low 48 bits). An
+    /// engine that numbers packets itself may renumber the segments it creates.
+    pub fn segment(&self, i: u32) -> Packet {
         let n = self.wire_packets();
         if n == 1 {
-            out(*self);
-            return;
+            return *self;
         }
+        debug_assert!(i < n);
         let total = self.hdr.payload_bytes;
         let headers = (self.len_bytes - total) / n;
         let size = self.gso_size.max(1) as u32;
         let mut seg = *self;
         seg.gso_segs = 1;
         seg.gso_size = 0;
-        let mut offset = 0u32;
-        for i in 0..n {
-            let payload = size.min(total - offset);
-            let last = i + 1 == n;
-            seg.hdr.seq = self.hdr.seq + offset as u64;
-            seg.hdr.payload_bytes = payload;
-            seg.len_bytes = payload + headers;
-            // Cumulative shares: the segments' truesizes add up to the buffer's exactly
-            // (TSQ credit returned per segment must not leak).
-            let share =
-                |upto: u32| (self.truesize_bytes as u64 * upto as u64 / total.max(1) as u64) as u32;
-            seg.truesize_bytes = share(offset + payload) - share(offset);
-            seg.remaining_bytes = self.remaining_bytes + (total - offset - payload) as u64;
-            seg.hdr.flags = self.hdr.flags;
-            if !last {
-                seg.hdr.flags &= !(tcp_flags::FIN | tcp_flags::PSH);
-            }
-            if i > 0 {
-                seg.hdr.flags &= !tcp_flags::CWR;
-            }
-            out(seg);
-            offset += payload;
+        seg.uid = self.uid.wrapping_add((i as u64) << SEGMENT_UID_SHIFT);
+        // Every segment but the last carries exactly `gso_size` bytes.
+        let offset = (i * size).min(total);
+        let payload = size.min(total - offset);
+        let last = i + 1 == n;
+        seg.hdr.seq = self.hdr.seq + offset as u64;
+        seg.hdr.payload_bytes = payload;
+        seg.len_bytes = payload + headers;
+        // Cumulative shares: the segments' truesizes add up to the buffer's exactly
+        // (TSQ credit returned per segment must not leak).
+        let share =
+            |upto: u32| (self.truesize_bytes as u64 * upto as u64 / total.max(1) as u64) as u32;
+        seg.truesize_bytes = share(offset + payload) - share(offset);
+        seg.remaining_bytes = self.remaining_bytes + (total - offset - payload) as u64;
+        if !last {
+            seg.hdr.flags &= !(tcp_flags::FIN | tcp_flags::PSH);
         }
+        if i > 0 {
+            seg.hdr.flags &= !tcp_flags::CWR;
+        }
+        seg
     }
 
     /// A bare packet for tests and benchmarks.
     pub fn synthetic(uid: u64, flow: u32, len_bytes: u32) -> Packet {
         let key = FlowKey {
-            src_addr: flow,
-            dst_addr: 1_000_000,
+            src_addr: Addr::v4(flow),
+            dst_addr: Addr::v4(1_000_000),
             src_port: 1000 + (flow % 60000) as u16,
             dst_port: 80,
             proto: proto::UDP,
@@ -311,10 +514,65 @@ mod tests {
     }
 
     #[test]
+    fn addresses_hold_ipv4_and_ipv6() {
+        use std::net::IpAddr;
+        let v4: IpAddr = "192.0.2.7".parse().unwrap();
+        let a = Addr::from(v4);
+        assert!(a.is_v4());
+        assert_eq!(a.v4_bits(), Some(0xC000_0207));
+        assert_eq!(a, Addr::v4(0xC000_0207));
+        // RFC 4291 §2.5.5.2: the IPv4-mapped form ::ffff:192.0.2.7.
+        assert_eq!(
+            a.octets(),
+            [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 7]
+        );
+        assert_eq!(IpAddr::from(a), v4);
+        let v6: IpAddr = "2001:db8::1".parse().unwrap();
+        let b = Addr::from(v6);
+        assert!(!b.is_v4());
+        assert_eq!(b.v4_bits(), None);
+        assert_eq!(IpAddr::from(b), v6);
+        assert_eq!(b.to_string(), "2001:db8::1");
+        // Ordered like the bytes on the wire (memcmp), as the kernel orders flow endpoints.
+        assert!(
+            Addr::from("2001:db8::1".parse::<IpAddr>().unwrap())
+                < Addr::from("2001:db8::2".parse::<IpAddr>().unwrap())
+        );
+    }
+
+    fn v6_key(src: &str, dst: &str, sport: u16, dport: u16) -> FlowKey {
+        FlowKey {
+            src_addr: Addr::from(src.parse::<std::net::IpAddr>().unwrap()),
+            dst_addr: Addr::from(dst.parse::<std::net::IpAddr>().unwrap()),
+            src_port: sport,
+            dst_port: dport,
+            proto: proto::TCP,
+        }
+    }
+
+    #[test]
+    fn ipv6_hash_is_symmetric_and_uses_every_address_bit() {
+        let k = v6_key("2001:db8::10", "2001:db8:1::20", 40000, 443);
+        assert_eq!(
+            k.hash(7),
+            k.reversed().hash(7),
+            "both directions hash alike"
+        );
+        // Same ports, addresses that differ only in their high bits (what an IPv4-sized
+        // hash of the low 32 bits would confuse):
+        let k2 = v6_key("2001:db9::10", "2001:db8:1::20", 40000, 443);
+        assert_ne!(k.hash(7), k2.hash(7));
+        // Equal addresses: ordered by port (the kernel swaps ports too).
+        let k3 = v6_key("2001:db8::10", "2001:db8::10", 5000, 6000);
+        assert_eq!(k3.hash(1), k3.reversed().hash(1));
+        assert_ne!(k.src_host_hash(3), k2.src_host_hash(3));
+    }
+
+    #[test]
     fn hash_is_symmetric() {
         let k = FlowKey {
-            src_addr: 3,
-            dst_addr: 9,
+            src_addr: Addr::v4(3),
+            dst_addr: Addr::v4(9),
             src_port: 40000,
             dst_port: 5201,
             proto: proto::TCP,

@@ -1301,6 +1301,7 @@ pub fn spawn(plan: Plan, stop: Arc<AtomicBool>) -> Result<ForwarderHandle, Forwa
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sojourn_core::Addr;
 
     #[test]
     fn prefixes_match_like_a_routing_table() {
@@ -1318,8 +1319,8 @@ mod tests {
     fn flows_know_the_original_direction() {
         let mut f = Flows::default();
         let k = FlowKey {
-            src_addr: 1,
-            dst_addr: 2,
+            src_addr: Addr::v4(1),
+            dst_addr: Addr::v4(2),
             src_port: 10,
             dst_port: 20,
             proto: 6,

@@ -20,7 +20,7 @@ use sojourn_experiment::LinkRate;
 use sojourn_sim::classify::Hook;
 use sojourn_sim::config::Experiment;
 use sojourn_sim::flows::FlowRecord;
-use sojourn_sim::link::RateModel;
+use sojourn_sim::link::{rate_model, RateModel};
 use sojourn_sim::metrics::TimeSeries;
 use sojourn_sim::output::{describe, fct_of, FctFrom, SCHEMA_VERSION};
 use sojourn_sim::{Column, Columns, RunOutput};
@@ -203,7 +203,7 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
                 Some(h) => Egress::Port(h),
                 None => Egress::Route,
             },
-            rate: RateModel::from(&l.rate),
+            rate: rate_model(&l.rate),
             delay: l.delay,
             delay_schedule: l.delay_schedule.clone(),
             loss: l.loss,
@@ -463,12 +463,14 @@ fn collect(
     let mut prev: Vec<(u64, u64)> = vec![(0, 0); exp.links.len()];
     let dt = exp.record.interval.as_secs_f64();
     // Delivered bytes per link at the end of warm-up (for throughput after warm-up).
-    let mut at_warm: Vec<u64> = vec![0; exp.links.len()];
+    // (bytes, time) of the last sample at or before the end of warm-up: the measurement
+    // period starts at that sample's time, so bytes and capacity cover the same period.
+    let mut at_warm: Vec<(u64, Time)> = vec![(0, Time::ZERO); exp.links.len()];
     for s in &rep.samples {
         let l = &exp.links[s.link];
         let t = Time(s.t_ns);
         if t <= warm {
-            at_warm[s.link] = s.delivered_bytes;
+            at_warm[s.link] = (s.delivered_bytes, t);
         }
         if recorded.is_some_and(|r| !r.contains(&l.name)) {
             continue;
@@ -499,12 +501,8 @@ fn collect(
             continue;
         }
         let Some(r) = rep.links.get(li) else { continue };
-        let since = if exp.warmup.is_zero() {
-            Time::ZERO
-        } else {
-            warm
-        };
-        let bytes = r.delivered_bytes - at_warm[li].min(r.delivered_bytes);
+        let since = at_warm[li].1;
+        let bytes = r.delivered_bytes - at_warm[li].0.min(r.delivered_bytes);
         let pkts_share = if r.delivered_bytes > 0 {
             bytes as f64 / r.delivered_bytes as f64
         } else {
@@ -512,7 +510,7 @@ fn collect(
         };
         let pkts = (r.delivered_pkts as f64 * pkts_share).round() as u64;
         let period = (end - since).as_secs_f64();
-        let capacity = capacity_bits(&RateModel::from(&l.rate), since, end);
+        let capacity = capacity_bits(&rate_model(&l.rate), since, end);
         let wire_bits = (bytes + pkts * l.framing_bytes as u64) as f64 * 8.0;
         let mut drops = Map::new();
         for reason in DropReason::ALL {

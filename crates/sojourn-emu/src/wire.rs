@@ -5,7 +5,7 @@
 //!
 //! Pure functions on byte slices: no I/O, testable anywhere.
 
-use sojourn_core::packet::{proto, truesize_for, Ecn, FlowKey, Packet};
+use sojourn_core::packet::{proto, truesize_for, Addr, Ecn, FlowKey, Packet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Ethernet II header length (no VLAN tag: veths carry none unless configured).
@@ -143,27 +143,11 @@ pub fn parse(frame: &[u8]) -> Option<Headers> {
     Some(h)
 }
 
-/// A 32-bit address for [`FlowKey`]: the IPv4 address itself; for IPv6 a fold of the
-/// 128 bits (until FlowKey carries IPv6 addresses).
-pub fn addr32(a: IpAddr) -> u32 {
-    match a {
-        IpAddr::V4(v) => u32::from(v),
-        IpAddr::V6(v) => {
-            let o = v.octets();
-            let mut x = 0u32;
-            for c in o.chunks(4) {
-                x = x.rotate_left(7) ^ u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
-            }
-            x
-        }
-    }
-}
-
 /// The flow key of parsed headers.
 pub fn flow_key(h: &Headers) -> FlowKey {
     FlowKey {
-        src_addr: addr32(h.src),
-        dst_addr: addr32(h.dst),
+        src_addr: Addr::from(h.src),
+        dst_addr: Addr::from(h.dst),
         src_port: h.src_port,
         dst_port: h.dst_port,
         proto: h.proto,
@@ -321,7 +305,7 @@ mod tests {
         assert_eq!(h.payload_bytes, 1000);
         let p = packet(&h, f.len() as u32);
         assert_eq!(p.len_bytes, 1042);
-        assert_eq!(p.key.src_addr, 0x0a00_0102);
+        assert_eq!(p.key.src_addr, Addr::v4(0x0a00_0102));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! bytes (`ct bytes`) and a rule maps that count to `skb->priority` through inclusive
 //! ranges (`meta priority set ct bytes map { 0-T : 1:1, * : 1:2 }`), which prio /
 //! pfifo_fast / CAKE then honour. This module only parses and validates; the counting
-//! itself is engine business (sojourn-sim's `classify`, docs/repro/age-based.md).
+//! itself is sojourn-core's `conntrack` (docs/repro/age-based.md).
 
 use sojourn_core::params::{ConfError, ConfResult, Params, Table, Value};
 
@@ -18,19 +18,7 @@ pub enum Hook {
     Both,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CountDirection {
-    Both,
-    Original,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CountBytes {
-    /// IP packet lengths (nftables `ct bytes`).
-    Ip,
-    /// Transport payload only.
-    Payload,
-}
+pub use sojourn_core::conntrack::{ConntrackPlan, CountBytes, CountDirection};
 
 /// A classifier rule: `ct bytes` ranges → `skb->priority`.
 #[derive(Clone, Debug)]
@@ -39,22 +27,6 @@ pub struct ClassifierPlan {
     pub hook: Hook,
     /// `(upto_bytes inclusive, priority)`, increasing; the last entry may be `u64::MAX` (`*`).
     pub map: Vec<(u64, u32)>,
-}
-
-/// Per-node conntrack configuration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ConntrackPlan {
-    pub direction: CountDirection,
-    pub bytes: CountBytes,
-}
-
-impl Default for ConntrackPlan {
-    fn default() -> Self {
-        ConntrackPlan {
-            direction: CountDirection::Both,
-            bytes: CountBytes::Ip,
-        }
-    }
 }
 
 /// Parses `"1:2"` (major:minor, hexadecimal like tc) or an integer.

@@ -8,68 +8,19 @@
 //! unless `direction = "original"`, counts IP-layer lengths (the frame minus its 14-byte
 //! Ethernet header; or payload bytes with `bytes = "payload"`), and already includes the
 //! current packet when the rule runs (conntrack hooks at priority −200, before filter
-//! chains at 0). A node counts every packet it originates, forwards or receives.
+//! chains at 0). A node counts every packet it originates, forwards or receives. The counting
+//! is sojourn-core's `conntrack` (any engine stamps `ct_bytes` with it); the rules are the
+//! experiment model's.
 
-use sojourn_core::Packet;
-pub use sojourn_experiment::classify::{
-    ClassifierPlan, ConntrackPlan, CountBytes, CountDirection, Hook,
+pub use sojourn_core::conntrack::{
+    ip_len, lookup, Conntrack, ConntrackPlan, CountBytes, CountDirection,
 };
-
-/// Per-node state: a byte count per flow (flow ids are dense).
-#[derive(Clone, Debug, Default)]
-pub struct Conntrack {
-    pub plan: ConntrackPlan,
-    counts: Vec<u64>,
-}
-
-impl Conntrack {
-    pub fn new(plan: ConntrackPlan) -> Conntrack {
-        Conntrack {
-            plan,
-            counts: Vec::new(),
-        }
-    }
-
-    /// Accounts `pkt` and returns the connection's count including it. `original` says
-    /// whether the packet travels in the connection's original direction.
-    #[inline]
-    pub fn account(&mut self, pkt: &Packet, original: bool) -> u64 {
-        let f = pkt.flow as usize;
-        if self.counts.len() <= f {
-            self.counts.resize(f + 1, 0);
-        }
-        if original || self.plan.direction == CountDirection::Both {
-            self.counts[f] += match self.plan.bytes {
-                // skb->len at the netfilter hook: a GSO buffer is one IP packet there,
-                // its headers counted once (payload + one set of headers).
-                CountBytes::Ip => ip_len(pkt) as u64,
-                CountBytes::Payload => pkt.hdr.payload_bytes as u64,
-            };
-        }
-        self.counts[f]
-    }
-}
-
-/// The IP length netfilter sees (`skb->len` without the 14-byte Ethernet header): for a
-/// GSO buffer the payload plus one set of headers.
-#[inline]
-pub fn ip_len(pkt: &Packet) -> u32 {
-    let n = pkt.wire_packets();
-    let headers = pkt.len_bytes.saturating_sub(pkt.hdr.payload_bytes) / n;
-    (pkt.hdr.payload_bytes + headers).saturating_sub(14)
-}
-
-/// Maps a count through the inclusive ranges.
-#[inline]
-pub fn lookup(map: &[(u64, u32)], count: u64) -> Option<u32> {
-    map.iter()
-        .find(|&&(upto, _)| count <= upto)
-        .map(|&(_, p)| p)
-}
+pub use sojourn_experiment::classify::{ClassifierPlan, Hook};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sojourn_core::Packet;
 
     #[test]
     fn ranges_are_inclusive_like_nft() {

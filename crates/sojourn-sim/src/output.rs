@@ -141,7 +141,8 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
     let mut links = Map::new();
     for l in &sim.links {
         let measured = l.capacity_bits_between(l.stats.since, end);
-        let wire_bits = (l.stats.tx_bytes + l.stats.tx_pkts * l.framing_bytes as u64) as f64 * 8.0;
+        let wire_bits =
+            (l.stats.tx_bytes + l.stats.tx_pkts * l.dev.framing_bytes as u64) as f64 * 8.0;
         let mut drops = Map::new();
         for r in DropReason::ALL {
             let n = l.stats.drops[r as usize];
@@ -155,8 +156,8 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
             json!({
                 "from": sim.nodes[l.from as usize].name,
                 "to": sim.nodes[l.to as usize].name,
-                "rate_bps": match &l.rate { crate::link::RateModel::Constant(r) => json!(r), _ => J::Null },
-                "delay_ms": l.delay.as_millis_f64(),
+                "rate_bps": match &l.dev.rate { crate::link::RateModel::Constant(r) => json!(r), _ => J::Null },
+                "delay_ms": l.prop.delay.as_millis_f64(),
                 "qdisc": l.qdisc_desc,
                 "tx_packets": l.stats.tx_pkts,
                 "tx_bytes": l.stats.tx_bytes,
@@ -164,10 +165,10 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
                 "utilisation": if measured > 0.0 { wire_bits / measured } else { 0.0 },
                 "drops": drops,
                 "drops_total": l.stats.drops.iter().sum::<u64>(),
-                "ecn_marks": l.qdisc.ecn_marks() - l.stats.marks_at_reset,
+                "ecn_marks": l.dev.qdisc.ecn_marks() - l.stats.marks_at_reset,
                 "sojourn_ms": hist_ms(&l.stats.sojourn),
-                "queue_packets_at_end": l.qdisc.len_packets(),
-                "ring_packets_at_end": l.ring.len(),
+                "queue_packets_at_end": l.dev.qdisc.len_packets(),
+                "ring_packets_at_end": l.dev.ring_len(),
             }),
         );
     }

@@ -14,7 +14,8 @@ use crate::flows::FlowTable;
 use crate::link::{Link, TxFate};
 use crate::metrics::{PacketLog, TimeSeries};
 use crate::workload;
-use sojourn_core::qdisc::{BuildCtx, Dequeue, DropReason, Drops, Qdisc};
+use sojourn_core::device::{Device, Poll};
+use sojourn_core::qdisc::{BuildCtx, DropReason, Drops, Qdisc};
 use sojourn_core::rng::{splitmix64_mix, Rng};
 use sojourn_core::{Duration, Packet, Time};
 
@@ -127,24 +128,22 @@ impl Sim {
             // Parsed and validated once at load time; building cannot fail.
             let q = lp.qdisc.build(&ctx);
             let desc = lp.qdisc_desc.clone();
+            let rate = crate::link::rate_model(&lp.rate);
+            let dev = Device::new(q, rate, lp.framing_bytes, lp.tx_ring, lp.shaper);
             let mut l = Link::new(
                 lp.name.clone(),
                 lp.from,
                 lp.to,
-                crate::link::RateModel::from(&lp.rate),
+                dev,
                 lp.delay,
-                q,
                 desc,
                 lp.loss,
                 Rng::stream(seed, "link-loss", i as u64),
             );
-            l.delay_schedule = lp.delay_schedule.clone();
-            l.framing_bytes = lp.framing_bytes;
+            l.prop.delay_schedule = lp.delay_schedule.clone();
             l.reorder = lp.reorder;
             l.reorder_delay = lp.reorder_delay;
             l.reorder_rng = Rng::stream(seed, "link-reorder", i as u64);
-            l.ring_cap = lp.tx_ring as usize;
-            l.shaper = lp.shaper;
             l.log_packets = exp.record.packet_links.contains(&lp.name);
             links.push(l);
         }
@@ -354,21 +353,23 @@ impl Sim {
         if self.nodes[node as usize].conntrack.is_some() {
             self.conntrack_hook(node, &mut pkt, local);
         }
-        if pkt.key.dst_addr == node {
+        // The simulator's addresses are its node ids (IPv4, see `Addr::v4`).
+        let dst = pkt.key.dst_addr.low32();
+        if dst == node {
             self.deliver(&pkt);
             return;
         }
-        let l = self.nodes[node as usize].routes[pkt.key.dst_addr as usize];
+        let l = self.nodes[node as usize].routes[dst as usize];
         debug_assert!(l != u32::MAX, "route checked at load time");
         self.link_enqueue(l, pkt);
     }
 
     fn conntrack_hook(&mut self, node: u32, pkt: &mut Packet, local: bool) {
-        let original = pkt.key.src_addr == self.flows.get(pkt.flow).src_node;
+        let original = pkt.key.src_addr.low32() == self.flows.get(pkt.flow).src_node;
         let n = &mut self.nodes[node as usize];
         let ct = n.conntrack.as_mut().expect("checked by caller");
         let count = ct.account(pkt, original);
-        let leaving = pkt.key.dst_addr != node;
+        let leaving = pkt.key.dst_addr.low32() != node;
         if !leaving {
             return; // input: counted, not classified
         }
@@ -416,136 +417,80 @@ impl Sim {
         let link = &mut self.links[l as usize];
         pkt.enqueued_at = now;
         link.stats.enq_pkts += 1;
-        if pkt.gso_segs > 1 {
-            // A qdisc may segment a GSO buffer (CAKE's split_gso): whatever entered the
-            // queue or the drop sink beyond the one buffer was created here.
-            let before = link.qdisc.len_packets() + self.drops.len();
-            link.qdisc.enqueue(pkt, now, &mut self.drops);
-            let entered = link.qdisc.len_packets() + self.drops.len() - before;
-            self.acct.created += entered.saturating_sub(1) as u64;
-        } else {
-            link.qdisc.enqueue(pkt, now, &mut self.drops);
-        }
+        // A qdisc may segment a GSO buffer (CAKE's split_gso): the packets it created count.
+        self.acct.created += link.dev.enqueue(pkt, now, &mut self.drops);
         if !self.drops.is_empty() {
             self.account_drops(l);
         }
         let link = &self.links[l as usize];
         if !link.busy() {
             self.start_tx(l);
-        } else if link.ring_cap > 0 {
+        } else if link.dev.ring_cap() > 0 {
             self.fill_ring(l);
         }
     }
 
-    /// Moves packets from the qdisc into the device transmit ring while it has room
-    /// (the kernel's `qdisc_run` filling the driver queue).
+    /// Tops up link `l`'s device transmit ring from its qdisc (the kernel's `qdisc_run`
+    /// filling the driver queue); packets leaving the qdisc are measured and logged.
     fn fill_ring(&mut self, l: u32) {
         let now = self.now;
         let link = &mut self.links[l as usize];
-        while link.ring.len() < link.ring_cap {
-            match link.qdisc.dequeue(now, &mut self.drops) {
-                Dequeue::Packet(p) => {
-                    link.stats.sojourn.record((now - p.enqueued_at).as_ns());
-                    if link.log_packets {
-                        self.packet_log.push(now, l, &p, None, self.packet_sample);
-                    }
-                    link.ring.push_back(p);
-                }
-                Dequeue::Empty => break,
-                Dequeue::NotBefore(t) => {
-                    if link.wake_at.is_none_or(|w| t < w) {
-                        link.wake_at = Some(t);
-                        self.events.push(t, Event::QdiscWake(l));
-                    }
-                    break;
-                }
+        let log_packets = link.log_packets;
+        let sojourn = &mut link.stats.sojourn;
+        let log = &mut self.packet_log;
+        let sample = self.packet_sample;
+        link.dev.refill(now, &mut self.drops, &mut |p: &Packet| {
+            sojourn.record((now - p.enqueued_at).as_ns());
+            if log_packets {
+                log.push(now, l, p, None, sample);
             }
+        });
+        if let Some(t) = link.dev.take_wake() {
+            self.events.push(t, Event::QdiscWake(l));
         }
         if !self.drops.is_empty() {
             self.account_drops(l);
         }
     }
 
-    /// Starts serialising `p` on an idle link and decides its fate at the serialisation
-    /// end (see `TxFate`: same draws, in the same per-link order, as at the end).
-    #[inline]
-    fn begin_tx(&mut self, l: u32, p: Packet) {
+    /// The slower start of a transmission whose consequences are all settled at once
+    /// ([`Poll::Burst`]): a GSO buffer the device cut into wire segments, serialised back
+    /// to back; on a `shaper` link a packet propagates from the start of its slot. Loss
+    /// and reordering are drawn per wire packet, in order, as on the fast path.
+    fn begin_tx_released(&mut self, l: u32) {
         let now = self.now;
         let link = &mut self.links[l as usize];
-        if link.shaper || p.gso_segs > 1 {
-            self.begin_tx_released(l, p);
-            return;
-        }
-        let end = link.tx_end(now, &p);
-        link.stats.busy_ns += (end - now).as_ns();
-        link.tx_started = now;
-        link.tx_len = p.len_bytes;
-        link.tx_wire = 1;
-        if link.loss > 0.0 && link.loss_rng.chance(link.loss) {
-            link.tx_fate = TxFate::Lost;
-            link.tx_pkt = Some(p);
-        } else {
-            let at = link.arrival_time(end);
-            if link.reorder > 0.0 && link.reorder_rng.chance(link.reorder) {
-                link.tx_fate = TxFate::Late(at + link.reorder_delay);
-                link.tx_pkt = Some(p);
-            } else if at == end {
-                link.tx_fate = TxFate::Direct;
-                link.tx_pkt = Some(p);
-            } else {
-                // The common case: the packet's only copy on this link.
-                link.tx_fate = TxFate::InFlight;
-                link.in_flight.push_back((at, p));
-            }
-        }
-        self.events.push(end, Event::TxDone(l));
-    }
-
-    /// The slower start of a transmission whose consequences are all settled at once:
-    /// a GSO buffer is cut into wire segments here (Linux `validate_xmit_skb` segments
-    /// after the qdisc when the device cannot), each serialised back to back; on a
-    /// `shaper` link a packet propagates from the start of its slot. Loss and reordering
-    /// are drawn per wire packet, in order, as on the fast path.
-    fn begin_tx_released(&mut self, l: u32, p: Packet) {
-        let now = self.now;
+        let p = *link.dev.burst_buffer().expect("a burst");
         let n = p.wire_packets();
         if n > 1 {
             // One buffer became n packets (conservation counts wire packets).
             self.acct.created += (n - 1) as u64;
         }
         let mut next_uid = self.next_uid;
-        let link = &mut self.links[l as usize];
         let had_in_flight = !link.in_flight.is_empty();
         let had_late = !link.late.is_empty();
         let mut lost = 0u64;
         let mut t = now;
-        let mut index = 0u32;
-        let shaper = link.shaper;
-        p.gso_segment(|mut seg| {
-            if index > 0 {
-                seg.uid = next_uid;
+        while let Some(seg) = link.dev.next_segment() {
+            let mut pkt = seg.pkt;
+            if seg.index > 0 {
+                pkt.uid = next_uid;
                 next_uid += 1;
             }
-            index += 1;
-            let end = link.tx_end(t, &seg);
-            let depart = if shaper { now } else { end };
-            t = end;
+            t = seg.end;
             if link.loss > 0.0 && link.loss_rng.chance(link.loss) {
                 lost += 1;
-                return;
+                continue;
             }
-            let at = link.arrival_time(depart);
+            let at = link.prop.arrival_time(seg.depart);
             if link.reorder > 0.0 && link.reorder_rng.chance(link.reorder) {
-                link.late.push_back((at + link.reorder_delay, seg));
+                link.late.push_back((at + link.reorder_delay, pkt));
             } else {
-                link.in_flight.push_back((at, seg));
+                link.in_flight.push_back((at, pkt));
             }
-        });
+        }
         self.next_uid = next_uid;
         link.stats.busy_ns += (t - now).as_ns();
-        link.tx_started = now;
-        link.tx_len = p.len_bytes;
-        link.tx_wire = n;
         link.tx_fate = TxFate::Released;
         if lost > 0 {
             link.stats.drops[DropReason::LinkLoss as usize] += lost;
@@ -564,7 +509,7 @@ impl Sim {
         }
         self.events.push(t, Event::TxDone(l));
         if link.notify_tx && p.socket != 0 {
-            if shaper {
+            if link.dev.shaper {
                 // The shaper hands the whole buffer to the device, which orphans it.
                 self.notify_tx_complete(&p);
             } else {
@@ -607,37 +552,83 @@ impl Sim {
         self.drops = drops;
     }
 
-    /// Asks the qdisc of an idle link for its next packet and starts serialising it.
+    /// Asks the device of an idle link for its next packet and starts serialising it.
+    ///
+    /// A single wire packet's fate at the serialisation end is decided now (see `TxFate`:
+    /// same draws, in the same per-link order, as at the end); in the common case the
+    /// packet goes from the qdisc straight to the back of `in_flight`, its only copy.
     #[inline]
     fn start_tx(&mut self, l: u32) {
+        debug_assert!(!self.links[l as usize].busy());
+        // The order of ring refills, wake-ups, drop handling and the transmission start is
+        // the engine's event order: with a ring, the refill's wake-up and drops come first
+        // and the ring is topped up again after the transmission started.
+        let ring = self.links[l as usize].dev.ring_cap() > 0;
+        if ring {
+            self.fill_ring(l);
+        }
         let now = self.now;
         let link = &mut self.links[l as usize];
-        debug_assert!(!link.busy());
-        if link.ring_cap > 0 {
-            self.fill_ring(l);
-            if let Some(p) = self.links[l as usize].ring.pop_front() {
-                self.begin_tx(l, p);
-                self.fill_ring(l);
-            }
-            return;
-        }
-        let r = link.qdisc.dequeue(now, &mut self.drops);
-        match r {
-            Dequeue::Packet(p) => {
-                let sojourn = (now - p.enqueued_at).as_ns();
-                link.stats.sojourn.record(sojourn);
-                if link.log_packets {
-                    self.packet_log.push(now, l, &p, None, self.packet_sample);
+        let log_packets = link.log_packets;
+        let sojourn = &mut link.stats.sojourn;
+        let busy_ns = &mut link.stats.busy_ns;
+        let log = &mut self.packet_log;
+        let sample = self.packet_sample;
+        let events = &mut self.events;
+        let (loss, reorder, reorder_delay) = (link.loss, link.reorder, link.reorder_delay);
+        let loss_rng = &mut link.loss_rng;
+        let reorder_rng = &mut link.reorder_rng;
+        let prop = &mut link.prop;
+        let tx_fate = &mut link.tx_fate;
+        let tx_pkt = &mut link.tx_pkt;
+        let in_flight = &mut link.in_flight;
+        let r = link.dev.poll(
+            now,
+            &mut self.drops,
+            &mut |p: &Packet| {
+                sojourn.record((now - p.enqueued_at).as_ns());
+                if log_packets {
+                    log.push(now, l, p, None, sample);
                 }
-                self.begin_tx(l, p);
-            }
-            Dequeue::Empty => {}
-            Dequeue::NotBefore(t) => {
-                if link.wake_at.is_none_or(|w| t < w) {
-                    link.wake_at = Some(t);
+            },
+            |p, end| {
+                *busy_ns += (end - now).as_ns();
+                if loss > 0.0 && loss_rng.chance(loss) {
+                    *tx_fate = TxFate::Lost;
+                    *tx_pkt = Some(p);
+                } else {
+                    let at = prop.arrival_time(end);
+                    if reorder > 0.0 && reorder_rng.chance(reorder) {
+                        *tx_fate = TxFate::Late(at + reorder_delay);
+                        *tx_pkt = Some(p);
+                    } else if at == end {
+                        *tx_fate = TxFate::Direct;
+                        *tx_pkt = Some(p);
+                    } else {
+                        // The common case: the packet's only copy on this link.
+                        *tx_fate = TxFate::InFlight;
+                        in_flight.push_back((at, p));
+                    }
+                }
+                events.push(end, Event::TxDone(l));
+            },
+        );
+        match r {
+            Poll::Sent { .. } => {}
+            Poll::Burst { .. } => self.begin_tx_released(l),
+            Poll::Idle => {
+                if ring {
+                    return;
+                }
+                if let Some(t) = self.links[l as usize].dev.take_wake() {
                     self.events.push(t, Event::QdiscWake(l));
                 }
             }
+            Poll::Busy(_) => unreachable!("start_tx on a busy link"),
+        }
+        if ring {
+            self.fill_ring(l);
+            return;
         }
         if !self.drops.is_empty() {
             self.account_drops(l);
@@ -649,8 +640,9 @@ impl Sim {
         let fate = std::mem::replace(&mut link.tx_fate, TxFate::Idle);
         // Counted when the last bit is out, so throughput bins and utilisation only see
         // transmitted bits (a trace link may hold a packet across an idle phase).
-        link.stats.tx_pkts += link.tx_wire as u64;
-        link.stats.tx_bytes += link.tx_len as u64;
+        let done = link.dev.tx_done(self.now);
+        link.stats.tx_pkts += done.wire_packets as u64;
+        link.stats.tx_bytes += done.bytes as u64;
         let notify = link.notify_tx;
         if fate == TxFate::InFlight {
             let &(at, ref pkt) = link.in_flight.back().expect("in flight since begin_tx");
@@ -768,12 +760,10 @@ impl Sim {
                 Event::ArriveLate(l) => self.on_arrive_late(l),
                 Event::QdiscWake(l) => {
                     let link = &mut self.links[l as usize];
-                    if link.wake_at == Some(t) {
-                        link.wake_at = None;
-                    }
+                    link.dev.wake(t);
                     if !link.busy() {
                         self.start_tx(l);
-                    } else if link.ring_cap > 0 {
+                    } else if link.dev.ring_cap() > 0 {
                         self.fill_ring(l);
                     }
                 }
@@ -836,8 +826,8 @@ impl Sim {
         self.links
             .iter()
             .map(|l| {
-                l.qdisc.len_packets() as u64
-                    + l.ring.len() as u64
+                l.dev.qdisc.len_packets() as u64
+                    + l.dev.ring_len() as u64
                     + l.tx_pkt.is_some() as u64
                     + l.in_flight.len() as u64
                     + l.late.len() as u64
@@ -868,7 +858,7 @@ impl Sim {
             let link = &mut self.links[l as usize];
             let name = link.name.clone();
             let drops: u64 = link.stats.drops.iter().sum();
-            let marks = link.qdisc.ecn_marks();
+            let marks = link.dev.qdisc.ecn_marks();
             let (pb, pd, pm) = self.prev_link[k];
             // Counters restart at warm-up end; deltas then restart from zero.
             let tx = link.stats.tx_bytes;
@@ -876,10 +866,15 @@ impl Sim {
             let d_drop = drops.saturating_sub(if drops >= pd { pd } else { 0 });
             self.prev_link[k] = (tx, drops, marks);
             let s = &mut self.series;
-            s.push(now, &name, "queue_packets", link.qdisc.len_packets() as f64);
-            s.push(now, &name, "queue_bytes", link.qdisc.len_bytes() as f64);
-            if link.ring_cap > 0 {
-                s.push(now, &name, "ring_packets", link.ring.len() as f64);
+            s.push(
+                now,
+                &name,
+                "queue_packets",
+                link.dev.qdisc.len_packets() as f64,
+            );
+            s.push(now, &name, "queue_bytes", link.dev.qdisc.len_bytes() as f64);
+            if link.dev.ring_cap() > 0 {
+                s.push(now, &name, "ring_packets", link.dev.ring_len() as f64);
             }
             if now > Time::ZERO {
                 s.push(now, &name, "throughput_bps", d_tx as f64 * 8.0 / dt);
@@ -887,7 +882,8 @@ impl Sim {
                 s.push(now, &name, "ecn_marks", marks.saturating_sub(pm) as f64);
             }
             let series = &mut self.series;
-            link.qdisc
+            link.dev
+                .qdisc
                 .observe(now, &mut |metric, v| series.push(now, &name, metric, v));
         }
         if self.flow_series {

@@ -7,7 +7,7 @@ use crate::endpoint::AnyEndpoint;
 use crate::flows::{FlowKind, FlowRecord};
 use crate::sim::Sim;
 use crate::udp::{OnOff, UdpSink, UdpSource};
-use sojourn_core::packet::{proto, Ecn, FlowKey};
+use sojourn_core::packet::{proto, Addr, Ecn, FlowKey};
 use sojourn_core::rng::Rng;
 use sojourn_core::Time;
 pub use sojourn_experiment::workload::WorkloadPlan;
@@ -29,8 +29,8 @@ pub fn instantiate(plan: &WorkloadPlan, sim: &mut Sim) {
                     .add(FlowRecord::new(0, kind, u.index, src, dst, start));
                 let stop = u.stop.map(|s| Time::ZERO + s).unwrap_or(Time::MAX);
                 let key = FlowKey {
-                    src_addr: src,
-                    dst_addr: dst,
+                    src_addr: Addr::v4(src),
+                    dst_addr: Addr::v4(dst),
                     src_port: ephemeral_port(flow),
                     dst_port: 9,
                     proto: proto::UDP,

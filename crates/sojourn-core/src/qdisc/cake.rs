@@ -19,7 +19,7 @@
 use super::cobalt::{self, CobaltParams, CobaltVars};
 use super::spec::{tc_rate, tc_size, tc_time, NotLinux, TcKey};
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
-use crate::packet::{proto, tcp_flags, Packet, TransportHeader};
+use crate::packet::{proto, seq32, tcp_flags, Packet, TransportHeader};
 use crate::params::{ConfResult, Params, Value};
 use crate::rng::Rng;
 use crate::time::{Duration, Time};
@@ -956,8 +956,10 @@ impl Cake {
 
     /// `cake_drop`: head-drop from the queue with the largest byte backlog across all tins
     /// (lazily built max-heap) and tell its COBALT the queue overflowed. Returns the
-    /// victim (tin, queue, uid), or None if nothing could be dropped.
-    fn drop_fattest(&mut self, now: i64, drops: &mut Drops) -> Option<(usize, usize, u64)> {
+    /// victim (tin, queue, slot), or None if nothing could be dropped. The slot, not the
+    /// packet's uid, identifies the victim: the segments of a split GSO buffer descend
+    /// from one buffer, and the arriving packet is the victim only if its own slot went.
+    fn drop_fattest(&mut self, now: i64, drops: &mut Drops) -> Option<(usize, usize, u32)> {
         if self.overflow_timeout == 0 {
             for i in (0..self.heap.len() / 2 + 1).rev() {
                 self.heap_down(i);
@@ -983,9 +985,8 @@ impl Cake {
         }
         self.heap_down(0);
         let pkt = self.release_slot(s);
-        let uid = pkt.uid;
         drops.push(pkt, DropReason::FattestFlow);
-        Some((tin, idx, uid))
+        Some((tin, idx, s))
     }
 
     /// `cake_ack_filter`: the packet just appended to queue (`tin`, `idx`) is a TCP ACK; find
@@ -1023,12 +1024,13 @@ impl Cake {
                     elig = None;
                     num_found -= 1;
                 }
+                // Sequence numbers wrap: compared modulo 2^32 like the kernel's after().
                 if tcp_may_drop(&c.hdr, &trig.hdr)
                     && c.hdr.payload_bytes == 0
-                    && c.hdr.ack <= trig.hdr.ack
+                    && !seq32::after(c.hdr.ack, trig.hdr.ack)
                 {
                     let sack = sack_compare(&c.hdr, &trig.hdr);
-                    if !(sack < 0 || (c.hdr.ack == trig.hdr.ack && sack == 0)) {
+                    if !(sack < 0 || (seq32::eq(c.hdr.ack, trig.hdr.ack) && sack == 0)) {
                         if elig.is_none() {
                             elig = Some((cur, prev));
                             elig_flags = c.hdr.flags & ECN_FLAGS;
@@ -1215,11 +1217,12 @@ fn tcp_may_drop(old: &TransportHeader, new: &TransportHeader) -> bool {
 }
 
 /// `cake_tcph_sack_compare(a, b)`: -1 if `a` SACKs something `b` does not (or carries a
-/// D-SACK), 1 if `b` covers all of `a` and SACKs more bytes, 0 if equal.
+/// D-SACK), 1 if `b` covers all of `a` and SACKs more bytes, 0 if equal. Edges are the
+/// wire's 32-bit numbers, compared modulo 2^32 (`before`/`after`), as the kernel does.
 fn sack_compare(a: &TransportHeader, b: &TransportHeader) -> i32 {
-    let sa = &a.sack[..(a.sack_count as usize).min(3)];
-    let sb = &b.sack[..(b.sack_count as usize).min(3)];
-    match (sa.is_empty(), sb.is_empty()) {
+    let na = (a.sack_count as usize).min(3);
+    let nb = (b.sack_count as usize).min(3);
+    match (na == 0, nb == 0) {
         (false, true) => return -1,
         (true, false) => return 1,
         (true, true) => return 0,
@@ -1228,17 +1231,21 @@ fn sack_compare(a: &TransportHeader, b: &TransportHeader) -> i32 {
     let mut bytes_a = 0u64;
     let mut bytes_b = 0u64;
     let mut first = true;
-    for x in sa {
-        if x.start < a.ack {
+    for i in 0..na {
+        let (xs, xe) = a.sack_wire(i);
+        let (xs, xe) = (xs as u64, xe as u64);
+        if seq32::before(xs, a.ack) {
             return -1; // D-SACK: always considered greater
         }
-        bytes_a += x.end.saturating_sub(x.start);
+        bytes_a += seq32::diff(xs, xe) as u64;
         let mut found = false;
-        for y in sb {
+        for j in 0..nb {
+            let (ys, ye) = b.sack_wire(j);
+            let (ys, ye) = (ys as u64, ye as u64);
             if first {
-                bytes_b += y.end.saturating_sub(y.start);
+                bytes_b += seq32::diff(ys, ye) as u64;
             }
-            if y.start <= x.start && y.end >= x.end {
+            if !seq32::after(ys, xs) && !seq32::before(ye, xe) {
                 found = true;
                 if !first {
                     break;
@@ -1302,7 +1309,6 @@ impl Qdisc for Cake {
         }
 
         // Append (a GSO buffer reaches here whole only with split_gso off).
-        let uid = pkt.uid;
         let truesize = pkt.truesize_bytes as u64;
         // Net backlog change: this packet, minus an ACK the filter removes (may be < 0).
         let mut delta = pkt.len_bytes as i64;
@@ -1375,7 +1381,7 @@ impl Qdisc for Cake {
                     break;
                 };
                 dropped += 1;
-                if victim == uid {
+                if victim == s {
                     verdict = Verdict::Dropped;
                 } else if t == tin && i == idx && verdict == Verdict::Queued {
                     verdict = Verdict::QueuedCongested;
@@ -1874,7 +1880,7 @@ impl CakeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{Ecn, FlowKey, SackBlock};
+    use crate::packet::{Addr, Ecn, FlowKey, SackBlock};
     use crate::params::Table;
     use crate::qdisc::testkit::check_conservation_with;
     use crate::qdisc::{build, AnyQdisc};
@@ -1882,8 +1888,8 @@ mod tests {
 
     fn pkt(uid: u64, src: u32, dst: u32, sport: u16, len: u32) -> Packet {
         let key = FlowKey {
-            src_addr: src,
-            dst_addr: dst,
+            src_addr: Addr::v4(src),
+            dst_addr: Addr::v4(dst),
             src_port: sport,
             dst_port: 80,
             proto: proto::UDP,
@@ -2102,7 +2108,7 @@ mod tests {
         for i in 0..8 {
             flows.push(pkt(0, 2, 101 + i, 20 + i as u16, 1514));
         }
-        let group = |p: &Packet| p.key.src_addr as usize;
+        let group = |p: &Packet| p.key.src_addr.low32() as usize;
         for mode in ["triple-isolate", "srchost", "dual-srchost"] {
             let mut q = built(&[("flow_mode", s(mode)), ("diffserv", s("besteffort"))]);
             let b = closed_loop(&mut q, &flows, 4, 20_000, group);
@@ -2123,7 +2129,7 @@ mod tests {
             ("diffserv", s("besteffort")),
         ]);
         let b = closed_loop(&mut q, &flows, 4, 20_000, |p| {
-            (p.key.dst_addr / 100) as usize
+            (p.key.dst_addr.low32() / 100) as usize
         });
         let ratio = b[1] as f64 / b[2] as f64;
         assert!((ratio - 1.0).abs() < 0.05, "dual-dsthost: {ratio}");
@@ -2481,8 +2487,8 @@ mod tests {
 
     fn ack(uid: u64, ack_no: u64, flags: u8) -> Packet {
         let key = FlowKey {
-            src_addr: 1,
-            dst_addr: 2,
+            src_addr: Addr::v4(1),
+            dst_addr: Addr::v4(2),
             src_port: 40000,
             dst_port: 80,
             proto: proto::TCP,
@@ -2493,6 +2499,136 @@ mod tests {
         p.hdr.flags = flags;
         p.hdr.ack = ack_no;
         p
+    }
+
+    #[test]
+    fn split_gso_segments_are_packets_of_their_own_and_the_victim_is_told_right() {
+        // A 3-segment GSO buffer (1448-B MSS, 1514-B frames, 2880 B of truesize each) into
+        // CAKE with split_gso (the default) and a 4000-B memory limit: segment 2 overflows
+        // it and CAKE head-drops segment 1 (its queue is the fattest), segment 3 then
+        // drops segment 2. Each arriving segment was queued while its own flow lost a
+        // packet: the kernel answers NET_XMIT_CN (queued, congested), not a drop.
+        let mut q = built(&[("memlimit", Value::Int(4000)), ("flow_mode", s("flows"))]);
+        let mut p = pkt(7, 1, 2, 3, 3 * 1514);
+        p.hdr.seq = 1_000;
+        p.hdr.payload_bytes = 3 * 1448;
+        p.gso_segs = 3;
+        p.gso_size = 1448;
+        p.truesize_bytes = 3 * 2880;
+        let mut drops = Drops::new();
+        let v = q.enqueue(p, Time(0), &mut drops);
+        assert_eq!(v, Verdict::QueuedCongested);
+        let gone: Vec<(u64, u64)> = drops
+            .as_slice()
+            .iter()
+            .map(|d| (d.pkt.uid, d.pkt.hdr.seq))
+            .collect();
+        // Fresh identities: buffer uid + (segment index << 48).
+        assert_eq!(gone, vec![(7, 1_000), (7 + (1 << 48), 1_000 + 1448)]);
+        assert_eq!(q.len_packets(), 1);
+        let left = q.dequeue(Time(0), &mut drops).packet().unwrap();
+        assert_eq!((left.uid, left.hdr.seq), (7 + (2 << 48), 1_000 + 2 * 1448));
+    }
+
+    fn v6_pkt(src: &str, dst: &str, sport: u16, dport: u16) -> Packet {
+        let key = FlowKey {
+            src_addr: Addr::from(src.parse::<std::net::IpAddr>().unwrap()),
+            dst_addr: Addr::from(dst.parse::<std::net::IpAddr>().unwrap()),
+            src_port: sport,
+            dst_port: dport,
+            proto: proto::TCP,
+        };
+        let mut p = Packet::synthetic(0, 1, 1514);
+        p.key = key;
+        p.hash = key.hash(5);
+        p
+    }
+
+    #[test]
+    fn ipv6_connections_keep_one_queue_both_ways_and_flows_get_their_own() {
+        for mode in ["flows", "triple-isolate"] {
+            let mut q = built(&[("flow_mode", s(mode)), ("diffserv", s("besteffort"))]);
+            let mut drops = Drops::new();
+            // Both directions of one connection: one queue (the symmetric flow hash).
+            q.enqueue(
+                v6_pkt("2001:db8::10", "2001:db8:1::20", 40000, 443),
+                Time(0),
+                &mut drops,
+            );
+            q.enqueue(
+                v6_pkt("2001:db8:1::20", "2001:db8::10", 443, 40000),
+                Time(0),
+                &mut drops,
+            );
+            let busy = |q: &Cake| {
+                (0..CAKE_QUEUES)
+                    .filter(|&i| q.tins[0].flows[i].backlog_bytes > 0)
+                    .count()
+            };
+            assert_eq!(busy(&q), 1, "{mode}");
+            // 64 clients differing only in the top 32 bits of their address: CAKE's 8-way
+            // set-associative hash gives each of these few flows a queue of its own.
+            for i in 1..=64u32 {
+                let src = format!("2001:{:x}::10", 0xdb8 + i);
+                q.enqueue(
+                    v6_pkt(&src, "2001:db8:1::20", 40000, 443),
+                    Time(0),
+                    &mut drops,
+                );
+            }
+            assert!(drops.is_empty());
+            assert_eq!(busy(&q), 65, "{mode}");
+        }
+    }
+
+    /// The drops of a fixed ACK sequence through the conservative ACK filter, with every
+    /// sequence number offset by `base` modulo 2^32 (as a live engine stores the wire's
+    /// 32-bit numbers).
+    fn ack_filter_run(base: u64) -> Vec<Vec<u64>> {
+        let a = tcp_flags::ACK;
+        let w = |x: u64| (base + x) & 0xffff_ffff;
+        let mut q = built(&[("ack_filter", s("ack-filter"))]);
+        let mut drops = Drops::new();
+        let mut out = vec![];
+        let mut step = |q: &mut Cake, p: Packet, drops: &mut Drops| {
+            q.enqueue(p, Time(0), drops);
+            out.push(
+                drops
+                    .as_slice()
+                    .iter()
+                    .map(|d| d.pkt.uid)
+                    .collect::<Vec<_>>(),
+            );
+            drops.clear();
+        };
+        step(&mut q, ack(1, w(1000), a), &mut drops);
+        step(&mut q, ack(2, w(2000), a), &mut drops);
+        step(&mut q, ack(3, w(3000), a), &mut drops);
+        let mut sacked = ack(4, w(3000), a);
+        sacked.hdr.sack_count = 1;
+        sacked.hdr.set_sack(
+            0,
+            SackBlock {
+                start: w(5000),
+                end: w(6000),
+            },
+        );
+        step(&mut q, sacked, &mut drops);
+        step(&mut q, ack(5, w(3000), a), &mut drops);
+        step(&mut q, ack(6, w(9000), a), &mut drops);
+        out
+    }
+
+    #[test]
+    fn ack_filter_decides_the_same_across_the_sequence_wrap() {
+        // Far from the wrap: ACK 3000 makes ACK 1000 redundant (two eligible); the SACKing
+        // ACK makes ACK 2000 redundant; ACK 3000 again drops nothing; ACK 9000 drops ACK 3000.
+        let want: Vec<Vec<u64>> = vec![vec![], vec![], vec![1], vec![2], vec![], vec![3]];
+        assert_eq!(ack_filter_run(1_000_000), want);
+        // The same ACKs straddling 2^32 (the 32-bit numbers wrap between 2000 and 3000,
+        // and inside the SACK block): the same decisions (RFC 1982 comparisons).
+        assert_eq!(ack_filter_run((1 << 32) - 2500), want);
+        assert_eq!(ack_filter_run((1 << 32) - 5500), want);
     }
 
     #[test]
@@ -2524,10 +2660,13 @@ mod tests {
         assert!(drops.is_empty(), "data ACK trigger: only one eligible");
         let mut sacked = ack(5, 3000, a);
         sacked.hdr.sack_count = 1;
-        sacked.hdr.sack[0] = SackBlock {
-            start: 5000,
-            end: 6000,
-        };
+        sacked.hdr.set_sack(
+            0,
+            SackBlock {
+                start: 5000,
+                end: 6000,
+            },
+        );
         q.enqueue(sacked, Time(0), &mut drops);
         // The SACKing ACK makes ACK 2000 and ACK 3000 redundant: the older one goes.
         let uids = |d: &Drops| d.as_slice().iter().map(|x| x.pkt.uid).collect::<Vec<_>>();

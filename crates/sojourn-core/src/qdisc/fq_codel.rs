@@ -778,6 +778,40 @@ mod tests {
         assert!(build(&Value::Table(t), "q", &BuildCtx::default()).is_ok());
     }
 
+    fn v6_packet(src: &str, dst: &str, sport: u16, dport: u16) -> Packet {
+        use crate::packet::{proto, Addr, FlowKey};
+        let key = FlowKey {
+            src_addr: Addr::from(src.parse::<std::net::IpAddr>().unwrap()),
+            dst_addr: Addr::from(dst.parse::<std::net::IpAddr>().unwrap()),
+            src_port: sport,
+            dst_port: dport,
+            proto: proto::TCP,
+        };
+        let mut p = pkt(0, 1, 100);
+        p.key = key;
+        p.hash = key.hash(0x5eed); // what an engine stamps (skb_get_hash)
+        p
+    }
+
+    #[test]
+    fn ipv6_connections_keep_one_queue_both_ways_and_flows_spread() {
+        let q = build_with(vec![], &BuildCtx::default()).unwrap();
+        // skb_get_hash is symmetric (flow dissector): data and ACKs share a queue.
+        let fwd = v6_packet("2001:db8::10", "2001:db8:1::20", 40000, 443);
+        let rev = v6_packet("2001:db8:1::20", "2001:db8::10", 443, 40000);
+        assert_eq!(q.flow_index(&fwd), q.flow_index(&rev));
+        // 64 clients that differ only in the top 32 bits of their addresses (same low 96
+        // bits, same ports): 64 flows into 1024 queues. Uniform hashing leaves on average
+        // 64·63/2/1024 ≈ 2 colliding pairs; a hash of the low 32 bits would put all 64 in one.
+        let used: std::collections::HashSet<usize> = (0..64u32)
+            .map(|i| {
+                let src = format!("2001:{:x}::10", 0xdb8 + i);
+                q.flow_index(&v6_packet(&src, "2001:db8:1::20", 40000, 443))
+            })
+            .collect();
+        assert!(used.len() >= 58, "{} queues for 64 flows", used.len());
+    }
+
     #[test]
     fn hashing_is_salted_per_instance() {
         let a = build_with(vec![], &BuildCtx::default()).unwrap();

@@ -16,7 +16,7 @@ use crate::endpoint::{AnyEndpoint, Endpoint, Io};
 use crate::flows::{FlowKind, FlowRecord};
 use crate::sim::Sim;
 use crate::udp::{UdpSink, UDP_OVERHEAD_BYTES};
-use sojourn_core::packet::{proto, FlowKey, TransportHeader};
+use sojourn_core::packet::{proto, Addr, FlowKey, TransportHeader};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Packet, Time};
 use sojourn_experiment::schedule::{Generator, Payload, Step};
@@ -160,8 +160,8 @@ fn open_thin_udp(
         now,
     ));
     let key = FlowKey {
-        src_addr: src_node,
-        dst_addr: dst_node,
+        src_addr: Addr::v4(src_node),
+        dst_addr: Addr::v4(dst_node),
         src_port: crate::workload::ephemeral_port(flow),
         dst_port: 9,
         proto: proto::UDP,

@@ -15,7 +15,7 @@ pub mod sender;
 use crate::endpoint::AnyEndpoint;
 use crate::flows::{FlowKind, FlowRecord};
 use crate::sim::Sim;
-use sojourn_core::packet::{proto, FlowKey};
+use sojourn_core::packet::{proto, Addr, FlowKey};
 use sojourn_core::rng::Rng;
 
 // The settings are the experiment model's (engine-neutral); this module is the machinery.
@@ -47,8 +47,8 @@ pub fn open(
     rec.size_bytes = record_size;
     let flow = sim.flows.add(rec);
     let key = FlowKey {
-        src_addr: src,
-        dst_addr: dst,
+        src_addr: Addr::v4(src),
+        dst_addr: Addr::v4(dst),
         src_port: crate::workload::ephemeral_port(flow),
         dst_port: SERVER_PORT,
         proto: proto::TCP,

@@ -162,14 +162,14 @@ impl TcpReceiver {
         if self.sack && !syn {
             let mut n = 0;
             if let Some(d) = self.dsack.take() {
-                h.sack[0] = d;
+                h.set_sack(0, d);
                 n = 1;
             }
             for b in &self.recent {
                 if n == 3 {
                     break;
                 }
-                h.sack[n] = *b;
+                h.set_sack(n, *b);
                 n += 1;
             }
             h.sack_count = n as u8;
@@ -499,7 +499,7 @@ mod tests {
         assert_eq!(last.ack, 1 + MSS);
         assert_eq!(last.sack_count, 2);
         assert_eq!(
-            last.sack[0],
+            last.sack(0),
             SackBlock {
                 start: 1 + 4 * MSS,
                 end: 1 + 5 * MSS
@@ -507,7 +507,7 @@ mod tests {
             "newest first"
         );
         assert_eq!(
-            last.sack[1],
+            last.sack(1),
             SackBlock {
                 start: 1 + 2 * MSS,
                 end: 1 + 3 * MSS
@@ -517,7 +517,7 @@ mod tests {
         r.on_packet(&seg(2), &mut h.io(t));
         let d = h.out.last().unwrap().hdr;
         assert_eq!(
-            d.sack[0],
+            d.sack(0),
             SackBlock {
                 start: 1 + 2 * MSS,
                 end: 1 + 3 * MSS

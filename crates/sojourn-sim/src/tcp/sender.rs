@@ -985,12 +985,12 @@ impl TcpSender {
         };
 
         if self.cfg.sack {
-            for b in &h.sack[..h.sack_count as usize] {
+            for b in h.sacks() {
                 if b.end <= ack || b.start < self.snd_una {
                     dsack = true; // RFC 2883 D-SACK: reports a duplicate
                     continue;
                 }
-                self.sb.sack(*b, |s| visit(s, false));
+                self.sb.sack(b, |s| visit(s, false));
             }
         }
         let una_advanced = ack > self.snd_una;
@@ -1319,7 +1319,7 @@ mod tests {
         p.hdr.window = 1 << 30;
         p.hdr.flags = tcp_flags::ACK | if ece { tcp_flags::ECE } else { 0 };
         for (i, &(a, b)) in sack.iter().enumerate() {
-            p.hdr.sack[i] = SackBlock { start: a, end: b };
+            p.hdr.set_sack(i, SackBlock { start: a, end: b });
         }
         p.hdr.sack_count = sack.len() as u8;
         p

@@ -1,0 +1,622 @@
+//! A network device's egress, sans-IO: the qdisc, the device transmit ring, GSO
+//! segmentation after the qdisc and a serialiser at a (possibly time-varying) rate, or a
+//! token-bucket shaper in front of a much faster device.
+//!
+//! What is NOT here belongs to whoever drives the device: propagation delay, loss and
+//! reordering on the medium, the clock and the timers. The simulator (sojourn-sim's
+//! `link.rs`/`sim.rs`) wraps a `Device` with those; a live forwarder drives it from a
+//! monotonic clock and writes [`Poll::Send`] packets to a socket.
+//!
+//! The driver's loop, with `now` read from its clock:
+//!
+//! 1. a packet arrives: [`Device::enqueue`];
+//! 2. with a transmit ring, [`Device::refill`] tops it up from the qdisc (a no-op without
+//!    one); then [`Device::poll`]: if the device is idle it starts the next transmission
+//!    and answers [`Poll::Sent`] (the common case: one wire packet, handed to the `send`
+//!    callback with the time its last bit is out), or [`Poll::Burst`] (a GSO buffer cut
+//!    into wire segments, or any packet on a shaper: take them with
+//!    [`Device::next_segment`]); otherwise [`Poll::Busy`] (serialising until `t`) or
+//!    [`Poll::Idle`]. With a ring, `refill` again after a transmission started;
+//! 3. after `poll`/`refill`, [`Device::take_wake`] says whether the qdisc asked to be
+//!    polled again at some time (a shaper or pacer holding packets back, like the kernel's
+//!    qdisc watchdog): at that time call [`Device::wake`], then `refill`/`poll`;
+//! 4. at the end of a transmission: [`Device::tx_done`] (the transmit completion: the
+//!    driver returns TSQ credit to the sending socket), then `refill`/`poll` again.
+//!
+//! Packets the qdisc drops go to the caller's [`Drops`] sink, as with a bare qdisc;
+//! `on_dequeue` sees every packet as it leaves the qdisc (for sojourn times and logs).
+//! There is no allocation per packet (the ring is a `VecDeque` sized once; segments are
+//! computed one at a time from the buffer) and, on the common path, the packet goes from
+//! the qdisc straight into `send` (a `Packet` is ~200 bytes: copies cost).
+//!
+//! ```
+//! use sojourn_core::device::{Device, Poll, RateModel};
+//! use sojourn_core::qdisc::{fifo::pfifo_with_limit, AnyQdisc, Drops};
+//! use sojourn_core::{Packet, Time};
+//!
+//! // 10 Mbit/s, a 1000-packet FIFO, no ring, a wire (not a shaper).
+//! let mut dev = Device::new(AnyQdisc::Pfifo(pfifo_with_limit(1000)), RateModel::Constant(10_000_000), 0, 0, false);
+//! let mut drops = Drops::new();
+//! let now = Time::ZERO;
+//! dev.enqueue(Packet::synthetic(1, 1, 1250), now, &mut drops);
+//! dev.enqueue(Packet::synthetic(2, 1, 1250), now, &mut drops);
+//! // The first packet goes on the wire at once: 1250 B at 10 Mbit/s = 1 ms.
+//! let mut wire = vec![];
+//! let r = dev.poll(now, &mut drops, &mut |_| {}, |pkt, end| wire.push((pkt.uid, end)));
+//! let end = Time(1_000_000);
+//! assert!(matches!(r, Poll::Sent { end: e } if e == end));
+//! // Until then the device is busy; at `end` the transmission completes and the next starts.
+//! assert!(matches!(dev.poll(now, &mut drops, &mut |_| {}, |_, _| {}), Poll::Busy(t) if t == end));
+//! dev.tx_done(end);
+//! dev.poll(end, &mut drops, &mut |_| {}, |pkt, end| wire.push((pkt.uid, end)));
+//! assert_eq!(wire, vec![(1, Time(1_000_000)), (2, Time(2_000_000))]);
+//! ```
+
+use crate::packet::Packet;
+use crate::qdisc::{AnyQdisc, Dequeue, Drops, Qdisc};
+use crate::time::{tx_time, Time};
+use std::collections::VecDeque;
+
+/// How fast a device serialises.
+#[derive(Clone, Debug)]
+pub enum RateModel {
+    /// A constant rate in bit/s.
+    Constant(u64),
+    /// Piecewise constant: `(from, rate_bps)` sorted by time; the first entry is at 0.
+    /// A packet is serialised at the rate in force when its transmission starts.
+    Schedule(Vec<(Time, u64)>),
+    /// Mahimahi trace: delivery opportunities (ms offsets, repeating every `period_ms`),
+    /// each carrying up to `bytes_per_opportunity` bytes; partially sent packets carry over
+    /// to the next opportunity like Mahimahi's link queue.
+    Trace(Trace),
+}
+
+/// A Mahimahi-format delivery trace and the position in it.
+#[derive(Clone, Debug)]
+pub struct Trace {
+    pub opportunities_ms: Vec<u64>,
+    pub period_ms: u64,
+    pub bytes_per_opportunity: u32,
+    /// Index of the next unused opportunity (global count across repetitions).
+    next: u64,
+    /// Leftover bytes of the last used opportunity and its time.
+    leftover: (Time, u32),
+}
+
+impl Trace {
+    pub fn new(opportunities_ms: Vec<u64>, bytes_per_opportunity: u32) -> Trace {
+        let period_ms = *opportunities_ms.last().unwrap_or(&1).max(&1);
+        Trace {
+            opportunities_ms,
+            period_ms,
+            bytes_per_opportunity,
+            next: 0,
+            leftover: (Time::ZERO, 0),
+        }
+    }
+
+    fn opportunity_time(&self, k: u64) -> Time {
+        let n = self.opportunities_ms.len() as u64;
+        let cycle = k / n;
+        let idx = (k % n) as usize;
+        Time((cycle * self.period_ms + self.opportunities_ms[idx]) * 1_000_000)
+    }
+
+    /// When a packet of `len` bytes whose transmission starts at `now` is fully delivered.
+    pub fn completion(&mut self, now: Time, len: u32) -> Time {
+        let mut remaining = len;
+        let mut done_at = now;
+        // Bytes left in an opportunity at exactly `now` can still be used.
+        if self.leftover.0 == now && self.leftover.1 > 0 {
+            let used = remaining.min(self.leftover.1);
+            remaining -= used;
+            self.leftover.1 -= used;
+        }
+        if remaining == 0 {
+            return done_at;
+        }
+        // Skip opportunities that passed while the link was idle (wasted, as in Mahimahi).
+        // Jump whole periods first so long idle times cost O(1).
+        let n = self.opportunities_ms.len() as u64;
+        let period_ns = self.period_ms * 1_000_000;
+        if self.opportunity_time(self.next) < now {
+            let cycles_behind = (now.0 - self.opportunity_time(self.next).0) / period_ns;
+            if cycles_behind > 1 {
+                self.next += (cycles_behind - 1) * n;
+            }
+            while self.opportunity_time(self.next) < now {
+                self.next += 1;
+            }
+        }
+        while remaining > 0 {
+            let t = self.opportunity_time(self.next);
+            self.next += 1;
+            let used = remaining.min(self.bytes_per_opportunity);
+            remaining -= used;
+            done_at = t;
+            self.leftover = (t, self.bytes_per_opportunity - used);
+        }
+        done_at
+    }
+}
+
+impl RateModel {
+    /// Integral of the rate over `[a, b]`, in bits (the capacity offered in that time).
+    pub fn capacity_bits_between(&self, a: Time, b: Time) -> f64 {
+        if b <= a {
+            return 0.0;
+        }
+        match self {
+            RateModel::Constant(r) => *r as f64 * (b - a).as_secs_f64(),
+            RateModel::Schedule(s) => {
+                let mut total = 0.0;
+                for (i, &(from, r)) in s.iter().enumerate() {
+                    let until = s.get(i + 1).map(|x| x.0).unwrap_or(Time::MAX);
+                    let lo = from.max(a);
+                    let hi = until.min(b);
+                    if hi > lo {
+                        total += r as f64 * (hi - lo).as_secs_f64();
+                    }
+                }
+                total
+            }
+            RateModel::Trace(t) => {
+                // Count opportunities in [a, b).
+                let n = t.opportunities_ms.len() as u64;
+                let mut count = 0u64;
+                let period_ns = t.period_ms * 1_000_000;
+                let full = (b.0 - a.0) / period_ns;
+                count += full * n;
+                let rest_start = a.0 + full * period_ns;
+                for k in 0..=1u64 {
+                    for &o in &t.opportunities_ms {
+                        let base = (rest_start / period_ns + k) * period_ns;
+                        let ot = base + o * 1_000_000;
+                        if ot >= rest_start && ot < b.0 {
+                            count += 1;
+                        }
+                    }
+                }
+                count as f64 * t.bytes_per_opportunity as f64 * 8.0
+            }
+        }
+    }
+}
+
+/// What the device wants next (the answer of [`Device::poll`]).
+#[derive(Debug)]
+pub enum Poll {
+    /// A packet went on the medium now (handed to `send`); its last bit is out at `end`,
+    /// when it starts to propagate and [`Device::tx_done`] is due. The common case.
+    Sent { end: Time },
+    /// A transmission of `segments` wire packets started now: a GSO buffer segmented after
+    /// the qdisc (Linux `validate_xmit_skb` → `skb_gso_segment` when the device cannot
+    /// segment), serialised back to back, or any packet of a shaper device. Take them with
+    /// [`Device::next_segment`] before anything else; the last one's `end` is when to call
+    /// [`Device::tx_done`].
+    Burst { segments: u32 },
+    /// Serialising until `t` (then [`Device::tx_done`]).
+    Busy(Time),
+    /// Nothing to send: the qdisc is empty or throttled (see [`Device::take_wake`]).
+    Idle,
+}
+
+/// One wire packet of a [`Poll::Burst`].
+#[derive(Debug)]
+pub struct Segment {
+    pub pkt: Packet,
+    /// Position in the buffer (0 for the first; a split gives each later one a new identity).
+    pub index: u32,
+    /// When its last bit is out (serialisation end).
+    pub end: Time,
+    /// When it starts to propagate: `end` on a wire; the start of the shaper's slot on a
+    /// shaper (tc htb/tbf in front of a veth hands the whole packet over at once).
+    pub depart: Time,
+}
+
+/// A GSO buffer being cut into wire segments.
+#[derive(Debug)]
+struct Cutting {
+    buffer: Packet,
+    next: u32,
+    start: Time,
+    t: Time,
+}
+
+/// A device's egress: qdisc → tx ring → (segmentation) → serialiser or shaper. See the
+/// module documentation for the driving loop.
+pub struct Device {
+    pub qdisc: AnyQdisc,
+    pub rate: RateModel,
+    schedule_idx: usize,
+    /// Bytes added on the wire per packet (preamble, FCS, inter-frame gap…), for
+    /// serialisation only.
+    pub framing_bytes: u32,
+    /// The rate is a token-bucket shaper (tc htb/tbf) in front of a much faster device (a
+    /// veth): a packet leaves whole when the shaper releases it and the next one waits
+    /// `len / rate`. False: the rate is the wire's own serialisation.
+    pub shaper: bool,
+    /// Device transmit ring between the qdisc and the wire (`ring_cap` packets; 0 = the
+    /// qdisc feeds the serialiser directly, as on a router model or a veth).
+    ring: VecDeque<Packet>,
+    ring_cap: usize,
+    /// End of the transmission in progress, if any.
+    busy_until: Option<Time>,
+    tx_len: u32,
+    tx_wire: u32,
+    cutting: Option<Cutting>,
+    /// The earliest pending wake-up the qdisc asked for, and one not yet handed out.
+    wake_at: Option<Time>,
+    new_wake: Option<Time>,
+}
+
+/// What a finished transmission carried (for counters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxDone {
+    /// Wire packets (a GSO buffer's segments).
+    pub wire_packets: u32,
+    /// `len_bytes` of the buffer (framing excluded).
+    pub bytes: u32,
+}
+
+impl Device {
+    /// A device with `qdisc`, serialising at `rate` with `framing_bytes` of framing per
+    /// wire packet, a ring of `tx_ring` packets (0 = none), as a `shaper` or a wire.
+    pub fn new(
+        qdisc: AnyQdisc,
+        rate: RateModel,
+        framing_bytes: u32,
+        tx_ring: u32,
+        shaper: bool,
+    ) -> Device {
+        Device {
+            qdisc,
+            rate,
+            schedule_idx: 0,
+            framing_bytes,
+            shaper,
+            ring: VecDeque::with_capacity(tx_ring as usize),
+            ring_cap: tx_ring as usize,
+            busy_until: None,
+            tx_len: 0,
+            tx_wire: 0,
+            cutting: None,
+            wake_at: None,
+            new_wake: None,
+        }
+    }
+
+    /// Whether a transmission is in progress.
+    #[inline]
+    pub fn is_busy(&self) -> bool {
+        self.busy_until.is_some()
+    }
+
+    /// Packets in the transmit ring.
+    #[inline]
+    pub fn ring_len(&self) -> usize {
+        self.ring.len()
+    }
+
+    /// The ring's capacity in packets (0: no ring).
+    #[inline]
+    pub fn ring_cap(&self) -> usize {
+        self.ring_cap
+    }
+
+    /// Hands `pkt` to the qdisc (`enqueued_at` must be set by the caller). Returns how
+    /// many packets the qdisc created beyond the one it got (CAKE's `split_gso` cuts a GSO
+    /// buffer into segments at enqueue), for conservation accounting.
+    #[inline]
+    pub fn enqueue(&mut self, pkt: Packet, now: Time, drops: &mut Drops) -> u64 {
+        if pkt.gso_segs > 1 {
+            let before = self.qdisc.len_packets() + drops.len();
+            self.qdisc.enqueue(pkt, now, drops);
+            let entered = self.qdisc.len_packets() + drops.len() - before;
+            entered.saturating_sub(1) as u64
+        } else {
+            self.qdisc.enqueue(pkt, now, drops);
+            0
+        }
+    }
+
+    /// The nominal rate at `now` (bit/s); for traces, the long-run average.
+    pub fn rate_at(&mut self, now: Time) -> u64 {
+        match &self.rate {
+            RateModel::Constant(r) => *r,
+            RateModel::Schedule(s) => {
+                while self.schedule_idx + 1 < s.len() && s[self.schedule_idx + 1].0 <= now {
+                    self.schedule_idx += 1;
+                }
+                s[self.schedule_idx].1
+            }
+            RateModel::Trace(t) => {
+                let per_period =
+                    t.opportunities_ms.len() as f64 * t.bytes_per_opportunity as f64 * 8.0;
+                (per_period / (t.period_ms as f64 * 1e-3)) as u64
+            }
+        }
+    }
+
+    /// Serialisation end for `pkt` starting at `now` (framing counted once per wire packet).
+    #[inline]
+    fn tx_end(&mut self, now: Time, pkt: &Packet) -> Time {
+        let bytes = pkt.len_bytes + self.framing_bytes * pkt.wire_packets();
+        match &mut self.rate {
+            RateModel::Constant(r) => now + tx_time(bytes as u64, *r),
+            RateModel::Schedule(_) => {
+                let r = self.rate_at(now);
+                now + tx_time(bytes as u64, r.max(1))
+            }
+            RateModel::Trace(t) => t.completion(now, bytes),
+        }
+    }
+
+    /// A wake-up the qdisc asked for that the caller has not been told about yet (at
+    /// most one per poll; earlier pending ones are not repeated).
+    #[inline]
+    pub fn take_wake(&mut self) -> Option<Time> {
+        self.new_wake.take()
+    }
+
+    /// The caller's timer for a wake-up at `t` fired: forget it (then `poll`).
+    #[inline]
+    pub fn wake(&mut self, t: Time) {
+        if self.wake_at == Some(t) {
+            self.wake_at = None;
+        }
+    }
+
+    #[inline]
+    fn throttled(&mut self, t: Time) {
+        if self.wake_at.is_none_or(|w| t < w) {
+            self.wake_at = Some(t);
+            self.new_wake = Some(t);
+        }
+    }
+
+    /// Tops up the transmit ring from the qdisc while it has room (the kernel's
+    /// `qdisc_run` filling the driver queue); a no-op without a ring.
+    /// `on_dequeue` is called with every packet that leaves the qdisc, in order.
+    #[inline(never)]
+    pub fn refill(&mut self, now: Time, drops: &mut Drops, on_dequeue: &mut impl FnMut(&Packet)) {
+        while self.ring.len() < self.ring_cap {
+            match self.qdisc.dequeue(now, drops) {
+                Dequeue::Packet(p) => {
+                    on_dequeue(&p);
+                    self.ring.push_back(p);
+                }
+                Dequeue::Empty => break,
+                Dequeue::NotBefore(t) => {
+                    self.throttled(t);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Starts the next transmission if the device is idle: the head of the ring, or
+    /// (without a ring) the qdisc's next packet. A single wire packet goes to
+    /// `send(packet, serialisation_end)` and the answer is [`Poll::Sent`]; a GSO buffer
+    /// or a shaper's packet answers [`Poll::Burst`]. `on_dequeue` is called with a packet
+    /// that leaves the qdisc here.
+    // Always inlined: the packet then goes from the qdisc into `send` without
+    // intermediate copies.
+    #[inline(always)]
+    pub fn poll(
+        &mut self,
+        now: Time,
+        drops: &mut Drops,
+        on_dequeue: &mut impl FnMut(&Packet),
+        send: impl FnOnce(Packet, Time),
+    ) -> Poll {
+        debug_assert!(
+            self.cutting.is_none(),
+            "take every segment of a burst first"
+        );
+        if let Some(t) = self.busy_until {
+            return Poll::Busy(t);
+        }
+        let p = if self.ring_cap > 0 {
+            match self.ring.pop_front() {
+                Some(p) => p,
+                None => return Poll::Idle,
+            }
+        } else {
+            match self.qdisc.dequeue(now, drops) {
+                Dequeue::Packet(p) => {
+                    on_dequeue(&p);
+                    p
+                }
+                Dequeue::Empty => return Poll::Idle,
+                Dequeue::NotBefore(t) => {
+                    self.throttled(t);
+                    return Poll::Idle;
+                }
+            }
+        };
+        self.tx_len = p.len_bytes;
+        self.tx_wire = p.wire_packets();
+        if self.shaper || p.gso_segs > 1 {
+            let segments = self.tx_wire;
+            self.busy_until = Some(now);
+            self.cutting = Some(Cutting {
+                buffer: p,
+                next: 0,
+                start: now,
+                t: now,
+            });
+            return Poll::Burst { segments };
+        }
+        let end = self.tx_end(now, &p);
+        self.busy_until = Some(end);
+        send(p, end);
+        Poll::Sent { end }
+    }
+
+    /// The next wire packet of a [`Poll::Burst`], `None` after the last.
+    #[inline]
+    pub fn next_segment(&mut self) -> Option<Segment> {
+        let c = self.cutting.as_mut()?;
+        let n = c.buffer.wire_packets();
+        if c.next == n {
+            self.cutting = None;
+            return None;
+        }
+        let index = c.next;
+        c.next += 1;
+        let pkt = c.buffer.segment(index);
+        let (start, t) = (c.start, c.t);
+        let end = self.tx_end(t, &pkt);
+        let c = self.cutting.as_mut().expect("cutting");
+        c.t = end;
+        self.busy_until = Some(end);
+        let depart = if self.shaper { start } else { end };
+        Some(Segment {
+            pkt,
+            index,
+            end,
+            depart,
+        })
+    }
+
+    /// The buffer the current burst is cut from (its TSQ completion is the caller's).
+    pub fn burst_buffer(&self) -> Option<&Packet> {
+        self.cutting.as_ref().map(|c| &c.buffer)
+    }
+
+    /// The transmission in progress ended at `now`: the device is free again. Returns what
+    /// it carried (the completion; the caller returns TSQ credit to the sending socket).
+    #[inline]
+    pub fn tx_done(&mut self, now: Time) -> TxDone {
+        debug_assert!(
+            self.busy_until.is_some_and(|t| t <= now),
+            "tx_done before the end"
+        );
+        debug_assert!(self.cutting.is_none());
+        self.busy_until = None;
+        TxDone {
+            wire_packets: self.tx_wire,
+            bytes: self.tx_len,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qdisc::fifo::pfifo_with_limit;
+
+    fn nop(_: &Packet) {}
+
+    #[test]
+    fn trace_opportunities_carry_partial_packets() {
+        // Opportunities at 1, 2, 3 ms, repeating every 3 ms, 1500 B each.
+        let mut t = Trace::new(vec![1, 2, 3], 1500);
+        // A 1000-B packet at t=0 leaves at the 1 ms opportunity with 500 B left over.
+        assert_eq!(t.completion(Time(0), 1000), Time(1_000_000));
+        // A 400-B packet starting at 1 ms uses the leftover of that same opportunity.
+        assert_eq!(t.completion(Time(1_000_000), 400), Time(1_000_000));
+        // A 2000-B packet needs two more opportunities: 2 ms and 3 ms.
+        assert_eq!(t.completion(Time(1_000_000), 2000), Time(3_000_000));
+        // After idling until 10 ms, the next opportunities are 10 (= 3·3+1) ms, …
+        assert_eq!(t.completion(Time(9_500_000), 1500), Time(10_000_000));
+    }
+
+    fn gso_buffer(segs: u16) -> Packet {
+        // `segs` segments of 1448 B payload + 66 B of headers each (1514-B frames).
+        let mut p = Packet::synthetic(7, 1, 1514 * segs as u32);
+        p.hdr.payload_bytes = 1448 * segs as u32;
+        p.gso_segs = segs;
+        p.gso_size = 1448;
+        p
+    }
+
+    #[test]
+    fn gso_buffer_is_cut_after_the_qdisc_and_serialised_back_to_back() {
+        // 12 Mbit/s: a 1514-B frame (+24 B framing: preamble 8, FCS 4, IFG 12) takes
+        // 1538*8/12e6 s = 1.0253333 ms, rounded up to whole nanoseconds per packet.
+        let q = AnyQdisc::Pfifo(pfifo_with_limit(10));
+        let mut dev = Device::new(q, RateModel::Constant(12_000_000), 24, 0, false);
+        let mut drops = Drops::new();
+        assert_eq!(dev.enqueue(gso_buffer(3), Time::ZERO, &mut drops), 0);
+        let mut seen = 0;
+        let r = dev.poll(
+            Time::ZERO,
+            &mut drops,
+            &mut |_| seen += 1,
+            |_, _| unreachable!(),
+        );
+        assert!(matches!(r, Poll::Burst { segments: 3 }));
+        assert_eq!(seen, 1, "the qdisc saw one buffer");
+        let mut ends = vec![];
+        while let Some(s) = dev.next_segment() {
+            assert_eq!(s.pkt.len_bytes, 1514);
+            assert_eq!(s.depart, s.end);
+            ends.push(s.end.0);
+        }
+        assert_eq!(ends, vec![1_025_334, 2_050_668, 3_076_002]);
+        let r = dev.poll(Time(1), &mut drops, &mut nop, |_, _| {});
+        assert!(matches!(r, Poll::Busy(Time(3_076_002))));
+        let done = dev.tx_done(Time(3_076_002));
+        assert_eq!(
+            done,
+            TxDone {
+                wire_packets: 3,
+                bytes: 3 * 1514
+            }
+        );
+        let r = dev.poll(Time(3_076_002), &mut drops, &mut nop, |_, _| {});
+        assert!(matches!(r, Poll::Idle));
+    }
+
+    #[test]
+    fn shaper_releases_a_packet_whole_at_the_start_of_its_slot() {
+        let q = AnyQdisc::Pfifo(pfifo_with_limit(10));
+        let mut dev = Device::new(q, RateModel::Constant(1_000_000), 0, 0, true);
+        let mut drops = Drops::new();
+        dev.enqueue(Packet::synthetic(1, 1, 125), Time(5), &mut drops);
+        let r = dev.poll(Time(5), &mut drops, &mut nop, |_, _| unreachable!());
+        assert!(matches!(r, Poll::Burst { segments: 1 }));
+        let s = dev.next_segment().unwrap();
+        // 125 B at 1 Mbit/s = 1 ms; it propagates from the slot's start.
+        assert_eq!((s.depart, s.end), (Time(5), Time(1_000_005)));
+        assert!(dev.next_segment().is_none());
+    }
+
+    #[test]
+    fn ring_is_filled_while_the_wire_is_busy() {
+        let q = AnyQdisc::Pfifo(pfifo_with_limit(10));
+        let mut dev = Device::new(q, RateModel::Constant(1_000_000), 0, 2, false);
+        let mut drops = Drops::new();
+        for uid in 1..=4 {
+            dev.enqueue(Packet::synthetic(uid, 1, 125), Time::ZERO, &mut drops);
+        }
+        let mut left = vec![];
+        dev.refill(Time::ZERO, &mut drops, &mut |p| left.push(p.uid));
+        let mut sent = vec![];
+        let r = dev.poll(Time::ZERO, &mut drops, &mut nop, |p, end| {
+            sent.push((p.uid, end))
+        });
+        // 125 B at 1 Mbit/s = 1 ms.
+        assert!(matches!(
+            r,
+            Poll::Sent {
+                end: Time(1_000_000)
+            }
+        ));
+        assert_eq!(sent, vec![(1, Time(1_000_000))]);
+        // Two left the qdisc for the ring, one of them went on the wire.
+        assert_eq!(
+            (left.clone(), dev.ring_len(), dev.qdisc.len_packets()),
+            (vec![1, 2], 1, 2)
+        );
+        dev.refill(Time::ZERO, &mut drops, &mut |p| left.push(p.uid));
+        assert_eq!(
+            (left, dev.ring_len(), dev.qdisc.len_packets()),
+            (vec![1, 2, 3], 2, 1)
+        );
+        let r = dev.poll(Time::ZERO, &mut drops, &mut nop, |_, _| {});
+        assert!(matches!(r, Poll::Busy(Time(1_000_000))));
+    }
+}
