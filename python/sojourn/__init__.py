@@ -7,6 +7,7 @@ Quick start::
     res.summary["links"]["bottleneck"]["utilisation"]
     res.flows                                   # pandas DataFrame, one row per flow
     res.series("bottleneck", "queue_packets")   # a time series
+    flows = sojourn.load("results/aqm")         # a run or a whole sweep as one tidy DataFrame
 
 The engine is Rust (``sojourn._engine``); this package is the front-end: configuration
 loading, results I/O, statistics, plots and the ``sojourn`` command.
@@ -17,10 +18,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from ._config import ConfigError, check_depth, load, set_key
+from ._config import ConfigError, check_depth, set_key
+from ._config import load as _load_config
 from .results import Result
+from .tidy import load
 
-__all__ = ["run", "emulate", "emulate_cleanup", "validate", "qdiscs", "sweep", "Result", "ConfigError",
+__all__ = ["run", "emulate", "emulate_cleanup", "validate", "qdiscs", "sweep", "load", "Result", "ConfigError",
            "PrivilegeError", "EmulateError", "__version__"]
 
 try:
@@ -48,7 +51,7 @@ def _live_engine():
 
 def _prepare(source: Source, overrides: Optional[Mapping[str, Any]] = None, duration: Optional[str] = None,
              base_dir: Optional[Union[str, Path]] = None) -> tuple[dict, str, Path]:
-    cfg, name, base = load(source)
+    cfg, name, base = _load_config(source)
     if base_dir is not None:  # relative paths (traces) of a dict config resolve here
         base = Path(base_dir)
     if overrides is not None and not isinstance(overrides, Mapping):
@@ -100,7 +103,7 @@ def run(
     seed: Optional[int] = None,
     duration: Optional[str] = None,
     overrides: Optional[Mapping[str, Any]] = None,
-    progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
+    progress: Union[bool, Callable[[float, float, int], Optional[bool]], None] = None,
     base_dir: Optional[Union[str, Path]] = None,
 ) -> Result:
     """Runs one experiment and returns its :class:`Result`.
@@ -110,18 +113,26 @@ def run(
     sets dotted keys (``{"topology.bottleneck.qdisc": "codel"}``); ``base_dir`` is where
     relative paths of a dict config resolve. ``progress(sim_s,
     end_s, events)`` is called about every 65k events; returning ``False`` aborts.
+    ``progress=True`` shows a progress bar with an ETA (in a terminal or a Jupyter notebook).
     """
     eng = _engine_or_fail()
     seed = check_seed(seed)
     cfg, name, base = _prepare(source, overrides, duration, base_dir)
     t0 = time.perf_counter()
     try:
-        raw = eng.run(cfg, str(base), seed, progress)
+        if progress is True:
+            from .progress import RunProgress
+
+            with RunProgress(name) as bar:
+                raw = eng.run(cfg, str(base), seed, bar)
+        else:
+            raw = eng.run(cfg, str(base), seed, progress or None)
     except eng.ConfigError as e:
         raise _wrap_engine_error(name, e) from None
     wall = time.perf_counter() - t0
     summary_events = None
     res = Result.from_engine(raw)
+    res.experiment = {k: v for k, v in cfg.items() if k != "seed"}
     summary_events = res.summary.get("events", 0)
     sim_s = res.summary.get("duration_s", 0.0)
     pkts = sum(l.get("tx_packets", 0) for l in res.summary.get("links", {}).values())

@@ -32,23 +32,23 @@ def emulate(
     seed: Optional[int] = None,
     progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
 ) -> dict[str, Any]:
-    """Runs one experiment live (namespaces and the user-space forwarder; Linux, root).
-    Same arguments and result as ``run``."""
+    """Runs one experiment live (Linux, root): the same tables as :func:`run`."""
 
 def emulate_check(cfg: dict[str, Any], base_dir: str) -> None:
-    """Raises ConfigError for what the live engine would refuse (nothing created)."""
+    """Raises ConfigError for what the live engine would refuse; creates nothing."""
 
 def emulate_cleanup() -> tuple[list[str], list[str]]:
-    """Removes namespaces left by killed live runs: (namespaces removed, errors)."""
-
-def source_hash() -> str:
-    """SHA-256 of the sources this engine was built from."""
+    """Removes namespaces left by killed live runs: (removed, errors)."""
 
 def qdiscs() -> list[tuple[str, str]]:
     """(name, summary) of every registered discipline."""
 
 def version() -> str:
     """The engine's version."""
+
+def source_hash() -> str:
+    """SHA-256 of the engine's sources at build time (crates/**/*.rs and Cargo files); the
+    test suite compares it with the tree's to refuse a stale build."""
 
 def parse_bytes(s: str) -> int:
     """Bytes in a size such as "1500B", "300KiB", "64kB" (ValueError on bad input)."""

@@ -23,6 +23,7 @@ examples:
   sojourn sweep experiments/examples/compare-aqm.sweep.toml --out results/cmp --jobs 2
   sojourn compare results/cmp
   sojourn deploy plan exp.toml --node client --iface eth0
+  sojourn report results/cmp -o cmp.html
   sojourn threshold "bounded-pareto alpha=1.2 min=300KiB max=1GiB" --load 0.88
 
 Results: summary.json, flows.parquet, timeseries.parquet (and packets.parquet) in --out;
@@ -58,7 +59,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     import sojourn
     from . import _outdir
     from .progress import RunProgress
-    from .report import print_run, write_run_report
+    from .report import print_run
 
     try:
         sojourn.check_seed(a.seed, "--seed")
@@ -80,10 +81,45 @@ def cmd_run(a: argparse.Namespace) -> int:
     except BaseException:
         out_dir.undo()
         raise
-    out = res.write(a.out, extra=None if a.no_report else (lambda staging: write_run_report(res, staging)))
+    out = res.write(a.out, extra=None if a.no_report else (lambda staging: _write_reports(res, staging)))
     if not a.quiet:
         print_run(res)
-        print(f"results in {out}/ (summary.json, flows.parquet, timeseries.parquet{', report.md' if not a.no_report else ''})")
+        print(f"results in {out}/ (summary.json, flows.parquet, timeseries.parquet{', report.html, report.md' if not a.no_report else ''})")
+    return 0
+
+
+def _write_reports(res, staging: Path) -> None:
+    """report.md with its plots and the self-contained report.html, written into the run's
+    staging directory so they appear together with the results (results.Result.write)."""
+    from .htmlreport import write_report
+    from .report import write_run_report
+
+    write_run_report(res, staging)
+    write_report([staging], out=staging / "report.html", source=res.summary.get("experiment"))
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    from .htmlreport import write_report
+
+    try:
+        path = write_report(a.dirs, out=Path(a.output) if a.output else None, title=a.title, end_margin=a.end_margin)
+    except (FileNotFoundError, KeyError, ValueError) as e:
+        return _err(str(e).strip("'\""))
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def cmd_flent(a: argparse.Namespace) -> int:
+    from .flent import write_flent
+
+    if a.output and len(a.runs) > 1:
+        return _err("flent: -o/--output takes one RUN_DIR")
+    for d in a.runs:
+        try:
+            path = write_flent(d, out=a.output, link=a.link)
+        except (FileNotFoundError, KeyError, ValueError) as e:
+            return _err(str(e).strip("'\""))
+        print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -212,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--duration", help='override the duration, e.g. "60s"')
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a key, e.g. topology.bottleneck.qdisc=codel (repeatable)")
     r.add_argument("--quiet", action="store_true", help="no progress bar and no tables")
-    r.add_argument("--no-report", action="store_true", help="do not write report.md and plots")
+    r.add_argument("--no-report", action="store_true", help="do not write report.html, report.md and plots")
     r.set_defaults(func=cmd_run)
 
     e = sub.add_parser("emulate", help="run one experiment live: real Linux TCP in namespaces through sojourn's disciplines (root)",
@@ -241,11 +277,39 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--set", action="append", metavar="KEY=VALUE")
     v.set_defaults(func=cmd_validate)
 
+    rp = sub.add_parser("report", help="write one self-contained HTML report (interactive plots) for a run or a sweep",
+                        description="Writes a single HTML file with the summary tables, the experiment and versions, and "
+                                    "interactive plots (time series, CDFs of FCT and per-packet sojourn, FCT against size with "
+                                    "age-based variants paired, Lorenz curves, throughput against latency). It needs no "
+                                    "network access to open. `run` and `compare` write it by default.",
+                        epilog="examples:\n  sojourn report results/cbr\n  sojourn report results/aqm -o aqm.html\n"
+                               "  sojourn report results/run-a results/run-b -o ab.html --title 'A against B'\n\n"
+                               "docs/reports.md describes every plot; docs/statistics.md which interval is which.",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rp.add_argument("dirs", nargs="+", metavar="DIR", help="a run directory, a sweep directory, or several run directories")
+    rp.add_argument("-o", "--output", metavar="FILE", help="the HTML file to write (default: DIR/report.html)")
+    rp.add_argument("--title", help="the report's title (default: the sweep's or the experiment's name)")
+    rp.add_argument("--end-margin", metavar="DURATION",
+                    help='leave out flows that end in the last DURATION of their run (default: the sweep file\'s end_margin)')
+    rp.set_defaults(func=cmd_report)
+
+    fl = sub.add_parser("flent", help="export a run's time series as a Flent data file (.flent.gz)",
+                        description="Writes the bottleneck's throughput and queueing delay (and per-flow goodput, when "
+                                    "recorded) as a Flent data file of the tcp_1up test, so `flent -i FILE -p totals` "
+                                    "plots it next to testbed measurements.",
+                        epilog="examples:\n  sojourn flent results/cbr\n  sojourn flent results/aqm/runs/codel/seed-1 -o codel.flent.gz\n"
+                               "  flent -i codel.flent.gz -p totals -o codel.png",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    fl.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (with summary.json and timeseries.parquet)")
+    fl.add_argument("-o", "--output", metavar="FILE", help="the file to write (one run only; default RUN_DIR/<experiment>.flent.gz)")
+    fl.add_argument("--link", help="the link to export (default: the busiest)")
+    fl.set_defaults(func=cmd_flent)
+
     q = sub.add_parser("qdiscs", help="list the disciplines an experiment can use")
     q.set_defaults(func=cmd_qdiscs)
 
     try:
-        from . import compare as _compare
+        from . import cli_compare as _compare
         from . import sweeps as _sweeps
 
         _sweeps.add_parser(sub)
@@ -267,8 +331,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "threshold":
+        # `threshold` has its own parser (and its own --help): hand it every word, even a
+        # leading -h/--help, which the top-level parser would otherwise take.
+        from . import cli_threshold as _thr
+
+        return _thr.main(args[1:])
     p = build_parser()
-    a = p.parse_args(argv)
+    a = p.parse_args(args)
     if a.version:
         import sojourn
 

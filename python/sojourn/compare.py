@@ -25,6 +25,7 @@ import pandas as pd
 from ._plots import savefig
 from . import stats
 from ._cli_common import fail
+from .pairs import age_base, styles
 from .results import run_row
 from .units import parse_seconds
 
@@ -236,29 +237,6 @@ def table(data: Data, metric: str = "fct", baseline: Optional[str] = None) -> pd
     return pd.DataFrame(rows)
 
 
-def age_base(p: str, points: Sequence[str]) -> Optional[str]:
-    """The base point of an age-based point: ``age-X`` -> ``X``; also seed 000's names
-    ``age-prio-X`` -> ``X``, ``age-pfifofast`` -> ``pfifo``, and a trailing ``-suffix``
-    (``age-cake-strict`` -> ``cake``) when that is what exists. For a point name with axis
-    labels (``age-codel+1Gbit``) the labels must match (``codel+1Gbit``)."""
-    name, plus, labels = p.partition("+")
-    if not name.startswith("age-"):
-        return None
-    rest = name[4:]
-    cands = [rest]
-    if rest.startswith("prio-"):
-        cands.append(rest[5:])
-    cands += [c.replace("pfifofast", "pfifo").replace("pfifo_fast", "pfifo") for c in list(cands)]
-    for c in list(cands):
-        while "-" in c:
-            c = c.rsplit("-", 1)[0]
-            cands.append(c)
-    for c in cands:
-        if c and (c + plus + labels) in points and (c + plus + labels) != p:
-            return c + plus + labels
-    return None
-
-
 def age_pairs(data: Data, metric: str = "fct") -> pd.DataFrame:
     """Gain of every age-based point over its base (``age-X`` over ``X``, see
     :func:`age_base`), as seed 000's tables."""
@@ -371,14 +349,18 @@ def print_tables(t: pd.DataFrame, pairs: pd.DataFrame, metric: str, title: str, 
 # ------------------------------------------------------------------------------------
 
 
-def _sojourn_samples(data: Data, p: str) -> tuple:
-    """Bottleneck sojourn samples (ms) of a point and their kind: per packet from
-    packets.parquet, else queue delay estimated from the queue_bytes time series."""
+def _sojourn_cdf(data: Data, p: str) -> tuple:
+    """(x ms, CDF, kind) of a point's bottleneck sojourn: pooled over repeats from the
+    engine's per-packet histograms (histograms.parquet); result directories written before
+    histograms existed fall back to the packet log, then to sampled queue bytes / rate."""
     rs = data.runs[data.runs["point"] == p]
-    pk, ts = [], []
+    hs, pk, ts = [], [], []
     for r in rs.itertuples():
         d = data.root / r.run_dir
-        if (d / "packets.parquet").exists():
+        if (d / "histograms.parquet").exists():
+            h = pd.read_parquet(d / "histograms.parquet")
+            hs.append(h[h["link"].astype(str) == r.link])
+        elif (d / "packets.parquet").exists():
             x = pd.read_parquet(d / "packets.parquet", columns=["link", "event", "sojourn_ms"])
             sel = (x["link"].astype(str) == r.link) & (x["event"].astype(str) == "dequeue")
             pk.append(x.loc[sel, "sojourn_ms"].to_numpy(float))
@@ -386,19 +368,35 @@ def _sojourn_samples(data: Data, p: str) -> tuple:
             x = pd.read_parquet(d / "timeseries.parquet")
             sel = (x["entity"].astype(str) == r.link) & (x["metric"].astype(str) == "queue_bytes")
             ts.append(x.loc[sel, "value"].to_numpy(float) * 8.0 / r.rate_bps * 1e3)
-    if pk:
-        return np.concatenate(pk), "per packet"
-    if ts:
-        return np.concatenate(ts), "queue bytes / rate, sampled"
-    return np.array([]), ""
+    if hs:
+        h = pd.concat(hs, ignore_index=True)
+        x, y = stats.hist_cdf(h["lo_ns"], h["hi_ns"], h["count"])
+        return x * 1e-6, y, "per packet, engine histogram"
+    for arrs, kind in ((pk, "per packet, packet log"), (ts, "queue bytes / rate, sampled")):
+        if arrs:
+            v = np.sort(np.concatenate(arrs))
+            return v, np.arange(1, v.size + 1) / v.size, kind
+    return np.array([]), np.array([]), ""
+
+
+def _wide(v) -> bool:
+    """A log axis pays off when the positive values span more than two decades."""
+    a = np.asarray(v, dtype=float)
+    a = a[np.isfinite(a) & (a > 0)]
+    return a.size > 1 and a.max() / a.min() > 100.0
 
 
 def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
+    """PNG + SVG plots for papers (the interactive versions are in report.html). A
+    discipline and its age-based variant share a colour (the variant dashed or hatched);
+    axes are logarithmic where the values span more than two decades."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    st = styles(data.points)
+    ls = {"solid": "-", "dash": "--"}
     made = []
 
     def save(fig, name):
@@ -411,14 +409,28 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
     label, unit, scale, _ = METRICS[metric]
     ok = t[np.isfinite(t["metric_mean"])]
     if len(ok):
-        fig, ax = plt.subplots(figsize=(max(5, 0.7 * len(ok) + 2), 3.5))
+        fig, ax = plt.subplots(figsize=(max(5, 0.7 * len(ok) + 2), 3.8))
         x = np.arange(len(ok))
-        err = np.where(np.isfinite(ok["metric_ci"]), ok["metric_ci"], 0) * scale
-        ax.bar(x, ok["metric_mean"] * scale, yerr=err, capsize=4, color="#4C72B0")
+        multi = metric != "sojourn" and bool((ok["runs"] > 1).any()) and "fct_repeats_ci_s" in ok and metric == "fct"
+        if multi:  # the interval across repeats: runs are the independent unit
+            mean = ok["fct_repeats_mean_s"].to_numpy(float)
+            ci = ok["fct_repeats_ci_s"].to_numpy(float)
+            what = "95% CI across repeats"
+        else:
+            mean = ok["metric_mean"].to_numpy(float)
+            ci = ok["metric_ci"].to_numpy(float)
+            what = "95% CI across repeats" if metric == "sojourn" else "95% CI over flows (flows are correlated: too narrow)"
+        ax.bar(x, mean * scale, yerr=np.where(np.isfinite(ci), ci, 0) * scale, capsize=4,
+               color=[st[p].colour for p in ok["point"]], hatch=None, edgecolor="black", linewidth=0.4)
+        for bar, p in zip(ax.patches, ok["point"]):
+            if st[p].dash == "dash":
+                bar.set_hatch("//")
         ax.set_xticks(x, ok["point"], rotation=30, ha="right")
         ax.set_ylabel(f"{label} ({unit})")
-        ax.set_title(f"{label} with 95% CI")
-        ax.grid(axis="y", alpha=0.3)
+        ax.set_title(f"{label} with {what}", fontsize=9)
+        if _wide(mean):
+            ax.set_yscale("log")
+        ax.grid(axis="y", alpha=0.3, which="both")
         save(fig, f"{metric}_ci")
 
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -430,15 +442,16 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
         b = stats.fct_by_size(ff)
         if len(b):
             ax.errorbar(b["size_center"], b["mean"] * 1e3, yerr=np.nan_to_num(b["half_width"].to_numpy(float)) * 1e3,
-                        marker="o", ms=3, capsize=2, label=p)
+                        marker="o", ms=3, capsize=2, label=p, color=st[p].colour, ls=ls[st[p].dash])
             any_size = True
     if any_size:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("flow size (bytes)")
         ax.set_ylabel("mean FCT (ms)")
+        ax.set_title("a discipline and its age-based variant share a colour (variant dashed)", fontsize=8)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, ncol=2)
         save(fig, "fct_vs_size")
     else:
         plt.close(fig)
@@ -449,10 +462,11 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
         th = flow_throughputs(_point_flows(data, p))
         if th.size:
             lc = stats.lorenz_curve(th)
-            ax.plot(lc["share_flows"], lc["share_total"], label=f"{p} (gap {stats.lorenz_gap(th):.3f})", lw=1.2)
+            ax.plot(lc["share_flows"], lc["share_total"], label=f"{p} (gap {stats.lorenz_gap(th):.3f})", lw=1.2,
+                    color=st[p].colour, ls=ls[st[p].dash])
             any_l = True
     if any_l:
-        ax.plot([0, 1], [0, 1], "k--", lw=0.8, label="equality")
+        ax.plot([0, 1], [0, 1], "k:", lw=0.8, label="equality")
         ax.set_xlabel("share of flows")
         ax.set_ylabel("share of total throughput")
         ax.set_title("Lorenz curves of per-flow throughput")
@@ -463,18 +477,24 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
         plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    kinds = set()
+    kinds, allx = set(), []
     for p in data.points:
-        s, kind = _sojourn_samples(data, p)
-        if s.size:
-            s = np.sort(s)
-            ax.plot(s, np.arange(1, s.size + 1) / s.size, label=p, lw=1.2)
+        x, y, kind = _sojourn_cdf(data, p)
+        if x.size:
+            ax.plot(x, y, label=p, lw=1.2, color=st[p].colour, ls=ls[st[p].dash])
             kinds.add(kind)
+            allx.append(x)
     if kinds:
+        v = np.concatenate(allx)
+        if _wide(v):
+            ax.set_xscale("log")
+            pos = v[v >= 1e-3]
+            if pos.size:
+                ax.set_xlim(pos.min(), v.max() * 1.1)
         ax.set_xlabel(f"bottleneck sojourn (ms; {', '.join(sorted(kinds))})")
         ax.set_ylabel("CDF")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7, ncol=2)
         save(fig, "sojourn_cdf")
     else:
         plt.close(fig)
@@ -489,6 +509,8 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
 def compare(dirs: Sequence, metric: str = "fct", baseline: Optional[str] = None, plots: bool = False,
             out: Optional[Path] = None, console=None, quiet: bool = False, end_margin=None) -> pd.DataFrame:
     """Loads, prints (unless quiet) and writes ``compare.md`` (and plots); returns the table.
+    The command (:mod:`sojourn.cli_compare`) also writes ``report.html``
+    (:func:`sojourn.htmlreport.write_report`).
     ``end_margin`` (seconds or "60s"): leave out flows ending in the last part of a run;
     None = the sweep file's ``end_margin`` (sweep.json), else 0."""
     if metric not in METRICS:
@@ -513,46 +535,3 @@ def compare(dirs: Sequence, metric: str = "fct", baseline: Optional[str] = None,
     if not quiet:
         print_tables(t, pairs, metric, title, console, baseline)
     return t
-
-
-def cmd_compare(a) -> int:
-    try:
-        compare(a.dirs, metric=a.metric, baseline=a.baseline, plots=a.plots, out=a.out,
-                end_margin=getattr(a, "end_margin", None))
-    except (FileNotFoundError, KeyError, ValueError) as e:
-        return fail(str(e).strip("'\""))
-    out = a.out or (a.dirs[0] if len(a.dirs) == 1 else "the parent directory")
-    print(f"wrote {out}/compare.md" + (" and plots" if a.plots else ""), file=sys.stderr)
-    return 0
-
-
-COMPARE_EPILOG = """\
-examples:
-  sojourn compare results/aqm
-  sojourn compare results/aqm --baseline pfifo --metric fct --plots
-  sojourn compare results/run-a results/run-b --out results/ab
-
-Prints one row per point (mean with 95% CI over flows and across repeats, percentiles,
-goodput, utilisation, sojourn, drops), gains against --baseline and of every `age-X` over
-`X`; writes DIR/compare.md (and PNG+SVG plots with --plots).
-"""
-
-
-def add_parser(sub) -> None:
-    """Adds ``compare`` to the ``sojourn`` command's sub-parsers."""
-    import argparse
-
-    c = sub.add_parser("compare", help="compare the points of a sweep (tables, gains, plots)",
-                       description="Tables of FCT, goodput, utilisation, sojourn and drops per point of a sweep directory "
-                                   "(or per run directory), with 95%% confidence intervals and gains.",
-                       epilog=COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("dirs", nargs="+", metavar="DIR", help="a sweep output directory, or several run directories")
-    c.add_argument("--baseline", help="point to compute gains against (gain = mean/mean_baseline - 1)")
-    c.add_argument("--metric", choices=["fct", "sojourn", "goodput"], default="fct",
-                   help="headline metric for the CI plot and the gains (default: fct)")
-    c.add_argument("--plots", action="store_true", help="also write PNG+SVG plots next to compare.md")
-    c.add_argument("--out", help="where compare.md and plots go (default: the sweep directory)")
-    c.add_argument("--end-margin", metavar="DURATION",
-                   help='leave out flows that end in the last DURATION of their run, e.g. "60s" '
-                        "(default: the sweep file's end_margin, else 0)")
-    c.set_defaults(func=cmd_compare)

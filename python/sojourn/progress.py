@@ -1,4 +1,5 @@
-"""A terminal progress bar for long runs: simulated time, events/s and ETA."""
+"""A progress bar for long runs (simulated time, events/s and ETA), in a terminal and in
+Jupyter (rich renders there as a live widget)."""
 from __future__ import annotations
 
 import sys
@@ -9,6 +10,12 @@ from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn,
 from rich.text import Text
 
 
+def _in_jupyter() -> bool:
+    from rich.console import Console
+
+    return Console().is_jupyter
+
+
 class _Speed(ProgressColumn):
     def render(self, task: Task) -> Text:
         eps = task.fields.get("eps")
@@ -17,10 +24,10 @@ class _Speed(ProgressColumn):
 
 class RunProgress:
     """Context manager giving a ``progress(sim_s, end_s, events)`` callback; silent when
-    ``quiet`` or when stderr is not a terminal."""
+    ``quiet`` or when neither a terminal nor a notebook would show it."""
 
     def __init__(self, label: str, quiet: bool = False):
-        self.enabled = not quiet and sys.stderr.isatty()
+        self.enabled = not quiet and (sys.stderr.isatty() or _in_jupyter())
         self.label = label
         self._p: Optional[Progress] = None
         self._t0 = time.perf_counter()

@@ -83,7 +83,10 @@ def flows_table(res: Result) -> Table:
 
 
 def print_run(res: Result, console: Console | None = None) -> None:
-    console = console or Console()
+    import sys
+
+    # Not a terminal (a pipe, a log): wide enough that no column is cut to "bott…".
+    console = console or (Console() if sys.stdout.isatty() else Console(width=400))
     console.print(links_table(res))
     if res.summary["flows"]["count"]:
         console.print(flows_table(res))

@@ -7,6 +7,9 @@ Files in an output directory (schema in docs/output-schema.md):
 * ``flows.parquet`` - one row per flow;
 * ``timeseries.parquet`` - long form: ``time_s, entity, metric, value``;
 * ``packets.parquet`` - one row per logged packet event (when ``[record] packets`` is set);
+* ``histograms.parquet`` - the buckets of each link's per-packet sojourn histogram
+  (``link, lo_ns, hi_ns, count``), so percentiles can be pooled across repeats;
+* ``experiment.json`` - the experiment as run (after ``--set`` overrides; seed separate);
 * ``perf.json`` - wall-clock time and speed (not deterministic, hence separate).
 """
 from __future__ import annotations
@@ -76,6 +79,8 @@ class Result:
     packets_table: Optional[pa.Table] = None
     perf: dict = field(default_factory=dict)
     summary_text: str = ""
+    histograms_table: Optional[pa.Table] = None
+    experiment: Optional[dict] = None
 
     @property
     def flows(self) -> pd.DataFrame:
@@ -88,6 +93,11 @@ class Result:
     @property
     def packets(self) -> Optional[pd.DataFrame]:
         return None if self.packets_table is None else self.packets_table.to_pandas()
+
+    @property
+    def histograms(self) -> Optional[pd.DataFrame]:
+        """Per-link sojourn histogram buckets: ``link, lo_ns, hi_ns, count``."""
+        return None if self.histograms_table is None else self.histograms_table.to_pandas()
 
     def series(self, entity: str, metric: str) -> pd.Series:
         """One time series, indexed by time in seconds (e.g. ``("bottleneck", "queue_packets")``)."""
@@ -108,6 +118,7 @@ class Result:
             packets_table=None if raw.get("packets") is None else _arrow_table(raw["packets"]),
             perf=perf or {},
             summary_text=text,
+            histograms_table=_arrow_table(raw["histograms"]) if raw.get("histograms") is not None else None,
         )
 
     def write(self, out_dir: "str | os.PathLike[str]", extra: Optional[Callable[[Path], Any]] = None) -> Path:
@@ -135,10 +146,16 @@ class Result:
                 pq.write_table(self.packets_table, staging / "packets.parquet", compression="zstd")
             else:
                 (out / "packets.parquet").unlink(missing_ok=True)
+            if self.histograms_table is not None:
+                pq.write_table(self.histograms_table, staging / "histograms.parquet", compression="zstd")
+            if self.experiment is not None:
+                (staging / "experiment.json").write_text(json.dumps(self.experiment, indent=2, sort_keys=True, default=str) + "\n")
             (staging / "perf.json").write_text(json.dumps(self.perf, indent=2, sort_keys=True) + "\n")
+            # summary.json goes into the staging directory before `extra`, so a report can
+            # read the run as a whole; it still becomes visible last (renamed last below).
+            (staging / SUMMARY).write_text(self.summary_text or (json.dumps(self.summary, indent=2, sort_keys=True) + "\n"))
             if extra is not None:
                 extra(staging)
-            (staging / SUMMARY).write_text(self.summary_text or (json.dumps(self.summary, indent=2, sort_keys=True) + "\n"))
             for src in sorted(staging.iterdir()):
                 if src.name == SUMMARY:
                     continue
@@ -160,6 +177,8 @@ class Result:
             raise FileNotFoundError(f"{d}: no {SUMMARY} (not a sojourn result, or an incomplete one)")
         text = s.read_text()
         packets = d / "packets.parquet"
+        hists = d / "histograms.parquet"
+        exp = d / "experiment.json"
         perf = d / "perf.json"
         return cls(
             summary=json.loads(text),
@@ -168,6 +187,8 @@ class Result:
             packets_table=pq.read_table(packets) if packets.exists() else None,
             perf=json.loads(perf.read_text()) if perf.exists() else {},
             summary_text=text,
+            histograms_table=pq.read_table(hists) if hists.exists() else None,
+            experiment=json.loads(exp.read_text()) if exp.exists() else None,
         )
 
     def __repr__(self) -> str:  # pragma: no cover - convenience

@@ -492,9 +492,13 @@ class _Display:
     stderr is not a terminal; nothing when quiet."""
 
     def __init__(self, total: int, cached: int, label: str, quiet: bool):
+        from .progress import _in_jupyter
+
         self.quiet = quiet
-        self.tty = sys.stderr.isatty()
+        self.tty = sys.stderr.isatty() or _in_jupyter()
         self.total, self.done, self.failed = total, cached, 0
+        self.cached = cached
+        self._t0 = time.monotonic()
         self._p = None
         if not quiet and self.tty:
             from rich.console import Console
@@ -520,7 +524,16 @@ class _Display:
         if self._p is not None:
             self._p.update(self._task, advance=1, note=f"({self.failed} failed)" if self.failed else "")
         elif not self.quiet:
-            print(f"[{self.done}/{self.total}] {what}", file=sys.stderr)
+            print(f"[{self.done}/{self.total}] {what}{self.eta()}", file=sys.stderr)
+
+    def eta(self) -> str:
+        """'; ETA 3m12s' from the pace of the runs finished in this session."""
+        ran = self.done - self.cached
+        left = self.total - self.done
+        if ran <= 0 or left <= 0:
+            return ""
+        sec = (time.monotonic() - self._t0) / ran * left
+        return f"; ETA {int(sec // 60)}m{int(sec % 60):02d}s" if sec >= 60 else f"; ETA {sec:.0f}s"
 
     def close(self) -> None:
         if self._p is not None:

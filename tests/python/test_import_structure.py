@@ -76,7 +76,7 @@ def cycles(g: dict[str, set[str]]) -> list[set[str]]:
     comps: list[set[str]] = []
     for m in sorted(g):
         if m in r[m] and not any(m in c for c in comps):
-            comps.append({n for n in r[m] if m in r[n]} | {m})
+            comps.append({n for n in r[m] if m in r.get(n, ())} | {m})
     return comps
 
 

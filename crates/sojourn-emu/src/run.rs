@@ -613,6 +613,9 @@ fn collect(
         timeseries: ts_columns(&ts).0,
         series_names: ts_columns(&ts).1,
         packets: None,
+        histograms: sojourn_sim::output::histogram_columns(
+            rep.links.iter().map(|l| (l.name.as_str(), &l.sojourn_ns)),
+        ),
     }
 }
 

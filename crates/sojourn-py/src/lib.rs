@@ -61,7 +61,7 @@ pub(crate) fn to_value(
     if obj.is_instance_of::<PyString>() {
         return Ok(Value::Str(obj.extract::<String>().unwrap()));
     }
-    if let Ok(d) = obj.downcast::<PyDict>() {
+    if let Ok(d) = obj.cast::<PyDict>() {
         return Ok(Value::Table(to_table(d, path, depth + 1)?));
     }
     if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
@@ -100,7 +100,7 @@ fn to_table(d: &Bound<'_, PyDict>, path: &str, depth: usize) -> Result<Table, Co
 }
 
 pub(crate) fn conf_err(e: ConfError) -> PyErr {
-    Python::with_gil(|py| {
+    Python::attach(|py| {
         let err = ConfigError::new_err(e.to_string());
         let v = err.value(py);
         let _ = v.setattr("path", e.path.clone());
@@ -117,7 +117,7 @@ pub(crate) fn parse(cfg: &Bound<'_, PyDict>, base_dir: &str) -> PyResult<config:
 fn columns<'py>(py: Python<'py>, c: &Columns) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for (name, col) in &c.0 {
-        let (dtype, data): (&str, PyObject) = match col {
+        let (dtype, data): (&str, Py<PyAny>) = match col {
             Column::U64(v) => (
                 "<u8",
                 PyBytes::new(
@@ -191,16 +191,16 @@ fn run<'py>(
     cfg: &Bound<'py, PyDict>,
     base_dir: &str,
     seed: Option<u64>,
-    progress: Option<PyObject>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let exp = parse(cfg, base_dir)?;
     let seed = seed.unwrap_or(exp.seed);
     let mut py_err: Option<PyErr> = None;
     // The simulation runs without the GIL, so other Python threads keep running; the
     // signal check and the progress callback take it back about every 65k events.
-    let out = py.allow_threads(|| {
+    let out = py.detach(|| {
         let mut cb = |p: &sojourn_sim::Progress| -> bool {
-            Python::with_gil(|py| {
+            Python::attach(|py| {
                 if let Err(e) = py.check_signals() {
                     py_err = Some(e);
                     return false;
@@ -240,6 +240,7 @@ fn output_dict<'py>(py: Python<'py>, out: &sojourn_sim::RunOutput) -> PyResult<B
     d.set_item("flows", columns(py, &out.flows)?)?;
     d.set_item("timeseries", columns(py, &out.timeseries)?)?;
     d.set_item("series_names", columns(py, &out.series_names)?)?;
+    d.set_item("histograms", columns(py, &out.histograms)?)?;
     match &out.packets {
         Some(p) => d.set_item("packets", columns(py, p)?)?,
         None => d.set_item("packets", py.None())?,
@@ -259,7 +260,7 @@ fn emulate<'py>(
     cfg: &Bound<'py, PyDict>,
     base_dir: &str,
     seed: Option<u64>,
-    progress: Option<PyObject>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     use sojourn_emu::run::EmuError;
     let exp = parse(cfg, base_dir)?;

@@ -60,6 +60,9 @@ pub struct RunOutput {
     /// (series id, entity, metric) for `timeseries.series`.
     pub series_names: Columns,
     pub packets: Option<Columns>,
+    /// Per-link per-packet sojourn histograms with their buckets (`histograms.parquet`):
+    /// `link, lo_ns, hi_ns, count`, so percentiles can be pooled across repeats.
+    pub histograms: Columns,
 }
 
 impl RunOutput {
@@ -128,6 +131,27 @@ fn hist_ms(h: &Histogram) -> J {
         "max": ms(h.max().map(|x| x as f64)),
         "precision": "percentiles within 0.8% (log-linear histogram, 128 sub-buckets per octave)",
     })
+}
+
+/// `histograms.parquet` columns (`link, lo_ns, hi_ns, count`): the non-empty buckets of each
+/// link's per-packet sojourn histogram, for percentiles pooled across repeats. Every engine
+/// writes them (docs/output-schema.md).
+pub fn histogram_columns<'a>(links: impl Iterator<Item = (&'a str, &'a Histogram)>) -> Columns {
+    let (mut link, mut lo, mut hi, mut count) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (name, h) in links {
+        for (l, u, c) in h.buckets() {
+            link.push(name.to_string());
+            lo.push(l);
+            hi.push(u);
+            count.push(c);
+        }
+    }
+    let mut out = Columns::default();
+    out.add("link", Column::Str(link));
+    out.add("lo_ns", Column::U64(lo));
+    out.add("hi_ns", Column::U64(hi));
+    out.add("count", Column::U64(count));
+    out
 }
 
 /// Builds the outputs of a finished simulation.
@@ -414,11 +438,20 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
         Some(c)
     };
 
+    // histograms.parquet: the buckets of each link's sojourn histogram (measured after the
+    // warm-up, the same samples as summary.json's sojourn_ms).
+    let histograms = histogram_columns(
+        sim.links
+            .iter()
+            .map(|l| (l.name.as_str(), &l.stats.sojourn)),
+    );
+
     RunOutput {
         summary,
         flows,
         timeseries,
         series_names,
         packets,
+        histograms,
     }
 }

@@ -788,6 +788,15 @@ impl Sim {
                     }
                 }
                 Event::WarmupEnd => {
+                    // What the sampled links counted since their last sample survives the
+                    // reset: prev = -(counted since last sample), in wrapping arithmetic.
+                    for (k, &l) in self.sampled_links.iter().enumerate() {
+                        let st = &self.links[l as usize].stats;
+                        let drops: u64 = st.drops.iter().sum();
+                        let (pb, pd, pm) = self.prev_link[k];
+                        self.prev_link[k] =
+                            (pb.wrapping_sub(st.tx_bytes), pd.wrapping_sub(drops), pm);
+                    }
                     for l in &mut self.links {
                         l.reset_stats(t);
                     }
@@ -860,10 +869,12 @@ impl Sim {
             let drops: u64 = link.stats.drops.iter().sum();
             let marks = link.dev.qdisc.ecn_marks();
             let (pb, pd, pm) = self.prev_link[k];
-            // Counters restart at warm-up end; deltas then restart from zero.
+            // Deltas since the previous sample. The warm-up end resets the link counters
+            // and carries what was counted since the last sample into `prev_link` (as a
+            // wrapped negative offset), so the first sample after it is not a false 0.
             let tx = link.stats.tx_bytes;
-            let d_tx = tx.saturating_sub(if tx >= pb { pb } else { 0 });
-            let d_drop = drops.saturating_sub(if drops >= pd { pd } else { 0 });
+            let d_tx = tx.wrapping_sub(pb);
+            let d_drop = drops.wrapping_sub(pd);
             self.prev_link[k] = (tx, drops, marks);
             let s = &mut self.series;
             s.push(
