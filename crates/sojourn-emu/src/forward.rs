@@ -40,14 +40,15 @@
 use crate::afpacket::{PacketSocket, MAX_BATCH};
 use crate::netns::Mac;
 use crate::wire;
+use sojourn_core::device::{Device, Poll};
+pub use sojourn_core::device::{RateModel, Trace};
 use sojourn_core::hist::Histogram;
 use sojourn_core::params::Value;
-use sojourn_core::qdisc::{self, AnyQdisc, BuildCtx, Dequeue, DropReason, Drops, Qdisc};
+use sojourn_core::qdisc::{self, BuildCtx, DropReason, Drops, Qdisc};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, FlowKey, Packet, Time};
 use sojourn_sim::classify::{lookup, Conntrack};
 pub use sojourn_sim::classify::{ConntrackPlan, CountBytes, CountDirection};
-pub use sojourn_sim::link::{RateModel, Trace};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::IpAddr;
@@ -440,18 +441,22 @@ fn slot_of(p: &Packet) -> u32 {
 
 struct Link {
     plan: LinkPlan,
-    qdisc: AnyQdisc,
-    rate: RateModel,
-    schedule_idx: usize,
+    /// sojourn-core's sans-IO device: the qdisc, the serialiser at the link's rate
+    /// (constant, schedule or Mahimahi trace, framing per wire packet) — the same code
+    /// the simulator drives. Delay, loss and the clock are the forwarder's.
+    dev: Device,
     delay: Duration,
     delay_idx: usize,
     loss_rng: Rng,
-    /// The serialiser is free from this time on.
+    /// End of the transmission in progress (the device is busy until `tx_done` is
+    /// called for it), or of the last one.
     tx_free_at: Time,
     /// Last time passed to the qdisc (its operations must see non-decreasing times).
     clock: Time,
-    /// The qdisc's watchdog (`Dequeue::NotBefore`), cleared by an enqueue.
+    /// Do not poll before this time (the qdisc's watchdog), unless an enqueue comes.
     not_before: Option<Time>,
+    /// The device's outstanding wake-up (from `take_wake`), until `wake` is called.
+    pending_wake: Option<Time>,
     /// Packets propagating, with release times (non-decreasing).
     in_flight: VecDeque<(Time, Packet)>,
     last_release: Time,
@@ -459,28 +464,6 @@ struct Link {
 }
 
 impl Link {
-    fn rate_at(&mut self, now: Time) -> u64 {
-        match &self.rate {
-            RateModel::Constant(r) => *r,
-            RateModel::Schedule(s) => {
-                while self.schedule_idx + 1 < s.len() && s[self.schedule_idx + 1].0 <= now {
-                    self.schedule_idx += 1;
-                }
-                s[self.schedule_idx].1
-            }
-            RateModel::Trace(_) => 0,
-        }
-    }
-
-    /// When a packet of `bytes` whose transmission starts at `start` is fully sent.
-    fn tx_end(&mut self, start: Time, bytes: u32) -> Time {
-        if let RateModel::Trace(t) = &mut self.rate {
-            return t.completion(start, bytes);
-        }
-        let r = self.rate_at(start).max(1);
-        start + sojourn_core::time::tx_time(bytes as u64, r)
-    }
-
     fn release_time(&mut self, tx_end: Time) -> Time {
         let sched = &self.plan.delay_schedule;
         while self.delay_idx < sched.len() && sched[self.delay_idx].0 <= tx_end {
@@ -492,10 +475,14 @@ impl Link {
         t
     }
 
+    fn queued(&self) -> usize {
+        self.dev.qdisc.len_packets()
+    }
+
     /// When this link next needs the thread: its next release, or the next dequeue.
     fn next_event(&self) -> Time {
         let mut t = self.in_flight.front().map_or(Time::MAX, |&(t, _)| t);
-        if self.qdisc.len_packets() > 0 {
+        if self.queued() > 0 {
             let d = self.tx_free_at.max(self.not_before.unwrap_or(Time::ZERO));
             t = t.min(d);
         }
@@ -642,15 +629,14 @@ impl Forwarder {
                 _ => "?".into(),
             };
             links.push(Link {
-                qdisc: q,
-                rate: lp.rate.clone(),
-                schedule_idx: 0,
+                dev: Device::new(q, lp.rate.clone(), lp.framing_bytes, 0, false),
                 delay: lp.delay,
                 delay_idx: 0,
                 loss_rng: Rng::stream(plan.seed, "emu-loss", i as u64),
                 tx_free_at: Time::ZERO,
                 clock: Time::ZERO,
                 not_before: None,
+                pending_wake: None,
                 in_flight: VecDeque::new(),
                 last_release: Time::ZERO,
                 rep: LinkReport {
@@ -740,11 +726,18 @@ impl Forwarder {
         }
     }
 
-    /// Starts every transmission link `li` would have started up to `t`.
+    /// Starts every transmission link `li` would have started up to `t`, each at its
+    /// exact (virtual) time.
     fn advance(&mut self, li: usize, t: Time) {
         loop {
             let link = &mut self.links[li];
-            if link.tx_free_at > t || link.qdisc.len_packets() == 0 {
+            if link.dev.is_busy() {
+                if link.tx_free_at > t {
+                    return;
+                }
+                link.dev.tx_done(link.tx_free_at);
+            }
+            if link.queued() == 0 {
                 return;
             }
             let mut at = link.tx_free_at.max(link.clock);
@@ -754,52 +747,90 @@ impl Forwarder {
                 }
                 at = at.max(w);
             }
+            if let Some(w) = link.pending_wake {
+                if w <= at {
+                    link.dev.wake(w);
+                    link.pending_wake = None;
+                }
+            }
             link.clock = at;
             link.not_before = None;
-            let res = link.qdisc.dequeue(at, &mut self.drops);
+            let mut sojourn = None;
+            let mut sent = None;
+            let res = link.dev.poll(
+                at,
+                &mut self.drops,
+                &mut |p: &Packet| sojourn = Some(at.saturating_since(p.enqueued_at).as_ns()),
+                |p, end| sent = Some((p, end)),
+            );
+            if let Some(ns) = sojourn {
+                link.rep.sojourn_ns.record(ns);
+            }
             if !self.drops.is_empty() {
                 self.settle_drops(li);
             }
             let link = &mut self.links[li];
             match res {
-                Dequeue::Packet(p) => {
-                    link.rep
-                        .sojourn_ns
-                        .record(at.saturating_since(p.enqueued_at).as_ns());
-                    let bytes = p.len_bytes + link.plan.framing_bytes;
-                    let end = link.tx_end(at, bytes);
+                Poll::Sent { end } => {
                     link.tx_free_at = end;
-                    if link.plan.loss > 0.0 && link.loss_rng.chance(link.plan.loss) {
-                        link.rep.drops[DropReason::LinkLoss as usize] += 1;
-                        self.pool.release(slot_of(&p));
-                        continue;
+                    if let Some((p, _)) = sent {
+                        self.depart(li, p, end);
                     }
-                    if p.ecn == sojourn_core::Ecn::Ce {
-                        let f = self.pool.frame_mut(slot_of(&p));
-                        let was_ce = wire::ecn_bits(f) == 3;
-                        if wire::set_ce(f) && !was_ce {
-                            link.rep.ce_written += 1;
-                        }
-                    }
-                    let rel = link.release_time(end);
-                    link.in_flight.push_back((rel, p));
                 }
-                Dequeue::Empty => {
-                    if link.qdisc.len_packets() > 0 {
-                        // Packets counted but none to give (should not happen): poll again
-                        // in 100 µs rather than spinning on it.
-                        link.not_before = Some(at + Duration::from_us(100));
+                Poll::Burst { .. } => {
+                    // A GSO buffer (GSO mode): the device times its wire segments back to
+                    // back; the real buffer leaves whole when its last segment is out (the
+                    // kernel segments it on the way to the host, or hands it on).
+                    let buffer = *link.dev.burst_buffer().expect("a burst has a buffer");
+                    let mut end = at;
+                    while let Some(seg) = link.dev.next_segment() {
+                        end = seg.end;
                     }
-                    return;
+                    link.tx_free_at = end;
+                    self.depart(li, buffer, end);
                 }
-                Dequeue::NotBefore(w) => {
-                    link.not_before = Some(w.max(at));
+                Poll::Busy(_) => return,
+                Poll::Idle => {
+                    if let Some(w) = link.dev.take_wake() {
+                        link.pending_wake = Some(w);
+                    }
+                    if link.queued() == 0 {
+                        return;
+                    }
+                    // Throttled (a shaper or pacer: the kernel's qdisc watchdog). A qdisc
+                    // that counts packets but gives none without a wake-up (should not
+                    // happen) is polled again in 100 µs rather than spun on.
+                    let w = link
+                        .pending_wake
+                        .unwrap_or(at + Duration::from_us(100))
+                        .max(at + Duration::from_ns(1));
+                    link.not_before = Some(w);
                     if w > t {
                         return;
                     }
                 }
             }
         }
+    }
+
+    /// A packet's serialisation on link `li` ended at `end`: random loss, the CE mark
+    /// into the real header, and into the delay line.
+    fn depart(&mut self, li: usize, p: Packet, end: Time) {
+        let link = &mut self.links[li];
+        if link.plan.loss > 0.0 && link.loss_rng.chance(link.plan.loss) {
+            link.rep.drops[DropReason::LinkLoss as usize] += 1;
+            self.pool.release(slot_of(&p));
+            return;
+        }
+        if p.ecn == sojourn_core::Ecn::Ce {
+            let f = self.pool.frame_mut(slot_of(&p));
+            let was_ce = wire::ecn_bits(f) == 3;
+            if wire::set_ce(f) && !was_ce {
+                link.rep.ce_written += 1;
+            }
+        }
+        let rel = link.release_time(end);
+        link.in_flight.push_back((rel, p));
     }
 
     /// Enqueues `p` (its frame in the pool) into link `li` at `now`.
@@ -815,7 +846,9 @@ impl Forwarder {
         link.clock = at;
         p.enqueued_at = at;
         link.not_before = None;
-        link.qdisc.enqueue(p, at, &mut self.drops);
+        let extra = link.dev.enqueue(p, at, &mut self.drops);
+        // Splitting disciplines are refused in GSO mode, and MTU frames are never split.
+        debug_assert_eq!(extra, 0);
         if !self.drops.is_empty() {
             self.settle_drops(li);
         }
@@ -1024,8 +1057,8 @@ impl Forwarder {
             self.samples.push(Sample {
                 t_ns: t.as_ns(),
                 link: i,
-                qlen_pkts: l.qdisc.len_packets() as u64,
-                qlen_bytes: l.qdisc.len_bytes(),
+                qlen_pkts: l.dev.qdisc.len_packets() as u64,
+                qlen_bytes: l.dev.qdisc.len_bytes(),
                 delivered_bytes: l.rep.delivered_bytes,
                 delivered_pkts: l.rep.delivered_pkts,
                 dropped_pkts: l.rep.dropped(),
@@ -1185,8 +1218,8 @@ impl Forwarder {
         }
         let mut links = Vec::with_capacity(self.links.len());
         for l in &mut self.links {
-            l.rep.queued_at_end = l.qdisc.len_packets() as u64 + l.in_flight.len() as u64;
-            l.rep.ecn_marks = l.qdisc.ecn_marks();
+            l.rep.queued_at_end = l.dev.qdisc.len_packets() as u64 + l.in_flight.len() as u64;
+            l.rep.ecn_marks = l.dev.qdisc.ecn_marks();
             links.push(l.rep.clone());
         }
         ForwarderReport {
