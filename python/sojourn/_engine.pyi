@@ -64,3 +64,10 @@ def size_dist_spec(spec: Any, base_dir: str = ".", key: str = "size") -> dict[st
 
 def sample_sizes(spec: Any, n: int, seed: int, base_dir: str = ".") -> list[int]:
     """n sizes drawn by the engine's sampler from Rng::from_seed(seed)."""
+
+def deploy_model(cfg: dict[str, Any], base_dir: str) -> dict[str, Any]:
+    """The deployable view of an experiment (sojourn.deploy): name, nodes, links (per
+    direction: name, from, to, rate_kind, rate_bps, shaper, delay_ns, loss, qdisc, not_linux
+    = (kind, reason) or None, tc = tc qdisc argument lines or None, tc_shaped = [(object,
+    args)] behind htb or None), classifiers (nodes, hook, map = [(upto_bytes, priority)]) and
+    conntrack (per node: None or (direction, bytes))."""

@@ -22,6 +22,7 @@ examples:
   sojourn qdiscs
   sojourn sweep experiments/examples/compare-aqm.sweep.toml --out results/cmp --jobs 2
   sojourn compare results/cmp
+  sojourn deploy plan exp.toml --node client --iface eth0
   sojourn report results/cmp -o cmp.html
   sojourn threshold "bounded-pareto alpha=1.2 min=300KiB max=1GiB" --load 0.88
 
@@ -316,6 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
         _compare.add_parser(sub)
     except ImportError:  # pragma: no cover
         pass
+    from . import deploy as _deploy
+
+    _deploy.add_parser(sub)
     try:
         from . import cli_threshold as _thr
 

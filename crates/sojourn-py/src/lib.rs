@@ -9,6 +9,7 @@ use sojourn_core::params::{ConfError, Table, Value};
 use sojourn_sim::{config, Column, Columns};
 use std::path::Path;
 
+mod deploy;
 mod model;
 
 pyo3::create_exception!(
@@ -108,7 +109,7 @@ pub(crate) fn conf_err(e: ConfError) -> PyErr {
     })
 }
 
-fn parse(cfg: &Bound<'_, PyDict>, base_dir: &str) -> PyResult<config::Experiment> {
+pub(crate) fn parse(cfg: &Bound<'_, PyDict>, base_dir: &str) -> PyResult<config::Experiment> {
     let t = to_table(cfg, "", 0).map_err(conf_err)?;
     config::from_table(&t, Path::new(base_dir)).map_err(conf_err)
 }
@@ -363,5 +364,6 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(source_hash, m)?)?;
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
     model::register(m)?;
+    deploy::register(m)?;
     Ok(())
 }
