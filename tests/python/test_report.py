@@ -298,3 +298,17 @@ def test_validate_shows_the_discipline_as_linux_applies_it():
     assert r.returncode == 0, r.stderr
     line = next(x for x in r.stdout.splitlines() if x.strip().startswith("bottleneck"))
     assert "quantum=0" in line and "quantum 256" in line, line
+
+
+def test_sweep_progress_prints_an_eta_without_a_terminal(monkeypatch, capsys):
+    """Plain progress lines (a pipe, a log, CI) carry an ETA from the pace of the runs done
+    in this session: 2 of 10 runs (1 cached) done in 60 s -> 8 left at 60 s each = 8 min."""
+    from sojourn import sweeps
+
+    clock = [1000.0]
+    monkeypatch.setattr(sweeps.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(sweeps.sys.stderr, "isatty", lambda: False, raising=False)
+    d = sweeps._Display(total=10, cached=1, label="t", quiet=False)
+    clock[0] += 60.0
+    d.finished("p seed 1", True)
+    assert capsys.readouterr().err.strip() == "[2/10] p seed 1; ETA 8m00s"
