@@ -12,7 +12,6 @@ use crate::netns::{self, Mac, Offloads, VethEnd};
 use crate::plan::{self, LivePlan, GATEWAY, PREFIX};
 use crate::sock::{self, Netns};
 use serde_json::{json, Map, Value as J};
-use sojourn_core::hist::Histogram;
 use sojourn_core::params::{ConfError, ConfResult};
 use sojourn_core::qdisc::DropReason;
 use sojourn_core::{Duration, Time};
@@ -22,6 +21,7 @@ use sojourn_sim::config::Experiment;
 use sojourn_sim::flows::FlowRecord;
 use sojourn_sim::link::{rate_model, RateModel};
 use sojourn_sim::metrics::TimeSeries;
+use sojourn_sim::output::hist_ms;
 use sojourn_sim::output::{describe, fct_of, FctFrom, SCHEMA_VERSION};
 use sojourn_sim::{Column, Columns, RunOutput};
 use std::net::IpAddr;
@@ -389,22 +389,6 @@ pub fn run(
     }
     let wall = wall0.elapsed().as_secs_f64();
     Ok(collect(exp, seed, &lp, &report, result, ts, wall))
-}
-
-fn hist_ms(h: &Histogram) -> J {
-    if h.is_empty() {
-        return json!({ "count": 0 });
-    }
-    let ms = |v: Option<f64>| v.map(|x| x * 1e-6).unwrap_or(f64::NAN);
-    json!({
-        "count": h.count(),
-        "mean": h.mean() * 1e-6,
-        "p50": ms(h.quantile(0.50)),
-        "p95": ms(h.quantile(0.95)),
-        "p99": ms(h.quantile(0.99)),
-        "max": ms(h.max().map(|x| x as f64)),
-        "precision": "percentiles within 0.8% (log-linear histogram, 128 sub-buckets per octave)",
-    })
 }
 
 /// Capacity of a rate model over [a, b), in bits (integrating schedules and traces as

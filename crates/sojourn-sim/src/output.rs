@@ -117,7 +117,9 @@ pub fn describe(xs: &mut [f64]) -> J {
     })
 }
 
-fn hist_ms(h: &Histogram) -> J {
+/// The `sojourn_ms` block of summary.json from a sojourn histogram in ns (every engine
+/// writes it the same way).
+pub fn hist_ms(h: &Histogram) -> J {
     if h.is_empty() {
         return json!({ "count": 0 });
     }
