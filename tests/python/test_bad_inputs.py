@@ -100,7 +100,12 @@ def test_bad_input_through_the_command(case, tmp_path):
         pytest.skip("API case")
     argv = runner.argv_of(case, common, p)
     before = runner.snapshot(p["dir"])
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # The command runs the same sojourn package this test imported (the installed wheel in
+    # CI, the editable tree in development): the source tree alone has no compiled engine.
+    import sojourn
+
+    pkg_root = str(Path(sojourn.__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=pkg_root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
         r = subprocess.run([sys.executable, "-m", "sojourn", *argv], capture_output=True, text=True, cwd=tmp_path,
                            preexec_fn=_limits(MEM_BYTES, CLI_CPU_S), timeout=120, env=env)
