@@ -156,6 +156,134 @@ pub fn histogram_columns<'a>(links: impl Iterator<Item = (&'a str, &'a Histogram
     out
 }
 
+/// `flows.parquet` columns (docs/output-schema.md), for every engine: `node_name` maps a
+/// node id to its name, `end` closes flows that did not finish (goodput).
+pub fn flow_columns(
+    r: &[FlowRecord],
+    node_name: impl Fn(u32) -> String,
+    end: Time,
+    fct_from: FctFrom,
+) -> Columns {
+    let mut c = Columns::default();
+    let mut add = |n: &str, col: Column| c.0.push((n.to_string(), col));
+    add("flow", Column::U32(r.iter().map(|x| x.flow).collect()));
+    add(
+        "kind",
+        Column::Str(r.iter().map(|x| x.kind.name().to_string()).collect()),
+    );
+    add(
+        "workload",
+        Column::U32(r.iter().map(|x| x.workload).collect()),
+    );
+    add(
+        "src",
+        Column::Str(r.iter().map(|x| node_name(x.src_node)).collect()),
+    );
+    add(
+        "dst",
+        Column::Str(r.iter().map(|x| node_name(x.dst_node)).collect()),
+    );
+    add(
+        "cc",
+        Column::Str(r.iter().map(|x| x.cc.to_string()).collect()),
+    );
+    add(
+        "start_s",
+        Column::F64(r.iter().map(|x| x.start.as_secs_f64()).collect()),
+    );
+    add(
+        "first_byte_s",
+        Column::F64(r.iter().map(|x| secs(x.first_byte)).collect()),
+    );
+    add(
+        "end_s",
+        Column::F64(r.iter().map(|x| secs(x.end)).collect()),
+    );
+    add(
+        "size_bytes",
+        Column::U64(r.iter().map(|x| x.size_bytes).collect()),
+    );
+    add(
+        "delivered_bytes",
+        Column::U64(r.iter().map(|x| x.delivered_bytes).collect()),
+    );
+    add(
+        "completed",
+        Column::Bool(r.iter().map(|x| x.end.is_some()).collect()),
+    );
+    add(
+        "fct_s",
+        Column::F64(
+            r.iter()
+                .map(|x| fct_of(x, fct_from).unwrap_or(f64::NAN))
+                .collect(),
+        ),
+    );
+    add(
+        "goodput_bps",
+        Column::F64(
+            r.iter()
+                .map(|x| {
+                    let from = x.first_byte.unwrap_or(x.start);
+                    let to = x.end.unwrap_or(end).max(from);
+                    let d = (to - from).as_secs_f64();
+                    if d > 0.0 {
+                        x.delivered_bytes as f64 * 8.0 / d
+                    } else {
+                        f64::NAN
+                    }
+                })
+                .collect(),
+        ),
+    );
+    add(
+        "pkts_sent",
+        Column::U64(r.iter().map(|x| x.pkts_sent).collect()),
+    );
+    add(
+        "pkts_dropped",
+        Column::U64(r.iter().map(|x| x.pkts_dropped).collect()),
+    );
+    add(
+        "pkts_ce",
+        Column::U64(r.iter().map(|x| x.pkts_ce).collect()),
+    );
+    add(
+        "retransmits",
+        Column::U64(r.iter().map(|x| x.retransmits).collect()),
+    );
+    add("rtos", Column::U64(r.iter().map(|x| x.rtos).collect()));
+    add(
+        "mean_delay_ms",
+        Column::F64(
+            r.iter()
+                .map(|x| {
+                    if x.delay_count > 0 {
+                        x.delay_sum_ns as f64 / x.delay_count as f64 * 1e-6
+                    } else {
+                        f64::NAN
+                    }
+                })
+                .collect(),
+        ),
+    );
+    add(
+        "max_delay_ms",
+        Column::F64(
+            r.iter()
+                .map(|x| {
+                    if x.delay_count > 0 {
+                        x.delay_max_ns as f64 * 1e-6
+                    } else {
+                        f64::NAN
+                    }
+                })
+                .collect(),
+        ),
+    );
+    c
+}
+
 /// Builds the outputs of a finished simulation.
 pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
     let exp = &sim.exp;
@@ -246,130 +374,11 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
         },
     });
 
-    // flows.parquet
-    let r = &sim.flows.records;
-    let mut flows = Columns::default();
-    flows.add("flow", Column::U32(r.iter().map(|x| x.flow).collect()));
-    flows.add(
-        "kind",
-        Column::Str(r.iter().map(|x| x.kind.name().to_string()).collect()),
-    );
-    flows.add(
-        "workload",
-        Column::U32(r.iter().map(|x| x.workload).collect()),
-    );
-    flows.add(
-        "src",
-        Column::Str(
-            r.iter()
-                .map(|x| sim.nodes[x.src_node as usize].name.clone())
-                .collect(),
-        ),
-    );
-    flows.add(
-        "dst",
-        Column::Str(
-            r.iter()
-                .map(|x| sim.nodes[x.dst_node as usize].name.clone())
-                .collect(),
-        ),
-    );
-    flows.add(
-        "cc",
-        Column::Str(r.iter().map(|x| x.cc.to_string()).collect()),
-    );
-    flows.add(
-        "start_s",
-        Column::F64(r.iter().map(|x| x.start.as_secs_f64()).collect()),
-    );
-    flows.add(
-        "first_byte_s",
-        Column::F64(r.iter().map(|x| secs(x.first_byte)).collect()),
-    );
-    flows.add(
-        "end_s",
-        Column::F64(r.iter().map(|x| secs(x.end)).collect()),
-    );
-    flows.add(
-        "size_bytes",
-        Column::U64(r.iter().map(|x| x.size_bytes).collect()),
-    );
-    flows.add(
-        "delivered_bytes",
-        Column::U64(r.iter().map(|x| x.delivered_bytes).collect()),
-    );
-    flows.add(
-        "completed",
-        Column::Bool(r.iter().map(|x| x.end.is_some()).collect()),
-    );
-    flows.add(
-        "fct_s",
-        Column::F64(
-            r.iter()
-                .map(|x| fct_of(x, fct_from).unwrap_or(f64::NAN))
-                .collect(),
-        ),
-    );
-    flows.add(
-        "goodput_bps",
-        Column::F64(
-            r.iter()
-                .map(|x| {
-                    let from = x.first_byte.unwrap_or(x.start);
-                    let d = (x.end.unwrap_or(end) - from).as_secs_f64();
-                    if d > 0.0 {
-                        x.delivered_bytes as f64 * 8.0 / d
-                    } else {
-                        f64::NAN
-                    }
-                })
-                .collect(),
-        ),
-    );
-    flows.add(
-        "pkts_sent",
-        Column::U64(r.iter().map(|x| x.pkts_sent).collect()),
-    );
-    flows.add(
-        "pkts_dropped",
-        Column::U64(r.iter().map(|x| x.pkts_dropped).collect()),
-    );
-    flows.add(
-        "pkts_ce",
-        Column::U64(r.iter().map(|x| x.pkts_ce).collect()),
-    );
-    flows.add(
-        "retransmits",
-        Column::U64(r.iter().map(|x| x.retransmits).collect()),
-    );
-    flows.add("rtos", Column::U64(r.iter().map(|x| x.rtos).collect()));
-    flows.add(
-        "mean_delay_ms",
-        Column::F64(
-            r.iter()
-                .map(|x| {
-                    if x.delay_count > 0 {
-                        x.delay_sum_ns as f64 / x.delay_count as f64 * 1e-6
-                    } else {
-                        f64::NAN
-                    }
-                })
-                .collect(),
-        ),
-    );
-    flows.add(
-        "max_delay_ms",
-        Column::F64(
-            r.iter()
-                .map(|x| {
-                    if x.delay_count > 0 {
-                        x.delay_max_ns as f64 * 1e-6
-                    } else {
-                        f64::NAN
-                    }
-                })
-                .collect(),
-        ),
+    let flows = flow_columns(
+        &sim.flows.records,
+        |n| sim.nodes[n as usize].name.clone(),
+        end,
+        fct_from,
     );
 
     let ts = std::mem::take(&mut sim.series);
