@@ -649,14 +649,15 @@ def fig_param(rd: ReportData, st: dict[str, Style], t: pd.DataFrame):
     for i, c in enumerate(cols, start=1):
         others = [o for o in cols if o != c]
         groups = first.groupby(others) if others else [("all", first)]
-        for g, sub in groups:
+        for gi, (g, sub) in enumerate(groups):
             xs = [typed_value(v) for v in sub[c]]
             numeric = all(isinstance(v, float) for v in xs)
             order = np.argsort(xs) if numeric else np.arange(len(xs))
             pts = [sub.index[k] for k in order]
             x = [xs[k] for k in order]
             name = ", ".join(f"{o}={v}" for o, v in zip(others, g if isinstance(g, tuple) else (g,))) if others else c
-            colour = PALETTE[hash(str(g)) % len(PALETTE)] if others else PALETTE[0]
+            # By position, not hash(): str hashes are salted per process, colours must not be.
+            colour = PALETTE[gi % len(PALETTE)]
             for j, m in enumerate(("fct_mean_s", "sojourn_p99_ms"), start=1):
                 y = tt.loc[pts, m].to_numpy(float) * (1e3 if m == "fct_mean_s" else 1.0)
                 err = tt.loc[pts, "fct_ci_repeats_s"].to_numpy(float) * 1e3 if m == "fct_mean_s" else None
