@@ -35,7 +35,7 @@ use sojourn_sim::tcp::SERVER_PORT;
 use sojourn_sim::udp::UDP_OVERHEAD_BYTES;
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -97,7 +97,7 @@ struct Shared {
     end: Time,
     stop: AtomicBool,
     flows: Mutex<Vec<FlowRecord>>,
-    conns: Mutex<HashMap<SocketAddrV4, Arc<Conn>>>,
+    conns: Mutex<HashMap<SocketAddr, Arc<Conn>>>,
     /// TCP sender sockets open now, for TCP_INFO sampling.
     live: Mutex<Vec<(u32, Arc<OwnedFd>)>>,
     threads: AtomicUsize,
@@ -196,11 +196,21 @@ pub struct ConnKey {
     pub reply_flow: u32,
 }
 
+/// A host's address in the IP version asked for: its IPv4 address, or the IPv6 address
+/// the live plan gives it ([`crate::plan::addr6`]).
+fn host_ip(h: &Host, v6: bool) -> IpAddr {
+    if v6 {
+        IpAddr::V6(crate::plan::addr6(h.addr))
+    } else {
+        IpAddr::V4(h.addr)
+    }
+}
+
 /// The 5-tuple from `local` to `peer`.
-fn flow_key(local: SocketAddrV4, peer: SocketAddrV4, proto: u8) -> FlowKey {
+fn flow_key(local: SocketAddr, peer: SocketAddr, proto: u8) -> FlowKey {
     FlowKey {
-        src_addr: Addr::from(IpAddr::V4(*local.ip())),
-        dst_addr: Addr::from(IpAddr::V4(*peer.ip())),
+        src_addr: Addr::from(local.ip()),
+        dst_addr: Addr::from(peer.ip()),
         src_port: local.port(),
         dst_port: peer.port(),
         proto,
@@ -232,7 +242,8 @@ struct Gen {
     src: u32,
     dst: u32,
     src_host: Arc<Host>,
-    dst_addr: Ipv4Addr,
+    /// The destination's address in the workload's IP version (`transport.ip`).
+    dst_addr: IpAddr,
     cfg: TcpConfig,
     kind: TcpKind,
     stop: Time,
@@ -288,11 +299,21 @@ impl Loadgen {
         tcp_dst.dedup();
         udp_dst.sort_unstable();
         udp_dst.dedup();
+        // IPv6 listeners too when a workload runs over IPv6 (`transport.ip = 6`).
+        let v6 = exp
+            .workloads
+            .iter()
+            .any(|w| matches!(w, WorkloadPlan::Tcp(t) if t.cfg.ipv6));
+        let families: &[bool] = if v6 { &[false, true] } else { &[false] };
         for n in tcp_dst {
-            start_tcp_server(&sh, host(n)?)?;
+            for &f in families {
+                start_tcp_server(&sh, host(n)?, f)?;
+            }
         }
         for n in udp_dst {
-            start_udp_sink(&sh, host(n)?)?;
+            for &f in families {
+                start_udp_sink(&sh, host(n)?, f)?;
+            }
         }
 
         // UDP flows get their ids first, in workload order, as in the simulator (its UDP
@@ -334,7 +355,7 @@ impl Loadgen {
                     src,
                     dst,
                     src_host: host(src)?,
-                    dst_addr: host(dst)?.addr,
+                    dst_addr: host_ip(&*host(dst)?, t.cfg.ipv6),
                     cfg: t.cfg.clone(),
                     kind: t.kind.clone(),
                     stop: t.stop.map(|s| Time::ZERO + s).unwrap_or(Time::MAX),
@@ -492,20 +513,28 @@ fn tcp_connect(
     sh: &Arc<Shared>,
     g: &Gen,
     conn: Conn,
-) -> Option<(Arc<OwnedFd>, Arc<Conn>, SocketAddrV4)> {
+) -> Option<(Arc<OwnedFd>, Arc<Conn>, SocketAddr)> {
     let flow = conn.flow;
-    let res = (|| -> io::Result<(OwnedFd, Arc<Conn>, SocketAddrV4)> {
-        let fd = g.src_host.ns.socket(libc::SOCK_STREAM)?;
+    let res = (|| -> io::Result<(OwnedFd, Arc<Conn>, SocketAddr)> {
+        let fd = g.src_host.ns.socket_for(g.cfg.ipv6, libc::SOCK_STREAM)?;
         sock::set_congestion(&fd, kernel_cc(&g.cfg))?;
-        if g.cfg.mss != TcpConfig::default().mss {
-            sock::set_maxseg(&fd, g.cfg.mss)?;
+        // sojourn's `mss` is the payload of a full segment; Linux's TCP_MAXSEG is the MSS
+        // before options (tcp_current_mss takes the timestamps option off it), so the
+        // option bytes go on top. Only a value other than what the MTU gives is set.
+        let opt = if g.cfg.timestamps {
+            sojourn_experiment::transport::TIMESTAMP_OPTION_BYTES
+        } else {
+            0
+        };
+        if g.cfg.mss != g.cfg.mtu - g.cfg.ip_tcp_header_bytes() - opt {
+            sock::set_maxseg(&fd, g.cfg.mss + opt)?;
         }
         sock::set_timeouts(&fd, POLL)?;
-        sock::bind(&fd, SocketAddrV4::new(g.src_host.addr, 0))?;
+        sock::bind(&fd, SocketAddr::new(host_ip(&g.src_host, g.cfg.ipv6), 0))?;
         let local = sock::local_addr(&fd)?;
         let conn = Arc::new(conn);
         sh.conns.lock().unwrap().insert(local, conn.clone());
-        let peer = SocketAddrV4::new(g.dst_addr, SERVER_PORT);
+        let peer = SocketAddr::new(g.dst_addr, SERVER_PORT);
         sh.conn_keys.lock().unwrap().push(ConnKey {
             key: flow_key(local, peer, 6),
             flow,
@@ -792,18 +821,18 @@ fn perform_watched(
 
 /// The TCP server of a destination host: accepts on port 5201 and serves each connection
 /// on its own thread, identifying the flow by the client's address.
-fn start_tcp_server(sh: &Arc<Shared>, host: Arc<Host>) -> io::Result<()> {
-    let fd = host.ns.socket(libc::SOCK_STREAM)?;
+fn start_tcp_server(sh: &Arc<Shared>, host: Arc<Host>, v6: bool) -> io::Result<()> {
+    let fd = host.ns.socket_for(v6, libc::SOCK_STREAM)?;
     sock::set_reuseaddr(&fd)?;
-    sock::bind(&fd, SocketAddrV4::new(host.addr, SERVER_PORT))?;
+    sock::bind(&fd, SocketAddr::new(host_ip(&host, v6), SERVER_PORT))?;
     sock::listen(&fd, 4096)?;
     sock::set_timeouts(&fd, POLL)?;
     let s = sh.clone();
     let ok = spawn(sh, move || {
         while !s.stopped() {
             // SAFETY: accept4 fills at most len bytes of addr.
-            let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-            let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             let c = unsafe {
                 libc::accept4(
                     fd.as_raw_fd(),
@@ -822,11 +851,8 @@ fn start_tcp_server(sh: &Arc<Shared>, host: Arc<Host>) -> io::Result<()> {
             }
             // SAFETY: accept4 returned a new fd that we now own.
             let cfd = unsafe { OwnedFd::from_raw_fd(c) };
-            let peer = SocketAddrV4::new(
-                Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr)),
-                u16::from_be(addr.sin_port),
-            );
-            let conn = s.conns.lock().unwrap().get(&peer).cloned();
+            let conn = sock::from_sockaddr(&addr)
+                .and_then(|peer| s.conns.lock().unwrap().get(&peer).cloned());
             let s2 = s.clone();
             if !spawn(&s, move || serve(&s2, cfd, conn)) {
                 s.skipped.fetch_add(1, Ordering::Relaxed);
@@ -924,15 +950,20 @@ fn dup(fd: &OwnedFd) -> OwnedFd {
 /// Datagram payload header: flow id, sequence number, send time (ns since time zero).
 const UDP_HEADER: usize = 20;
 
-/// A UDP socket of `flow` from `src` connected to `dst`'s sink.
-fn udp_socket(sh: &Shared, flow: u32, src: &Host, dst: Ipv4Addr, tos: u8) -> io::Result<OwnedFd> {
-    let fd = src.ns.socket(libc::SOCK_DGRAM)?;
+/// A UDP socket of `flow` from `src` connected to `dst`'s sink (over IPv6 if `dst` is).
+fn udp_socket(sh: &Shared, flow: u32, src: &Host, dst: IpAddr, tos: u8) -> io::Result<OwnedFd> {
+    let v6 = dst.is_ipv6();
+    let fd = src.ns.socket_for(v6, libc::SOCK_DGRAM)?;
     if tos != 0 {
-        sock::set_tos(&fd, tos)?;
+        if v6 {
+            sock::set_tclass(&fd, tos)?;
+        } else {
+            sock::set_tos(&fd, tos)?;
+        }
     }
     sock::set_timeouts(&fd, POLL)?;
-    sock::bind(&fd, SocketAddrV4::new(src.addr, 0))?;
-    let peer = SocketAddrV4::new(dst, UDP_PORT);
+    sock::bind(&fd, SocketAddr::new(host_ip(src, v6), 0))?;
+    let peer = SocketAddr::new(dst, UDP_PORT);
     sock::connect(&fd, peer)?;
     let local = sock::local_addr(&fd)?;
     sh.conn_keys.lock().unwrap().push(ConnKey {
@@ -957,7 +988,7 @@ fn send_datagram(sh: &Shared, fd: &OwnedFd, buf: &mut [u8], flow: u32, seq: u64)
 /// late wake-up sends what is due at once, so the rate does not drift).
 fn udp_source(sh: &Arc<Shared>, u: &UdpPlan, flow: u32, src: &Host, dst: Ipv4Addr, mut rng: Rng) {
     let tos = (u.dscp << 2) | if u.ecn { 0b10 } else { 0 };
-    let fd = match udp_socket(sh, flow, src, dst, tos) {
+    let fd = match udp_socket(sh, flow, src, IpAddr::V4(dst), tos) {
         Ok(fd) => fd,
         Err(e) => {
             sh.error(format!("flow {flow}: udp socket: {e}"));
@@ -1046,9 +1077,9 @@ fn udp_thin(sh: &Arc<Shared>, g: &Gen, message: u32, interval: &IntervalDist, rn
 }
 
 /// The UDP sink of a destination host: counts payload bytes and one-way delay per flow.
-fn start_udp_sink(sh: &Arc<Shared>, host: Arc<Host>) -> io::Result<()> {
-    let fd = host.ns.socket(libc::SOCK_DGRAM)?;
-    sock::bind(&fd, SocketAddrV4::new(host.addr, UDP_PORT))?;
+fn start_udp_sink(sh: &Arc<Shared>, host: Arc<Host>, v6: bool) -> io::Result<()> {
+    let fd = host.ns.socket_for(v6, libc::SOCK_DGRAM)?;
+    sock::bind(&fd, SocketAddr::new(host_ip(&host, v6), UDP_PORT))?;
     sock::set_timeouts(&fd, POLL)?;
     let s = sh.clone();
     let ok = spawn(sh, move || {

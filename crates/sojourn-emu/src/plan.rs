@@ -18,7 +18,7 @@ use sojourn_sim::config::Experiment;
 use sojourn_sim::tcp::apps::TcpKind;
 use sojourn_sim::tcp::TcpConfig;
 use sojourn_sim::workload::WorkloadPlan;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// The kernel's name of a congestion control (`newreno` is the kernel's `reno`).
 pub fn kernel_cc(cfg: &TcpConfig) -> &'static str {
@@ -32,6 +32,16 @@ pub fn kernel_cc(cfg: &TcpConfig) -> &'static str {
 pub const GATEWAY: Ipv4Addr = Ipv4Addr::new(10, 89, 255, 254);
 /// The run's prefix.
 pub const PREFIX: (Ipv4Addr, u8) = (Ipv4Addr::new(10, 89, 0, 0), 16);
+/// The run's IPv6 prefix (a unique local address block, RFC 4193): a host's IPv6 address
+/// carries its IPv4 address in the last 32 bits ([`addr6`]).
+pub const PREFIX6: (Ipv6Addr, u8) = (Ipv6Addr::new(0xfd00, 0x89, 0, 0, 0, 0, 0, 0), 96);
+
+/// The IPv6 address of the host (or gateway) with IPv4 address `v4`: `fd00:89::` + its
+/// 32 bits (e.g. 10.89.0.1 → fd00:89::a59:1).
+pub fn addr6(v4: Ipv4Addr) -> Ipv6Addr {
+    let b = u32::from(v4);
+    Ipv6Addr::new(0xfd00, 0x89, 0, 0, 0, 0, (b >> 16) as u16, b as u16)
+}
 /// At most this many host namespaces per run.
 pub const MAX_HOSTS: usize = 1000;
 
@@ -68,6 +78,9 @@ pub struct LivePlan {
     pub hosts: Vec<HostPlan>,
     /// `host_of_node[node]` = index into `hosts`.
     pub host_of_node: Vec<Option<usize>>,
+    /// Some workload runs over IPv6 (`transport.ip = 6`): every host also gets its IPv6
+    /// address ([`addr6`]) and route.
+    pub ipv6: bool,
 }
 
 /// A MAC address as `ip` prints it.
@@ -321,11 +334,16 @@ pub fn plan(exp: &Experiment, run_id: &str) -> ConfResult<LivePlan> {
             }
         }
     }
+    let ipv6 = exp
+        .workloads
+        .iter()
+        .any(|w| matches!(w, WorkloadPlan::Tcp(t) if t.cfg.ipv6));
     Ok(LivePlan {
         run_id: run_id.to_string(),
         fwd_ns: format!("{run_id}-fw"),
         hosts,
         host_of_node,
+        ipv6,
     })
 }
 

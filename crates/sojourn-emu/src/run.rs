@@ -209,8 +209,19 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
         .collect();
     let table = sojourn_sim::config::routing_tables(exp);
     let mut routes = Vec::new();
-    for dst in &lp.hosts {
-        let prefix = IpAddr::V4(dst.addr);
+    let families = |d: &crate::plan::HostPlan| {
+        let mut v = vec![IpAddr::V4(d.addr)];
+        if lp.ipv6 {
+            v.push(IpAddr::V6(plan::addr6(d.addr)));
+        }
+        v
+    };
+    for (dst, prefix) in lp
+        .hosts
+        .iter()
+        .flat_map(|d| families(d).into_iter().map(move |a| (d, a)))
+    {
+        let prefix_len = if prefix.is_ipv6() { 128 } else { 32 };
         // From every other host's port.
         for (k, src) in lp.hosts.iter().enumerate() {
             let l = table[src.node as usize][dst.node as usize];
@@ -218,7 +229,7 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
                 routes.push(Route {
                     ingress: Some(Hop::Port(k)),
                     prefix,
-                    prefix_len: 32,
+                    prefix_len,
                     link: l as usize,
                 });
             }
@@ -233,7 +244,7 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
                 routes.push(Route {
                     ingress: Some(Hop::Link(li)),
                     prefix,
-                    prefix_len: 32,
+                    prefix_len,
                     link: next as usize,
                 });
             }
@@ -313,11 +324,21 @@ fn build_network(guard: &mut netns::Guard, lp: &LivePlan) -> Result<(), EmuError
     for (k, h) in lp.hosts.iter().enumerate() {
         let ns = guard.add_netns(&format!("h{k}")).map_err(failed)?;
         debug_assert_eq!(ns, h.ns);
+        let mut addrs = vec![(IpAddr::V4(h.addr), 32)];
+        if lp.ipv6 {
+            // IPv6 hosts send nothing of their own into the links: no router
+            // solicitations, no duplicate address detection (addresses are `nodad`); set
+            // before the device exists so it inherits them.
+            for key in ["router_solicitations", "accept_ra", "dad_transmits"] {
+                netns::sysctl(&ns, &format!("net.ipv6.conf.default.{key}"), "0").map_err(failed)?;
+            }
+            addrs.push((IpAddr::V6(plan::addr6(h.addr)), 128));
+        }
         let a = VethEnd {
             ns: ns.clone(),
             ifname: h.host_if.clone(),
             mac: Mac(h.host_mac),
-            addrs: vec![(IpAddr::V4(h.addr), 32)],
+            addrs,
         };
         let b = VethEnd {
             ns: fw.clone(),
@@ -330,9 +351,11 @@ fn build_network(guard: &mut netns::Guard, lp: &LivePlan) -> Result<(), EmuError
         // not GSO buffers; docs/emulate.md "Datapath").
         netns::set_offloads(&ns, &h.host_if, Offloads::ALL_OFF).map_err(failed)?;
         netns::set_offloads(&fw, &h.fwd_if, Offloads::ALL_OFF).map_err(failed)?;
-        // No IPv6 in the hosts: no router or neighbour solicitations into the links.
-        netns::sysctl(&ns, "net.ipv6.conf.all.disable_ipv6", "1").map_err(failed)?;
-        netns::sysctl(&ns, "net.ipv6.conf.default.disable_ipv6", "1").map_err(failed)?;
+        if !lp.ipv6 {
+            // No IPv6 in the hosts: no router or neighbour solicitations into the links.
+            netns::sysctl(&ns, "net.ipv6.conf.all.disable_ipv6", "1").map_err(failed)?;
+            netns::sysctl(&ns, "net.ipv6.conf.default.disable_ipv6", "1").map_err(failed)?;
+        }
         for (key, v) in &h.sysctls {
             netns::sysctl(&ns, key, v).map_err(failed)?;
         }
@@ -350,6 +373,24 @@ fn build_network(guard: &mut netns::Guard, lp: &LivePlan) -> Result<(), EmuError
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         netns::ip(&args).map_err(failed)?;
+        if lp.ipv6 {
+            let gw6 = IpAddr::V6(plan::addr6(GATEWAY));
+            netns::neigh_add(&ns, &h.host_if, gw6, Mac(h.fwd_mac)).map_err(failed)?;
+            let gw6 = gw6.to_string();
+            let prefix6 = format!("{}/{}", plan::PREFIX6.0, plan::PREFIX6.1);
+            let mut args: Vec<String> = [
+                "-n", &ns, "-6", "route", "replace", &prefix6, "via", &gw6, "dev", &h.host_if,
+                "onlink",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            for o in &h.route_opts {
+                args.extend(o.split_whitespace().map(str::to_string));
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            netns::ip(&args).map_err(failed)?;
+        }
     }
     Ok(())
 }
@@ -611,7 +652,13 @@ fn collect(
         "emulate": {
             "run_id": lp.run_id,
             "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default(),
-            "hosts": lp.hosts.iter().map(|h| json!({"node": h.name, "addr": h.addr.to_string()})).collect::<Vec<_>>(),
+            "hosts": lp.hosts.iter().map(|h| {
+                let mut j = json!({"node": h.name, "addr": h.addr.to_string()});
+                if lp.ipv6 {
+                    j["addr6"] = json!(plan::addr6(h.addr).to_string());
+                }
+                j
+            }).collect::<Vec<_>>(),
             "wall_seconds": wall_s,
             "forwarder_cpu_seconds": rep.cpu_ns as f64 * 1e-9,
             "forwarder_error": rep.error,

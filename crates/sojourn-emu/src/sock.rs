@@ -9,7 +9,7 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::time::Duration;
@@ -54,13 +54,24 @@ impl Netns {
         })
     }
 
-    /// A new socket in this namespace (close-on-exec).
+    /// A new IPv4 socket in this namespace (close-on-exec).
     pub fn socket(&self, ty: libc::c_int) -> io::Result<OwnedFd> {
-        self.run(move || {
+        self.socket_for(false, ty)
+    }
+
+    /// A new IPv4 or (`v6`) IPv6 socket in this namespace (close-on-exec); an IPv6
+    /// socket is IPv6 only (`IPV6_V6ONLY`).
+    pub fn socket_for(&self, v6: bool, ty: libc::c_int) -> io::Result<OwnedFd> {
+        let domain = if v6 { libc::AF_INET6 } else { libc::AF_INET };
+        let fd = self.run(move || {
             // SAFETY: plain socket(2); the fd is owned by the returned OwnedFd.
-            let fd = cvt(unsafe { libc::socket(libc::AF_INET, ty | libc::SOCK_CLOEXEC, 0) })?;
+            let fd = cvt(unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, 0) })?;
             Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-        })
+        })?;
+        if v6 {
+            setopt(fd.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, &1i32)?;
+        }
+        Ok(fd)
     }
 
     /// Writes a sysctl of this namespace (`net.ipv4.tcp_ecn` → /proc/sys/net/ipv4/tcp_ecn):
@@ -78,13 +89,53 @@ impl Netns {
     }
 }
 
-fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
-    // SAFETY: sockaddr_in is plain old data.
-    let mut s: libc::sockaddr_in = unsafe { zeroed() };
-    s.sin_family = libc::AF_INET as libc::sa_family_t;
-    s.sin_port = a.port().to_be();
-    s.sin_addr.s_addr = u32::from(*a.ip()).to_be();
-    s
+/// `a` as a `sockaddr_storage` and the length of its family's sockaddr.
+fn sockaddr(a: impl Into<SocketAddr>) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain old data, large enough for either family.
+    let mut st: libc::sockaddr_storage = unsafe { zeroed() };
+    match a.into() {
+        SocketAddr::V4(a) => {
+            // SAFETY: sockaddr_storage is aligned and sized for any sockaddr.
+            let s = unsafe { &mut *(&mut st as *mut _ as *mut libc::sockaddr_in) };
+            s.sin_family = libc::AF_INET as libc::sa_family_t;
+            s.sin_port = a.port().to_be();
+            s.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+            (st, size_of::<libc::sockaddr_in>() as libc::socklen_t)
+        }
+        SocketAddr::V6(a) => {
+            // SAFETY: as above.
+            let s = unsafe { &mut *(&mut st as *mut _ as *mut libc::sockaddr_in6) };
+            s.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            s.sin6_port = a.port().to_be();
+            s.sin6_addr.s6_addr = a.ip().octets();
+            (st, size_of::<libc::sockaddr_in6>() as libc::socklen_t)
+        }
+    }
+}
+
+/// The socket address in a `sockaddr_storage` the kernel filled.
+pub fn from_sockaddr(st: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match st.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the family says it is a sockaddr_in.
+            let s = unsafe { &*(st as *const _ as *const libc::sockaddr_in) };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr)),
+                u16::from_be(s.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says it is a sockaddr_in6.
+            let s = unsafe { &*(st as *const _ as *const libc::sockaddr_in6) };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(s.sin6_addr.s6_addr),
+                u16::from_be(s.sin6_port),
+                0,
+                0,
+            )))
+        }
+        _ => None,
+    }
 }
 
 fn setopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Result<()> {
@@ -101,30 +152,18 @@ fn setopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Res
     .map(|_| ())
 }
 
-pub fn bind(fd: &OwnedFd, a: SocketAddrV4) -> io::Result<()> {
-    let s = sockaddr(a);
-    // SAFETY: s is a valid sockaddr_in.
-    cvt(unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            &s as *const _ as *const libc::sockaddr,
-            size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        )
-    })
-    .map(|_| ())
+pub fn bind(fd: &OwnedFd, a: impl Into<SocketAddr>) -> io::Result<()> {
+    let (s, len) = sockaddr(a);
+    // SAFETY: s is a valid sockaddr of len bytes.
+    cvt(unsafe { libc::bind(fd.as_raw_fd(), &s as *const _ as *const libc::sockaddr, len) })
+        .map(|_| ())
 }
 
-pub fn connect(fd: &OwnedFd, a: SocketAddrV4) -> io::Result<()> {
-    let s = sockaddr(a);
-    // SAFETY: s is a valid sockaddr_in.
-    cvt(unsafe {
-        libc::connect(
-            fd.as_raw_fd(),
-            &s as *const _ as *const libc::sockaddr,
-            size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        )
-    })
-    .map(|_| ())
+pub fn connect(fd: &OwnedFd, a: impl Into<SocketAddr>) -> io::Result<()> {
+    let (s, len) = sockaddr(a);
+    // SAFETY: s is a valid sockaddr of len bytes.
+    cvt(unsafe { libc::connect(fd.as_raw_fd(), &s as *const _ as *const libc::sockaddr, len) })
+        .map(|_| ())
 }
 
 pub fn listen(fd: &OwnedFd, backlog: i32) -> io::Result<()> {
@@ -133,10 +172,10 @@ pub fn listen(fd: &OwnedFd, backlog: i32) -> io::Result<()> {
 }
 
 /// The local address a socket is bound to.
-pub fn local_addr(fd: &OwnedFd) -> io::Result<SocketAddrV4> {
+pub fn local_addr(fd: &OwnedFd) -> io::Result<SocketAddr> {
     // SAFETY: getsockname fills at most len bytes.
-    let mut s: libc::sockaddr_in = unsafe { zeroed() };
-    let mut len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    let mut s: libc::sockaddr_storage = unsafe { zeroed() };
+    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     cvt(unsafe {
         libc::getsockname(
             fd.as_raw_fd(),
@@ -144,10 +183,7 @@ pub fn local_addr(fd: &OwnedFd) -> io::Result<SocketAddrV4> {
             &mut len,
         )
     })?;
-    Ok(SocketAddrV4::new(
-        Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr)),
-        u16::from_be(s.sin_port),
-    ))
+    from_sockaddr(&s).ok_or_else(|| io::Error::other("getsockname: not an IP address"))
 }
 
 /// Receive and send timeouts (`SO_RCVTIMEO`/`SO_SNDTIMEO`): every blocking call returns
@@ -176,13 +212,23 @@ pub fn set_maxseg(fd: &OwnedFd, mss: u32) -> io::Result<()> {
     )
 }
 
-/// The IP TOS byte (DSCP << 2 | ECN).
+/// The IP TOS byte (DSCP << 2 | ECN) of an IPv4 socket.
 pub fn set_tos(fd: &OwnedFd, tos: u8) -> io::Result<()> {
     setopt(
         fd.as_raw_fd(),
         libc::IPPROTO_IP,
         libc::IP_TOS,
         &(tos as i32),
+    )
+}
+
+/// The IPv6 traffic class (DSCP << 2 | ECN) of an IPv6 socket.
+pub fn set_tclass(fd: &OwnedFd, tclass: u8) -> io::Result<()> {
+    setopt(
+        fd.as_raw_fd(),
+        libc::IPPROTO_IPV6,
+        libc::IPV6_TCLASS,
+        &(tclass as i32),
     )
 }
 

@@ -404,3 +404,61 @@ fn warm_up_starts_the_measured_period_as_in_the_simulator() {
         .all(|&(t, _)| ((t * 10.0).round() - t * 10.0).abs() < 1e-6 && t <= 3.0));
     let _ = id("ecn_marks");
 }
+
+#[test]
+fn ipv6_tcp_runs_end_to_end() {
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // `ip = 6`: the hosts get IPv6 addresses, the kernel's CUBIC runs over IPv6 through
+    // a 10 Mbit/s pfifo of 20 packets (it overflows: drops), and a 1 MB transfer
+    // completes beside it.
+    let o = live(
+        r#"
+        duration = "4s"
+        [topology]
+        pairs = 2
+        bottleneck = { rate = "10Mbit", delay = "5ms", qdisc = { kind = "pfifo", limit = 20 } }
+        [transport]
+        ip = 6
+        [[workload]]
+        kind = "bulk"
+        pair = 0
+        [[workload]]
+        kind = "transfer"
+        pair = 1
+        size = "1MB"
+        start = "500ms"
+        [record]
+        packets = ["bottleneck"]
+    "#,
+    );
+    let s = &o.summary;
+    assert!(s["accounting"]["conserved"].as_bool().unwrap());
+    let hosts = s["emulate"]["hosts"].as_array().unwrap();
+    assert!(hosts.iter().all(|h| h["addr6"]
+        .as_str()
+        .is_some_and(|a| a.starts_with("fd00:89::"))));
+    let size = u64s(&o, "size_bytes");
+    let delivered = u64s(&o, "delivered_bytes");
+    let end = f64s(&o, "end_s");
+    let x = (0..size.len()).find(|&i| size[i] == 1_000_000).unwrap();
+    assert!(end[x].is_finite(), "the transfer over IPv6 completed");
+    assert_eq!(delivered[x], 1_000_000);
+    // The drops are attributed to the flows by their IPv6 5-tuples (the forwarder parses
+    // the real headers, the load generator knows its IPv6 sockets): all of them.
+    let dropped = u64s(&o, "pkts_dropped");
+    let link = s["links"]["bottleneck"]["drops_total"].as_u64().unwrap();
+    let total: u64 = dropped.iter().sum();
+    assert!(link > 0, "a 20-packet FIFO overflows under CUBIC");
+    assert!(
+        total >= link && total - link <= 5,
+        "flows {total} vs link {link}"
+    );
+    // Full data frames are 1514 B: MSS 1428 + 40 (IPv6) + 20 (TCP) + 12 (timestamps) + 14.
+    let Some(Column::U32(len)) = o.packets.as_ref().unwrap().get("len_bytes") else {
+        panic!()
+    };
+    assert_eq!(len.iter().copied().max(), Some(1514));
+}

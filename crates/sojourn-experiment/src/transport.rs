@@ -85,7 +85,13 @@ pub struct TcpConfig {
     pub gso: bool,
     /// `sk_gso_max_size` (the device's `gso_max_size`, 64 KiB for veth and most NICs).
     pub gso_max_bytes: u32,
+    /// IPv6 instead of IPv4 (`ip = 6`): a 40-byte IP header (RFC 8200 §3) instead of 20,
+    /// so the default MSS is MTU − 60 − options (1428 with timestamps at 1500 B).
+    pub ipv6: bool,
 }
+
+/// What an IPv6 header adds to an IPv4 one without options (RFC 8200 §3: 40 B vs 20 B).
+pub const IPV6_EXTRA_HEADER_BYTES: u32 = 20;
 
 /// Linux `GSO_LEGACY_MAX_SIZE`, the default `gso_max_size` of a device.
 pub const GSO_MAX_BYTES: u32 = 65_536;
@@ -117,14 +123,35 @@ impl Default for TcpConfig {
             tsq_limit_output_bytes: TCP_LIMIT_OUTPUT_BYTES,
             gso: true,
             gso_max_bytes: GSO_MAX_BYTES,
+            ipv6: false,
         }
     }
 }
 
 impl TcpConfig {
+    /// A SYN or SYN-ACK frame: [`SYN_FRAME_BYTES`] over IPv4, 20 B more over IPv6.
+    pub fn syn_frame_bytes(&self) -> u32 {
+        SYN_FRAME_BYTES
+            + if self.ipv6 {
+                IPV6_EXTRA_HEADER_BYTES
+            } else {
+                0
+            }
+    }
+
+    /// IP and TCP headers without options: 40 B over IPv4, 60 B over IPv6.
+    pub fn ip_tcp_header_bytes(&self) -> u32 {
+        IP_TCP_HEADER_BYTES
+            + if self.ipv6 {
+                IPV6_EXTRA_HEADER_BYTES
+            } else {
+                0
+            }
+    }
+
     /// Bytes in front of the payload in a frame as a qdisc sees it.
     pub fn header_bytes(&self) -> u32 {
-        IP_TCP_HEADER_BYTES
+        self.ip_tcp_header_bytes()
             + if self.timestamps {
                 TIMESTAMP_OPTION_BYTES
             } else {
@@ -149,6 +176,11 @@ impl TcpConfig {
         }
         c.initial_window = p.u32("initial_window", c.initial_window, 1, 1000)?;
         c.timestamps = p.bool("timestamps", c.timestamps)?;
+        match p.u32("ip", if c.ipv6 { 6 } else { 4 }, 4, 6)? {
+            4 => c.ipv6 = false,
+            6 => c.ipv6 = true,
+            _ => return Err(p.err("ip", "must be 4 (IPv4) or 6 (IPv6)")),
+        }
         if let Some(mtu) = p.bytes_opt("mtu")? {
             if !(576..=65_535).contains(&mtu) {
                 return Err(p.err("mtu", "must be between 576 B and 65535 B"));
@@ -160,14 +192,14 @@ impl TcpConfig {
                 return Err(p.err("mss", "must be between 64 B and 65000 B"));
             }
             c.mss = m as u32;
-        } else if p.has("mtu") || p.has("timestamps") {
+        } else if p.has("mtu") || p.has("timestamps") || p.has("ip") {
             // RFC 879/6691: MSS = MTU − IP − TCP headers − the timestamps option.
             let opt = if c.timestamps {
                 TIMESTAMP_OPTION_BYTES
             } else {
                 0
             };
-            c.mss = c.mtu - IP_TCP_HEADER_BYTES - opt;
+            c.mss = c.mtu - c.ip_tcp_header_bytes() - opt;
         }
         c.ecn = p.bool("ecn", c.ecn)?;
         c.delayed_ack = p.bool("delayed_ack", c.delayed_ack)?;

@@ -339,3 +339,57 @@ fn short_transfers_take_the_linux_round_count() {
         );
     }
 }
+
+/// `ip = 6`: the IPv6 header is 40 B instead of IPv4's 20 (RFC 8200 §3), so at MTU 1500
+/// with timestamps the MSS is 1428 instead of 1448 and every frame (full segment 1514 B,
+/// pure ACK 86 B instead of 66 B) carries 20 B more header.
+#[test]
+fn ipv6_segments_carry_twenty_bytes_more_header() {
+    use sojourn_sim::Column;
+    let run = |ip: u32| {
+        let text = format!(
+            r#"
+            duration = "10s"
+            [transport]
+            ip = {ip}
+            gso = false
+            [topology]
+            kind = "graph"
+            nodes = ["a", "b"]
+            [[topology.links]]
+            name = "ab"
+            from = "a"
+            to = "b"
+            rate = "100Mbit"
+            delay = "1ms"
+            [[workload]]
+            kind = "transfer"
+            from = "a"
+            to = "b"
+            size = "1428000B"
+            [record]
+            packets = ["ab", "ab.reverse"]
+            "#
+        );
+        let out = run_toml(&text).unwrap();
+        assert_eq!(out.summary["accounting"]["conserved"], true);
+        let p = out.packets.expect("packet log");
+        let (Some(Column::Str(link)), Some(Column::U32(len))) = (p.get("link"), p.get("len_bytes"))
+        else {
+            panic!("packet log columns")
+        };
+        let data = (0..len.len())
+            .filter(|&i| link[i] == "ab" && len[i] == 1514)
+            .count();
+        let ack = (0..len.len())
+            .filter(|&i| link[i] == "ab.reverse")
+            .map(|i| len[i])
+            .min()
+            .unwrap();
+        (data, ack)
+    };
+    // 1,428,000 B = exactly 1000 segments of 1428 B; over IPv4 986 full ones of 1448 B
+    // (and a last one of 272 B).
+    assert_eq!(run(6), (1000, 86));
+    assert_eq!(run(4), (986, 66));
+}

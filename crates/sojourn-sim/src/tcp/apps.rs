@@ -16,7 +16,7 @@ use crate::endpoint::{AnyEndpoint, Endpoint, Io};
 use crate::flows::{FlowKind, FlowRecord};
 use crate::sim::Sim;
 use crate::udp::{UdpSink, UDP_OVERHEAD_BYTES};
-use sojourn_core::packet::{proto, Addr, FlowKey, TransportHeader};
+use sojourn_core::packet::{proto, FlowKey, TransportHeader};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Packet, Time};
 use sojourn_experiment::schedule::{Generator, Payload, Step};
@@ -160,21 +160,28 @@ fn open_thin_udp(
         now,
     ));
     let key = FlowKey {
-        src_addr: Addr::v4(src_node),
-        dst_addr: Addr::v4(dst_node),
+        src_addr: super::node_addr(src_node, app.cfg.ipv6),
+        dst_addr: super::node_addr(dst_node, app.cfg.ipv6),
         src_port: crate::workload::ephemeral_port(flow),
         dst_port: 9,
         proto: proto::UDP,
     };
     let hash = key.hash(sim.hash_salt);
     let sink = sim.add_endpoint(dst_node, flow, AnyEndpoint::UdpSink(UdpSink { flow }));
+    let ip6_extra = if app.cfg.ipv6 {
+        sojourn_experiment::transport::IPV6_EXTRA_HEADER_BYTES
+    } else {
+        0
+    };
     let src = ThinUdpSource {
         flow,
         key,
         hash,
         peer: sink,
         message,
-        max_payload: app.cfg.mtu - 28,
+        // IP (20 B, or 40 B over IPv6) and UDP (8 B) headers inside the MTU.
+        max_payload: app.cfg.mtu - 28 - ip6_extra,
+        overhead_bytes: UDP_OVERHEAD_BYTES + ip6_extra,
         interval,
         next_at: now,
         stop,
@@ -195,6 +202,8 @@ pub struct ThinUdpSource {
     peer: u32,
     message: u32,
     max_payload: u32,
+    /// Frame bytes around the payload (Ethernet, IP, UDP headers).
+    overhead_bytes: u32,
     interval: IntervalDist,
     next_at: Time,
     stop: Time,
@@ -211,7 +220,7 @@ impl Endpoint for ThinUdpSource {
             while left > 0 {
                 let payload = left.min(self.max_payload);
                 left -= payload;
-                let len = payload + UDP_OVERHEAD_BYTES;
+                let len = payload + self.overhead_bytes;
                 io.send(Packet {
                     flow: self.flow,
                     to_endpoint: self.peer,

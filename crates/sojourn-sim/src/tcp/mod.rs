@@ -47,8 +47,8 @@ pub fn open(
     rec.size_bytes = record_size;
     let flow = sim.flows.add(rec);
     let key = FlowKey {
-        src_addr: Addr::v4(src),
-        dst_addr: Addr::v4(dst),
+        src_addr: node_addr(src, cfg.ipv6),
+        dst_addr: node_addr(dst, cfg.ipv6),
         src_port: crate::workload::ephemeral_port(flow),
         dst_port: SERVER_PORT,
         proto: proto::TCP,
@@ -72,6 +72,20 @@ pub fn open(
 
 /// The engine side of endpoint calls for unit tests: collects sent packets and notes, with
 /// one TCP flow record (flow 0).
+/// The simulator's address of node `n`: the IPv4 address whose 32 bits are `n`, or with
+/// `ipv6` the IPv6 address `fd00::` + `n` (a unique local address, RFC 4193). Routing
+/// reads the node from the low 32 bits of either ([`Addr::low32`]).
+pub fn node_addr(n: u32, ipv6: bool) -> Addr {
+    if ipv6 {
+        let mut o = [0u8; 16];
+        o[0] = 0xfd;
+        o[12..].copy_from_slice(&n.to_be_bytes());
+        Addr::v6(o)
+    } else {
+        Addr::v4(n)
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod test_io {
     use crate::endpoint::{Io, Note};

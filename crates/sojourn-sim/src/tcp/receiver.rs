@@ -25,7 +25,6 @@
 //! window is `rwnd` minus the out-of-order bytes held.
 
 use super::TcpConfig;
-use super::SYN_FRAME_BYTES;
 use crate::endpoint::{Endpoint, Io, Note};
 use sojourn_core::packet::{tcp_flags, FlowKey, SackBlock, TransportHeader};
 use sojourn_core::{Duration, Packet, Time};
@@ -51,6 +50,7 @@ pub struct TcpReceiver {
     rwnd: u64,
     mss: u32,
     header_bytes: u32,
+    syn_frame_bytes: u32,
     ecn: bool,
     established: bool,
     synack_sent: bool,
@@ -101,6 +101,7 @@ impl TcpReceiver {
             rwnd: cfg.rwnd_bytes,
             mss: cfg.mss,
             header_bytes: cfg.header_bytes(),
+            syn_frame_bytes: cfg.syn_frame_bytes(),
             ecn: cfg.ecn,
             established: !cfg.handshake,
             synack_sent: false,
@@ -155,7 +156,7 @@ impl TcpReceiver {
             if self.ecn {
                 h.flags |= tcp_flags::ECE; // ECN-setup SYN-ACK (RFC 3168 §6.1.1)
             }
-            len = SYN_FRAME_BYTES;
+            len = self.syn_frame_bytes;
         } else if self.ece {
             h.flags |= tcp_flags::ECE;
         }

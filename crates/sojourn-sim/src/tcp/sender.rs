@@ -31,7 +31,7 @@ use super::cc::{
 };
 use super::rtt::RttEstimator;
 use super::scoreboard::{Scoreboard, Seg, EVER_RETRANS, FIN, RETRANS, SACKED};
-use super::{IntervalDist, TcpConfig, SYN_FRAME_BYTES};
+use super::{IntervalDist, TcpConfig};
 use crate::endpoint::{Endpoint, Io, Note};
 use sojourn_core::packet::{tcp_flags, Ecn, FlowKey, TransportHeader};
 use sojourn_core::rng::Rng;
@@ -331,7 +331,7 @@ impl TcpSender {
 
     fn send_syn(&mut self, io: &mut Io) {
         let mut p = self.base_packet(io.now);
-        p.len_bytes = SYN_FRAME_BYTES;
+        p.len_bytes = self.cfg.syn_frame_bytes();
         p.truesize_bytes = sojourn_core::packet::truesize_for(p.len_bytes);
         p.hdr.seq = 0;
         p.hdr.ack = 0;
