@@ -351,6 +351,21 @@ fn build_network(guard: &mut netns::Guard, lp: &LivePlan) -> Result<(), EmuError
         // not GSO buffers; docs/emulate.md "Datapath").
         netns::set_offloads(&ns, &h.host_if, Offloads::ALL_OFF).map_err(failed)?;
         netns::set_offloads(&fw, &h.fwd_if, Offloads::ALL_OFF).map_err(failed)?;
+        if !h.gso {
+            // `gso = false` (one segment per buffer): Linux's `gso_max_segs 1` on the
+            // host's device, as docs/transport.md measures it.
+            netns::ip(&[
+                "-n",
+                &ns,
+                "link",
+                "set",
+                "dev",
+                &h.host_if,
+                "gso_max_segs",
+                "1",
+            ])
+            .map_err(failed)?;
+        }
         if !lp.ipv6 {
             // No IPv6 in the hosts: no router or neighbour solicitations into the links.
             netns::sysctl(&ns, "net.ipv6.conf.all.disable_ipv6", "1").map_err(failed)?;
