@@ -317,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
         _compare.add_parser(sub)
     except ImportError:  # pragma: no cover
         pass
-    from . import deploy as _deploy
+    from . import cli_deploy as _deploy
 
     _deploy.add_parser(sub)
     try:
