@@ -107,7 +107,7 @@ def _cmd_live(a, action) -> int:
     try:
         # privilege before anything else (the plan itself needs none, but a refusal should
         # not depend on whether the file happens to be valid)
-        _apply.require_privilege(a.deploy_cmd, a.netns)
+        _apply.require_privilege(f"deploy {a.deploy_cmd}", a.netns)
         p = _plan(a, a.experiment)
         rep = action(p, a.netns)
     except (ConfigError, _apply.DeployError) as e:

@@ -182,8 +182,11 @@ def nft_ruleset(table: str, hooks: Sequence[str], ranges: Sequence[tuple[int, in
     return "\n".join(lines) + "\n"
 
 
-def _prepare(source: Union[str, Path, Mapping[str, Any]], overrides: Optional[Mapping[str, Any]]):
+def _prepare(source: Union[str, Path, Mapping[str, Any]], overrides: Optional[Mapping[str, Any]],
+             base_dir: Union[None, str, Path] = None):
     cfg, name, base = load(source)
+    if base_dir is not None:  # relative paths (size files) of a dict config resolve here
+        base = Path(base_dir)
     if overrides:
         check_depth(dict(overrides), "overrides")
         for k, v in overrides.items():
@@ -197,15 +200,16 @@ def _prepare(source: Union[str, Path, Mapping[str, Any]], overrides: Optional[Ma
 
 
 def plan(source: Union[str, Path, Mapping[str, Any]], node: str, iface: Union[None, str, Mapping[str, str]] = None,
-         overrides: Optional[Mapping[str, Any]] = None, device_rate: Optional[str] = None) -> Plan:
+         overrides: Optional[Mapping[str, Any]] = None, device_rate: Optional[str] = None,
+         base_dir: Union[None, str, Path] = None) -> Plan:
     """The ``tc``/``nft`` commands realising ``node``'s egress disciplines and classifiers.
 
     ``iface`` is the device of the node's only egress link, or ``{link: device}``; by default a
     link's device is its name. ``device_rate`` (e.g. ``"10Gbit"``): links slower than the device
     are shaped with htb at their rate, as are ``shaper = true`` links. Raises
     :class:`ConfigError` for a bad file or argument, :class:`NotDeployable` for what Linux
-    cannot express."""
-    cfg, name, m = _prepare(source, overrides)
+    cannot express. ``base_dir``: where relative paths of a dict ``source`` resolve."""
+    cfg, name, m = _prepare(source, overrides, base_dir)
     if node not in m["nodes"]:
         raise ConfigError("--node", node, f"no node named {node!r}; nodes: {', '.join(m['nodes'])}")
     keys = _link_keys(cfg)

@@ -78,8 +78,8 @@ def require_privilege(what: str, netns: Optional[str] = None) -> None:
     caps = _caps()
     need = [CAP_NET_ADMIN] + ([CAP_SYS_ADMIN] if netns else [])
     if not all(caps >> b & 1 for b in need):
-        raise PrivilegeError(f"deploy {what} needs root (CAP_NET_ADMIN{' and CAP_SYS_ADMIN' if netns else ''}) "
-                             f"to change qdiscs and nftables; run it as root (e.g. sudo sojourn deploy {what} ...)")
+        raise PrivilegeError(f"{what} needs root (CAP_NET_ADMIN{' and CAP_SYS_ADMIN' if netns else ''}) "
+                             f"to change qdiscs and nftables; run it as root (e.g. sudo sojourn {what} ...)")
 
 
 def _tc(netns: Optional[str], *args: str) -> subprocess.CompletedProcess:
@@ -256,7 +256,7 @@ def _restore_default(dev: str, netns: Optional[str]) -> Optional[str]:
 
 
 def _prepare(p: _d.Plan, netns: Optional[str], what: str) -> list[DevPlan]:
-    require_privilege(what, netns)
+    require_privilege(f"deploy {what}", netns)
     _check_netns(netns)
     now = {dev: qdisc_state(dev, netns) for dev in _by_dev(p)}  # every device exists
     want = _trial(p, netns)
