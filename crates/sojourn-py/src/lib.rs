@@ -280,21 +280,20 @@ fn emulate<'py>(
     // `kernel_hook(stage, hosts)`: hosts = [(node, namespace, device)]; its exception ends
     // the run (namespaces removed) and is raised as is.
     let mut hook_err: Option<PyErr> = None;
-    let mut hook = |stage: sojourn_emu::run::Stage,
-                    lp: &sojourn_emu::plan::LivePlan|
-     -> Result<(), String> {
-        let Some(f) = &kernel_hook else { return Ok(()) };
-        let hosts: Vec<(String, String, String)> = lp
-            .hosts
-            .iter()
-            .map(|h| (h.name.clone(), h.ns.clone(), h.host_if.clone()))
-            .collect();
-        f.call1(py, (stage.name(), hosts)).map(|_| ()).map_err(|e| {
-            let msg = e.to_string();
-            hook_err = Some(e);
-            msg
-        })
-    };
+    let mut hook =
+        |stage: sojourn_emu::run::Stage, lp: &sojourn_emu::plan::LivePlan| -> Result<(), String> {
+            let Some(f) = &kernel_hook else { return Ok(()) };
+            let hosts: Vec<(String, String, String)> = lp
+                .hosts
+                .iter()
+                .map(|h| (h.name.clone(), h.ns.clone(), h.host_if.clone()))
+                .collect();
+            f.call1(py, (stage.name(), hosts)).map(|_| ()).map_err(|e| {
+                let msg = e.to_string();
+                hook_err = Some(e);
+                msg
+            })
+        };
     let seed = seed.unwrap_or(exp.seed);
     let mut py_err: Option<PyErr> = None;
     let mut cb = |p: &sojourn_emu::run::Progress| -> bool {
