@@ -126,6 +126,56 @@ def cmd_remove(a) -> int:
     return _cmd_live(a, _apply.remove)
 
 
+def cmd_threshold(a) -> int:
+    import sys
+
+    from . import deploy_watch as _watch
+
+    if not a.watch:
+        return fail("deploy threshold: only --watch exists (adapt a live map); "
+                    "`sojourn threshold` computes a threshold offline")
+    try:
+        _apply.require_privilege("deploy threshold --watch", a.netns)
+        dur = _seconds(a.duration, "--duration")
+        interval = _seconds(a.interval, "--interval")
+        window = _seconds(a.window, "--window")
+        rate = None
+        if a.link_rate is not None:
+            from . import _engine_or_fail
+
+            try:
+                rate = float(_engine_or_fail().parse_rate(a.link_rate))
+            except ValueError as e:
+                raise ConfigError("--link-rate", a.link_rate, str(e)) from None
+        if not 0 <= a.hysteresis < 10:
+            raise ConfigError("--hysteresis", str(a.hysteresis), "expected a fraction such as 0.2 (±20 %)")
+        out = open(a.log, "a") if a.log else sys.stdout
+        try:
+            _watch.watch(a.experiment, a.node, _ifaces(a.iface), netns=a.netns, policy=a.policy, duration_s=dur,
+                         interval_s=interval, window_s=window, hysteresis=a.hysteresis, min_flows=a.min_flows,
+                         rate_bps=rate, device_rate=a.device_rate, overrides=_parse_set(a.set), out=out)
+        finally:
+            if a.log:
+                out.close()
+    except (ConfigError, _apply.DeployError) as e:
+        return fail(str(e))
+    except OSError as e:
+        return fail(f"deploy threshold: {e}")
+    return 0
+
+
+def _seconds(text: str, what: str) -> float:
+    from . import _engine_or_fail
+
+    try:
+        ns = _engine_or_fail().parse_duration_ns(text)
+    except ValueError as e:
+        raise ConfigError(what, text, str(e)) from None
+    if not ns > 0:
+        raise ConfigError(what, text, "must be positive")
+    return ns / 1e9
+
+
 def add_parser(sub) -> None:
     d = sub.add_parser("deploy", help="Linux tc/nft for a node of an experiment (plan, check, apply, remove)",
                        epilog=DEPLOY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -160,6 +210,23 @@ def add_parser(sub) -> None:
         common(ap, True)
         ap.add_argument("--netns", metavar="NS", help="the network namespace the devices live in (ip netns)")
         ap.set_defaults(func=func)
+
+    tp = parser("threshold", "adapt an applied map's threshold to the live traffic (--watch; root)")
+    tp.add_argument("experiment", help="experiment file (TOML)")
+    common(tp, True)
+    tp.add_argument("--netns", metavar="NS", help="the network namespace of the node (ip netns)")
+    tp.add_argument("--watch", action="store_true", help="watch finished connections and update the map")
+    tp.add_argument("--policy", choices=["mg1", "m/g/1", "median"], default="mg1",
+                    help="mg1: optimal 2LPS threshold of the M/G/1 queue of the recent sizes and load, updated "
+                         "beyond the hysteresis band; median: seed 000's, the median size of the last second")
+    tp.add_argument("--duration", default="60s", help="how long to watch (bounded; default 60s)")
+    tp.add_argument("--interval", default="1s", help="time between decisions (default 1s)")
+    tp.add_argument("--window", default="30s", help="mg1: finished connections of this past period (default 30s)")
+    tp.add_argument("--hysteresis", type=float, default=0.2, help="mg1: relative band kept (default 0.2 = ±20%%)")
+    tp.add_argument("--min-flows", type=int, default=20, help="mg1: fewest connections to decide on (default 20)")
+    tp.add_argument("--link-rate", metavar="RATE", help="mg1: the link's rate (default: the file's)")
+    tp.add_argument("--log", metavar="FILE", help="append the JSON lines here instead of stdout")
+    tp.set_defaults(func=cmd_threshold)
 
 
 __all__ = ["add_parser", "DEPLOY_EPILOG"]
