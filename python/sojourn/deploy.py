@@ -266,6 +266,9 @@ def plan(source: Union[str, Path, Mapping[str, Any]], node: str, iface: Union[No
             raise NotDeployable(name, f"classifier[{i}].map", f"node {node!r} has two classifiers with different "
                                 "maps; one nft map per node (use `sojourn emulate`)")
         ranges = [tuple(r) for r in c["map"]]
+        if c.get("adapt_interval_s"):
+            p.notes.append(f"classifier[{i}].adapt: the map starts at its written threshold; adapt it live with "
+                           "`sojourn deploy threshold --watch --policy median`")
     if ranges is not None:
         node_ix = m["nodes"].index(node)
         direction, counted = m["conntrack"][node_ix] or ("both", "ip")

@@ -146,7 +146,14 @@ pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
             }
         }
     }
-    for c in &exp.classifiers {
+    for (i, c) in exp.classifiers.iter().enumerate() {
+        if c.adapt.is_some() {
+            return Err(ConfError::new(
+                format!("classifier[{i}].adapt"),
+                "cannot be honoured live yet: the forwarder's map is fixed (on a kernel map, \
+                 `sojourn deploy threshold --watch --policy median` runs the same policy)",
+            ));
+        }
         for &n in &c.nodes {
             let host = p.host_of_node[n as usize].is_some();
             let ok = match c.hook {
