@@ -105,7 +105,10 @@ pub fn deploy_model<'py>(
             },
         )?;
         cd.set_item("map", c.map.clone())?;
-        cd.set_item("adapt_interval_s", c.adapt.map(|a| a.interval.as_secs_f64()))?;
+        cd.set_item(
+            "adapt_interval_s",
+            c.adapt.map(|a| a.interval.as_secs_f64()),
+        )?;
         cls.append(cd)?;
     }
     d.set_item("classifiers", cls)?;

@@ -15,8 +15,8 @@
 pub use sojourn_core::conntrack::{
     ip_len, lookup, Conntrack, ConntrackPlan, CountBytes, CountDirection,
 };
-pub use sojourn_experiment::classify::{Adapt, ClassifierPlan, Hook};
 use sojourn_core::{Duration, Time};
+pub use sojourn_experiment::classify::{Adapt, ClassifierPlan, Hook};
 
 /// Seed 000's per-interval median policy on a two-level map ([`Adapt`]): connections that
 /// finish are recorded with their conntrack count; when an interval ends, the threshold

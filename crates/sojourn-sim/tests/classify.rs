@@ -155,7 +155,10 @@ fn median_policy_threshold_follows_the_sizes_and_the_map_uses_it() {
         .map(|i| (t[i], v[i]))
         .collect();
     // changes happen only at interval ends (whole seconds)
-    assert!(changes.iter().all(|(ts, _)| (ts - ts.round()).abs() < 1e-9), "{changes:?}");
+    assert!(
+        changes.iter().all(|(ts, _)| (ts - ts.round()).abs() < 1e-9),
+        "{changes:?}"
+    );
     let at = |s: f64| {
         changes
             .iter()
@@ -187,7 +190,13 @@ fn median_policy_threshold_follows_the_sizes_and_the_map_uses_it() {
             continue;
         }
         let th = at(s) as u64;
-        assert_eq!(prio[i] == 0x10006, ct[i] <= th, "t {} count {} threshold {th}", pt[i], ct[i]);
+        assert_eq!(
+            prio[i] == 0x10006,
+            ct[i] <= th,
+            "t {} count {} threshold {th}",
+            pt[i],
+            ct[i]
+        );
         checked += 1;
     }
     assert!(checked > 200, "{checked}"); // GSO buffers: one logged packet carries many segments
