@@ -162,8 +162,7 @@ fn median_policy_threshold_follows_the_sizes_and_the_map_uses_it() {
     let at = |s: f64| {
         changes
             .iter()
-            .filter(|(ts, _)| *ts <= s + 1e-9)
-            .last()
+            .rfind(|(ts, _)| *ts <= s + 1e-9)
             .map(|c| c.1)
             .expect("a threshold by then")
     };
