@@ -153,8 +153,8 @@ pub const TC_KEYS: &[TcKey] = &[
 ];
 
 /// tc's float Hz → the 1/256-Hz units it sends (`(u32)(f * 256)` in f32, truncating).
-fn hz_to_units(hz: f64) -> u32 {
-    ((hz as f32) * 256f32) as u32
+fn hz_to_units(hz: f64) -> u64 {
+    ((hz as f32) * 256f32) as u64
 }
 
 /// The 1/256-Hz units as the exact decimal tc reads back to the same units.
@@ -223,14 +223,16 @@ impl DualPi2Spec {
                 return Ok(default);
             }
             let hz = p.f64(key, 0.0)?;
-            if !(0.0..=(1u64 << 23) as f64).contains(&hz) {
-                return Err(p.err(key, format!("{hz} Hz is out of tc's range [1/256, 2^23)")));
-            }
+            // tc sends (u32)(f32 · 256); the kernel accepts 1..=2^31-1 of those units.
             let u = hz_to_units(hz);
+            if hz < 0.0 || u > ALPHA_BETA_MAX as u64 {
+                return Err(p.err(key, format!("{hz} Hz is out of range [1/256, 2^23)")));
+            }
+            let u = u as u32;
             if u == 0 {
                 return Err(p.err(key, format!("{hz} Hz rounds to 0 in tc's 1/256-Hz units")));
             }
-            Ok(u.min(ALPHA_BETA_MAX))
+            Ok(u)
         };
         let mut alpha = gain(p, "alpha", d.alpha)?;
         let mut beta = gain(p, "beta", d.beta)?;
@@ -277,10 +279,8 @@ impl DualPi2Spec {
             tupdate_us = (t as u32).max(1);
             let alpha_hz =
                 tupdate_us as f64 / rtt_max as f64 / rtt_max as f64 * 1e6 * 0.1f32 as f64;
+            // (At most 0.3/1us = 300 kHz: within the kernel's range for any max_rtt.)
             let beta_hz = 0.3f32 as f64 / rtt_max as f64 * 1e6;
-            if beta_hz > (1u64 << 23) as f64 {
-                return Err(p.err("max_rtt", "is too low: beta would overflow"));
-            }
             alpha = (alpha_hz * 256.0) as u32;
             beta = (beta_hz * 256.0) as u32;
             if alpha == 0 || beta == 0 {
@@ -461,8 +461,6 @@ pub struct DualPi2 {
     c_queue: VecDeque<Packet>,
     /// Bytes (`qdisc_pkt_len`) in both queues (`sch->qstats.backlog`).
     backlog_bytes: u64,
-    /// Bytes in the L queue.
-    l_bytes: u64,
     /// `truesize` in both queues.
     memory_used: u64,
     /// PI2 state: base probability p', delay at the last update.
@@ -504,7 +502,6 @@ impl DualPi2 {
             l_queue: VecDeque::new(),
             c_queue: VecDeque::new(),
             backlog_bytes: 0,
-            l_bytes: 0,
             memory_used: 0,
             prob: 0,
             last_qdelay_ns: 0,
@@ -543,10 +540,6 @@ impl DualPi2 {
     }
     pub fn c_len(&self) -> usize {
         self.c_queue.len()
-    }
-    /// Sets the base probability (tests and tools).
-    pub fn set_base_prob(&mut self, p: u32) {
-        self.prob = p;
     }
 
     /// The classifier (`dualpi2_skb_classify` without tc filters): the ECN field against
@@ -607,13 +600,11 @@ impl DualPi2 {
         }
     }
 
+    /// CE-marks an ECN-capable packet (callers have sent Not-ECT ones to a drop).
     #[inline]
-    fn mark(&mut self, pkt: &mut Packet) -> bool {
+    fn mark(&mut self, pkt: &mut Packet) {
         if pkt.set_ce() {
             self.ecn_mark += 1;
-            true
-        } else {
-            false
         }
     }
 
@@ -718,7 +709,6 @@ impl DualPi2 {
                 // The step applies if the L queue already holds min_qlen_step packets.
                 let apply_step = self.l_queue.len() as u64 >= self.spec.min_qlen_step as u64;
                 self.packets_in_l += 1;
-                self.l_bytes += pkt.len_bytes as u64;
                 self.l_queue.push_back(LEntry { pkt, apply_step });
             }
             Class::Classic => {
@@ -736,7 +726,6 @@ impl DualPi2 {
         let (pkt, class, apply_step, change) =
             if !self.l_queue.is_empty() && (c_len == 0 || self.credit <= 0) {
                 let e = self.l_queue.pop_front().expect("non-empty");
-                self.l_bytes -= e.pkt.len_bytes as u64;
                 let w = if c_len > 0 {
                     self.spec.classic_protection as i64
                 } else {
@@ -774,9 +763,8 @@ impl DualPi2 {
             if pkt.ecn == Ecn::NotEct {
                 return true;
             }
-            if self.mark(pkt) {
-                self.step_marks += 1;
-            }
+            self.mark(pkt);
+            self.step_marks += 1;
         }
         false
     }
@@ -964,6 +952,19 @@ mod tests {
         assert_eq!(s.classic_protection, 30);
         assert_eq!(s.ecn_mask, EcnMask::AnyEct);
         assert_eq!(s.memlimit_bytes, 100 * 2 * 1514);
+        // The largest f32 gain below 2^23 Hz (8388607.5) is within the kernel's 2^31 − 1
+        // units; 2^23 Hz is not.
+        let s = parse(&[("beta", Value::Float(8_388_607.5))]).unwrap();
+        assert_eq!(s.beta, 2_147_483_520);
+        let s = parse(&[
+            ("memlimit", Value::Int(u32::MAX as i64)),
+            ("classic_protection", Value::Float(0.0)),
+            ("step_thresh", Value::Str("2ms".into())),
+        ])
+        .unwrap();
+        assert_eq!(s.memlimit_bytes, u32::MAX);
+        assert_eq!(s.classic_protection, 0);
+        assert_eq!(s.step, StepThresh::TimeUs(2000));
         assert_eq!(
             parse(&[("step_thresh", Value::Str("500".into()))])
                 .unwrap()
@@ -980,6 +981,14 @@ mod tests {
             ("target", Value::Str("0ms".into())),
             ("limit", Value::Int(0)),
             ("ecn_mask", Value::Str("ect0".into())),
+            ("alpha", Value::Float(8_388_608.0)),
+            ("step_thresh", Value::Str("1500ns".into())),
+            ("step_thresh", Value::Str("0us".into())),
+            ("step_thresh", Value::Int(5)),
+            ("tupdate", Value::Str("1500ns".into())),
+            ("memlimit", Value::Int(0)),
+            ("memlimit", Value::Int(1 << 32)),
+            ("classic_protection", Value::Int(-1)),
         ] {
             let e = parse(&[(k, v)]).unwrap_err();
             assert_eq!(e.path, format!("q.{k}"), "{e:?}");
@@ -997,11 +1006,45 @@ mod tests {
         ])
         .unwrap();
         assert_eq!((s.target_us, s.tupdate_us), (15_000, 15_000));
-        assert_eq!((s.alpha, s.beta), (38, 767 + (s.beta - 767)));
-        assert!((767..=768).contains(&s.beta), "{}", s.beta);
-        // max_rtt alone: typical = max/6.
+        assert_eq!((s.alpha, s.beta), (38, 768));
+        // typical above max/3: tupdate = max/3 = 33333 us, alpha = 0.1·0.0333/0.01 = 0.333
+        // Hz → 85 units.
+        let s = parse(&[
+            ("max_rtt", Value::Str("100ms".into())),
+            ("typical_rtt", Value::Str("50ms".into())),
+        ])
+        .unwrap();
+        assert_eq!(
+            (s.target_us, s.tupdate_us, s.alpha, s.beta),
+            (50_000, 33_333, 85, 768)
+        );
+        // max_rtt alone: typical = max/6 = 10 ms; alpha = 0.1·0.01/0.0036 = 0.278 Hz → 71,
+        // beta = 0.3/0.06 = 5 Hz → 1280.
         let s = parse(&[("max_rtt", Value::Str("60ms".into()))]).unwrap();
-        assert_eq!((s.target_us, s.tupdate_us), (10_000, 10_000));
+        assert_eq!(
+            (s.target_us, s.tupdate_us, s.alpha, s.beta),
+            (10_000, 10_000, 71, 1280)
+        );
+        // typical_rtt alone: max = 6·typical = 120 ms: beta = 2.5 Hz → 640.
+        let s = parse(&[("typical_rtt", Value::Str("20ms".into()))]).unwrap();
+        assert_eq!(
+            (s.target_us, s.tupdate_us, s.alpha, s.beta),
+            (20_000, 20_000, 35, 640)
+        );
+        // Equal is allowed, typical > max is not; a 10-s max_rtt rounds alpha to 0.
+        assert!(parse(&[
+            ("max_rtt", Value::Str("30ms".into())),
+            ("typical_rtt", Value::Str("30ms".into())),
+        ])
+        .is_ok());
+        let e = parse(&[
+            ("max_rtt", Value::Str("30ms".into())),
+            ("typical_rtt", Value::Str("31ms".into())),
+        ])
+        .unwrap_err();
+        assert_eq!(e.path, "q.typical_rtt");
+        let e = parse(&[("max_rtt", Value::Str("10s".into()))]).unwrap_err();
+        assert_eq!(e.path, "q.max_rtt");
     }
 
     #[test]
@@ -1067,6 +1110,127 @@ mod tests {
         q.prob = MAX_PROB - 10;
         q.update_probability(Time(2_000_000_000));
         assert_eq!(q.prob, MAX_PROB);
+    }
+
+    #[test]
+    fn pi_update_edges() {
+        // Empty queues, p' = 0.5: the integral term alone lowers it by
+        // alpha·target = 0.16015625 Hz · 15 ms = 0.00240234.
+        let mut q = q_with(spec());
+        q.prob = MAX_PROB / 2;
+        q.update_probability(Time(1_000_000_000));
+        let drop = 0.5 - q.base_prob();
+        assert!((drop / 0.002_402_343_75 - 1.0).abs() < 3e-3, "{drop}");
+        // |Δ| below one unit of 64 ns·gain leaves p' as it is (no spurious 0 or 1).
+        let mut d = Drops::new();
+        for off in [1i64, -1] {
+            let mut q = q_with(spec());
+            q.enqueue(ecn_pkt(1, Ecn::NotEct, Time(0)), Time(0), &mut d);
+            q.prob = MAX_PROB / 2;
+            let at = (15_000_000 + off) as u64;
+            q.last_qdelay_ns = at;
+            q.update_probability(Time(at));
+            assert_eq!(q.prob, MAX_PROB / 2, "delay 15 ms {off:+} ns");
+        }
+    }
+
+    #[test]
+    fn updates_run_every_tupdate_from_creation() {
+        // One packet queued at 0 (never dequeued): no update before 16 ms, one at 16 ms
+        // (qdelay 16 ms > target 15 ms), the next at 32 ms.
+        let mut q = q_with(spec());
+        let mut d = Drops::new();
+        q.enqueue(ecn_pkt(1, Ecn::NotEct, Time(0)), Time(0), &mut d);
+        q.observe(Time(15_999_999), &mut |_, _| {});
+        assert_eq!(q.prob, 0);
+        q.observe(Time(16_000_000), &mut |_, _| {});
+        let p1 = q.prob;
+        assert!(p1 > 0);
+        q.observe(Time(31_999_999), &mut |_, _| {});
+        assert_eq!(q.prob, p1);
+        q.observe(Time(32_000_000), &mut |_, _| {});
+        assert!(q.prob > p1);
+        assert_eq!(q.last_qdelay_ns, 32_000_000);
+        // Idle at p' = 0: the skipped updates keep the grid (16 ms · n).
+        let mut q = q_with(spec());
+        q.observe(Time(1_005_000_000), &mut |_, _| {});
+        assert_eq!(q.next_update, Time(1_008_000_000));
+        assert_eq!(q.prob, 0);
+    }
+
+    #[test]
+    fn observe_reports_probabilities_and_delays() {
+        let mut q = q_with(spec());
+        let mut d = Drops::new();
+        q.enqueue(
+            ecn_pkt(1, Ecn::Ect1, Time(1_000_000)),
+            Time(1_000_000),
+            &mut d,
+        );
+        q.enqueue(
+            ecn_pkt(2, Ecn::NotEct, Time(3_000_000)),
+            Time(3_000_000),
+            &mut d,
+        );
+        q.prob = MAX_PROB / 10;
+        q.next_update = Time::MAX;
+        let mut got = std::collections::HashMap::new();
+        q.observe(Time(10_000_000), &mut |k, v| {
+            got.insert(k.to_string(), v);
+        });
+        assert!((got["prob"] - 0.1).abs() < 1e-9);
+        assert!((got["prob_l"] - 0.2).abs() < 1e-9);
+        assert!((got["prob_c"] - 0.01).abs() < 1e-9);
+        assert!((got["delay_l_ms"] - 9.0).abs() < 1e-9);
+        assert!((got["delay_c_ms"] - 7.0).abs() < 1e-9);
+        assert_eq!((got["l_packets"], got["c_packets"]), (1.0, 1.0));
+        assert_eq!(got["step_marks"], 0.0);
+    }
+
+    #[test]
+    fn pi_drops_happen_where_configured() {
+        // p' = 1 and a standing classic backlog: with drop_dequeue (default) arrivals are
+        // all queued and the drops happen at dequeue (reason aqm); with drop_enqueue they
+        // happen on arrival (reason early) and never at dequeue.
+        for enqueue_side in [false, true] {
+            let mut s = spec();
+            s.drop_enqueue = enqueue_side;
+            let mut q = q_with(s);
+            let mut d = Drops::new();
+            for i in 0..3 {
+                q.enqueue(ecn_pkt(i, Ecn::NotEct, Time(0)), Time(0), &mut d);
+            }
+            q.prob = MAX_PROB;
+            q.next_update = Time::MAX;
+            for i in 3..10 {
+                q.enqueue(ecn_pkt(i, Ecn::NotEct, Time(0)), Time(0), &mut d);
+            }
+            let at_enqueue: Vec<DropReason> = d.drain().map(|x| x.reason).collect();
+            if enqueue_side {
+                assert_eq!(at_enqueue, vec![DropReason::Early; 7]);
+            } else {
+                assert!(at_enqueue.is_empty());
+            }
+            let mut sent = 0;
+            while q.dequeue(Time(1), &mut d).packet().is_some() {
+                sent += 1;
+            }
+            let at_dequeue: Vec<DropReason> = d.drain().map(|x| x.reason).collect();
+            if enqueue_side {
+                assert!(at_dequeue.is_empty());
+                assert_eq!(sent, 3);
+            } else {
+                // Drops until fewer than 2 MTU remain behind the head.
+                assert_eq!(at_dequeue, vec![DropReason::Aqm; 8]);
+                assert_eq!(sent, 2);
+            }
+            assert_eq!(q.dropped, if enqueue_side { 7 } else { 8 });
+        }
+        // k = 1 and p' = 1: k·p' is exactly 1, not overload: classic ECT is marked.
+        let mut s = spec();
+        s.coupling_factor = 1;
+        let (marks, drops) = fractions(s, 1.0, Ecn::Ect0, 1000);
+        assert_eq!((marks, drops), (1.0, 0.0));
     }
 
     #[test]
@@ -1245,6 +1409,19 @@ mod tests {
             })
             .collect();
         assert_eq!(order, "LCLCLCLCLC");
+        // With both queues empty the credit is reset: a fresh 9:1 cycle.
+        while q.dequeue(Time(0), &mut d).packet().is_some() {}
+        let mut q = q_with(spec());
+        for i in 0..20 {
+            q.enqueue(ecn_pkt(i, Ecn::Ect1, Time(0)), Time(0), &mut d);
+            q.enqueue(ecn_pkt(1000 + i, Ecn::NotEct, Time(0)), Time(0), &mut d);
+        }
+        for _ in 0..9 {
+            q.dequeue(Time(0), &mut d);
+        }
+        assert!(q.credit > 0);
+        while q.dequeue(Time(0), &mut d).packet().is_some() {}
+        assert_eq!(q.credit, -121_120);
     }
 
     #[test]
@@ -1269,6 +1446,18 @@ mod tests {
         }
         assert_eq!(q.len_packets(), 2);
         assert_eq!(d.len(), 1);
+        assert_eq!((q.overlimit, q.dropped), (1, 1));
+        // Exactly full is allowed.
+        let mut s = spec();
+        s.memlimit_bytes = 2 * 2880;
+        let mut q = q_with(s);
+        for i in 0..2 {
+            q.enqueue(ecn_pkt(i, Ecn::NotEct, Time(0)), Time(0), &mut d);
+        }
+        assert_eq!(q.len_packets(), 2);
+        // The default memory limit saturates at the kernel's u32.
+        assert_eq!(memory_limit(10_000, 1514), 30_280_000);
+        assert_eq!(memory_limit(2_000_000, 1514), u32::MAX);
     }
 
     /// Open-loop arrivals of `ecn` packets every `ia` into a link serving one per
@@ -1344,7 +1533,12 @@ mod tests {
         let tup = Duration::from_ms(16);
         let mut next_tick = Time::ZERO + tup;
         for uid in 0..60_000u64 {
-            now += Duration(rng.below(1_000_000));
+            // Mostly sub-tupdate gaps, sometimes idle periods of many updates.
+            now += Duration(if rng.chance(0.01) {
+                rng.below(400_000_000)
+            } else {
+                rng.below(1_000_000)
+            });
             while next_tick <= now {
                 eager.observe(next_tick, &mut |_, _| {});
                 next_tick += tup;
@@ -1365,6 +1559,7 @@ mod tests {
                 (lazy.prob, lazy.last_qdelay_ns),
                 (eager.prob, eager.last_qdelay_ns)
             );
+            assert_eq!(lazy.next_update, eager.next_update);
         }
         assert!(
             dl.len() > 100,
