@@ -632,23 +632,14 @@ impl DualPi2 {
         delta = delta
             .wrapping_add((qdelay - self.last_qdelay_ns as i64).wrapping_mul(self.beta_int as i64));
         self.last_qdelay_ns = qdelay as u64;
-        let g = 1u64 << ALPHA_BETA_GRANULARITY;
-        let mut new_prob: u32 = if delta > 0 {
-            let np = ((delta as u64 / g) as i64).wrapping_add(self.prob as i64) as u32;
-            if np < self.prob {
-                MAX_PROB
-            } else {
-                np
-            }
-        } else {
-            let np =
-                (self.prob as i64).wrapping_sub((delta.wrapping_neg() as u64 / g) as i64) as u32;
-            if np > self.prob {
-                0
-            } else {
-                np
-            }
-        };
+        // Δ per 64 ns of delay (the kernel divides the magnitude by 64: truncation toward
+        // zero, as i64 division), added to p' and bounded to [0, 1]. The kernel does this in
+        // u32 with wrap checks, which agree for any step below 2^32 (a move of less than
+        // 100% in one update); beyond that its arithmetic wraps and sojourn saturates.
+        let step = delta / (1i64 << ALPHA_BETA_GRANULARITY);
+        let mut new_prob = (self.prob as i64)
+            .saturating_add(step)
+            .clamp(0, MAX_PROB as i64) as u32;
         // overflow mode: cap so that k·p' stays <= 100% (window fairness while overflowing).
         if !self.spec.drop_on_overload {
             new_prob = new_prob.min(MAX_PROB / self.spec.coupling_factor as u32);

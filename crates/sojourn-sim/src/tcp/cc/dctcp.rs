@@ -117,10 +117,10 @@ impl CongestionControl for Dctcp {
         // min_not_zero(α, α >> g): below 16 the decay takes α straight to 0.
         let decay = alpha >> SHIFT_G;
         alpha -= if decay == 0 { alpha } else { decay };
-        if delivered_ce > 0 {
-            let f = (delivered_ce << (10 - SHIFT_G)) / delivered.max(1);
-            alpha = (alpha as u64 + f).min(MAX_ALPHA as u64) as u32;
-        }
+        // + g·F = (ce << (10 − 4)) / delivered (0 without marks; the kernel skips the
+        // division then).
+        let f = (delivered_ce << (10 - SHIFT_G)) / delivered.max(1);
+        alpha = (alpha as u64 + f).min(MAX_ALPHA as u64) as u32;
         self.alpha = alpha;
         self.reset(st);
     }
@@ -274,6 +274,21 @@ mod tests {
     }
 
     #[test]
+    fn acks_left_over_at_ssthresh_count_in_congestion_avoidance() {
+        // tcp_reno_cong_avoid: cwnd 10, ssthresh 12, 5 packets ACKed: slow start takes 2,
+        // the 3 left over go to tcp_cong_avoid_ai (snd_cwnd_cnt = 3).
+        let (mut d, mut st) = fresh();
+        st.ssthresh = 12;
+        d.cong_avoid(&mut st, 5);
+        assert_eq!((st.cwnd, st.cwnd_cnt), (12, 3));
+        // Exactly reaching ssthresh leaves nothing for congestion avoidance.
+        let (mut d, mut st) = fresh();
+        st.ssthresh = 12;
+        d.cong_avoid(&mut st, 2);
+        assert_eq!((st.cwnd, st.cwnd_cnt), (12, 0));
+    }
+
+    #[test]
     fn reno_growth_and_names() {
         let (mut d, mut st) = fresh();
         for _ in 0..10 {
@@ -294,8 +309,9 @@ mod tests {
         let p = Dctcp::new(true);
         assert_eq!(p.name(), "prague");
         assert!(p.needs_pacing());
+        d.alpha = 256;
         let mut seen = Vec::new();
         d.observe(&mut |k, v| seen.push((k.to_string(), v)));
-        assert_eq!(seen, [("dctcp_alpha".to_string(), d.alpha())]);
+        assert_eq!(seen, [("dctcp_alpha".to_string(), 0.25)]);
     }
 }
