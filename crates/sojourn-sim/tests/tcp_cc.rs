@@ -445,6 +445,9 @@ fn dctcp_and_prague_fill_the_link_with_a_queue_near_the_step_threshold() {
         assert!(util > 0.95, "{cc}: utilisation {util}");
         assert!(max_ms < 3.0, "{cc}: max sojourn {max_ms} ms");
         assert_eq!(f(&w["drops_total"]), 0.0, "{cc}: drops");
-        assert!(f(&w["ecn_marks"]) > 1000.0, "{cc}: the step must be marking");
+        assert!(
+            f(&w["ecn_marks"]) > 1000.0,
+            "{cc}: the step must be marking"
+        );
     }
 }
