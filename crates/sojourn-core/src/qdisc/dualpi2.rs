@@ -740,8 +740,10 @@ impl DualPi2 {
         Some((pkt, class, apply_step, change * pkt.len_bytes as i64))
     }
 
-    /// `do_step_aqm`: the L queue's native step marking at dequeue; true = drop (Not-ECT).
-    fn step_aqm(&mut self, pkt: &mut Packet, apply_step: bool, now: Time) -> bool {
+    /// `do_step_aqm`: the L queue's native step marking at dequeue. (The kernel drops a
+    /// Not-ECT packet here; such packets reach the L queue only through tc filters, which
+    /// sojourn does not model, so every L packet here is ECN-capable.)
+    fn step_aqm(&mut self, pkt: &mut Packet, apply_step: bool, now: Time) {
         let over = match self.spec.step {
             StepThresh::Packets(n) => self.l_queue.len() as u64 > n as u64,
             StepThresh::TimeUs(us) => {
@@ -751,13 +753,9 @@ impl DualPi2 {
             }
         };
         if apply_step && over {
-            if pkt.ecn == Ecn::NotEct {
-                return true;
-            }
             self.mark(pkt);
             self.step_marks += 1;
         }
-        false
     }
 }
 
@@ -796,10 +794,8 @@ impl Qdisc for DualPi2 {
                 drops.push(pkt, DropReason::Aqm);
                 continue;
             }
-            if class == Class::L4s && self.step_aqm(&mut pkt, apply_step, now) {
-                self.dropped += 1;
-                drops.push(pkt, DropReason::Aqm);
-                continue;
+            if class == Class::L4s {
+                self.step_aqm(&mut pkt, apply_step, now);
             }
             self.credit += change;
             return Dequeue::Packet(pkt);
@@ -1413,6 +1409,28 @@ mod tests {
         assert!(q.credit > 0);
         while q.dequeue(Time(0), &mut d).packet().is_some() {}
         assert_eq!(q.credit, -121_120);
+        // Serving the L queue while the C queue is empty leaves the credit alone.
+        let mut q = q_with(spec());
+        for i in 0..30 {
+            q.enqueue(ecn_pkt(i, Ecn::Ect1, Time(0)), Time(0), &mut d);
+        }
+        for _ in 0..5 {
+            q.dequeue(Time(0), &mut d);
+        }
+        assert_eq!(q.credit, -121_120);
+        for i in 0..5 {
+            q.enqueue(ecn_pkt(1000 + i, Ecn::NotEct, Time(0)), Time(0), &mut d);
+        }
+        let order: String = (0..10)
+            .map(|_| {
+                if q.dequeue(Time(0), &mut d).packet().unwrap().uid >= 1000 {
+                    'C'
+                } else {
+                    'L'
+                }
+            })
+            .collect();
+        assert_eq!(order, "LLLLLLLLLC");
     }
 
     #[test]
@@ -1438,6 +1456,24 @@ mod tests {
         assert_eq!(q.len_packets(), 2);
         assert_eq!(d.len(), 1);
         assert_eq!((q.overlimit, q.dropped), (1, 1));
+        // Dequeued packets give their memory back: 3 × 2880 B fill 8640 B; after one
+        // leaves, one more fits, a second does not.
+        let mut s = spec();
+        s.memlimit_bytes = 3 * 2880;
+        let mut q = q_with(s);
+        let mut d = Drops::new();
+        for i in 0..3 {
+            q.enqueue(ecn_pkt(i, Ecn::NotEct, Time(0)), Time(0), &mut d);
+        }
+        q.dequeue(Time(0), &mut d).packet().unwrap();
+        assert_eq!(
+            q.enqueue(ecn_pkt(3, Ecn::NotEct, Time(0)), Time(0), &mut d),
+            Verdict::Queued
+        );
+        assert_eq!(
+            q.enqueue(ecn_pkt(4, Ecn::NotEct, Time(0)), Time(0), &mut d),
+            Verdict::Dropped
+        );
         // Exactly full is allowed.
         let mut s = spec();
         s.memlimit_bytes = 2 * 2880;
