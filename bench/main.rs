@@ -270,6 +270,11 @@ fn since(t0: f64) -> f64 {
 /// The scale dumbbell: `pairs` pairs, 100 Mbit/s bottleneck, 10 ms base RTT, one CUBIC bulk
 /// flow per pair, only the bottleneck recorded (issue 19's shape).
 fn scale_text(pairs: u32, secs: f64) -> String {
+    scale_text_flows(pairs, secs, "\"all\"")
+}
+
+/// The scale dumbbell with the bulk flows on `flow_pairs` (`"all"` or a list of indices).
+fn scale_text_flows(pairs: u32, secs: f64, flow_pairs: &str) -> String {
     format!(
         r#"
         duration = "{secs}s"
@@ -282,7 +287,7 @@ fn scale_text(pairs: u32, secs: f64) -> String {
         cc = "cubic"
         [[workload]]
         kind = "bulk"
-        pairs = "all"
+        pairs = {flow_pairs}
         [record]
         interval = "1s"
         links = ["bottleneck"]
@@ -347,11 +352,34 @@ fn bench_scale(short: bool, out: &mut serde_json::Map<String, serde_json::Value>
     let mut rates = serde_json::Map::new();
     println!("\nbottleneck packets per CPU second of the run loop, {secs} s simulated (median of {reps}):");
     let big = *sizes.iter().max().unwrap_or(&16);
-    for pairs in [16u32, big] {
-        let text = scale_text(pairs, secs);
+    let sixteen = format!(
+        "[{}]",
+        (0..16)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    // 16 pairs with a flow each; the big dumbbell with flows on 16 pairs only (the cost of
+    // the topology's size alone); the big dumbbell with a flow on every pair (issue 19's
+    // shape: far more flows than the 100 Mbit/s link can serve, most packets dropped).
+    let cases = [
+        (
+            16u32,
+            "\"all\"".to_string(),
+            "16 pairs, 16 flows".to_string(),
+        ),
+        (big, sixteen, format!("{big} pairs, 16 flows")),
+        (
+            big,
+            "\"all\"".to_string(),
+            format!("{big} pairs, {big} flows"),
+        ),
+    ];
+    for (pairs, flow_pairs, label) in cases {
+        let text = scale_text_flows(pairs, secs, &flow_pairs);
         let exp = sojourn_sim::config::from_toml(&text, std::path::Path::new("."))
             .expect("bench experiment is valid");
-        let mut v = Vec::new();
+        let (mut v, mut created, mut events) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..reps {
             let mut sim = sojourn_sim::Sim::new(&exp, exp.seed);
             sim.start_apps();
@@ -362,13 +390,20 @@ fn bench_scale(short: bool, out: &mut serde_json::Map<String, serde_json::Value>
                 .stats
                 .tx_pkts as f64;
             v.push(pkts / cpu);
+            created.push(sim.acct.created as f64 / cpu);
+            events.push(sim.events_processed as f64 / cpu);
         }
-        let r = median(v);
+        let (r, c, e) = (median(v), median(created), median(events));
         println!(
-            "  {pairs:>6} pairs: {:.2} M bottleneck packets / CPU s",
-            r / 1e6
+            "  {label:>24}: {:.2} M bottleneck packets / CPU s; {:.2} M packets created, {:.1} M events / CPU s",
+            r / 1e6,
+            c / 1e6,
+            e / 1e6
         );
-        rates.insert(pairs.to_string(), serde_json::json!(r));
+        rates.insert(
+            label,
+            serde_json::json!({"bottleneck": r, "created": c, "events": e}),
+        );
     }
     out.insert(
         "scale_bottleneck_packets_per_s".into(),
@@ -376,8 +411,52 @@ fn bench_scale(short: bool, out: &mut serde_json::Map<String, serde_json::Value>
     );
 }
 
+/// `file PATH [--set KEY=VALUE]...`: runs one experiment file (e.g. seed 000's 10 Gb/s set-up
+/// with `--set duration=60s`) and reports set-up and run CPU time, link packets per CPU
+/// second and events (for timing a long run from a short one, docs/repro/age-based.md).
+fn bench_file(args: &[String]) {
+    let path = args
+        .first()
+        .expect("usage: sojourn-bench file PATH [--set KEY=VALUE]...");
+    let set: Vec<String> = args
+        .windows(2)
+        .filter(|w| w[0] == "--set")
+        .map(|w| w[1].clone())
+        .collect();
+    let t0 = thread_cpu_seconds();
+    let exp = sojourn_experiment::load(std::path::Path::new(path), &set, None)
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut sim = sojourn_sim::Sim::new(&exp, exp.seed);
+    sim.start_apps();
+    let setup = thread_cpu_seconds() - t0;
+    let t1 = thread_cpu_seconds();
+    sim.run(&mut |_| true);
+    let cpu = thread_cpu_seconds() - t1;
+    sim.check_conservation().expect("conservation");
+    let link_pkts: u64 = sim.links.iter().map(|l| l.stats.tx_pkts).sum();
+    let secs = exp.duration.as_secs_f64();
+    println!(
+        "{path}: {secs} s simulated; set-up {setup:.3} CPU s; run {cpu:.2} CPU s \
+         ({:.2}x real time)",
+        cpu / secs
+    );
+    println!(
+        "  {} events ({:.1} M / CPU s), {} packets created, {} link transmissions \
+         ({:.2} M link packets / CPU s; counted after the warm-up)",
+        sim.events_processed,
+        sim.events_processed as f64 / cpu / 1e6,
+        sim.acct.created,
+        link_pkts,
+        link_pkts as f64 / cpu / 1e6
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("file") {
+        bench_file(&args[1..]);
+        return;
+    }
     let short = args.iter().any(|a| a == "--short");
     let json_path = args
         .iter()

@@ -235,10 +235,13 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
 /// Memory a run needs, by what it holds for its whole length (docs/limits.md has the
 /// measurements): the engine and Python front (~120 MB), per node and link, per flow
 /// (UDP: 0.8 KB measured with 400,000 CBR flows; TCP: 2.2 KB measured at set-up, budgeted
-/// at 16 KiB for the connection state while data flows).
+/// at 16 KiB for the connection state while data flows). A link measured ~2.5 KB at set-up
+/// (the engine's link 1.5 KB, its plan twice) plus the packets it holds; 16 KiB allows ~60
+/// queued or propagating packets on every link at once (a 10,000-pair dumbbell: 40,002
+/// links, 0.66 GB budgeted).
 pub const BASE_BYTES: f64 = 128.0 * 1024.0 * 1024.0;
 pub const BYTES_PER_NODE: f64 = 4.0 * 1024.0;
-pub const BYTES_PER_LINK: f64 = 64.0 * 1024.0;
+pub const BYTES_PER_LINK: f64 = 16.0 * 1024.0;
 pub const BYTES_PER_UDP_FLOW: f64 = 1024.0;
 pub const BYTES_PER_TCP_FLOW: f64 = 16.0 * 1024.0;
 
