@@ -6,13 +6,13 @@
 //! delivered inside `TxDone`). Endpoint timers are deadlines re-armed lazily.
 
 use crate::app::AnyApp;
-use crate::classify::{lookup, Conntrack, Hook};
+use crate::classify::{lookup, Conntrack, Hook, MedianPolicy};
 use crate::config::{static_routes, Experiment, Routes};
 use crate::endpoint::{AnyEndpoint, Endpoint, Io, Note};
 use crate::event::{Event, EventQueue};
 use crate::flows::FlowTable;
 use crate::link::{Link, TxFate};
-use crate::metrics::{PacketLog, TimeSeries};
+use crate::metrics::{LinkCounts, PacketLog, TimeSeries};
 use crate::workload;
 use sojourn_core::device::{Device, Poll};
 use sojourn_core::qdisc::{BuildCtx, DropReason, Drops, Qdisc};
@@ -33,6 +33,8 @@ pub struct Node {
     pub conntrack: Option<Box<Conntrack>>,
     /// Classifier rules `(hook, ct-bytes map)` run on packets leaving this node.
     pub classifiers: Vec<(Hook, Vec<(u64, u32)>)>,
+    /// Per classifier, its adaptive threshold policy (`adapt`), if any.
+    pub adapt: Vec<Option<Box<MedianPolicy>>>,
 }
 
 struct EndpointSlot {
@@ -69,6 +71,8 @@ pub struct Sim {
     pub flows: FlowTable,
     /// Owning application of each flow (`u32::MAX` for none).
     flow_owner: Vec<u32>,
+    /// Nodes with an adaptive classifier (`adapt`): told of every finished flow.
+    adaptive_nodes: Vec<u32>,
     apps: Vec<Option<AnyApp>>,
     drops: Drops,
     out: Vec<Packet>,
@@ -83,7 +87,7 @@ pub struct Sim {
     flow_series: bool,
     packet_sample: f64,
     /// Previous sample's counters per sampled link: (tx_bytes, drops, marks).
-    prev_link: Vec<(u64, u64, u64)>,
+    prev_link: Vec<LinkCounts>,
     prev_flow_bytes: Vec<u64>,
     pub exp: Experiment,
 }
@@ -104,11 +108,18 @@ impl Sim {
                     .flatten()
                     .map(|p| Box::new(Conntrack::new(p))),
                 classifiers: Vec::new(),
+                adapt: Vec::new(),
             })
             .collect();
+        let mut adaptive_nodes = Vec::new();
         for c in &exp.classifiers {
             for &n in &c.nodes {
                 nodes[n as usize].classifiers.push((c.hook, c.map.clone()));
+                let a = c.adapt.map(|a| Box::new(MedianPolicy::new(a.interval)));
+                if a.is_some() && !adaptive_nodes.contains(&n) {
+                    adaptive_nodes.push(n);
+                }
+                nodes[n as usize].adapt.push(a);
             }
         }
         let mut links = Vec::with_capacity(exp.links.len());
@@ -163,6 +174,7 @@ impl Sim {
             free_endpoints: Vec::new(),
             flows: FlowTable::default(),
             flow_owner: Vec::new(),
+            adaptive_nodes,
             apps: Vec::new(),
             drops: Drops::new(),
             out: Vec::with_capacity(64),
@@ -173,7 +185,7 @@ impl Sim {
             series: TimeSeries::default(),
             packet_log: PacketLog::default(),
             sample_interval: exp.record.interval,
-            prev_link: vec![(0, 0, 0); sampled_links.len()],
+            prev_link: vec![LinkCounts::default(); sampled_links.len()],
             sampled_links,
             flow_series: exp.record.flow_series,
             packet_sample: exp.record.packet_sample,
@@ -313,6 +325,9 @@ impl Sim {
                         let rec = self.flows.get_mut(flow);
                         if rec.end.is_none() {
                             rec.end = Some(self.now);
+                            if !self.adaptive_nodes.is_empty() {
+                                self.adaptive_finished(flow);
+                            }
                         }
                         if let Some(&app) = self.flow_owner.get(flow as usize) {
                             if app != u32::MAX {
@@ -372,6 +387,20 @@ impl Sim {
             return; // input: counted, not classified
         }
         pkt.ct_bytes = count;
+        if !n.adapt.is_empty() {
+            let now = self.now;
+            for (i, a) in n.adapt.iter_mut().enumerate() {
+                let Some(a) = a else { continue };
+                if now < a.boundary {
+                    continue;
+                }
+                for (t, th) in a.roll(now, n.classifiers[i].1[0].0) {
+                    n.classifiers[i].1[0].0 = th;
+                    self.series
+                        .push(t, &n.name, "classifier_threshold_bytes", th as f64);
+                }
+            }
+        }
         for (hook, map) in &n.classifiers {
             let applies = match hook {
                 Hook::Output => local,
@@ -382,6 +411,24 @@ impl Sim {
                 if let Some(p) = lookup(map, count) {
                     pkt.priority = p;
                 }
+            }
+        }
+    }
+
+    /// A flow finished: each adaptive classifier whose node tracked it records its
+    /// conntrack count (a flow that never crossed the node has none).
+    fn adaptive_finished(&mut self, flow: u32) {
+        let now = self.now;
+        for &n in &self.adaptive_nodes {
+            let node = &mut self.nodes[n as usize];
+            let Some(count) = node.conntrack.as_ref().map(|ct| ct.count(flow)) else {
+                continue;
+            };
+            if count == 0 {
+                continue;
+            }
+            for a in node.adapt.iter_mut().flatten() {
+                a.finished(now, count);
             }
         }
     }
@@ -791,9 +838,9 @@ impl Sim {
                     for (k, &l) in self.sampled_links.iter().enumerate() {
                         let st = &self.links[l as usize].stats;
                         let drops: u64 = st.drops.iter().sum();
-                        let (pb, pd, pm) = self.prev_link[k];
-                        self.prev_link[k] =
-                            (pb.wrapping_sub(st.tx_bytes), pd.wrapping_sub(drops), pm);
+                        let p = &mut self.prev_link[k];
+                        p.tx_bytes = p.tx_bytes.wrapping_sub(st.tx_bytes);
+                        p.drops = p.drops.wrapping_sub(drops);
                     }
                     for l in &mut self.links {
                         l.reset_stats(t);
@@ -863,37 +910,24 @@ impl Sim {
         let dt = self.sample_interval.as_secs_f64();
         for (k, &l) in self.sampled_links.iter().enumerate() {
             let link = &mut self.links[l as usize];
-            let name = link.name.clone();
-            let drops: u64 = link.stats.drops.iter().sum();
-            let marks = link.dev.qdisc.ecn_marks();
-            let (pb, pd, pm) = self.prev_link[k];
             // Deltas since the previous sample. The warm-up end resets the link counters
             // and carries what was counted since the last sample into `prev_link` (as a
             // wrapped negative offset), so the first sample after it is not a false 0.
-            let tx = link.stats.tx_bytes;
-            let d_tx = tx.wrapping_sub(pb);
-            let d_drop = drops.wrapping_sub(pd);
-            self.prev_link[k] = (tx, drops, marks);
-            let s = &mut self.series;
-            s.push(
+            let counts = LinkCounts {
+                tx_bytes: link.stats.tx_bytes,
+                drops: link.stats.drops.iter().sum(),
+                ecn_marks: link.dev.qdisc.ecn_marks(),
+            };
+            let ring = (link.dev.ring_cap() > 0).then(|| link.dev.ring_len());
+            self.series.push_link(
                 now,
-                &name,
-                "queue_packets",
-                link.dev.qdisc.len_packets() as f64,
+                &link.name,
+                &mut link.dev.qdisc,
+                ring,
+                counts,
+                &mut self.prev_link[k],
+                dt,
             );
-            s.push(now, &name, "queue_bytes", link.dev.qdisc.len_bytes() as f64);
-            if link.dev.ring_cap() > 0 {
-                s.push(now, &name, "ring_packets", link.dev.ring_len() as f64);
-            }
-            if now > Time::ZERO {
-                s.push(now, &name, "throughput_bps", d_tx as f64 * 8.0 / dt);
-                s.push(now, &name, "drops", d_drop as f64);
-                s.push(now, &name, "ecn_marks", marks.saturating_sub(pm) as f64);
-            }
-            let series = &mut self.series;
-            link.dev
-                .qdisc
-                .observe(now, &mut |metric, v| series.push(now, &name, metric, v));
         }
         if self.flow_series {
             if self.prev_flow_bytes.len() < self.flows.len() {
