@@ -291,11 +291,25 @@ def connect(cluster: Any, timeout_s: float = 10.0) -> Connection:
             from dask_jobqueue import SLURMCluster
         except ImportError:
             raise ConfigError("--cluster", "", "slurm:N needs dask-jobqueue: pip install 'sojourn[slurm]'") from None
+        import shlex
+
         try:
             sc = SLURMCluster()
+        except Exception as e:
+            msg = " ".join(str(e).split())  # one line (dask-jobqueue's hints span several)
+            raise ConfigError("--cluster", "", f"{addr}: cannot start a SLURMCluster (configure it in Dask's jobqueue.slurm "
+                                               f"settings, docs/sweeps.md): {type(e).__name__}: {msg}") from None
+        submit = shlex.split(getattr(sc.job_cls, "submit_command", None) or "sbatch")[0]
+        if shutil.which(submit) is None:
+            # dask-jobqueue submits in the background and only logs the failure: the sweep
+            # would wait for workers that never come.
+            sc.close()
+            raise ConfigError("--cluster", "", f"{addr}: {submit!r} is not on PATH; run the sweep on a Slurm submit host")
+        try:
             sc.scale(jobs=int(n))
         except Exception as e:
-            raise ConfigError("--cluster", "", f"{addr}: cannot start a SLURMCluster: {type(e).__name__}: {e}") from None
+            sc.close()
+            raise ConfigError("--cluster", "", f"{addr}: cannot submit Slurm jobs: {type(e).__name__}: {' '.join(str(e).split())}") from None
         try:
             c = _client(distributed, sc, timeout_s, addr)
         except ConfigError:
