@@ -219,3 +219,60 @@ def test_jobs_and_cluster_together_are_refused(tmp_path, capsys):
     f.write_text(BULK_SWEEP)
     rc = cli.main(["sweep", str(f), "--out", str(tmp_path / "o"), "--jobs", "2", "--cluster", "tcp://127.0.0.1:9"])
     assert rc == 2 and "--jobs applies to the local process pool" in capsys.readouterr().err
+
+
+FAKE_SBATCH = """#!/bin/sh
+# A one-machine stand-in for Slurm's sbatch: runs the job script dask-jobqueue wrote (a
+# `dask worker` command) in a new session and prints the job id the way sbatch does.
+job="$(mktemp "${TMPDIR:-/tmp}/sojourn-fake-slurm-XXXXXX")"
+cp "$1" "$job"
+setsid sh "$job" > "$job.log" 2>&1 < /dev/null &
+echo "Submitted batch job $!"
+"""
+
+FAKE_SCANCEL = """#!/bin/sh
+# scancel JOBID...: the fake job id is the session leader's pid: end its whole group.
+for j in "$@"; do kill -TERM -- "-$j" 2>/dev/null; done
+exit 0
+"""
+
+
+def test_slurm_form_runs_through_dask_jobqueue(tmp_path, monkeypatch, capsys):
+    """`--cluster slurm:N` end to end with stand-ins for sbatch/scancel (no Slurm on the CI
+    machine): dask-jobqueue writes the job script, "submits" it, its worker joins, the
+    runs match the local pool byte for byte, and the job is cancelled at the end."""
+    pytest.importorskip("dask_jobqueue", reason="dask-jobqueue is in the test extra (pip install '.[test]')")
+    import dask
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("sbatch", FAKE_SBATCH), ("scancel", FAKE_SCANCEL), ("squeue", "#!/bin/sh\nexit 0\n")):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    f = _write_shipped(tmp_path)
+    local = tmp_path / "local"
+    sojourn.sweep(f, local, jobs=1)
+    with dask.config.set({"jobqueue.slurm.cores": 1, "jobqueue.slurm.memory": "1GB", "jobqueue.slurm.processes": 1,
+                          "jobqueue.slurm.python": sys.executable, "jobqueue.slurm.interface": None}):
+        rc = cli.main(["sweep", str(f), "--out", str(tmp_path / "slurm"), "--cluster", "slurm:1", "--connect-timeout", "30"])
+    assert rc == 0, capsys.readouterr().err
+    assert _digests(local) == _digests(tmp_path / "slurm")
+    jobs = [p for p in tmp_path.glob("sojourn-fake-slurm-*") if p.suffix != ".log"]
+    assert len(jobs) == 1 and "#SBATCH" in jobs[0].read_text()  # one job, written by dask-jobqueue
+    # ... and cancelled when the sweep closed its cluster: no process runs the job any more
+    deadline = time.monotonic() + 20
+    while _running_job(jobs[0]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _running_job(jobs[0])
+
+
+def _running_job(job: Path) -> bool:
+    for d in Path("/proc").iterdir():
+        try:
+            if str(job).encode() in (d / "cmdline").read_bytes():
+                return True
+        except OSError:
+            pass
+    return False
