@@ -74,7 +74,8 @@ MODEL_DIFFERENCES = [
     "PIE / FQ-PIE (docs/disciplines/pie.md, fq_pie.md): ns-3 holds prob at 0 during the burst "
     "allowance, tests the safeguard on qdelay_old, has no de-randomisation by default, decays "
     "by x0.98 when idle (Linux -prob/64), no +2% boost above 250 ms; its PIE default queue is "
-    "25 packets (set to 1000 here); ns-3 FQ-PIE drops from the fattest flow on overflow "
+    "25 packets (set to 1000 here) and de-randomisation is off by default (switched on here, as "
+    "in Linux); ns-3 FQ-PIE drops from the fattest flow on overflow "
     "(Linux: tail drop).",
     "Mean sojourn: both are the queue disc's enqueue-to-dequeue time; ns-3 adds nothing for "
     "its 1-packet device queue, sojourn nothing for the packet being serialised.",
@@ -244,10 +245,12 @@ def _ns3_qdisc(s: Scenario) -> tuple[str, list]:
                                          ("DropBatchSize", "64")]
     if s.qdisc == "pie":
         return "ns3::PieQueueDisc", [lim, ("QueueDelayReference", "15ms"), ("Tupdate", "15ms"),
-                                     ("MaxBurstAllowance", "150ms"), ("A", "0.125"), ("B", "1.25")]
+                                     ("MaxBurstAllowance", "150ms"), ("A", "0.125"), ("B", "1.25"),
+                                     ("UseDerandomization", "true")]  # always on in Linux
     if s.qdisc == "fq_pie":
         return "ns3::FqPieQueueDisc", [lim, ("QueueDelayReference", "15ms"), ("Tupdate", "15ms"),
-                                       ("MaxBurstAllowance", "150ms"), ("A", "0.125"), ("B", "1.25"), ("Flows", "1024")]
+                                       ("MaxBurstAllowance", "150ms"), ("A", "0.125"), ("B", "1.25"), ("Flows", "1024"),
+                                       ("UseDerandomization", "true")]
     raise ValueError(s.qdisc)
 
 
