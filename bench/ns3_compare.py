@@ -449,6 +449,8 @@ def main(argv=None) -> int:
         print(f"[sojourn] {s.name}, {s.duration_s:g} s x {args.reps} ...", flush=True)
         r["sojourn"] = run_sojourn(s, args.reps)
         out["results"].append(r)
+        if args.json:  # after every scenario: a long run interrupted keeps what it measured
+            Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     out["machine"]["loadavg_at_end"] = os.getloadavg()
 
     rows_t = table_rows(out["results"])
