@@ -161,8 +161,13 @@ def emulate(
     overrides: Optional[Mapping[str, Any]] = None,
     progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
     base_dir: Optional[Union[str, Path]] = None,
+    kernel: bool = False,
 ) -> Result:
     """Runs one experiment live and returns the same :class:`Result` as :func:`run`.
+
+    With ``kernel=True`` the links' disciplines and classifiers are the kernel's own (tc and
+    nft put on the hosts' devices by ``sojourn deploy apply``; :mod:`sojourn.kernel_engine`,
+    docs/deploy.md), ``result.summary["engine"] == "kernel"``.
 
     The hosts are network namespaces running the kernel's own TCP (reno, cubic, bbr); the
     experiment's links run in sojourn's user-space forwarder with the very disciplines the
@@ -180,6 +185,11 @@ def emulate(
         res = sojourn.emulate("experiments/emulate/fq-codel.toml", duration="5s")
         res.summary["links"]["bottleneck"]["sojourn_ms"]["mean"]
     """
+    if kernel:
+        from .kernel_engine import emulate_kernel
+
+        return emulate_kernel(source, seed=seed, duration=duration, overrides=overrides, progress=progress,
+                              base_dir=base_dir)
     eng = _live_engine()
     cfg, name, base = _prepare(source, overrides, duration, base_dir)
     t0 = time.perf_counter()
