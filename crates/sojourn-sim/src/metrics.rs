@@ -37,6 +37,16 @@ impl TimeSeries {
     pub fn is_empty(&self) -> bool {
         self.t_ns.is_empty()
     }
+    /// Takes the first `n` rows out (the streaming writer's chunk), keeping the series
+    /// names and the vectors' capacity, so later pushes do not reallocate.
+    pub fn drain_front(&mut self, n: usize) -> (Vec<u64>, Vec<u32>, Vec<f64>) {
+        let n = n.min(self.len());
+        (
+            self.t_ns.drain(..n).collect(),
+            self.series.drain(..n).collect(),
+            self.value.drain(..n).collect(),
+        )
+    }
 }
 
 /// One row per logged packet event (dequeue or drop) on logged links.
@@ -90,5 +100,22 @@ impl PacketLog {
     }
     pub fn is_empty(&self) -> bool {
         self.t_ns.is_empty()
+    }
+    /// Takes the first `n` rows out (the streaming writer's chunk), keeping the vectors'
+    /// capacity, so the per-packet pushes that follow do not reallocate.
+    pub fn drain_front(&mut self, n: usize) -> PacketLog {
+        let n = n.min(self.len());
+        PacketLog {
+            t_ns: self.t_ns.drain(..n).collect(),
+            link: self.link.drain(..n).collect(),
+            uid: self.uid.drain(..n).collect(),
+            flow: self.flow.drain(..n).collect(),
+            len_bytes: self.len_bytes.drain(..n).collect(),
+            event: self.event.drain(..n).collect(),
+            sojourn_ns: self.sojourn_ns.drain(..n).collect(),
+            ecn: self.ecn.drain(..n).collect(),
+            priority: self.priority.drain(..n).collect(),
+            ct_bytes: self.ct_bytes.drain(..n).collect(),
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! documented in docs/output-schema.md; `SCHEMA_VERSION` changes with it.
 
 use crate::flows::FlowRecord;
+use crate::metrics::PacketLog;
 use crate::sim::Sim;
 use serde_json::{json, Map, Value as J};
 use sojourn_core::hist::Histogram;
@@ -284,6 +285,81 @@ pub fn flow_columns(
     c
 }
 
+/// `timeseries.parquet` rows before the series ids are named: `time_s, series, value`.
+pub fn timeseries_columns(t_ns: &[u64], series: Vec<u32>, value: Vec<f64>) -> Columns {
+    let mut c = Columns::default();
+    c.add(
+        "time_s",
+        Column::F64(t_ns.iter().map(|&t| t as f64 * 1e-9).collect()),
+    );
+    c.add("series", Column::U32(series));
+    c.add("value", Column::F64(value));
+    c
+}
+
+/// The (entity, metric) names of the series ids: `series, entity, metric`.
+pub fn series_name_columns(names: &[(String, String)]) -> Columns {
+    let mut c = Columns::default();
+    c.add("series", Column::U32((0..names.len() as u32).collect()));
+    c.add(
+        "entity",
+        Column::Str(names.iter().map(|n| n.0.clone()).collect()),
+    );
+    c.add(
+        "metric",
+        Column::Str(names.iter().map(|n| n.1.clone()).collect()),
+    );
+    c
+}
+
+/// `packets.parquet` columns (docs/output-schema.md) of packet-log rows; `link_names[i]`
+/// names link `i`.
+pub fn packet_columns(pl: PacketLog, link_names: &[&str]) -> Columns {
+    let mut c = Columns::default();
+    c.add(
+        "time_s",
+        Column::F64(pl.t_ns.iter().map(|&t| t as f64 * 1e-9).collect()),
+    );
+    c.add(
+        "link",
+        Column::Str(
+            pl.link
+                .iter()
+                .map(|&l| link_names[l as usize].to_string())
+                .collect(),
+        ),
+    );
+    c.add("uid", Column::U64(pl.uid));
+    c.add("flow", Column::U32(pl.flow));
+    c.add("len_bytes", Column::U32(pl.len_bytes));
+    c.add(
+        "event",
+        Column::Str(
+            pl.event
+                .iter()
+                .map(|&e| {
+                    if e == 255 {
+                        "dequeue".to_string()
+                    } else {
+                        format!("drop:{}", DropReason::ALL[e as usize].name())
+                    }
+                })
+                .collect(),
+        ),
+    );
+    c.add(
+        "sojourn_ms",
+        Column::F64(pl.sojourn_ns.iter().map(|&s| s as f64 * 1e-6).collect()),
+    );
+    c.add(
+        "ecn",
+        Column::U32(pl.ecn.iter().map(|&e| e as u32).collect()),
+    );
+    c.add("priority", Column::U32(pl.priority));
+    c.add("ct_bytes", Column::U64(pl.ct_bytes));
+    c
+}
+
 /// Builds the outputs of a finished simulation.
 pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
     let exp = &sim.exp;
@@ -382,71 +458,16 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
     );
 
     let ts = std::mem::take(&mut sim.series);
-    let mut timeseries = Columns::default();
-    timeseries.add(
-        "time_s",
-        Column::F64(ts.t_ns.iter().map(|&t| t as f64 * 1e-9).collect()),
-    );
-    timeseries.add("series", Column::U32(ts.series));
-    timeseries.add("value", Column::F64(ts.value));
-    let mut series_names = Columns::default();
-    series_names.add("series", Column::U32((0..ts.names.len() as u32).collect()));
-    series_names.add(
-        "entity",
-        Column::Str(ts.names.iter().map(|n| n.0.clone()).collect()),
-    );
-    series_names.add(
-        "metric",
-        Column::Str(ts.names.iter().map(|n| n.1.clone()).collect()),
-    );
-
+    let series_names = series_name_columns(&ts.names);
+    let timeseries = timeseries_columns(&ts.t_ns, ts.series, ts.value);
     let packets = if sim.exp.record.packet_links.is_empty() {
         None
     } else {
-        let pl = std::mem::take(&mut sim.packet_log);
-        let mut c = Columns::default();
-        c.add(
-            "time_s",
-            Column::F64(pl.t_ns.iter().map(|&t| t as f64 * 1e-9).collect()),
-        );
-        c.add(
-            "link",
-            Column::Str(
-                pl.link
-                    .iter()
-                    .map(|&l| sim.links[l as usize].name.clone())
-                    .collect(),
-            ),
-        );
-        c.add("uid", Column::U64(pl.uid));
-        c.add("flow", Column::U32(pl.flow));
-        c.add("len_bytes", Column::U32(pl.len_bytes));
-        c.add(
-            "event",
-            Column::Str(
-                pl.event
-                    .iter()
-                    .map(|&e| {
-                        if e == 255 {
-                            "dequeue".to_string()
-                        } else {
-                            format!("drop:{}", DropReason::ALL[e as usize].name())
-                        }
-                    })
-                    .collect(),
-            ),
-        );
-        c.add(
-            "sojourn_ms",
-            Column::F64(pl.sojourn_ns.iter().map(|&s| s as f64 * 1e-6).collect()),
-        );
-        c.add(
-            "ecn",
-            Column::U32(pl.ecn.iter().map(|&e| e as u32).collect()),
-        );
-        c.add("priority", Column::U32(pl.priority));
-        c.add("ct_bytes", Column::U64(pl.ct_bytes));
-        Some(c)
+        let link_names: Vec<&str> = sim.links.iter().map(|l| l.name.as_str()).collect();
+        Some(packet_columns(
+            std::mem::take(&mut sim.packet_log),
+            &link_names,
+        ))
     };
 
     // histograms.parquet: the buckets of each link's sojourn histogram (measured after the
