@@ -195,3 +195,28 @@ def test_report_reads_a_very_long_series_thinned(exp, tmp_path):
     t0 = kept[1]
     assert len(thin[thin["time_s"] == t0]) == len(full[full["time_s"] == t0])
     assert len(read_timeseries(tmp_path / "r" / "timeseries.parquet")) == len(full)
+
+
+def test_ctrl_c_during_a_streamed_cli_run_leaves_nothing(exp, tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "out"
+    env = dict(os.environ, SOJOURN_ROW_GROUP_ROWS="65536")
+    p = subprocess.Popen([sys.executable, "-m", "sojourn", "run", str(exp), "--out", str(out), "--duration", "1000s",
+                          "--quiet", "--no-report"], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        streamed = []
+        while not streamed and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.2)
+            streamed = list(out.glob(".sojourn-partial-*/packets.parquet"))
+        assert streamed, "no row group was streamed into the partial directory"
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    assert "nothing written" in err
+    assert not out.exists()  # --out was created by this run: removed with everything in it
