@@ -74,20 +74,18 @@ pub fn run_streaming(
     let mut sim = Sim::new(exp, seed);
     sim.start_apps();
     let link_names: Vec<String> = sim.links.iter().map(|l| l.name.clone()).collect();
-    let link_names: Vec<&str> = link_names.iter().map(|s| s.as_str()).collect();
     let ok = sim.run_ticks(&mut |sim: &mut Sim| {
         if chunk_rows > 0 {
             while sim.series.len() >= chunk_rows {
-                let (t, s, v) = sim.series.drain_front(chunk_rows);
-                let rows = output::timeseries_columns(&t, s, v);
-                let names = output::series_name_columns(&sim.series.names);
+                let (rows, names) = output::timeseries_columns(sim.series.drain_front(chunk_rows));
                 if !sink(Chunk::TimeSeries { rows, names }) {
                     return false;
                 }
             }
             while sim.packet_log.len() >= chunk_rows {
                 let rows = sim.packet_log.drain_front(chunk_rows);
-                if !sink(Chunk::Packets(output::packet_columns(rows, &link_names))) {
+                let cols = output::packet_columns(rows, |l| link_names[l as usize].clone());
+                if !sink(Chunk::Packets(cols)) {
                     return false;
                 }
             }

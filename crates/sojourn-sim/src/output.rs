@@ -3,7 +3,7 @@
 //! documented in docs/output-schema.md; `SCHEMA_VERSION` changes with it.
 
 use crate::flows::FlowRecord;
-use crate::metrics::PacketLog;
+use crate::metrics::{PacketLog, TimeSeries};
 use crate::sim::Sim;
 use serde_json::{json, Map, Value as J};
 use sojourn_core::hist::Histogram;
@@ -285,36 +285,32 @@ pub fn flow_columns(
     c
 }
 
-/// `timeseries.parquet` rows before the series ids are named: `time_s, series, value`.
-pub fn timeseries_columns(t_ns: &[u64], series: Vec<u32>, value: Vec<f64>) -> Columns {
-    let mut c = Columns::default();
-    c.add(
+/// timeseries.parquet and its series names (docs/output-schema.md), from a [`TimeSeries`]:
+/// one builder for both engines.
+pub fn timeseries_columns(ts: TimeSeries) -> (Columns, Columns) {
+    let mut timeseries = Columns::default();
+    timeseries.add(
         "time_s",
-        Column::F64(t_ns.iter().map(|&t| t as f64 * 1e-9).collect()),
+        Column::F64(ts.t_ns.iter().map(|&t| t as f64 * 1e-9).collect()),
     );
-    c.add("series", Column::U32(series));
-    c.add("value", Column::F64(value));
-    c
-}
-
-/// The (entity, metric) names of the series ids: `series, entity, metric`.
-pub fn series_name_columns(names: &[(String, String)]) -> Columns {
-    let mut c = Columns::default();
-    c.add("series", Column::U32((0..names.len() as u32).collect()));
-    c.add(
+    timeseries.add("series", Column::U32(ts.series));
+    timeseries.add("value", Column::F64(ts.value));
+    let mut series_names = Columns::default();
+    series_names.add("series", Column::U32((0..ts.names.len() as u32).collect()));
+    series_names.add(
         "entity",
-        Column::Str(names.iter().map(|n| n.0.clone()).collect()),
+        Column::Str(ts.names.iter().map(|n| n.0.clone()).collect()),
     );
-    c.add(
+    series_names.add(
         "metric",
-        Column::Str(names.iter().map(|n| n.1.clone()).collect()),
+        Column::Str(ts.names.iter().map(|n| n.1.clone()).collect()),
     );
-    c
+    (timeseries, series_names)
 }
 
-/// `packets.parquet` columns (docs/output-schema.md) of packet-log rows; `link_names[i]`
-/// names link `i`.
-pub fn packet_columns(pl: PacketLog, link_names: &[&str]) -> Columns {
+/// packets.parquet (docs/output-schema.md) from a [`PacketLog`]; `link_name` names a
+/// link index. One builder for both engines.
+pub fn packet_columns(pl: PacketLog, link_name: impl Fn(u32) -> String) -> Columns {
     let mut c = Columns::default();
     c.add(
         "time_s",
@@ -322,12 +318,7 @@ pub fn packet_columns(pl: PacketLog, link_names: &[&str]) -> Columns {
     );
     c.add(
         "link",
-        Column::Str(
-            pl.link
-                .iter()
-                .map(|&l| link_names[l as usize].to_string())
-                .collect(),
-        ),
+        Column::Str(pl.link.iter().map(|&l| link_name(l)).collect()),
     );
     c.add("uid", Column::U64(pl.uid));
     c.add("flow", Column::U32(pl.flow));
@@ -457,17 +448,14 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
         fct_from,
     );
 
-    let ts = std::mem::take(&mut sim.series);
-    let series_names = series_name_columns(&ts.names);
-    let timeseries = timeseries_columns(&ts.t_ns, ts.series, ts.value);
+    let (timeseries, series_names) = timeseries_columns(std::mem::take(&mut sim.series));
     let packets = if sim.exp.record.packet_links.is_empty() {
         None
     } else {
-        let link_names: Vec<&str> = sim.links.iter().map(|l| l.name.as_str()).collect();
-        Some(packet_columns(
-            std::mem::take(&mut sim.packet_log),
-            &link_names,
-        ))
+        let links = &sim.links;
+        Some(packet_columns(std::mem::take(&mut sim.packet_log), |l| {
+            links[l as usize].name.clone()
+        }))
     };
 
     // histograms.parquet: the buckets of each link's sojourn histogram (measured after the
