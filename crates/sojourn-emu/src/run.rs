@@ -117,11 +117,11 @@ pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
     let p = plan::plan(exp, "sj000000")?;
     // A host forwards nothing: the forwarder is every router. A path through a node that
     // also ends flows cannot be built (that node is a namespace, not part of the forwarder).
-    let table = sojourn_sim::config::routing_tables(exp);
+    let routes = sojourn_sim::config::static_routes(exp);
     for (i, w) in exp.workloads.iter().enumerate() {
         for (a, b) in w.endpoints() {
             for (x, y) in [(a, b), (b, a)] {
-                let mut at = exp.links[table[x as usize][y as usize] as usize].to;
+                let mut at = exp.links[routes.next(x, y) as usize].to;
                 while at != y {
                     if p.host_of_node[at as usize].is_some() {
                         return Err(ConfError::new(
@@ -135,12 +135,19 @@ pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
                             ),
                         ));
                     }
-                    at = exp.links[table[at as usize][y as usize] as usize].to;
+                    at = exp.links[routes.next(at, y) as usize].to;
                 }
             }
         }
     }
-    for c in &exp.classifiers {
+    for (i, c) in exp.classifiers.iter().enumerate() {
+        if c.adapt.is_some() {
+            return Err(ConfError::new(
+                format!("classifier[{i}].adapt"),
+                "cannot be honoured live yet: the forwarder's map is fixed (on a kernel map, \
+                 `sojourn deploy threshold --watch --policy median` runs the same policy)",
+            ));
+        }
         for &n in &c.nodes {
             let host = p.host_of_node[n as usize].is_some();
             let ok = match c.hook {
@@ -207,13 +214,13 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
             classifier: classifier[li].clone(),
         })
         .collect();
-    let table = sojourn_sim::config::routing_tables(exp);
+    let table = sojourn_sim::config::static_routes(exp);
     let mut routes = Vec::new();
     for dst in &lp.hosts {
         let prefix = IpAddr::V4(dst.addr);
         // From every other host's port.
         for (k, src) in lp.hosts.iter().enumerate() {
-            let l = table[src.node as usize][dst.node as usize];
+            let l = table.next(src.node, dst.node);
             if src.node != dst.node && l != u32::MAX {
                 routes.push(Route {
                     ingress: Some(Hop::Port(k)),
@@ -228,7 +235,11 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
             if lp.host_of_node[l.to as usize].is_some() {
                 continue;
             }
-            let next = table[l.to as usize][dst.node as usize];
+            let next = if l.to == dst.node {
+                u32::MAX
+            } else {
+                table.next(l.to, dst.node)
+            };
             if next != u32::MAX {
                 routes.push(Route {
                     ingress: Some(Hop::Link(li)),
@@ -361,12 +372,43 @@ pub fn cleanup() -> (Vec<String>, Vec<String>) {
     (r.namespaces, r.errors)
 }
 
+/// When [`run_with`] calls its hook: once the namespaces and veths exist, before the
+/// forwarder and any traffic start (`Setup`: the kernel engine puts the experiment's qdiscs
+/// and nft rules on the hosts' devices, docs/deploy.md), and once the load has ended,
+/// before the namespaces are removed (`Collect`: it reads the kernel's counters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Setup,
+    Collect,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Setup => "setup",
+            Stage::Collect => "collect",
+        }
+    }
+}
+
 /// Runs `exp` live with `seed`. `progress` is called about every 100 ms; returning false
 /// aborts the run (everything created is removed before this returns).
 pub fn run(
     exp: &Experiment,
     seed: u64,
     progress: &mut dyn FnMut(&Progress) -> bool,
+) -> Result<RunOutput, EmuError> {
+    run_with(exp, seed, progress, &mut |_, _| Ok(()))
+}
+
+/// [`run`] with a `hook` called at each [`Stage`] with the live plan (hosts, their
+/// namespaces and devices). An `Err` from the hook fails the run (everything created is
+/// removed).
+pub fn run_with(
+    exp: &Experiment,
+    seed: u64,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+    hook: &mut dyn FnMut(Stage, &LivePlan) -> Result<(), String>,
 ) -> Result<RunOutput, EmuError> {
     check(exp).map_err(EmuError::Refused)?;
     if !sock::have_net_admin() {
@@ -376,6 +418,7 @@ pub fn run(
     let mut guard = netns::Guard::new().map_err(failed)?;
     let lp = plan::plan(exp, guard.run_id()).map_err(EmuError::Refused)?;
     build_network(&mut guard, &lp)?;
+    hook(Stage::Setup, &lp).map_err(EmuError::Failed)?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let fplan = forwarder_plan(exp, &lp, seed);
@@ -431,6 +474,9 @@ pub fn run(
     let result = load.finish(std::time::Duration::from_secs(5));
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let report = fwd.join().map_err(failed)?;
+    if !aborted {
+        hook(Stage::Collect, &lp).map_err(EmuError::Failed)?;
+    }
     guard.cleanup().map_err(failed)?;
     if aborted {
         return Err(EmuError::Aborted);
