@@ -827,6 +827,13 @@ mod tests {
         assert!(!v.drop_early(&p, 100_000, 1000, &mut rng));
         v.prob = prob_from_fraction(0.21);
         assert!(v.drop_early(&p, 100_000, 1000, &mut rng));
+        // Exactly target/2 (7.5 ms = 117_187 ticks of 64 ns) is not "low delay": the
+        // kernel's test is strict (`qdelay < target / 2`).
+        v.qdelay = 117_187;
+        v.prob = prob_from_fraction(0.19);
+        assert!(v.drop_early(&p, 100_000, 1000, &mut rng));
+        v.qdelay = 117_186;
+        assert!(!v.drop_early(&p, 100_000, 1000, &mut rng));
     }
 
     #[test]
@@ -1256,5 +1263,18 @@ mod tests {
             ("tupdate".into(), Value::Str("30ms".into())),
         ]);
         assert!(crate::qdisc::build(&Value::Table(t), "q", &BuildCtx::default()).is_ok());
+        // tc sends target as a u32 of microseconds: 4294 s fits (2^32 − 1 µs = 4294.97 s),
+        // 4295 s does not.
+        for (target, ok) in [("4294s", true), ("4295s", false)] {
+            let t = Table(vec![
+                ("kind".into(), Value::Str("pie".into())),
+                ("target".into(), Value::Str(target.into())),
+            ]);
+            let r = crate::qdisc::build(&Value::Table(t), "q", &BuildCtx::default());
+            assert_eq!(r.is_ok(), ok, "target {target}");
+            if let Err(e) = r {
+                assert_eq!(e.path, "q.target");
+            }
+        }
     }
 }
