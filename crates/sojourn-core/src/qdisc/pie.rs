@@ -1149,6 +1149,32 @@ mod tests {
         );
     }
 
+    /// Linux `pie_process_dequeue` with dq_rate_estimator: a cycle starts when 16 KiB are
+    /// queued and completes once `dq_count >= QUEUE_THRESHOLD` (16384 B), here at the
+    /// 16th dequeue of 1024 B, 15 000 ticks after the first: rate = 16384 · 256 / 15000
+    /// = 279 (1/256 B per tick). With 4 KiB left (< 16 KiB) the cycle stops (dq_count
+    /// reads -1) instead of restarting.
+    #[test]
+    fn rate_measurement_completes_at_exactly_16_kib_and_stops_below_it() {
+        let mut p = params();
+        p.dq_rate_estimator = true;
+        let mut v = PieVars::new();
+        let mut backlog: u32 = 20_480;
+        let mut t = 1_000_000u64;
+        for i in 1..=16 {
+            backlog -= 1024;
+            v.process_dequeue(&p, t, 0, 1024, backlog);
+            if i < 16 {
+                assert_eq!(v.avg_dq_rate, 0, "no estimate after {i} KiB");
+                assert_eq!(v.dq_count, 1024 * i);
+            }
+            t += 1000;
+        }
+        assert_eq!(v.avg_dq_rate, 279);
+        assert_eq!(backlog, 4096);
+        assert_eq!(v.dq_count, u64::MAX, "below 16 KiB queued: no new cycle");
+    }
+
     #[test]
     fn idle_queue_reinitialises() {
         // After an overload, once the queue has been empty for a while prob decays to 0
