@@ -1175,6 +1175,29 @@ mod tests {
         assert_eq!(v.dq_count, u64::MAX, "below 16 KiB queued: no new cycle");
     }
 
+    /// The auto-tuning thresholds are strict (Linux `prob < MAX_PROB / 10`, then
+    /// `prob < MAX_PROB / power`): at exactly 10% alpha is not halved, at exactly 1% it is
+    /// halved but not quartered. With qdelay = qdelay_old = target + 1000 ticks only the
+    /// alpha term acts: alpha = 2 · ⌊(2^56 − 1)/15 625 000⌋ >> 4 = 576 460 752 per tick.
+    #[test]
+    fn autoscaling_thresholds_are_strict() {
+        let p = params();
+        let step = |prob: u64| {
+            let mut v = PieVars::new();
+            v.prob = prob;
+            v.qdelay = p.target_ticks + 1000;
+            v.qdelay_old = p.target_ticks + 1000;
+            v.calculate_probability(&p, 100_000);
+            v.prob - prob
+        };
+        let ten_percent = 7_205_759_403_792_793; // (2^56 − 1) / 10
+        let one_percent = 720_575_940_379_279; // (2^56 − 1) / 100
+        assert_eq!(step(ten_percent), 576_460_752_000);
+        assert_eq!(step(ten_percent - 1), 288_230_376_000);
+        assert_eq!(step(one_percent), 288_230_376_000);
+        assert_eq!(step(one_percent - 1), 72_057_594_000);
+    }
+
     #[test]
     fn idle_queue_reinitialises() {
         // After an overload, once the queue has been empty for a while prob decays to 0
