@@ -1198,6 +1198,35 @@ mod tests {
         assert_eq!(step(one_percent - 1), 72_057_594_000);
     }
 
+    /// Linux re-initialises (a fresh 150-ms burst allowance: 2 343 750 ticks) only when
+    /// both qdelay and qdelay_old are strictly below target/2 (117 187 ticks) with prob 0,
+    /// and, with dq_rate_estimator, only once a drain rate has been measured.
+    #[test]
+    fn reinit_needs_both_delays_strictly_below_half_target() {
+        let p = params();
+        let burst_after = |qdelay: u64, qdelay_old: u64| {
+            let mut v = PieVars::new();
+            v.burst_time = 0;
+            v.qdelay = qdelay;
+            v.qdelay_old = qdelay_old;
+            v.calculate_probability(&p, 10_000);
+            assert_eq!(v.prob, 0);
+            v.burst_time
+        };
+        assert_eq!(burst_after(117_186, 117_186), 2_343_750);
+        assert_eq!(burst_after(117_187, 117_186), 0);
+        assert_eq!(burst_after(117_186, 117_187), 0);
+        let mut p = params();
+        p.dq_rate_estimator = true;
+        for (rate, burst) in [(0, 0), (279, 2_343_750)] {
+            let mut v = PieVars::new();
+            v.burst_time = 0;
+            v.avg_dq_rate = rate;
+            v.calculate_probability(&p, 0); // empty queue: qdelay 0
+            assert_eq!(v.burst_time, burst, "avg_dq_rate {rate}");
+        }
+    }
+
     #[test]
     fn idle_queue_reinitialises() {
         // After an overload, once the queue has been empty for a while prob decays to 0
