@@ -1227,6 +1227,20 @@ mod tests {
         }
     }
 
+    /// sch_pie tail-drops at `limit` packets and counts the drop twice in its stats: in
+    /// `dropped` and in `overlimit` (what `tc -s` shows as "overlimits").
+    #[test]
+    fn tail_drop_at_limit_counts_overlimit() {
+        let mut q = Pie::new(params(), 2, Rng::from_seed(7));
+        let mut d = Drops::new();
+        for uid in 0..5 {
+            q.enqueue(pkt(uid, 1, 1000), Time::ZERO, &mut d);
+        }
+        assert_eq!(q.len_packets(), 2);
+        assert_eq!((q.dropped, q.overlimit), (3, 3));
+        assert_eq!(d.len(), 3);
+    }
+
     #[test]
     fn idle_queue_reinitialises() {
         // After an overload, once the queue has been empty for a while prob decays to 0
