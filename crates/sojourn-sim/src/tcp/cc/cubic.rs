@@ -38,7 +38,6 @@ pub struct Cubic {
     pub ack_cnt: u32,
     /// Reno-friendly window estimate (packets).
     pub tcp_cwnd: u32,
-    last_send: Time,
     // HyStart
     pub found: bool,
     round_start: Time,
@@ -59,10 +58,8 @@ impl Cubic {
 
     fn reset(&mut self) {
         let hystart = self.hystart;
-        let last_send = self.last_send;
         *self = Cubic {
             hystart,
-            last_send,
             ..Default::default()
         };
     }
@@ -227,14 +224,15 @@ impl CongestionControl for Cubic {
 
     fn cwnd_event(&mut self, st: &mut CcState, ev: CaEvent) {
         if ev == CaEvent::TxStart {
-            // The cubic curve does not advance while the flow is idle.
+            // The cubic curve does not advance while the flow is idle: shift the epoch by
+            // the time since data was last sent (Linux `cubictcp_cwnd_event`, `now -
+            // tp->lsndtime`), never past now.
             if let Some(e) = self.epoch_start {
-                let idle = st.now.saturating_since(self.last_send);
+                let idle = st.now.saturating_since(st.lsndtime);
                 let shifted = (e + idle).min(st.now);
                 self.epoch_start = Some(shifted);
             }
         }
-        self.last_send = st.now;
     }
 
     fn undo_cwnd(&mut self, st: &CcState) -> u32 {
@@ -283,9 +281,12 @@ mod tests {
         max_rounds: u32,
     ) -> Option<f64> {
         let t0 = st.now;
+        // Bounded: a wrong law that makes cwnd run away must fail, not hang the test.
+        let mut budget = 1_000_000u32;
         for _ in 0..max_rounds {
             let n = st.cwnd;
             for _ in 0..n {
+                budget = budget.checked_sub(1).expect("more than 10^6 ACKs: cwnd ran away");
                 st.now += sojourn_core::Duration(rtt_ns / n as u64);
                 st.snd_una += 1;
                 c.pkts_acked(st, 1, Some(rtt_ns));
@@ -387,6 +388,50 @@ mod tests {
         assert_eq!(c.last_max_cwnd, 0);
         assert_eq!(c.epoch_start, None);
         assert!(c.hystart && !c.found);
+    }
+
+    /// Linux `bictcp_update`: a window at or above the curve's target grows by one packet
+    /// per 100 · cwnd ACKs (cwnd 100: the 10 000th ACK), with the clock standing still.
+    #[test]
+    fn above_the_cubic_target_one_packet_per_100_windows_of_acks() {
+        let mut c = Cubic::new();
+        let mut st = test_state(100);
+        st.ssthresh = 50;
+        st.now = Time::from_ns(3_000_000_000);
+        c.last_max_cwnd = 100;
+        c.origin_point = 100;
+        c.k_s = 2.0; // W(0) = 100 − 0.4 · 8 = 96.8 < cwnd
+        c.epoch_start = Some(st.now);
+        for _ in 0..9_999 {
+            c.cong_avoid(&mut st, 1);
+        }
+        assert_eq!(st.cwnd, 100);
+        c.cong_avoid(&mut st, 1);
+        assert_eq!(st.cwnd, 101);
+    }
+
+    /// Linux `cubictcp_cwnd_event(CA_EVENT_TX_START)`: the epoch moves by the idle time,
+    /// `now − lsndtime` (the last data sent), never past now. Epoch at 10 s, last send at
+    /// 20 s, restart at 21 s: the epoch moves to 11 s (the curve resumes where it left
+    /// off), whenever the previous restart after idle was.
+    #[test]
+    fn restart_after_idle_shifts_the_epoch_by_the_time_since_the_last_send() {
+        let mut c = Cubic::new();
+        let mut st = test_state(50);
+        st.now = Time::from_ns(1_000_000_000);
+        c.cwnd_event(&mut st, CaEvent::TxStart); // an earlier restart, at 1 s
+        c.epoch_start = Some(Time::from_ns(10_000_000_000));
+        st.lsndtime = Time::from_ns(20_000_000_000);
+        st.now = Time::from_ns(21_000_000_000);
+        c.cwnd_event(&mut st, CaEvent::TxStart);
+        assert_eq!(c.epoch_start, Some(Time::from_ns(11_000_000_000)));
+        // An epoch that began (at an ACK) after the last send: 20.5 s + 1 s is past the
+        // restart at 21 s, so the epoch starts at 21 s.
+        c.epoch_start = Some(Time::from_ns(20_500_000_000));
+        st.lsndtime = Time::from_ns(20_000_000_000);
+        st.now = Time::from_ns(21_000_000_000);
+        c.cwnd_event(&mut st, CaEvent::TxStart);
+        assert_eq!(c.epoch_start, Some(Time::from_ns(21_000_000_000)));
     }
 
     /// Drive HyStart through one round with ACKs every `spacing_us`, delay samples
