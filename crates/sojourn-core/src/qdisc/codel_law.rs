@@ -534,7 +534,10 @@ mod tests {
             now += Duration::from_ms(1);
         }
         assert_eq!(st.drop_count, 4, "4 drops within 400 dequeues");
-        assert_eq!(st.drop_bytes, 4000, "four 1000-byte packets (codel_stats.drop_len)");
+        assert_eq!(
+            st.drop_bytes, 4000,
+            "four 1000-byte packets (codel_stats.drop_len)"
+        );
         assert!(v.dropping);
         let (count, lastcount) = (v.count, v.lastcount);
         assert_eq!((count, lastcount), (4, 1));

@@ -1239,7 +1239,11 @@ mod tests {
         assert_eq!(q.len_packets(), 2);
         assert_eq!((q.dropped, q.overlimit), (3, 3));
         assert_eq!(d.len(), 3);
-        assert_eq!(q.prob(), 0.0, "drop probability starts at 0 (RFC 8033 §4.2)");
+        assert_eq!(
+            q.prob(),
+            0.0,
+            "drop probability starts at 0 (RFC 8033 §4.2)"
+        );
     }
 
     #[test]

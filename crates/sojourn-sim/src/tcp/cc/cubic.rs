@@ -286,7 +286,9 @@ mod tests {
         for _ in 0..max_rounds {
             let n = st.cwnd;
             for _ in 0..n {
-                budget = budget.checked_sub(1).expect("more than 10^6 ACKs: cwnd ran away");
+                budget = budget
+                    .checked_sub(1)
+                    .expect("more than 10^6 ACKs: cwnd ran away");
                 st.now += sojourn_core::Duration(rtt_ns / n as u64);
                 st.snd_una += 1;
                 c.pkts_acked(st, 1, Some(rtt_ns));
