@@ -439,8 +439,18 @@ mod tests {
     /// Drive HyStart through one round with ACKs every `spacing_us`, delay samples
     /// `rtt_us`, and return the cwnd at which slow start ended (None = did not end).
     fn hystart_exit(paced: bool, spacing_us: u64, rtt_us: u64, acks: u32) -> Option<u32> {
+        hystart_exit_at(16, paced, spacing_us, rtt_us, acks)
+    }
+
+    fn hystart_exit_at(
+        cwnd: u32,
+        paced: bool,
+        spacing_us: u64,
+        rtt_us: u64,
+        acks: u32,
+    ) -> Option<u32> {
         let mut c = Cubic::new();
-        let mut st = test_state(16);
+        let mut st = test_state(cwnd);
         st.paced = paced;
         // Linux sk_pacing_rate in slow start for cwnd 16, srtt 1 ms: 200% · 16·1448 B/ms.
         st.pacing_rate_bps = 2 * 16 * 1448 * 8 * 1000;
@@ -473,6 +483,56 @@ mod tests {
         assert_eq!(hystart_exit(false, 2_100, 3_000, 20), None);
         // Delay test: 8 samples, then the round's minimum RTT above delay_min + 4 ms.
         assert_eq!(hystart_exit(false, 2_100, 4_200, 20), Some(9));
+    }
+
+    /// HyStart runs its tests only from hystart_low_window (16) on: the same ACK train
+    /// ends slow start at the 7th ACK with cwnd 32, and never with cwnd 15.
+    #[test]
+    fn hystart_tests_only_from_the_low_window() {
+        assert_eq!(hystart_exit_at(32, false, 100, 150, 20), Some(7));
+        assert_eq!(hystart_exit_at(15, false, 100, 150, 20), None);
+    }
+
+    /// Linux `after(tp->snd_una, ca->end_seq)`: an ACK up to exactly end_seq still
+    /// belongs to the round; the first one past it opens the next round.
+    #[test]
+    fn hystart_round_starts_strictly_after_end_seq() {
+        let mut c = Cubic::new();
+        let mut st = test_state(10);
+        st.snd_nxt = 50;
+        c.init(&mut st);
+        assert_eq!(c.end_seq, 50);
+        st.snd_nxt = 120;
+        st.now = Time::from_ns(1_000_000);
+        st.snd_una = 50;
+        c.pkts_acked(&mut st, 1, Some(100_000));
+        assert_eq!((c.round_start, c.end_seq), (Time::ZERO, 50));
+        st.now = Time::from_ns(2_000_000);
+        st.snd_una = 51;
+        c.pkts_acked(&mut st, 1, Some(100_000));
+        assert_eq!((c.round_start, c.end_seq), (Time::from_ns(2_000_000), 120));
+    }
+
+    /// RFC 9438 §4.3 (Linux `tcp_friendliness`): with the Reno estimate W_est ahead of
+    /// cwnd, cwnd grows by (W_est − cwnd)/cwnd per ACK: W_est 110, cwnd 100 (above its
+    /// cubic target) → one packet per 10 ACKs.
+    #[test]
+    fn reno_estimate_ahead_sets_the_growth_rate() {
+        let mut c = Cubic::new();
+        let mut st = test_state(100);
+        st.ssthresh = 50;
+        st.now = Time::from_ns(3_000_000_000);
+        c.last_max_cwnd = 100;
+        c.origin_point = 100;
+        c.k_s = 2.0;
+        c.epoch_start = Some(st.now);
+        c.tcp_cwnd = 110;
+        for _ in 0..9 {
+            c.cong_avoid(&mut st, 1);
+        }
+        assert_eq!(st.cwnd, 100);
+        c.cong_avoid(&mut st, 1);
+        assert_eq!(st.cwnd, 101);
     }
 
     /// Linux `tcp_is_cwnd_limited`: in slow start a window below twice the packets out
