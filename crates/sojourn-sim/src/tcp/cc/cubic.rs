@@ -439,11 +439,12 @@ mod tests {
     /// Drive HyStart through one round with ACKs every `spacing_us`, delay samples
     /// `rtt_us`, and return the cwnd at which slow start ended (None = did not end).
     fn hystart_exit(paced: bool, spacing_us: u64, rtt_us: u64, acks: u32) -> Option<u32> {
-        hystart_exit_at(16, paced, spacing_us, rtt_us, acks)
+        hystart_exit_at(16, 100, paced, spacing_us, rtt_us, acks)
     }
 
     fn hystart_exit_at(
         cwnd: u32,
+        delay_min_us: u64,
         paced: bool,
         spacing_us: u64,
         rtt_us: u64,
@@ -455,7 +456,7 @@ mod tests {
         // Linux sk_pacing_rate in slow start for cwnd 16, srtt 1 ms: 200% · 16·1448 B/ms.
         st.pacing_rate_bps = 2 * 16 * 1448 * 8 * 1000;
         c.init(&mut st);
-        c.delay_min_ns = 100_000;
+        c.delay_min_ns = delay_min_us * 1000;
         // The first ACK passes end_seq and opens the round (bictcp_hystart_reset).
         st.snd_nxt = 1_000_000;
         for i in 1..=acks {
@@ -489,8 +490,20 @@ mod tests {
     /// ends slow start at the 7th ACK with cwnd 32, and never with cwnd 15.
     #[test]
     fn hystart_tests_only_from_the_low_window() {
-        assert_eq!(hystart_exit_at(32, false, 100, 150, 20), Some(7));
-        assert_eq!(hystart_exit_at(15, false, 100, 150, 20), None);
+        assert_eq!(hystart_exit_at(32, 100, false, 100, 150, 20), Some(7));
+        assert_eq!(hystart_exit_at(15, 100, false, 100, 150, 20), None);
+    }
+
+    /// The delay threshold is delay_min/8 clamped to [4, 16] ms (HYSTART_DELAY_THRESH):
+    /// 10 ms for an 80-ms path. ACKs 3 ms apart (no train): RTT samples of 90.5 ms end
+    /// slow start at the 9th sample (after the 8 the round needs), 89.5 ms do not.
+    #[test]
+    fn hystart_delay_threshold_is_an_eighth_of_the_min_rtt() {
+        assert_eq!(
+            hystart_exit_at(16, 80_000, false, 3_000, 90_500, 20),
+            Some(9)
+        );
+        assert_eq!(hystart_exit_at(16, 80_000, false, 3_000, 89_500, 20), None);
     }
 
     /// Linux `after(tp->snd_una, ca->end_seq)`: an ACK up to exactly end_seq still
