@@ -1056,6 +1056,8 @@ mod tests {
         q.enqueue(p_at(1000, f[2], 100, Time::ZERO), Time::ZERO, &mut d);
         let victims: Vec<u32> = d.as_slice().iter().map(|x| x.pkt.flow).collect();
         assert_eq!(victims, vec![pair[0]; 5]);
+        // Each of the three flows entered new_flows once (tc -s "new_flow_count 3").
+        assert_eq!(q.new_flow_count(), 3);
     }
 
     #[test]
