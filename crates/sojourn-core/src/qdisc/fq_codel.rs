@@ -1060,6 +1060,32 @@ mod tests {
         assert_eq!(q.new_flow_count(), 3);
     }
 
+    /// fq_codel marks ECT packets instead of dropping them (ecn on by default): ten
+    /// 1000-B ECT packets queued at 0; the dequeue at 10 ms starts the above-target
+    /// interval, the one at 111 ms enters the dropping state and marks its packet.
+    #[test]
+    fn ecn_mark_is_reported_in_ecn_marks() {
+        let mut q = FqCodel::new(FqCodelConfig::default());
+        let mut d = Drops::new();
+        for uid in 0..10 {
+            let mut p = p_at(uid, 1, 1000, Time::ZERO);
+            p.ecn = crate::packet::Ecn::Ect0;
+            q.enqueue(p, Time::ZERO, &mut d);
+        }
+        let a = q
+            .dequeue(Time::from_ns(10_000_000), &mut d)
+            .packet()
+            .unwrap();
+        assert_eq!(a.ecn, crate::packet::Ecn::Ect0);
+        let b = q
+            .dequeue(Time::from_ns(111_000_000), &mut d)
+            .packet()
+            .unwrap();
+        assert_eq!(b.ecn, crate::packet::Ecn::Ce);
+        assert!(d.is_empty());
+        assert_eq!(q.ecn_marks(), 1);
+    }
+
     #[test]
     fn overflow_batch_is_capped_and_verdicts_follow_the_victim() {
         let mut q = FqCodel::new(FqCodelConfig {

@@ -412,6 +412,36 @@ mod tests {
         assert_eq!(st.cwnd, 101);
     }
 
+    /// Linux `cubictcp_cong_avoid`: ACKs left over when slow start reaches ssthresh go
+    /// to congestion avoidance in the same call (cwnd 9, ssthresh 10, 5 ACKed: cwnd 10
+    /// and 4 counted towards the next increment; the epoch starts).
+    #[test]
+    fn acks_left_over_at_ssthresh_start_congestion_avoidance() {
+        let mut c = Cubic::new();
+        let mut st = test_state(9);
+        st.ssthresh = 10;
+        st.now = Time::from_ns(2_000_000_000);
+        c.cong_avoid(&mut st, 5);
+        assert_eq!((st.cwnd, st.cwnd_cnt), (10, 4));
+        assert_eq!(c.epoch_start, Some(st.now));
+    }
+
+    /// Linux discards delay samples for HZ after the epoch starts (`now − epoch_start
+    /// < HZ`): one at exactly 1 s counts.
+    #[test]
+    fn delay_samples_count_again_one_second_after_the_epoch() {
+        let mut c = Cubic::new();
+        let mut st = test_state(50);
+        st.ssthresh = 30;
+        c.epoch_start = Some(Time::from_ns(5_000_000_000));
+        st.now = Time::from_ns(5_999_999_999);
+        c.pkts_acked(&mut st, 1, Some(7_000_000));
+        assert_eq!(c.delay_min_ns, 0, "within 1 s: discarded");
+        st.now = Time::from_ns(6_000_000_000);
+        c.pkts_acked(&mut st, 1, Some(7_000_000));
+        assert_eq!(c.delay_min_ns, 7_000_000);
+    }
+
     /// Linux `cubictcp_cwnd_event(CA_EVENT_TX_START)`: the epoch moves by the idle time,
     /// `now − lsndtime` (the last data sent), never past now. Epoch at 10 s, last send at
     /// 20 s, restart at 21 s: the epoch moves to 11 s (the curve resumes where it left
