@@ -524,6 +524,27 @@ mod tests {
         assert_eq!(hystart_exit_at(15, 100, false, 100, 150, 20), None);
     }
 
+    /// HyStart only runs in slow start (Linux: `!ca->found && tcp_in_slow_start(tp)`):
+    /// the ACK train that ends slow start at the 7th ACK leaves a congestion-avoidance
+    /// window's ssthresh (20) alone.
+    #[test]
+    fn hystart_is_off_in_congestion_avoidance() {
+        let mut c = Cubic::new();
+        let mut st = test_state(32);
+        st.pacing_rate_bps = 2 * 16 * 1448 * 8 * 1000;
+        c.init(&mut st);
+        st.ssthresh = 20;
+        c.delay_min_ns = 100_000;
+        st.snd_nxt = 1_000_000;
+        for i in 1..=20u64 {
+            st.now = Time::from_ns(i * 100_000);
+            st.snd_una += 2;
+            c.pkts_acked(&mut st, 2, Some(150_000));
+        }
+        assert_eq!(st.ssthresh, 20);
+        assert!(!c.found);
+    }
+
     /// The delay threshold is delay_min/8 clamped to [4, 16] ms (HYSTART_DELAY_THRESH):
     /// 10 ms for an 80-ms path. ACKs 3 ms apart (no train): RTT samples of 90.5 ms end
     /// slow start at the 9th sample (after the 8 the round needs), 89.5 ms do not.
