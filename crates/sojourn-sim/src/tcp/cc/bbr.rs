@@ -841,4 +841,29 @@ mod tests {
         }
         assert_eq!(f.get(), 5.0, "the old max leaves after 10 rounds");
     }
+
+    /// Kathleen Nichols' windowed max (lib/minmax.c `minmax_running_max`), window 10,
+    /// worked by hand: the 2nd choice is taken after a quarter of the window (t 103), the
+    /// 3rd after half (t 106); at exactly one window (t 110) nothing expires, one round
+    /// later the best sample is the 2nd choice (8), then the 3rd (6); a new max resets,
+    /// and a sample with nothing else left in the window (t 130) resets too.
+    #[test]
+    fn max_filter_keeps_the_three_best_samples_of_the_window() {
+        let mut f = MaxFilter::default();
+        f.reset(100, 10.0);
+        let got: Vec<f64> = [
+            (101, 8.0),
+            (103, 8.0),
+            (106, 6.0),
+            (110, 5.0),
+            (111, 5.0),
+            (114, 4.0),
+            (117, 7.0),
+            (130, 1.0),
+        ]
+        .iter()
+        .map(|&(t, v)| f.update(10, t, v))
+        .collect();
+        assert_eq!(got, [10.0, 10.0, 10.0, 10.0, 8.0, 6.0, 7.0, 1.0]);
+    }
 }

@@ -442,6 +442,21 @@ mod tests {
         assert_eq!(c.delay_min_ns, 7_000_000);
     }
 
+    /// An undone reduction restores the window before the loss (Linux: prior_cwnd, 100
+    /// after a loss at 100; here rebuilt from ssthresh 70 · 1024/717 = 99.97, so 99) and
+    /// never lowers the current window.
+    #[test]
+    fn undo_restores_the_window_before_the_loss() {
+        let mut c = Cubic::new();
+        let mut st = test_state(100);
+        st.ssthresh = c.ssthresh(&st);
+        st.cwnd = st.ssthresh;
+        let w = c.undo_cwnd(&st);
+        assert!((99..=100).contains(&w), "undo to {w}");
+        st.cwnd = 120;
+        assert_eq!(c.undo_cwnd(&st), 120);
+    }
+
     /// Linux `cubictcp_cwnd_event(CA_EVENT_TX_START)`: the epoch moves by the idle time,
     /// `now − lsndtime` (the last data sent), never past now. Epoch at 10 s, last send at
     /// 20 s, restart at 21 s: the epoch moves to 11 s (the curve resumes where it left
