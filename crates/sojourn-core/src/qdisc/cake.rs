@@ -1880,6 +1880,29 @@ impl CakeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `cake_tcph_sack_compare` (sch_cake.c): 1 when the newer ACK's SACK blocks cover
+    /// all of the older one's and more bytes, 0 when they cover the same, −1 when the
+    /// older one SACKs something the newer does not.
+    #[test]
+    fn sack_compare_orders_sack_coverage() {
+        let h = |blocks: &[[u32; 2]]| {
+            let mut t = TransportHeader {
+                ack: 1000,
+                sack_count: blocks.len() as u8,
+                ..Default::default()
+            };
+            for (i, b) in blocks.iter().enumerate() {
+                t.sack_wire[i] = *b;
+            }
+            t
+        };
+        let small = h(&[[2000, 3000]]);
+        let large = h(&[[2000, 4000]]);
+        assert_eq!(sack_compare(&small, &large), 1);
+        assert_eq!(sack_compare(&small, &small), 0);
+        assert_eq!(sack_compare(&large, &small), -1);
+    }
     use crate::packet::{Addr, Ecn, FlowKey, SackBlock};
     use crate::params::Table;
     use crate::qdisc::testkit::check_conservation_with;

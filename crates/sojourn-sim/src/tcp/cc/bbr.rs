@@ -589,6 +589,34 @@ mod tests {
         assert_eq!(p.st.cwnd, 64);
     }
 
+    /// Linux `bbr_init_pacing_rate_from_rtt` without an RTT sample assumes 1 ms:
+    /// 2.885 · 10 packets / 1 ms · 1448 B · 8 · 0.99 = 330.9 Mbit/s.
+    #[test]
+    fn initial_pacing_rate_without_an_rtt_sample_assumes_1_ms() {
+        let mut st = crate::tcp::cc::test_state(10);
+        assert_eq!(st.srtt_ns, 0);
+        let mut b = Bbr::new(1);
+        b.init(&mut st);
+        assert!(
+            close(st.pacing_rate_bps, 330_856_416.0, 0.003),
+            "{}",
+            st.pacing_rate_bps
+        );
+        // The first RTT sample (SRTT 100 ms) re-derives it, even downwards (Linux
+        // bbr_set_pacing_rate: `!has_seen_rtt && srtt_us`): 3.309 Mbit/s.
+        st.srtt_ns = 100_000_000;
+        let rs = RateSample {
+            delivered: -1,
+            ..Default::default()
+        };
+        b.cong_control(&mut st, &rs);
+        assert!(
+            close(st.pacing_rate_bps, 3_308_564.0, 0.003),
+            "{}",
+            st.pacing_rate_bps
+        );
+    }
+
     #[test]
     fn startup_ends_after_three_rounds_without_25_percent_growth() {
         // 500 -> 840 is growth (≥ 25%); 840 -> 1000 is 19%: not growth. The third round
@@ -733,6 +761,21 @@ mod tests {
         assert_eq!(p.b.min_rtt_ns, 25 * MS);
     }
 
+    /// Linux `bbr_reset_mode` after PROBE_RTT: back to STARTUP when the pipe was never
+    /// filled (full bandwidth not reached), to PROBE_BW otherwise.
+    #[test]
+    fn probe_rtt_returns_to_startup_before_full_bandwidth() {
+        for (full, mode) in [(false, Mode::Startup), (true, Mode::ProbeBw)] {
+            let mut p = Path::new(1);
+            p.b.full_bw_reached = full;
+            p.b.mode = Mode::ProbeRtt;
+            p.b.probe_rtt_done_stamp = Some(p.st.now);
+            p.st.now += sojourn_core::Duration(1);
+            p.b.check_probe_rtt_done(&mut p.st);
+            assert_eq!(p.b.mode, mode);
+        }
+    }
+
     #[test]
     fn probe_rtt_lasts_at_least_one_round() {
         let mut p = Path::probe_bw(3);
@@ -789,6 +832,12 @@ mod tests {
             p.st.pacing_rate_bps = rate;
             assert_eq!(p.b.tso_segs_goal(&p.st), goal, "{rate} bit/s");
         }
+        // The byte cap is GSO_LEGACY_MAX_SIZE − 1 − MAX_TCP_HEADER = 65 536 − 1 − 320 =
+        // 65 215 B (x86-64): with a 1460-B MSS that is 44 segments (65 855 B would be 45).
+        p.st.mss = 1460;
+        p.st.pacing_rate_bps = 10_000_000_000;
+        assert_eq!(p.b.tso_segs_goal(&p.st), 44);
+        p.st.mss = 1448;
         p.st.pacing_rate_bps = 100_000_000;
         assert_eq!(p.b.quantization_budget(&p.st, 20), 44);
         assert_eq!(p.b.quantization_budget(&p.st, 21), 46);
