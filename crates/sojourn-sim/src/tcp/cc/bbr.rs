@@ -761,6 +761,24 @@ mod tests {
         assert_eq!(p.b.min_rtt_ns, 25 * MS);
     }
 
+    /// Linux `bbr_save_cwnd`: outside recovery and PROBE_RTT the current cwnd is the one
+    /// to restore later; in PROBE_RTT (or recovery) cwnd was cut, so the larger of the
+    /// saved and the current one is kept.
+    #[test]
+    fn save_cwnd_keeps_the_larger_window_in_probe_rtt() {
+        let mut p = Path::new(1);
+        p.b.prior_cwnd = 40;
+        p.st.cwnd = 30;
+        p.b.mode = Mode::ProbeBw;
+        p.b.save_cwnd(&p.st);
+        assert_eq!(p.b.prior_cwnd, 30);
+        p.b.prior_cwnd = 40;
+        p.st.cwnd = 4;
+        p.b.mode = Mode::ProbeRtt;
+        p.b.save_cwnd(&p.st);
+        assert_eq!(p.b.prior_cwnd, 40);
+    }
+
     /// Linux `bbr_reset_mode` after PROBE_RTT: back to STARTUP when the pipe was never
     /// filled (full bandwidth not reached), to PROBE_BW otherwise.
     #[test]
