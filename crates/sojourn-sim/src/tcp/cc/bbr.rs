@@ -649,6 +649,28 @@ mod tests {
         assert_eq!(p.b.mode, Mode::Drain);
     }
 
+    /// Linux `bbr_update_bw`: an app-limited sample enters the max filter only if it is
+    /// at least the current max (it cannot underestimate then): 1200 packets/s over a
+    /// 1000 max does, 800 does not lower anything either way.
+    #[test]
+    fn app_limited_samples_raise_the_max_filter_only_above_it() {
+        let mut p = Path::startup(1, 3);
+        assert_eq!(p.b.max_bw(), 1000.0);
+        p.ack_with(p.rtt_ns, true, 1200, true, 1, 0);
+        assert_eq!(p.b.max_bw(), 1200.0);
+    }
+
+    /// Full bandwidth, once reached, stays reached (only an undo or RTO restarts the
+    /// count): 30 % more bandwidth in PROBE_BW, then a flat round, keep it.
+    #[test]
+    fn full_bandwidth_stays_reached_when_bandwidth_grows_later() {
+        let mut p = Path::probe_bw(3);
+        assert!(p.b.full_bw_reached);
+        p.round(1300);
+        p.round(1300);
+        assert!(p.b.full_bw_reached);
+    }
+
     #[test]
     fn drain_lasts_until_inflight_is_one_bdp() {
         let mut p = Path::startup(1, 3);
