@@ -902,6 +902,27 @@ mod tests {
         assert_eq!(p.b.mode, Mode::Drain);
     }
 
+    /// Linux `bbr_set_cwnd_to_recover_or_restore`: packets newly marked lost leave cwnd
+    /// at once (`cwnd − losses`), outside recovery too: cwnd 40, 2 lost and 1 ACKed → 39.
+    #[test]
+    fn losses_are_taken_out_of_cwnd() {
+        let mut p = Path::probe_bw(3);
+        p.b.cycle_idx = 2;
+        p.st.cwnd = 40;
+        p.ack_with(MS, false, 1000, false, 1, 2);
+        assert_eq!(p.st.cwnd, 39);
+    }
+
+    /// Linux `bbr_update_min_rtt`: an ACK that delivers data ends the idle restart.
+    #[test]
+    fn delivering_ack_ends_idle_restart() {
+        let mut p = Path::probe_bw(3);
+        p.b.cwnd_event(&mut p.st, CaEvent::TxStart);
+        assert!(p.b.idle_restart);
+        p.ack(MS, false, 1000);
+        assert!(!p.b.idle_restart);
+    }
+
     #[test]
     fn recovery_conserves_packets_for_one_round_then_restores() {
         let mut p = Path::probe_bw(3);
