@@ -923,6 +923,23 @@ mod tests {
         assert!(!p.b.idle_restart);
     }
 
+    /// Linux `bbr_set_cwnd_to_recover_or_restore` during the conservation round: cwnd is
+    /// at least in-flight + newly ACKed on every ACK (32, then in-flight 35 + 2 = 37).
+    #[test]
+    fn conservation_round_keeps_cwnd_at_inflight_plus_acked() {
+        let mut p = Path::probe_bw(3);
+        p.b.cycle_idx = 2;
+        p.st.cwnd = 40;
+        p.b.ssthresh(&p.st);
+        p.st.ca_state = CaState::Recovery;
+        p.st.in_flight = 30;
+        p.ack_with(MS, false, 1000, false, 2, 1);
+        assert_eq!(p.st.cwnd, 32);
+        p.st.in_flight = 35;
+        p.ack_with(MS, false, 1000, false, 2, 0);
+        assert_eq!(p.st.cwnd, 37);
+    }
+
     #[test]
     fn recovery_conserves_packets_for_one_round_then_restores() {
         let mut p = Path::probe_bw(3);
