@@ -1881,6 +1881,20 @@ impl CakeConfig {
 mod tests {
     use super::*;
 
+    /// CAKE takes its MTU from the device (`psched_mtu`): 9014 B on a jumbo-frame link.
+    #[test]
+    fn mtu_comes_from_the_device() {
+        let ctx = BuildCtx {
+            mtu_bytes: 9014,
+            ..BuildCtx::default()
+        };
+        let q = crate::qdisc::build(&crate::params::Value::Str("cake".into()), "q", &ctx).unwrap();
+        let crate::qdisc::AnyQdisc::Cake(c) = q else {
+            panic!("not cake")
+        };
+        assert_eq!(c.config().mtu_bytes, 9014);
+    }
+
     /// `cake_tcph_sack_compare` (sch_cake.c): 1 when the newer ACK's SACK blocks cover
     /// all of the older one's and more bytes, 0 when they cover the same, −1 when the
     /// older one SACKs something the newer does not.
