@@ -457,6 +457,24 @@ mod tests {
         assert_eq!(c.undo_cwnd(&st), 120);
     }
 
+    /// Linux `tcp_friendliness`: the Reno estimate gains a packet once more than
+    /// cwnd · 15/8 packets were ACKed (`while (ca->ack_cnt > delta)`): cwnd 14 → delta 26,
+    /// W_est 14 after the 26th ACK of the epoch, 15 after the 27th.
+    #[test]
+    fn reno_estimate_gains_a_packet_after_more_than_15_8_windows_of_acks() {
+        let mut c = Cubic::new();
+        let mut st = test_state(14);
+        st.ssthresh = 10;
+        st.now = Time::from_ns(1_000_000_000);
+        c.last_max_cwnd = 20;
+        for _ in 0..26 {
+            c.cong_avoid(&mut st, 1);
+        }
+        assert_eq!((st.cwnd, c.tcp_cwnd), (14, 14));
+        c.cong_avoid(&mut st, 1);
+        assert_eq!(c.tcp_cwnd, 15);
+    }
+
     /// Linux `cubictcp_cwnd_event(CA_EVENT_TX_START)`: the epoch moves by the idle time,
     /// `now − lsndtime` (the last data sent), never past now. Epoch at 10 s, last send at
     /// 20 s, restart at 21 s: the epoch moves to 11 s (the curve resumes where it left
