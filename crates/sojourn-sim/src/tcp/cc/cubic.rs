@@ -588,6 +588,8 @@ mod tests {
             Some(9)
         );
         assert_eq!(hystart_exit_at(16, 80_000, false, 3_000, 89_500, 20), None);
+        // Exactly delay_min + threshold (90 ms) is not above it (Linux: strict `>`).
+        assert_eq!(hystart_exit_at(16, 80_000, false, 3_000, 90_000, 20), None);
     }
 
     /// Linux `after(tp->snd_una, ca->end_seq)`: an ACK up to exactly end_seq still
