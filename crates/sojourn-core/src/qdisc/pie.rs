@@ -834,6 +834,9 @@ mod tests {
         assert!(v.drop_early(&p, 100_000, 1000, &mut rng));
         v.qdelay = 117_186;
         assert!(!v.drop_early(&p, 100_000, 1000, &mut rng));
+        // ... and exactly 20 % is not "low probability" either (`prob < MAX_PROB / 5`).
+        v.prob = MAX_PROB / 5;
+        assert!(v.drop_early(&p, 100_000, 1000, &mut rng));
     }
 
     #[test]
