@@ -161,8 +161,13 @@ def emulate(
     overrides: Optional[Mapping[str, Any]] = None,
     progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
     base_dir: Optional[Union[str, Path]] = None,
+    kernel: bool = False,
 ) -> Result:
     """Runs one experiment live and returns the same :class:`Result` as :func:`run`.
+
+    With ``kernel=True`` the links' disciplines and classifiers are the kernel's own (tc and
+    nft put on the hosts' devices by ``sojourn deploy apply``; :mod:`sojourn.kernel_engine`,
+    docs/deploy.md), ``result.summary["engine"] == "kernel"``.
 
     The hosts are network namespaces running the kernel's own TCP (reno, cubic, bbr); the
     experiment's links run in sojourn's user-space forwarder with the very disciplines the
@@ -180,6 +185,11 @@ def emulate(
         res = sojourn.emulate("experiments/emulate/fq-codel.toml", duration="5s")
         res.summary["links"]["bottleneck"]["sojourn_ms"]["mean"]
     """
+    if kernel:
+        from .kernel_engine import emulate_kernel
+
+        return emulate_kernel(source, seed=seed, duration=duration, overrides=overrides, progress=progress,
+                              base_dir=base_dir)
     eng = _live_engine()
     cfg, name, base = _prepare(source, overrides, duration, base_dir)
     t0 = time.perf_counter()
@@ -231,16 +241,25 @@ def qdiscs() -> list[tuple[str, str]]:
 
 
 def sweep(path: Union[str, Path], out: Union[str, Path], jobs: Optional[int] = None,
-          repeats: Optional[int] = None, seeds: Optional[Sequence[int]] = None, quiet: bool = True):
+          repeats: Optional[int] = None, seeds: Optional[Sequence[int]] = None, quiet: bool = True,
+          cluster: Any = None, connect_timeout_s: float = 10.0):
     """Runs a sweep file (docs/sweeps.md): validates every point first, runs every (point,
     seed) on ``jobs`` local processes (finished runs are kept and skipped on a rerun) and
-    returns the runs table (a pandas DataFrame, one row per run). The machinery is the
+    returns the runs table (a pandas DataFrame, one row per run). ``cluster`` sends the
+    runs to Dask instead: an address (``"tcp://host:8786"``), a scheduler file, ``"slurm:N"``,
+    a ``distributed.Client`` or a cluster object (``LocalCluster``, dask-jobqueue's
+    ``SLURMCluster``); same layout, resumption and per-run bytes. The machinery is the
     :mod:`sojourn.sweeps` module (:func:`sojourn.sweeps.run_sweep`).
 
     Example::
 
         runs = sojourn.sweep("experiments/examples/compare-aqm.sweep.toml", "results/aqm", jobs=2)
+        from dask_jobqueue import SLURMCluster
+        cluster = SLURMCluster(cores=1, processes=1, memory="2GB", walltime="02:00:00")
+        cluster.scale(jobs=16)
+        runs = sojourn.sweep("big.sweep.toml", "results/big", cluster=cluster)
     """
     from .sweeps import run_sweep
 
-    return run_sweep(path, out, jobs=jobs, repeats=repeats, seeds=seeds, quiet=quiet)
+    return run_sweep(path, out, jobs=jobs, repeats=repeats, seeds=seeds, quiet=quiet, cluster=cluster,
+                     connect_timeout_s=connect_timeout_s)
