@@ -49,6 +49,7 @@ use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, FlowKey, Packet, Time};
 use sojourn_sim::classify::{lookup, Conntrack};
 pub use sojourn_sim::classify::{ConntrackPlan, CountBytes, CountDirection};
+use sojourn_sim::metrics::{LinkCounts, PacketLog, TimeSeries};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::IpAddr;
@@ -161,6 +162,20 @@ pub struct Plan {
     /// normally and says so in [`ForwarderReport::realtime`]. The kernel's RT throttling
     /// (95% by default) still leaves the machine its share.
     pub realtime_priority: Option<i32>,
+    /// The measured period `[measure_from, measure_until)` (times from the epoch), as the
+    /// simulator's warm-up and end: each link's [`LinkReport::measured`] counters and its
+    /// `sojourn_ns` histogram cover only it (the histogram is reset at `measure_from`, as
+    /// the simulator resets its links at the end of warm-up). `None` = from the start / to
+    /// the stop.
+    pub measure_from: Option<Time>,
+    pub measure_until: Option<Time>,
+    /// Links whose time series ([`ForwarderReport::series`]) are sampled every
+    /// `sample_interval`, by the simulator's own builder ([`TimeSeries::push_link`]).
+    pub series_links: Vec<usize>,
+    /// Links whose dequeues and drops go into [`ForwarderReport::packets`] (the
+    /// simulator's packet log), a deterministic `packet_sample` fraction by packet number.
+    pub packet_log_links: Vec<usize>,
+    pub packet_sample: f64,
 }
 
 impl Plan {
@@ -181,6 +196,11 @@ impl Plan {
             spin: None,
             epoch_monotonic_ns: None,
             realtime_priority: Some(10),
+            measure_from: None,
+            measure_until: None,
+            series_links: Vec::new(),
+            packet_log_links: Vec::new(),
+            packet_sample: 1.0,
         }
     }
 }
@@ -246,8 +266,11 @@ pub struct LinkReport {
     pub ecn_marks: u64,
     /// CE codepoints written into real IP headers (ECT → CE).
     pub ce_written: u64,
-    /// Qdisc sojourn (dequeue − enqueue) of every dequeued packet, ns.
+    /// Qdisc sojourn (dequeue − enqueue) of every packet dequeued in the measured period
+    /// ([`Plan::measure_from`]..[`Plan::measure_until`]), ns.
     pub sojourn_ns: Histogram,
+    /// Counters of the measured period only.
+    pub measured: Measured,
     /// How late each release happened versus its due time, ns (timer + scheduling
     /// error of this thread: the delay accuracy).
     pub release_late_ns: Histogram,
@@ -257,6 +280,38 @@ impl LinkReport {
     pub fn dropped(&self) -> u64 {
         self.drops.iter().sum()
     }
+}
+
+/// A link's counters over the measured period ([`Plan::measure_from`] to
+/// [`Plan::measure_until`]; the whole run without them), as the simulator's link counters
+/// after its warm-up reset.
+#[derive(Clone, Debug, Default)]
+pub struct Measured {
+    /// Start and end of the period, ns from the epoch (`until_ns` = the stop if the run
+    /// stopped before `measure_until`).
+    pub since_ns: u64,
+    pub until_ns: u64,
+    /// Released at the far end in the period.
+    pub delivered_pkts: u64,
+    pub delivered_bytes: u64,
+    /// Drops in the period, by [`DropReason`].
+    pub drops: [u64; DropReason::COUNT],
+    /// CE marks the qdisc made in the period.
+    pub ecn_marks: u64,
+}
+
+/// Per connection (5-tuple, both directions; a SYN after the connection closed starts a
+/// new one, as conntrack does) what the forwarder saw, indexed by its connection id.
+#[derive(Clone, Debug)]
+pub struct ConnReport {
+    /// The original direction (the first packet's).
+    pub key: FlowKey,
+    /// When its first packet arrived, ns from the epoch.
+    pub first_ns: u64,
+    /// Packets of the connection dropped on any link, in its original direction and in
+    /// the reply direction.
+    pub drops_original: u64,
+    pub drops_reply: u64,
 }
 
 /// One time series sample of one link.
@@ -295,6 +350,15 @@ pub struct ForwarderReport {
     pub busy_ns: Histogram,
     /// How much later than asked each timed sleep ended, ns (timer + scheduler error).
     pub oversleep_ns: Histogram,
+    /// The links' time series ([`Plan::series_links`]) in the simulator's metrics, at
+    /// multiples of the sample interval.
+    pub series: TimeSeries,
+    /// The packet log of [`Plan::packet_log_links`] (the simulator's schema; `flow` is
+    /// 2 × the connection id of [`ForwarderReport::conns`] + 1 in the reply direction,
+    /// `uid` the packet's number).
+    pub packets: PacketLog,
+    /// Every connection seen, by connection id.
+    pub conns: Vec<ConnReport>,
 }
 
 impl ForwarderReport {
@@ -461,6 +525,14 @@ struct Link {
     in_flight: VecDeque<(Time, Packet)>,
     last_release: Time,
     rep: LinkReport,
+    /// Inside the measured period (counters in `rep.measured`, sojourn histogram).
+    measuring: bool,
+    /// The qdisc's CE mark count when the measured period began.
+    marks_at_start: u64,
+    /// Dequeues and drops go into the packet log.
+    log_packets: bool,
+    /// Counters at the previous time series sample.
+    prev_counts: LinkCounts,
 }
 
 impl Link {
@@ -523,20 +595,42 @@ type KeyMap<V> = HashMap<FlowKey, V, std::hash::BuildHasherDefault<KeyHasher>>;
 #[derive(Default)]
 struct Flows {
     ids: KeyMap<u32>,
-    originals: Vec<FlowKey>,
+    conns: Vec<ConnReport>,
+    /// Whether a FIN or RST of the connection was seen.
+    closed: Vec<bool>,
 }
 
 impl Flows {
     /// Dense id of the connection of `key` and whether `key` is its original direction.
-    fn lookup(&mut self, key: FlowKey) -> (u32, bool) {
-        if let Some(&id) = self.ids.get(&key) {
-            return (id, self.originals[id as usize] == key);
-        }
-        if let Some(&id) = self.ids.get(&key.reversed()) {
-            return (id, false);
-        }
-        let id = self.originals.len() as u32;
-        self.originals.push(key);
+    /// A TCP SYN (without ACK) on a connection that saw a FIN or RST starts a new
+    /// connection with a new id (a port reused after TIME_WAIT; conntrack does the same).
+    fn lookup(&mut self, key: FlowKey, tcp_flags: u8, now_ns: u64) -> (u32, bool) {
+        use sojourn_core::packet::tcp_flags as f;
+        let found = match self.ids.get(&key) {
+            Some(&id) => Some(id),
+            None => self.ids.get(&key.reversed()).copied(),
+        };
+        let syn = key.proto == 6 && tcp_flags & (f::SYN | f::ACK) == f::SYN;
+        let id = match found {
+            Some(id) if !(syn && self.closed[id as usize]) => {
+                if key.proto == 6 && tcp_flags & (f::FIN | f::RST) != 0 {
+                    self.closed[id as usize] = true;
+                }
+                return (id, self.conns[id as usize].key == key);
+            }
+            Some(_) => {
+                self.ids.remove(&key.reversed());
+                self.conns.len() as u32
+            }
+            None => self.conns.len() as u32,
+        };
+        self.conns.push(ConnReport {
+            key,
+            first_ns: now_ns,
+            drops_original: 0,
+            drops_reply: 0,
+        });
+        self.closed.push(false);
         self.ids.insert(key, id);
         (id, true)
     }
@@ -573,6 +667,16 @@ pub struct Forwarder {
     realtime: bool,
     ingress: IngressDrops,
     samples: Vec<Sample>,
+    /// Measured period boundaries still to pass.
+    measure_from: Option<Time>,
+    measure_until: Option<Time>,
+    /// No time series sample or packet log row after this (the end of the measured
+    /// period, the simulator's end of run).
+    series_until: Time,
+    series: TimeSeries,
+    series_links: Vec<usize>,
+    packets: PacketLog,
+    packet_sample: f64,
 }
 
 impl Forwarder {
@@ -645,6 +749,10 @@ impl Forwarder {
                     ..Default::default()
                 },
                 plan: lp.clone(),
+                measuring: plan.measure_from.is_none(),
+                marks_at_start: 0,
+                log_packets: plan.packet_log_links.contains(&i),
+                prev_counts: LinkCounts::default(),
             });
         }
         let mut ports = Vec::with_capacity(plan.ports.len());
@@ -661,6 +769,11 @@ impl Forwarder {
                 rx_slots: Vec::with_capacity(MAX_BATCH),
                 tx: VecDeque::new(),
             });
+        }
+        for &l in plan.series_links.iter().chain(&plan.packet_log_links) {
+            if l >= plan.links.len() {
+                return Err(ForwardError(format!("link {l} to record does not exist")));
+            }
         }
         let epoch = plan.epoch_monotonic_ns.unwrap_or_else(monotonic_ns);
         Ok(Forwarder {
@@ -684,6 +797,13 @@ impl Forwarder {
             realtime: false,
             ingress: IngressDrops::default(),
             samples: Vec::new(),
+            measure_from: plan.measure_from,
+            measure_until: plan.measure_until,
+            series_until: plan.measure_until.unwrap_or(Time::MAX),
+            series: TimeSeries::default(),
+            packets: PacketLog::default(),
+            packet_sample: plan.packet_sample,
+            series_links: plan.series_links.clone(),
         })
     }
 
@@ -717,12 +837,63 @@ impl Forwarder {
         best.map(|b| b.2)
     }
 
-    /// Drains the drop sink of link `li` into its counters, freeing the buffers.
-    fn settle_drops(&mut self, li: usize) {
+    /// Drains the drop sink of link `li` (drops at `t`) into its counters, freeing the
+    /// buffers.
+    fn settle_drops(&mut self, li: usize, t: Time) {
+        let mut drops = std::mem::take(&mut self.drops);
+        for d in drops.drain() {
+            self.count_drop(li, &d.pkt, d.reason, t);
+        }
+        self.drops = drops;
+    }
+
+    /// Counts a drop of `p` on link `li` at `t` (link, measured period, connection,
+    /// packet log) and frees its buffer.
+    fn count_drop(&mut self, li: usize, p: &Packet, reason: DropReason, t: Time) {
         let link = &mut self.links[li];
-        for d in self.drops.drain() {
-            link.rep.drops[d.reason as usize] += 1;
-            self.pool.free.push(slot_of(&d.pkt));
+        link.rep.drops[reason as usize] += 1;
+        if link.measuring {
+            link.rep.measured.drops[reason as usize] += 1;
+        }
+        let mut reply = false;
+        if let Some(c) = self.flows.conns.get_mut(p.flow as usize) {
+            reply = c.key != p.key;
+            if reply {
+                c.drops_reply += 1;
+            } else {
+                c.drops_original += 1;
+            }
+        }
+        if link.log_packets && t <= self.series_until {
+            let log = &mut self.packets;
+            log_packet(log, t, li, p, Some(reason), self.packet_sample, reply);
+        }
+        self.pool.release(slot_of(p));
+    }
+
+    /// Passes a boundary of the measured period at `t` (≤ now): every link is first
+    /// brought to `t` (its dequeues and releases due by then happen before), then its
+    /// measured counters start (`start`) or stop.
+    fn measure_boundary(&mut self, t: Time, start: bool) {
+        for li in 0..self.links.len() {
+            self.advance(li, t);
+            self.release(li, t);
+            let link = &mut self.links[li];
+            let marks = link.dev.qdisc.ecn_marks();
+            if start {
+                link.measuring = true;
+                link.marks_at_start = marks;
+                // As the simulator's `reset_stats` at the end of warm-up.
+                link.rep.sojourn_ns = Histogram::new();
+                link.rep.measured = Measured {
+                    since_ns: t.as_ns(),
+                    ..Measured::default()
+                };
+            } else if link.measuring {
+                link.measuring = false;
+                link.rep.measured.until_ns = t.as_ns();
+                link.rep.measured.ecn_marks = marks - link.marks_at_start;
+            }
         }
     }
 
@@ -755,19 +926,39 @@ impl Forwarder {
             }
             link.clock = at;
             link.not_before = None;
-            let mut sojourn = None;
+            let mut dequeued = None;
             let mut sent = None;
             let res = link.dev.poll(
                 at,
                 &mut self.drops,
-                &mut |p: &Packet| sojourn = Some(at.saturating_since(p.enqueued_at).as_ns()),
+                &mut |p: &Packet| dequeued = Some(*p),
                 |p, end| sent = Some((p, end)),
             );
-            if let Some(ns) = sojourn {
-                link.rep.sojourn_ns.record(ns);
+            if let Some(p) = dequeued {
+                if link.measuring {
+                    link.rep
+                        .sojourn_ns
+                        .record(at.saturating_since(p.enqueued_at).as_ns());
+                }
+                if link.log_packets && at <= self.series_until {
+                    let reply = self
+                        .flows
+                        .conns
+                        .get(p.flow as usize)
+                        .is_some_and(|c| c.key != p.key);
+                    log_packet(
+                        &mut self.packets,
+                        at,
+                        li,
+                        &p,
+                        None,
+                        self.packet_sample,
+                        reply,
+                    );
+                }
             }
             if !self.drops.is_empty() {
-                self.settle_drops(li);
+                self.settle_drops(li, at);
             }
             let link = &mut self.links[li];
             match res {
@@ -818,8 +1009,7 @@ impl Forwarder {
     fn depart(&mut self, li: usize, p: Packet, end: Time) {
         let link = &mut self.links[li];
         if link.plan.loss > 0.0 && link.loss_rng.chance(link.plan.loss) {
-            link.rep.drops[DropReason::LinkLoss as usize] += 1;
-            self.pool.release(slot_of(&p));
+            self.count_drop(li, &p, DropReason::LinkLoss, end);
             return;
         }
         if p.ecn == sojourn_core::Ecn::Ce {
@@ -850,7 +1040,7 @@ impl Forwarder {
         // Splitting disciplines are refused in GSO mode, and MTU frames are never split.
         debug_assert_eq!(extra, 0);
         if !self.drops.is_empty() {
-            self.settle_drops(li);
+            self.settle_drops(li, at);
         }
         self.advance(li, now);
     }
@@ -900,7 +1090,7 @@ impl Forwarder {
         self.next_uid += 1;
         p.hash = p.key.hash(self.hash_salt);
         p.created_at = now;
-        let (flow, original) = self.flows.lookup(p.key);
+        let (flow, original) = self.flows.lookup(p.key, h.tcp_flags, now.as_ns());
         p.flow = flow;
         if let Some(ct) = &mut self.conntrack {
             p.ct_bytes = ct.account(&p, original);
@@ -918,6 +1108,10 @@ impl Forwarder {
             let link = &mut self.links[li];
             link.rep.delivered_pkts += 1;
             link.rep.delivered_bytes += p.len_bytes as u64;
+            if link.measuring {
+                link.rep.measured.delivered_pkts += 1;
+                link.rep.measured.delivered_bytes += p.len_bytes as u64;
+            }
             link.rep
                 .release_late_ns
                 .record(now.saturating_since(due).as_ns());
@@ -1052,7 +1246,30 @@ impl Forwarder {
         }
     }
 
-    fn sample(&mut self, t: Time) {
+    /// Samples the links at `t` (the state now) into `samples`, and into the time series
+    /// stamped `grid` (the sample's scheduled time) if given.
+    fn sample(&mut self, t: Time, grid: Option<Time>) {
+        if let (Some(g), Some(iv)) = (grid, self.sample_interval) {
+            if g <= self.series_until {
+                for &li in &self.series_links {
+                    let l = &mut self.links[li];
+                    let counts = LinkCounts {
+                        tx_bytes: l.rep.delivered_bytes,
+                        drops: l.rep.dropped(),
+                        ecn_marks: l.dev.qdisc.ecn_marks(),
+                    };
+                    self.series.push_link(
+                        g,
+                        &l.plan.name,
+                        &mut l.dev.qdisc,
+                        None,
+                        counts,
+                        &mut l.prev_counts,
+                        iv.as_secs_f64(),
+                    );
+                }
+            }
+        }
         for (i, l) in self.links.iter().enumerate() {
             self.samples.push(Sample {
                 t_ns: t.as_ns(),
@@ -1104,6 +1321,15 @@ impl Forwarder {
         let mut rx_due = true;
         'outer: while !stop.load(Ordering::Relaxed) {
             let iter_start = monotonic_ns();
+            let t0 = Time(iter_start.saturating_sub(self.epoch));
+            if let Some(t) = self.measure_from.filter(|&t| t <= t0) {
+                self.measure_from = None;
+                self.measure_boundary(t, true);
+            }
+            if let Some(t) = self.measure_until.filter(|&t| t <= t0) {
+                self.measure_until = None;
+                self.measure_boundary(t, false);
+            }
             for (pi, pfd) in pfds.iter_mut().enumerate() {
                 let readable = std::mem::take(&mut pfd.revents) != 0;
                 if !rx_due && !readable {
@@ -1126,7 +1352,7 @@ impl Forwarder {
             }
             if let (Some(ns), Some(iv)) = (next_sample, self.sample_interval) {
                 if now >= ns {
-                    self.sample(now);
+                    self.sample(now, Some(ns));
                     let mut n = ns + iv;
                     if n <= now {
                         n = now + iv;
@@ -1214,12 +1440,22 @@ impl Forwarder {
             p.rep.rx_kernel_drops += p.sock.kernel_drops().unwrap_or(0);
         }
         if self.sample_interval.is_some() {
-            self.sample(end);
+            self.sample(end, None);
+        }
+        if self.measure_until.is_some() {
+            // Stopped before the end of the measured period.
+            self.measure_until = None;
+            self.measure_boundary(end, false);
         }
         let mut links = Vec::with_capacity(self.links.len());
         for l in &mut self.links {
             l.rep.queued_at_end = l.dev.qdisc.len_packets() as u64 + l.in_flight.len() as u64;
             l.rep.ecn_marks = l.dev.qdisc.ecn_marks();
+            if l.measuring {
+                l.measuring = false;
+                l.rep.measured.until_ns = end.as_ns();
+                l.rep.measured.ecn_marks = l.rep.ecn_marks - l.marks_at_start;
+            }
             links.push(l.rep.clone());
         }
         ForwarderReport {
@@ -1235,8 +1471,29 @@ impl Forwarder {
             realtime: self.realtime,
             busy_ns: Histogram::new(),
             oversleep_ns: Histogram::new(),
+            series: std::mem::take(&mut self.series),
+            packets: std::mem::take(&mut self.packets),
+            conns: std::mem::take(&mut self.flows.conns),
         }
     }
+}
+
+/// Logs a dequeue (`reason = None`) or drop of `p` on link `li` at `t` in the simulator's
+/// packet log, with the packet's number (not its buffer slot) as its uid and
+/// `2 × connection id + reply` as its flow ([`ForwarderReport::packets`]).
+fn log_packet(
+    log: &mut PacketLog,
+    t: Time,
+    li: usize,
+    p: &Packet,
+    reason: Option<DropReason>,
+    sample: f64,
+    reply: bool,
+) {
+    let mut q = *p;
+    q.uid >>= SLOT_BITS;
+    q.flow = (p.flow << 1) | reply as u32;
+    log.push(t, li as u32, &q, reason, sample);
 }
 
 /// `virtio_net_hdr` (include/uapi/linux/virtio_net.h): flags, gso_type, hdr_len,
@@ -1358,11 +1615,40 @@ mod tests {
             dst_port: 20,
             proto: 6,
         };
-        assert_eq!(f.lookup(k), (0, true));
-        assert_eq!(f.lookup(k.reversed()), (0, false));
-        assert_eq!(f.lookup(k), (0, true));
+        assert_eq!(f.lookup(k, 0, 0), (0, true));
+        assert_eq!(f.lookup(k.reversed(), 0, 0), (0, false));
+        assert_eq!(f.lookup(k, 0, 0), (0, true));
         let k2 = FlowKey { src_port: 11, ..k };
-        assert_eq!(f.lookup(k2), (1, true));
+        assert_eq!(f.lookup(k2, 0, 0), (1, true));
+    }
+
+    #[test]
+    fn a_syn_after_the_close_is_a_new_connection() {
+        use sojourn_core::packet::tcp_flags::{ACK, FIN, RST, SYN};
+        let mut f = Flows::default();
+        let k = FlowKey {
+            src_addr: Addr::v4(1),
+            dst_addr: Addr::v4(2),
+            src_port: 40000,
+            dst_port: 5201,
+            proto: 6,
+        };
+        assert_eq!(f.lookup(k, SYN, 0), (0, true));
+        // A retransmitted SYN of an open connection stays in it (conntrack: SYN_SENT).
+        assert_eq!(f.lookup(k, SYN, 1), (0, true));
+        assert_eq!(f.lookup(k.reversed(), SYN | ACK, 2), (0, false));
+        assert_eq!(f.lookup(k, ACK | FIN, 3), (0, true));
+        assert_eq!(f.lookup(k.reversed(), ACK, 4), (0, false));
+        // The port reused after TIME_WAIT: a new connection, found from both directions.
+        assert_eq!(f.lookup(k, SYN, 5), (1, true));
+        assert_eq!(f.lookup(k.reversed(), SYN | ACK, 6), (1, false));
+        assert_eq!(f.conns[1].first_ns, 5);
+        // A reset closes too; UDP never splits.
+        assert_eq!(f.lookup(k.reversed(), RST, 7), (1, false));
+        assert_eq!(f.lookup(k, SYN, 8), (2, true));
+        let u = FlowKey { proto: 17, ..k };
+        assert_eq!(f.lookup(u, SYN | FIN, 9), (3, true));
+        assert_eq!(f.lookup(u, SYN, 10), (3, true));
     }
 
     #[test]

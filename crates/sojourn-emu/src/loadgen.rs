@@ -23,7 +23,7 @@
 pub use crate::plan::kernel_cc;
 use crate::sock::{self, Netns};
 use sojourn_core::rng::Rng;
-use sojourn_core::{Duration, Time};
+use sojourn_core::{Addr, Duration, FlowKey, Time};
 use sojourn_experiment::dist::IntervalDist;
 use sojourn_experiment::schedule::{Generator, Open, Payload};
 use sojourn_experiment::transport::TcpConfig;
@@ -35,7 +35,7 @@ use sojourn_sim::tcp::SERVER_PORT;
 use sojourn_sim::udp::UDP_OVERHEAD_BYTES;
 use std::collections::HashMap;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -104,6 +104,8 @@ struct Shared {
     skipped: AtomicU64,
     errors: Mutex<Vec<String>>,
     error_count: AtomicU64,
+    /// Every connection's 5-tuple and flows, in the order they were made.
+    conn_keys: Mutex<Vec<ConnKey>>,
 }
 
 impl Shared {
@@ -183,6 +185,28 @@ fn spawn(sh: &Arc<Shared>, f: impl FnOnce() + Send + 'static) -> bool {
     true
 }
 
+/// A connection the load generator made: its 5-tuple in the direction of its first
+/// packet (the client's SYN, the source's first datagram) and the flows whose packets it
+/// carries — `flow` in that direction, `reply_flow` in the other (the same flow for a
+/// transfer; the response's flow of a request/response transaction).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnKey {
+    pub key: FlowKey,
+    pub flow: u32,
+    pub reply_flow: u32,
+}
+
+/// The 5-tuple from `local` to `peer`.
+fn flow_key(local: SocketAddrV4, peer: SocketAddrV4, proto: u8) -> FlowKey {
+    FlowKey {
+        src_addr: Addr::from(IpAddr::V4(*local.ip())),
+        dst_addr: Addr::from(IpAddr::V4(*peer.ip())),
+        src_port: local.port(),
+        dst_port: peer.port(),
+        proto,
+    }
+}
+
 /// What the load generator measured.
 pub struct LoadResult {
     pub flows: Vec<FlowRecord>,
@@ -191,6 +215,8 @@ pub struct LoadResult {
     /// The first socket errors (connect refused, reset, …) and their total count.
     pub errors: Vec<String>,
     pub error_count: u64,
+    /// Every connection made, in order (a port reused later appears again).
+    pub conns: Vec<ConnKey>,
 }
 
 /// A running load generator.
@@ -234,6 +260,7 @@ impl Loadgen {
             skipped: AtomicU64::new(0),
             errors: Mutex::new(Vec::new()),
             error_count: AtomicU64::new(0),
+            conn_keys: Mutex::new(Vec::new()),
         });
         let host = |n: u32| -> io::Result<Arc<Host>> {
             hosts
@@ -397,6 +424,7 @@ impl Loadgen {
             skipped_flows: self.sh.skipped.load(Ordering::Relaxed),
             errors: self.sh.errors.lock().unwrap().clone(),
             error_count: self.sh.error_count.load(Ordering::Relaxed),
+            conns: self.sh.conn_keys.lock().unwrap().clone(),
         }
     }
 }
@@ -478,6 +506,14 @@ fn tcp_connect(
         let conn = Arc::new(conn);
         sh.conns.lock().unwrap().insert(local, conn.clone());
         let peer = SocketAddrV4::new(g.dst_addr, SERVER_PORT);
+        sh.conn_keys.lock().unwrap().push(ConnKey {
+            key: flow_key(local, peer, 6),
+            flow,
+            reply_flow: match conn.kind {
+                ConnKind::Rr { resp_flow, .. } => resp_flow,
+                ConnKind::Sink { .. } => flow,
+            },
+        });
         loop {
             match sock::connect(&fd, peer) {
                 Ok(()) => break,
@@ -888,14 +924,22 @@ fn dup(fd: &OwnedFd) -> OwnedFd {
 /// Datagram payload header: flow id, sequence number, send time (ns since time zero).
 const UDP_HEADER: usize = 20;
 
-fn udp_socket(src: &Host, dst: Ipv4Addr, tos: u8) -> io::Result<OwnedFd> {
+/// A UDP socket of `flow` from `src` connected to `dst`'s sink.
+fn udp_socket(sh: &Shared, flow: u32, src: &Host, dst: Ipv4Addr, tos: u8) -> io::Result<OwnedFd> {
     let fd = src.ns.socket(libc::SOCK_DGRAM)?;
     if tos != 0 {
         sock::set_tos(&fd, tos)?;
     }
     sock::set_timeouts(&fd, POLL)?;
     sock::bind(&fd, SocketAddrV4::new(src.addr, 0))?;
-    sock::connect(&fd, SocketAddrV4::new(dst, UDP_PORT))?;
+    let peer = SocketAddrV4::new(dst, UDP_PORT);
+    sock::connect(&fd, peer)?;
+    let local = sock::local_addr(&fd)?;
+    sh.conn_keys.lock().unwrap().push(ConnKey {
+        key: flow_key(local, peer, 17),
+        flow,
+        reply_flow: flow,
+    });
     Ok(fd)
 }
 
@@ -913,7 +957,7 @@ fn send_datagram(sh: &Shared, fd: &OwnedFd, buf: &mut [u8], flow: u32, seq: u64)
 /// late wake-up sends what is due at once, so the rate does not drift).
 fn udp_source(sh: &Arc<Shared>, u: &UdpPlan, flow: u32, src: &Host, dst: Ipv4Addr, mut rng: Rng) {
     let tos = (u.dscp << 2) | if u.ecn { 0b10 } else { 0 };
-    let fd = match udp_socket(src, dst, tos) {
+    let fd = match udp_socket(sh, flow, src, dst, tos) {
         Ok(fd) => fd,
         Err(e) => {
             sh.error(format!("flow {flow}: udp socket: {e}"));
@@ -973,7 +1017,7 @@ fn udp_thin(sh: &Arc<Shared>, g: &Gen, message: u32, interval: &IntervalDist, rn
         g.dst,
         start,
     ));
-    let fd = match udp_socket(&g.src_host, g.dst_addr, 0) {
+    let fd = match udp_socket(sh, flow, &g.src_host, g.dst_addr, 0) {
         Ok(fd) => fd,
         Err(e) => {
             sh.error(format!("flow {flow}: udp socket: {e}"));

@@ -14,7 +14,7 @@ use crate::sock::{self, Netns};
 use serde_json::{json, Map, Value as J};
 use sojourn_core::params::{ConfError, ConfResult};
 use sojourn_core::qdisc::DropReason;
-use sojourn_core::{Duration, Time};
+use sojourn_core::Time;
 use sojourn_experiment::LinkRate;
 use sojourn_sim::classify::Hook;
 use sojourn_sim::config::Experiment;
@@ -23,7 +23,7 @@ use sojourn_sim::link::{rate_model, RateModel};
 use sojourn_sim::metrics::TimeSeries;
 use sojourn_sim::output::hist_ms;
 use sojourn_sim::output::{describe, fct_of, FctFrom, SCHEMA_VERSION};
-use sojourn_sim::{Column, Columns, RunOutput};
+use sojourn_sim::{Columns, RunOutput};
 use std::net::IpAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -93,12 +93,6 @@ pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
                 "cannot be honoured live: the forwarder's links are wires, not token-bucket shapers",
             ));
         }
-    }
-    if !exp.record.packet_links.is_empty() {
-        return Err(ConfError::new(
-            "record.packets",
-            "cannot be honoured live yet: the forwarder keeps no packet log",
-        ));
     }
     // A conntrack configuration for the whole forwarder: the nodes must agree.
     let mut ct = None;
@@ -250,7 +244,61 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
     p.conntrack = exp.conntrack.iter().flatten().next().copied();
     p.sample_interval = (!exp.record.interval.is_zero()).then_some(exp.record.interval);
     p.seed = seed;
+    // The simulator's measured period: counters and the sojourn histogram start at the
+    // end of warm-up (its `reset_stats`) and end at the run's duration.
+    p.measure_from = (!exp.warmup.is_zero()).then_some(Time::ZERO + exp.warmup);
+    p.measure_until = Some(Time::ZERO + exp.duration);
+    let recorded = |l: &sojourn_sim::config::LinkPlan| {
+        exp.record
+            .links
+            .as_ref()
+            .is_none_or(|r| r.contains(&l.name))
+    };
+    p.series_links = (0..exp.links.len())
+        .filter(|&i| recorded(&exp.links[i]))
+        .collect();
+    p.packet_log_links = (0..exp.links.len())
+        .filter(|&i| exp.record.packet_links.contains(&exp.links[i].name))
+        .collect();
+    p.packet_sample = exp.record.packet_sample;
     p
+}
+
+/// Which load generator flows each forwarder connection carries: `(flow in its original
+/// direction, flow in the reply direction)` per connection id, `None` for a connection
+/// the load generator did not make. Connections of one 5-tuple (a port reused after
+/// TIME_WAIT) are matched in the order both sides made them.
+pub fn conn_flows(
+    fwd: &[forward::ConnReport],
+    load: &[crate::loadgen::ConnKey],
+) -> Vec<Option<(u32, u32)>> {
+    let mut by_key: std::collections::HashMap<sojourn_core::FlowKey, Vec<usize>> =
+        std::collections::HashMap::new();
+    for (i, c) in load.iter().enumerate() {
+        by_key.entry(c.key).or_default().push(i);
+    }
+    let mut used: std::collections::HashMap<sojourn_core::FlowKey, usize> =
+        std::collections::HashMap::new();
+    fwd.iter()
+        .map(|c| {
+            // The forwarder's original direction is its first packet's: normally the
+            // load generator's, but a connection seen first from the far end is reversed.
+            let (key, swapped) = if by_key.contains_key(&c.key) {
+                (c.key, false)
+            } else {
+                (c.key.reversed(), true)
+            };
+            let list = by_key.get(&key)?;
+            let k = used.entry(key).or_insert(0);
+            let l = &load[list[(*k).min(list.len() - 1)]];
+            *k += 1;
+            Some(if swapped {
+                (l.reply_flow, l.flow)
+            } else {
+                (l.flow, l.reply_flow)
+            })
+        })
+        .collect()
 }
 
 fn failed(e: impl std::fmt::Display) -> EmuError {
@@ -439,45 +487,15 @@ fn collect(
     mut ts: TimeSeries,
     wall_s: f64,
 ) -> RunOutput {
-    let end = Time(rep.duration_ns.max(1)).min(Time::ZERO + exp.duration + Duration::from_secs(10));
+    // The simulator's period: flows and links end at the run's duration (the forwarder
+    // runs on while the load generator stops; its measured counters end at `duration`).
+    let end = Time(rep.duration_ns.max(1)).min(Time::ZERO + exp.duration);
     let warm = Time::ZERO + exp.warmup;
     let fct_from = exp.record.fct_from;
     let recorded: Option<&Vec<String>> = exp.record.links.as_ref();
-    // Link time series from the forwarder's samples.
-    let mut prev: Vec<(u64, u64)> = vec![(0, 0); exp.links.len()];
-    let dt = exp.record.interval.as_secs_f64();
-    // Delivered bytes per link at the end of warm-up (for throughput after warm-up).
-    // (bytes, time) of the last sample at or before the end of warm-up: the measurement
-    // period starts at that sample's time, so bytes and capacity cover the same period.
-    let mut at_warm: Vec<(u64, Time)> = vec![(0, Time::ZERO); exp.links.len()];
-    for s in &rep.samples {
-        let l = &exp.links[s.link];
-        let t = Time(s.t_ns);
-        if t <= warm {
-            at_warm[s.link] = (s.delivered_bytes, t);
-        }
-        if recorded.is_some_and(|r| !r.contains(&l.name)) {
-            continue;
-        }
-        let (pb, pd) = prev[s.link];
-        prev[s.link] = (s.delivered_bytes, s.dropped_pkts);
-        ts.push(t, &l.name, "queue_packets", s.qlen_pkts as f64);
-        ts.push(t, &l.name, "queue_bytes", s.qlen_bytes as f64);
-        if t > Time::ZERO && dt > 0.0 {
-            ts.push(
-                t,
-                &l.name,
-                "throughput_bps",
-                s.delivered_bytes.saturating_sub(pb) as f64 * 8.0 / dt,
-            );
-            ts.push(
-                t,
-                &l.name,
-                "drops",
-                s.dropped_pkts.saturating_sub(pd) as f64,
-            );
-        }
-    }
+    // Time series: the links' (sampled in the forwarder by the simulator's builder) and
+    // the flows' (the load generator's TCP_INFO samples).
+    ts.merge(&rep.series);
 
     let mut links = Map::new();
     for (li, l) in exp.links.iter().enumerate() {
@@ -485,20 +503,15 @@ fn collect(
             continue;
         }
         let Some(r) = rep.links.get(li) else { continue };
-        let since = at_warm[li].1;
-        let bytes = r.delivered_bytes - at_warm[li].0.min(r.delivered_bytes);
-        let pkts_share = if r.delivered_bytes > 0 {
-            bytes as f64 / r.delivered_bytes as f64
-        } else {
-            0.0
-        };
-        let pkts = (r.delivered_pkts as f64 * pkts_share).round() as u64;
-        let period = (end - since).as_secs_f64();
-        let capacity = capacity_bits(&rate_model(&l.rate), since, end);
+        let m = &r.measured;
+        let (since, until) = (Time(m.since_ns), Time(m.until_ns.max(m.since_ns)));
+        let (bytes, pkts) = (m.delivered_bytes, m.delivered_pkts);
+        let period = (until - since).as_secs_f64();
+        let capacity = capacity_bits(&rate_model(&l.rate), since, until);
         let wire_bits = (bytes + pkts * l.framing_bytes as u64) as f64 * 8.0;
         let mut drops = Map::new();
         for reason in DropReason::ALL {
-            let n = r.drops[reason as usize];
+            let n = m.drops[reason as usize];
             if n > 0 {
                 drops.insert(reason.name().to_string(), json!(n));
             }
@@ -516,8 +529,8 @@ fn collect(
                 "throughput_bps": if period > 0.0 { bytes as f64 * 8.0 / period } else { 0.0 },
                 "utilisation": if capacity > 0.0 { wire_bits / capacity } else { 0.0 },
                 "drops": drops,
-                "drops_total": r.dropped(),
-                "ecn_marks": r.ecn_marks,
+                "drops_total": m.drops.iter().sum::<u64>(),
+                "ecn_marks": m.ecn_marks,
                 "sojourn_ms": hist_ms(&r.sojourn_ns),
                 "queue_packets_at_end": r.queued_at_end,
                 "release_late_us": {
@@ -528,6 +541,24 @@ fn collect(
         );
     }
 
+    // Per-flow drops: the forwarder counts them per connection (5-tuple), the load
+    // generator knows which flows each connection carries.
+    let owners = conn_flows(&rep.conns, &load.conns);
+    let mut flow_recs = load.flows.clone();
+    for (c, o) in rep.conns.iter().zip(&owners) {
+        if let Some((orig, reply)) = *o {
+            if let Some(r) = flow_recs.get_mut(orig as usize) {
+                r.pkts_dropped += c.drops_original;
+            }
+            if let Some(r) = flow_recs.get_mut(reply as usize) {
+                r.pkts_dropped += c.drops_reply;
+            }
+        }
+    }
+    let load = LoadResult {
+        flows: flow_recs,
+        ..load
+    };
     let recs: Vec<&FlowRecord> = load.flows.iter().filter(|r| r.start >= warm).collect();
     let sized: Vec<&&FlowRecord> = recs.iter().filter(|r| r.size_bytes > 0).collect();
     let mut fcts: Vec<f64> = sized.iter().filter_map(|r| fct_of(r, fct_from)).collect();
@@ -591,12 +622,32 @@ fn collect(
         },
     });
 
+    // The packet log with the load generator's flow ids (u32::MAX: a connection it did
+    // not make); the forwarder logs 2 × connection + reply direction.
+    let packets = (!exp.record.packet_links.is_empty()).then(|| {
+        let mut pl = rep.packets.clone();
+        for f in &mut pl.flow {
+            let (conn, reply) = ((*f >> 1) as usize, *f & 1 == 1);
+            *f = match owners.get(conn).copied().flatten() {
+                Some((o, r)) => {
+                    if reply {
+                        r
+                    } else {
+                        o
+                    }
+                }
+                None => u32::MAX,
+            };
+        }
+        sojourn_sim::output::packet_columns(pl, |l| exp.links[l as usize].name.clone())
+    });
+    let (timeseries, series_names) = sojourn_sim::output::timeseries_columns(ts);
     RunOutput {
         summary,
         flows: flow_columns(exp, &load.flows, end, fct_from),
-        timeseries: ts_columns(&ts).0,
-        series_names: ts_columns(&ts).1,
-        packets: None,
+        timeseries,
+        series_names,
+        packets,
         histograms: sojourn_sim::output::histogram_columns(
             rep.links.iter().map(|l| (l.name.as_str(), &l.sojourn_ns)),
         ),
@@ -608,26 +659,62 @@ pub fn flow_columns(exp: &Experiment, r: &[FlowRecord], end: Time, fct_from: Fct
     sojourn_sim::output::flow_columns(r, |n| exp.node_names[n as usize].clone(), end, fct_from)
 }
 
-fn ts_columns(ts: &TimeSeries) -> (Columns, Columns) {
-    let mut t = Columns::default();
-    t.0.push((
-        "time_s".into(),
-        Column::F64(ts.t_ns.iter().map(|&x| x as f64 * 1e-9).collect()),
-    ));
-    t.0.push(("series".into(), Column::U32(ts.series.clone())));
-    t.0.push(("value".into(), Column::F64(ts.value.clone())));
-    let mut n = Columns::default();
-    n.0.push((
-        "series".into(),
-        Column::U32((0..ts.names.len() as u32).collect()),
-    ));
-    n.0.push((
-        "entity".into(),
-        Column::Str(ts.names.iter().map(|x| x.0.clone()).collect()),
-    ));
-    n.0.push((
-        "metric".into(),
-        Column::Str(ts.names.iter().map(|x| x.1.clone()).collect()),
-    ));
-    (t, n)
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forward::ConnReport;
+    use crate::loadgen::ConnKey;
+    use sojourn_core::{Addr, FlowKey};
+
+    fn key(port: u16) -> FlowKey {
+        FlowKey {
+            src_addr: Addr::v4(1),
+            dst_addr: Addr::v4(2),
+            src_port: port,
+            dst_port: 5201,
+            proto: 6,
+        }
+    }
+
+    fn fwd(k: FlowKey) -> ConnReport {
+        ConnReport {
+            key: k,
+            first_ns: 0,
+            drops_original: 0,
+            drops_reply: 0,
+        }
+    }
+
+    #[test]
+    fn connections_map_to_the_flows_that_made_them() {
+        let load = [
+            ConnKey {
+                key: key(1),
+                flow: 0,
+                reply_flow: 0,
+            },
+            // A request/response transaction: the response's flow is the reply direction.
+            ConnKey {
+                key: key(2),
+                flow: 1,
+                reply_flow: 2,
+            },
+            // Port 1 reused later by flow 3.
+            ConnKey {
+                key: key(1),
+                flow: 3,
+                reply_flow: 3,
+            },
+        ];
+        let f = [
+            fwd(key(1)),
+            fwd(key(2).reversed()), // seen first from the server's side
+            fwd(key(1)),
+            fwd(key(9)), // not the load generator's
+        ];
+        assert_eq!(
+            conn_flows(&f, &load),
+            vec![Some((0, 0)), Some((2, 1)), Some((3, 3)), None]
+        );
+    }
 }

@@ -240,7 +240,11 @@ impl Testbed {
 #[derive(Clone, Copy, Debug)]
 pub struct Received {
     pub seq: u64,
-    /// CLOCK_MONOTONIC ns at the sender's `send` and the receiver's `recv` (one clock).
+    /// CLOCK_MONOTONIC ns at the sender's `send` and when the datagram reached the
+    /// receiving host: the kernel's receive timestamp (`SO_TIMESTAMPNS`, taken as the
+    /// veth hands the frame to the host — during the forwarder's send), so neither the
+    /// receiving host's softirq nor the receiving thread's wake-up adds to it; the
+    /// receiver's own clock after `recv` if the kernel gave none.
     pub sent_ns: u64,
     pub recv_ns: u64,
     pub bytes: usize,
@@ -340,6 +344,7 @@ pub fn udp_receiver(
             // Dual-stack: IPv4 and IPv6 datagrams alike.
             let s = std::net::UdpSocket::bind(("::", port))?;
             set_int_opt(&s, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
+            set_int_opt(&s, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
             set_int_opt(&s, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1)?;
             // Room for bursts at Gbit/s rates (forced past rmem_max: we are root).
             if set_int_opt(&s, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 16 << 20).is_err() {
@@ -362,8 +367,17 @@ pub fn udp_receiver(
         let mut buf = vec![0u8; 65536];
         while (out.len() as u64) < expect && crate::forward::monotonic_ns() < deadline_ns {
             match recv_with_tos(&sock, &mut buf) {
-                Ok((n, tos)) if n >= 17 => {
-                    let recv_ns = crate::forward::monotonic_ns();
+                Ok((n, tos, kernel_realtime_ns)) if n >= 17 => {
+                    let mono = crate::forward::monotonic_ns();
+                    // CLOCK_REALTIME → CLOCK_MONOTONIC by their offset now (they advance
+                    // alike over the microseconds between the stamp and here).
+                    let recv_ns = match kernel_realtime_ns {
+                        Some(rt) => {
+                            let offset = clock_ns(libc::CLOCK_REALTIME) as i128 - mono as i128;
+                            (rt as i128 - offset).clamp(0, mono as i128) as u64
+                        }
+                        None => mono,
+                    };
                     out.push(Received {
                         seq: u64::from_be_bytes(buf[0..8].try_into().unwrap()),
                         sent_ns: u64::from_be_bytes(buf[8..16].try_into().unwrap()),
@@ -411,13 +425,25 @@ fn set_int_opt(
 }
 
 /// `recvmsg` returning the payload length and the IP_TOS control message (0 if absent).
-fn recv_with_tos(sock: &std::net::UdpSocket, buf: &mut [u8]) -> std::io::Result<(usize, u8)> {
+fn clock_ns(id: libc::clockid_t) -> u64 {
+    // SAFETY: clock_gettime writes one timespec.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// One datagram: its length, TOS / traffic class and the kernel's receive timestamp
+/// (CLOCK_REALTIME ns, `SCM_TIMESTAMPNS`) if any.
+fn recv_with_tos(
+    sock: &std::net::UdpSocket,
+    buf: &mut [u8],
+) -> std::io::Result<(usize, u8, Option<u64>)> {
     use std::os::fd::AsRawFd;
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
     };
-    let mut cbuf = [0u64; 8];
+    let mut cbuf = [0u64; 16];
     // SAFETY: msghdr is plain data; zeroed is a valid start.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
@@ -430,10 +456,15 @@ fn recv_with_tos(sock: &std::net::UdpSocket, buf: &mut [u8]) -> std::io::Result<
         return Err(std::io::Error::last_os_error());
     }
     let mut tos = 0u8;
+    let mut stamp = None;
     // SAFETY: walking the control buffer the kernel filled, with the libc macros.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&msg);
         while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts = (libc::CMSG_DATA(c) as *const libc::timespec).read_unaligned();
+                stamp = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+            }
             if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_TOS {
                 tos = *libc::CMSG_DATA(c);
             }
@@ -443,7 +474,7 @@ fn recv_with_tos(sock: &std::net::UdpSocket, buf: &mut [u8]) -> std::io::Result<
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
-    Ok((n as usize, tos))
+    Ok((n as usize, tos, stamp))
 }
 
 /// Makes the calling probe thread wake on time: 1 ns timer slack and SCHED_FIFO (priority

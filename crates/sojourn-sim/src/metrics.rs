@@ -1,12 +1,12 @@
 //! Streaming metrics: time series in long form and the optional packet log.
 
-use sojourn_core::qdisc::DropReason;
+use sojourn_core::qdisc::{DropReason, Qdisc};
 use sojourn_core::{Packet, Time};
 use std::collections::HashMap;
 
 /// Samples `(time, series, value)`, where a series is an (entity, metric) pair such as
 /// ("bottleneck", "queue_packets") or ("flow3", "cwnd_bytes").
-#[derive(Default)]
+#[derive(Clone, Debug, Default)]
 pub struct TimeSeries {
     pub names: Vec<(String, String)>,
     index: HashMap<(String, String), u32>,
@@ -37,10 +37,75 @@ impl TimeSeries {
     pub fn is_empty(&self) -> bool {
         self.t_ns.is_empty()
     }
+
+    /// One sample of a link's series — the same for every engine (the simulator's links
+    /// and the live forwarder's): `queue_packets`, `queue_bytes`, `ring_packets` (if the
+    /// link has a ring), then, after time zero, `throughput_bps`, `drops` and `ecn_marks`
+    /// over the `dt_s` since the previous sample, then the discipline's own metrics
+    /// ([`Qdisc::observe`]). `now_counts` are the link's cumulative counters; deltas are
+    /// taken against `prev` (wrapping for bytes and drops, so an engine may move `prev`
+    /// when it resets its counters at the end of warm-up), which becomes `now_counts`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn push_link(
+        &mut self,
+        now: Time,
+        name: &str,
+        qdisc: &mut dyn Qdisc,
+        ring_packets: Option<usize>,
+        now_counts: LinkCounts,
+        prev: &mut LinkCounts,
+        dt_s: f64,
+    ) {
+        let d_tx = now_counts.tx_bytes.wrapping_sub(prev.tx_bytes);
+        let d_drop = now_counts.drops.wrapping_sub(prev.drops);
+        let d_marks = now_counts.ecn_marks.saturating_sub(prev.ecn_marks);
+        *prev = now_counts;
+        self.push(now, name, "queue_packets", qdisc.len_packets() as f64);
+        self.push(now, name, "queue_bytes", qdisc.len_bytes() as f64);
+        if let Some(r) = ring_packets {
+            self.push(now, name, "ring_packets", r as f64);
+        }
+        if now > Time::ZERO {
+            self.push(now, name, "throughput_bps", d_tx as f64 * 8.0 / dt_s);
+            self.push(now, name, "drops", d_drop as f64);
+            self.push(now, name, "ecn_marks", d_marks as f64);
+        }
+        qdisc.observe(now, &mut |metric, v| self.push(now, name, metric, v));
+    }
+
+    /// Appends every sample of `other`, keeping each row's time (series ids are mapped
+    /// to this series' own). Rows are merged in time order, this series' rows first at
+    /// equal times, so the result is sorted by time when both were.
+    pub fn merge(&mut self, other: &TimeSeries) {
+        let mine = std::mem::take(self);
+        let (mut i, mut j) = (0, 0);
+        while i < mine.len() || j < other.len() {
+            let take_mine = j >= other.len() || (i < mine.len() && mine.t_ns[i] <= other.t_ns[j]);
+            let (src, k) = if take_mine { (&mine, i) } else { (other, j) };
+            let (e, m) = &src.names[src.series[k] as usize];
+            self.push(Time(src.t_ns[k]), e, m, src.value[k]);
+            if take_mine {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+    }
+}
+
+/// A link's cumulative counters at a time series sample ([`TimeSeries::push_link`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkCounts {
+    /// Bytes sent over the link.
+    pub tx_bytes: u64,
+    /// Packets dropped (every reason).
+    pub drops: u64,
+    /// CE marks the discipline made ([`Qdisc::ecn_marks`]).
+    pub ecn_marks: u64,
 }
 
 /// One row per logged packet event (dequeue or drop) on logged links.
-#[derive(Default)]
+#[derive(Clone, Debug, Default)]
 pub struct PacketLog {
     pub t_ns: Vec<u64>,
     pub link: Vec<u32>,

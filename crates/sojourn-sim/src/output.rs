@@ -3,6 +3,7 @@
 //! documented in docs/output-schema.md; `SCHEMA_VERSION` changes with it.
 
 use crate::flows::FlowRecord;
+use crate::metrics::{PacketLog, TimeSeries};
 use crate::sim::Sim;
 use serde_json::{json, Map, Value as J};
 use sojourn_core::hist::Histogram;
@@ -284,6 +285,72 @@ pub fn flow_columns(
     c
 }
 
+/// timeseries.parquet and its series names (docs/output-schema.md), from a [`TimeSeries`]:
+/// one builder for both engines.
+pub fn timeseries_columns(ts: TimeSeries) -> (Columns, Columns) {
+    let mut timeseries = Columns::default();
+    timeseries.add(
+        "time_s",
+        Column::F64(ts.t_ns.iter().map(|&t| t as f64 * 1e-9).collect()),
+    );
+    timeseries.add("series", Column::U32(ts.series));
+    timeseries.add("value", Column::F64(ts.value));
+    let mut series_names = Columns::default();
+    series_names.add("series", Column::U32((0..ts.names.len() as u32).collect()));
+    series_names.add(
+        "entity",
+        Column::Str(ts.names.iter().map(|n| n.0.clone()).collect()),
+    );
+    series_names.add(
+        "metric",
+        Column::Str(ts.names.iter().map(|n| n.1.clone()).collect()),
+    );
+    (timeseries, series_names)
+}
+
+/// packets.parquet (docs/output-schema.md) from a [`PacketLog`]; `link_name` names a
+/// link index. One builder for both engines.
+pub fn packet_columns(pl: PacketLog, link_name: impl Fn(u32) -> String) -> Columns {
+    let mut c = Columns::default();
+    c.add(
+        "time_s",
+        Column::F64(pl.t_ns.iter().map(|&t| t as f64 * 1e-9).collect()),
+    );
+    c.add(
+        "link",
+        Column::Str(pl.link.iter().map(|&l| link_name(l)).collect()),
+    );
+    c.add("uid", Column::U64(pl.uid));
+    c.add("flow", Column::U32(pl.flow));
+    c.add("len_bytes", Column::U32(pl.len_bytes));
+    c.add(
+        "event",
+        Column::Str(
+            pl.event
+                .iter()
+                .map(|&e| {
+                    if e == 255 {
+                        "dequeue".to_string()
+                    } else {
+                        format!("drop:{}", DropReason::ALL[e as usize].name())
+                    }
+                })
+                .collect(),
+        ),
+    );
+    c.add(
+        "sojourn_ms",
+        Column::F64(pl.sojourn_ns.iter().map(|&s| s as f64 * 1e-6).collect()),
+    );
+    c.add(
+        "ecn",
+        Column::U32(pl.ecn.iter().map(|&e| e as u32).collect()),
+    );
+    c.add("priority", Column::U32(pl.priority));
+    c.add("ct_bytes", Column::U64(pl.ct_bytes));
+    c
+}
+
 /// Builds the outputs of a finished simulation.
 pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
     let exp = &sim.exp;
@@ -381,72 +448,14 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
         fct_from,
     );
 
-    let ts = std::mem::take(&mut sim.series);
-    let mut timeseries = Columns::default();
-    timeseries.add(
-        "time_s",
-        Column::F64(ts.t_ns.iter().map(|&t| t as f64 * 1e-9).collect()),
-    );
-    timeseries.add("series", Column::U32(ts.series));
-    timeseries.add("value", Column::F64(ts.value));
-    let mut series_names = Columns::default();
-    series_names.add("series", Column::U32((0..ts.names.len() as u32).collect()));
-    series_names.add(
-        "entity",
-        Column::Str(ts.names.iter().map(|n| n.0.clone()).collect()),
-    );
-    series_names.add(
-        "metric",
-        Column::Str(ts.names.iter().map(|n| n.1.clone()).collect()),
-    );
-
+    let (timeseries, series_names) = timeseries_columns(std::mem::take(&mut sim.series));
     let packets = if sim.exp.record.packet_links.is_empty() {
         None
     } else {
-        let pl = std::mem::take(&mut sim.packet_log);
-        let mut c = Columns::default();
-        c.add(
-            "time_s",
-            Column::F64(pl.t_ns.iter().map(|&t| t as f64 * 1e-9).collect()),
-        );
-        c.add(
-            "link",
-            Column::Str(
-                pl.link
-                    .iter()
-                    .map(|&l| sim.links[l as usize].name.clone())
-                    .collect(),
-            ),
-        );
-        c.add("uid", Column::U64(pl.uid));
-        c.add("flow", Column::U32(pl.flow));
-        c.add("len_bytes", Column::U32(pl.len_bytes));
-        c.add(
-            "event",
-            Column::Str(
-                pl.event
-                    .iter()
-                    .map(|&e| {
-                        if e == 255 {
-                            "dequeue".to_string()
-                        } else {
-                            format!("drop:{}", DropReason::ALL[e as usize].name())
-                        }
-                    })
-                    .collect(),
-            ),
-        );
-        c.add(
-            "sojourn_ms",
-            Column::F64(pl.sojourn_ns.iter().map(|&s| s as f64 * 1e-6).collect()),
-        );
-        c.add(
-            "ecn",
-            Column::U32(pl.ecn.iter().map(|&e| e as u32).collect()),
-        );
-        c.add("priority", Column::U32(pl.priority));
-        c.add("ct_bytes", Column::U64(pl.ct_bytes));
-        Some(c)
+        let links = &sim.links;
+        Some(packet_columns(std::mem::take(&mut sim.packet_log), |l| {
+            links[l as usize].name.clone()
+        }))
     };
 
     // histograms.parquet: the buckets of each link's sojourn histogram (measured after the

@@ -12,7 +12,7 @@ use crate::endpoint::{AnyEndpoint, Endpoint, Io, Note};
 use crate::event::{Event, EventQueue};
 use crate::flows::FlowTable;
 use crate::link::{Link, TxFate};
-use crate::metrics::{PacketLog, TimeSeries};
+use crate::metrics::{LinkCounts, PacketLog, TimeSeries};
 use crate::workload;
 use sojourn_core::device::{Begin, Device};
 use sojourn_core::qdisc::{BuildCtx, Dequeue, DropReason, Drops, Qdisc};
@@ -83,7 +83,7 @@ pub struct Sim {
     flow_series: bool,
     packet_sample: f64,
     /// Previous sample's counters per sampled link: (tx_bytes, drops, marks).
-    prev_link: Vec<(u64, u64, u64)>,
+    prev_link: Vec<LinkCounts>,
     prev_flow_bytes: Vec<u64>,
     pub exp: Experiment,
 }
@@ -175,7 +175,7 @@ impl Sim {
             series: TimeSeries::default(),
             packet_log: PacketLog::default(),
             sample_interval: exp.record.interval,
-            prev_link: vec![(0, 0, 0); sampled_links.len()],
+            prev_link: vec![LinkCounts::default(); sampled_links.len()],
             sampled_links,
             flow_series: exp.record.flow_series,
             packet_sample: exp.record.packet_sample,
@@ -787,9 +787,9 @@ impl Sim {
                     for (k, &l) in self.sampled_links.iter().enumerate() {
                         let st = &self.links[l as usize].stats;
                         let drops: u64 = st.drops.iter().sum();
-                        let (pb, pd, pm) = self.prev_link[k];
-                        self.prev_link[k] =
-                            (pb.wrapping_sub(st.tx_bytes), pd.wrapping_sub(drops), pm);
+                        let p = &mut self.prev_link[k];
+                        p.tx_bytes = p.tx_bytes.wrapping_sub(st.tx_bytes);
+                        p.drops = p.drops.wrapping_sub(drops);
                     }
                     for l in &mut self.links {
                         l.reset_stats(t);
@@ -859,37 +859,24 @@ impl Sim {
         let dt = self.sample_interval.as_secs_f64();
         for (k, &l) in self.sampled_links.iter().enumerate() {
             let link = &mut self.links[l as usize];
-            let name = link.name.clone();
-            let drops: u64 = link.stats.drops.iter().sum();
-            let marks = link.dev.qdisc.ecn_marks();
-            let (pb, pd, pm) = self.prev_link[k];
             // Deltas since the previous sample. The warm-up end resets the link counters
             // and carries what was counted since the last sample into `prev_link` (as a
             // wrapped negative offset), so the first sample after it is not a false 0.
-            let tx = link.stats.tx_bytes;
-            let d_tx = tx.wrapping_sub(pb);
-            let d_drop = drops.wrapping_sub(pd);
-            self.prev_link[k] = (tx, drops, marks);
-            let s = &mut self.series;
-            s.push(
+            let counts = LinkCounts {
+                tx_bytes: link.stats.tx_bytes,
+                drops: link.stats.drops.iter().sum(),
+                ecn_marks: link.dev.qdisc.ecn_marks(),
+            };
+            let ring = (link.dev.ring_cap() > 0).then(|| link.dev.ring_len());
+            self.series.push_link(
                 now,
-                &name,
-                "queue_packets",
-                link.dev.qdisc.len_packets() as f64,
+                &link.name,
+                &mut link.dev.qdisc,
+                ring,
+                counts,
+                &mut self.prev_link[k],
+                dt,
             );
-            s.push(now, &name, "queue_bytes", link.dev.qdisc.len_bytes() as f64);
-            if link.dev.ring_cap() > 0 {
-                s.push(now, &name, "ring_packets", link.dev.ring_len() as f64);
-            }
-            if now > Time::ZERO {
-                s.push(now, &name, "throughput_bps", d_tx as f64 * 8.0 / dt);
-                s.push(now, &name, "drops", d_drop as f64);
-                s.push(now, &name, "ecn_marks", marks.saturating_sub(pm) as f64);
-            }
-            let series = &mut self.series;
-            link.dev
-                .qdisc
-                .observe(now, &mut |metric, v| series.push(now, &name, metric, v));
         }
         if self.flow_series {
             if self.prev_flow_bytes.len() < self.flows.len() {
