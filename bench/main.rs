@@ -197,7 +197,10 @@ fn bench_cbr(short: bool, out: &mut serde_json::Map<String, serde_json::Value>) 
             .as_f64()
             .unwrap();
         if std::env::var_os("SOJOURN_BENCH_COUNTS").is_some() {
-            eprintln!("cbr counts: bottleneck {pkts} events {}", o.summary["events"]);
+            eprintln!(
+                "cbr counts: bottleneck {pkts} events {}",
+                o.summary["events"]
+            );
         }
         rates.push(pkts / wall);
         evs.push(o.summary["events"].as_f64().unwrap() / wall);
