@@ -1,7 +1,7 @@
 """The package's functions (``sojourn.run``, ``validate``, ``emulate``, ``qdiscs`` …), kept
 out of ``sojourn/__init__.py`` so that modules of the package (sweeps, the CLI, the
 reproductions) call them without importing the package facade, which imports them back
-(tests/python/test_import_graph.py keeps the import graph free of cycles).
+(tests/python/test_import_structure.py keeps the import graph free of cycles).
 """
 from __future__ import annotations
 
