@@ -296,9 +296,10 @@ impl Sim {
         let node = self.endpoints[id as usize].node;
         if !self.out.is_empty() {
             let mut out = std::mem::take(&mut self.out);
-            // Indexed rather than drained: `drain` costs one more ~200-byte copy per packet.
-            for i in 0..out.len() {
-                let mut pkt = out[i];
+            // Copied out by reference rather than drained: `drain` costs one more
+            // ~200-byte copy per packet.
+            for pkt in &out {
+                let mut pkt = *pkt;
                 pkt.uid = self.next_uid;
                 self.next_uid += 1;
                 pkt.created_at = self.now;
@@ -467,7 +468,11 @@ impl Sim {
         // only for a TSQ completion.
         let p = link.dev.burst_buffer().expect("a burst");
         let (n, flow, socket) = (p.wire_packets(), p.flow, p.socket);
-        let buffer = (link.notify_tx && socket != 0).then(|| *p);
+        let buffer = if link.notify_tx && socket != 0 {
+            Some(*p)
+        } else {
+            None
+        };
         if n > 1 {
             // One buffer became n packets (conservation counts wire packets).
             self.acct.created += (n - 1) as u64;
