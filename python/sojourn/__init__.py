@@ -15,7 +15,7 @@ loading, results I/O, statistics, plots and the ``sojourn`` command.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from ._config import ConfigError
 from .api import (
@@ -25,7 +25,6 @@ from .api import (
     Source,
     __version__,
     check_seed,
-    emulate,
     emulate_check,
     emulate_cleanup,
     qdiscs,
@@ -33,11 +32,42 @@ from .api import (
     validate,
 )
 from .api import _engine_or_fail  # noqa: F401  (older callers: sojourn._engine_or_fail)
+from .api import emulate as _emulate_forwarder
 from .results import Result
 from .tidy import load
 
 __all__ = ["run", "emulate", "emulate_cleanup", "validate", "qdiscs", "sweep", "load", "Result", "ConfigError",
            "PrivilegeError", "EmulateError", "__version__"]
+
+
+def emulate(
+    source: Source,
+    seed: Optional[int] = None,
+    duration: Optional[str] = None,
+    overrides: Optional[Mapping[str, Any]] = None,
+    progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
+    base_dir: Optional[Union[str, Path]] = None,
+    kernel: bool = False,
+) -> Result:
+    """Runs one experiment live: :func:`sojourn.api.emulate` (sojourn's forwarder with the
+    simulator's disciplines, docs/emulate.md), or with ``kernel=True`` the kernel's own
+    disciplines and classifiers (tc and nft put on the hosts' devices by ``sojourn deploy
+    apply``; :mod:`sojourn.kernel_engine`, docs/deploy.md), ``result.summary["engine"] ==
+    "kernel"``. Arguments and result as for :func:`run`. (The choice is made here, in the
+    facade, so that ``api`` and ``kernel_engine``, which uses ``api``, import no circle.)
+
+    Example::
+
+        res = sojourn.emulate("experiments/emulate/fq-codel.toml", duration="5s")
+        res.summary["links"]["bottleneck"]["sojourn_ms"]["mean"]
+    """
+    if kernel:
+        from .kernel_engine import emulate_kernel
+
+        return emulate_kernel(source, seed=seed, duration=duration, overrides=overrides, progress=progress,
+                              base_dir=base_dir)
+    return _emulate_forwarder(source, seed=seed, duration=duration, overrides=overrides, progress=progress,
+                              base_dir=base_dir)
 
 
 def sweep(path: Union[str, Path], out: Union[str, Path], jobs: Optional[int] = None,

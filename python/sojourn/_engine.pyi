@@ -31,8 +31,11 @@ def emulate(
     base_dir: str,
     seed: Optional[int] = None,
     progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
+    kernel_hook: Optional[Callable[[str, list[tuple[str, str, str]]], None]] = None,
 ) -> dict[str, Any]:
-    """Runs one experiment live (Linux, root): the same tables as :func:`run`."""
+    """Runs one experiment live (Linux, root): the same tables as :func:`run`.
+    ``kernel_hook(stage, [(node, namespace, device)])`` is called with stage ``"setup"``
+    before traffic starts and ``"collect"`` after it ended (the kernel engine)."""
 
 def emulate_check(cfg: dict[str, Any], base_dir: str) -> None:
     """Raises ConfigError for what the live engine would refuse; creates nothing."""

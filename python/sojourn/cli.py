@@ -161,9 +161,15 @@ def cmd_emulate(a: argparse.Namespace) -> int:
     try:
         overrides = _parse_set(a.set)
         # Everything the file or this kernel cannot honour is refused before anything starts.
-        sojourn.emulate_check(a.experiment, overrides=overrides, duration=a.duration)
-        with RunProgress(Path(a.experiment).name + " (live)", quiet=a.quiet) as prog:
-            res = sojourn.emulate(a.experiment, seed=a.seed, duration=a.duration, overrides=overrides, progress=prog)
+        if a.kernel:
+            from . import kernel_engine
+
+            kernel_engine.check(a.experiment, overrides=overrides, duration=a.duration)
+        else:
+            sojourn.emulate_check(a.experiment, overrides=overrides, duration=a.duration)
+        with RunProgress(Path(a.experiment).name + (" (kernel)" if a.kernel else " (live)"), quiet=a.quiet) as prog:
+            res = sojourn.emulate(a.experiment, seed=a.seed, duration=a.duration, overrides=overrides, progress=prog,
+                                  kernel=a.kernel)
     except ConfigError as e:
         return _err(str(e))
     except sojourn.PrivilegeError as e:
@@ -256,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="examples:\n"
                               "  sudo sojourn emulate experiments/emulate/fq-codel.toml --out results/live\n"
                               "  sudo sojourn emulate exp.toml --out results/live --duration 10s --set transport.cc=bbr\n"
-                              "  sudo sojourn emulate --cleanup        # remove what a killed run left behind\n\n"
+                              "  sudo sojourn emulate --cleanup        # remove what a killed run left behind\n"
+                              "  sudo sojourn emulate exp.toml --out results/kernel --kernel   # the kernel's qdiscs + nft\n\n"
                               "Same outputs as `run` (summary.json has \"engine\": \"emulate\"); docs/emulate.md says\n"
                               "what is honoured live and what is refused. Takes `duration` of wall-clock time.",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -268,6 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--quiet", action="store_true", help="no progress bar and no tables")
     e.add_argument("--no-report", action="store_true", help="do not write report.md and plots")
     e.add_argument("--cleanup", action="store_true", help="remove namespaces left by killed runs, then exit")
+    e.add_argument("--kernel", action="store_true",
+                   help="the kernel's own qdiscs and nft rules on the hosts' devices (sojourn deploy apply) instead "
+                        "of sojourn's disciplines; \"engine\": \"kernel\" (docs/deploy.md)")
     e.set_defaults(func=cmd_emulate)
 
     v = sub.add_parser("validate", help="check an experiment or sweep file without running it",
@@ -317,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
         _compare.add_parser(sub)
     except ImportError:  # pragma: no cover
         pass
-    from . import deploy as _deploy
+    from . import cli_deploy as _deploy
 
     _deploy.add_parser(sub)
     try:

@@ -182,8 +182,11 @@ def nft_ruleset(table: str, hooks: Sequence[str], ranges: Sequence[tuple[int, in
     return "\n".join(lines) + "\n"
 
 
-def _prepare(source: Union[str, Path, Mapping[str, Any]], overrides: Optional[Mapping[str, Any]]):
+def _prepare(source: Union[str, Path, Mapping[str, Any]], overrides: Optional[Mapping[str, Any]],
+             base_dir: Union[None, str, Path] = None):
     cfg, name, base = load(source)
+    if base_dir is not None:  # relative paths (size files) of a dict config resolve here
+        base = Path(base_dir)
     if overrides:
         check_depth(dict(overrides), "overrides")
         for k, v in overrides.items():
@@ -197,15 +200,16 @@ def _prepare(source: Union[str, Path, Mapping[str, Any]], overrides: Optional[Ma
 
 
 def plan(source: Union[str, Path, Mapping[str, Any]], node: str, iface: Union[None, str, Mapping[str, str]] = None,
-         overrides: Optional[Mapping[str, Any]] = None, device_rate: Optional[str] = None) -> Plan:
+         overrides: Optional[Mapping[str, Any]] = None, device_rate: Optional[str] = None,
+         base_dir: Union[None, str, Path] = None) -> Plan:
     """The ``tc``/``nft`` commands realising ``node``'s egress disciplines and classifiers.
 
     ``iface`` is the device of the node's only egress link, or ``{link: device}``; by default a
     link's device is its name. ``device_rate`` (e.g. ``"10Gbit"``): links slower than the device
     are shaped with htb at their rate, as are ``shaper = true`` links. Raises
     :class:`ConfigError` for a bad file or argument, :class:`NotDeployable` for what Linux
-    cannot express."""
-    cfg, name, m = _prepare(source, overrides)
+    cannot express. ``base_dir``: where relative paths of a dict ``source`` resolve."""
+    cfg, name, m = _prepare(source, overrides, base_dir)
     if node not in m["nodes"]:
         raise ConfigError("--node", node, f"no node named {node!r}; nodes: {', '.join(m['nodes'])}")
     keys = _link_keys(cfg)
@@ -262,6 +266,9 @@ def plan(source: Union[str, Path, Mapping[str, Any]], node: str, iface: Union[No
             raise NotDeployable(name, f"classifier[{i}].map", f"node {node!r} has two classifiers with different "
                                 "maps; one nft map per node (use `sojourn emulate`)")
         ranges = [tuple(r) for r in c["map"]]
+        if c.get("adapt_interval_s"):
+            p.notes.append(f"classifier[{i}].adapt: the map starts at its written threshold; adapt it live with "
+                           "`sojourn deploy threshold --watch --policy median`")
     if ranges is not None:
         node_ix = m["nodes"].index(node)
         direction, counted = m["conntrack"][node_ix] or ("both", "ip")
@@ -471,121 +478,6 @@ def check_text(c: Check) -> str:
                      "ct bytes rule" + (" (the kernel turned accounting on for the rule)" if (b, a) == ("0", "1") else ""))
     lines += [f"note: {n}" for n in c.notes]
     return "\n".join(lines) + "\n"
-
-
-# ---------------------------------------------------------------------------------------------
-# CLI
-
-DEPLOY_EPILOG = """\
-examples:
-  sojourn deploy plan experiments/repro/age-based/age-1g.toml --node client --iface eth0
-  sojourn deploy plan experiments/repro/age-based/age-1g.toml --node client --iface eth0 \\
-      --set 'topology.links[0].qdisc="pfifo_fast"' \\
-      --set 'classifier=[{at="client", hook="output", map=[{upto=6331208, priority="1:6"}, {priority="1:0"}]}]'
-  sojourn deploy plan exp.toml --node router --iface bottleneck=eth1 --device-rate 1Gbit
-  sojourn deploy check
-  sojourn deploy check --plan exp.toml --node client
-
-`plan` prints a shell script (tc + nft -f) and changes nothing; what Linux cannot express is
-refused with one line (exit 2) naming the key; run that with `sojourn emulate`. `check` lists
-the qdisc kinds this kernel has (probed in a throw-away namespace: needs root), whether nft and
-its ct expressions load, and what a plan would need that is missing. docs/deploy.md.
-"""
-
-
-def _ifaces(items: Optional[Sequence[str]]) -> Union[None, str, dict[str, str]]:
-    if not items:
-        return None
-    if len(items) == 1 and "=" not in items[0]:
-        return items[0]
-    out = {}
-    for it in items:
-        if "=" not in it:
-            raise ConfigError("--iface", it, "with several --iface, each must be LINK=DEV")
-        k, v = it.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
-
-
-def _parse_set(items: Optional[Sequence[str]]) -> dict:
-    """``--set KEY=VALUE`` (VALUE in TOML syntax; bare words are strings), as ``sojourn run``."""
-    from ._config import tomllib
-
-    out = {}
-    for it in items or []:
-        if "=" not in it:
-            raise ConfigError("--set", it, "expected KEY=VALUE (VALUE in TOML syntax, bare words are strings)")
-        k, v = it.split("=", 1)
-        try:
-            out[k.strip()] = tomllib.loads(f"v = {v}")["v"]
-        except Exception:
-            out[k.strip()] = v
-    return out
-
-
-def cmd_plan(a) -> int:
-    from ._cli_common import fail
-
-    try:
-        p = plan(a.experiment, a.node, _ifaces(a.iface), overrides=_parse_set(a.set), device_rate=a.device_rate)
-    except ConfigError as e:
-        return fail(str(ConfigError('--set', e.path, e.msg) if e.file == 'overrides' else e))
-    print(p.script(), end="")
-    return 0
-
-
-def cmd_check(a) -> int:
-    from ._cli_common import fail
-
-    p = None
-    if a.plan or a.node:
-        if not (a.plan and a.node):
-            return fail("deploy check: --plan and --node go together")
-        try:
-            p = plan(a.plan, a.node, _ifaces(a.iface), overrides=_parse_set(a.set), device_rate=a.device_rate)
-        except ConfigError as e:
-            return fail(str(ConfigError('--set', e.path, e.msg) if e.file == 'overrides' else e))
-    try:
-        c = check(p)
-    except OSError as e:
-        return fail(f"deploy check: {e}")
-    print(check_text(c), end="")
-    if p is not None:
-        if c.missing:
-            print(f"plan for node {p.node!r} needs, missing here: " + "; ".join(c.missing))
-            return 1
-        print(f"plan for node {p.node!r}: everything it needs is here ({', '.join(p.kinds())}"
-              + (", nft ct" if p.nft else "") + ")")
-    return 0
-
-
-def add_parser(sub) -> None:
-    import argparse
-
-    d = sub.add_parser("deploy", help="Linux tc/nft commands for a node of an experiment (plan, check)",
-                       epilog=DEPLOY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    dsub = d.add_subparsers(dest="deploy_cmd", metavar="ACTION")
-    d.set_defaults(func=lambda a: (d.print_help(), 2)[1])
-
-    def common(sp, required: bool) -> None:
-        sp.add_argument("--node", required=required, help="the node whose egress links and classifiers to deploy")
-        sp.add_argument("--iface", action="append", metavar="DEV|LINK=DEV",
-                        help="device of the node's egress link (default: the link's name); LINK=DEV for several")
-        sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a key of the file (repeatable)")
-        sp.add_argument("--device-rate", metavar="RATE",
-                        help='line rate of the devices, e.g. "10Gbit": slower links are shaped with htb')
-
-    pp = dsub.add_parser("plan", help="print the tc and nft commands (changes nothing)",
-                         epilog=DEPLOY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    pp.add_argument("experiment", help="experiment file (TOML)")
-    common(pp, True)
-    pp.set_defaults(func=cmd_plan)
-
-    cp = dsub.add_parser("check", help="which qdiscs and nft features this kernel has; what a plan misses",
-                         epilog=DEPLOY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cp.add_argument("--plan", metavar="EXP.toml", help="an experiment file whose plan to check (with --node)")
-    common(cp, False)
-    cp.set_defaults(func=cmd_check)
 
 
 __all__ = ["Plan", "LinkPlan", "NotDeployable", "Check", "plan", "check", "check_text", "nft_ruleset", "nft_map",

@@ -143,11 +143,13 @@ def test_router_classifies_on_forward_and_original_direction():
         "workload": [{"kind": "bulk", "from": "a", "to": "b"}],
     }
     p = deploy.plan(cfg, "r", {"rb": "eth1"}, device_rate="1Gbit")
-    # rb (100 Mbit/s on a 1 Gbit/s device) is shaped: htb root, class at the link rate, leaf under it
+    # rb (100 Mbit/s on a 1 Gbit/s device) is shaped: htb root, class at the link rate, leaf under
+    # it; htb takes 2:, not the 1: the map writes (htb sends priority == its handle, 1:0, to its
+    # unshaped direct queue)
     assert [lk.dev for lk in p.links] == ["ar.reverse", "eth1"]
-    assert p.links[1].tc == ["tc qdisc replace dev eth1 root handle 1: htb default 1",
-                             "tc class replace dev eth1 parent 1: classid 1:1 htb rate 100Mbit ceil 100Mbit",
-                             "tc qdisc replace dev eth1 parent 1:1 handle 2: pfifo_fast"]
+    assert p.links[1].tc == ["tc qdisc replace dev eth1 root handle 2: htb default 1",
+                             "tc class replace dev eth1 parent 2: classid 2:1 htb rate 100Mbit ceil 100Mbit",
+                             "tc qdisc replace dev eth1 parent 2:1 handle 3: pfifo_fast"]
     assert p.hooks == ["forward"]
     assert "type filter hook forward priority filter;" in p.nft
     assert "meta priority set ct original bytes map { 0-1000 : 1:6, 1001-18446744073709551615 : 1:0 }" in p.nft

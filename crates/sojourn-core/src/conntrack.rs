@@ -82,6 +82,12 @@ impl Conntrack {
         self.counts[f]
     }
 
+    /// The count of connection `conn` so far (0 if never seen).
+    #[inline]
+    pub fn count(&self, conn: u32) -> u64 {
+        self.counts.get(conn as usize).copied().unwrap_or(0)
+    }
+
     /// [`Conntrack::account_conn`] with the packet's own `flow` as the connection id (an
     /// engine whose flow ids are dense and shared by both directions, like the simulator).
     #[inline]

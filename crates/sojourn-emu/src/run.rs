@@ -140,7 +140,14 @@ pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
             }
         }
     }
-    for c in &exp.classifiers {
+    for (i, c) in exp.classifiers.iter().enumerate() {
+        if c.adapt.is_some() {
+            return Err(ConfError::new(
+                format!("classifier[{i}].adapt"),
+                "cannot be honoured live yet: the forwarder's map is fixed (on a kernel map, \
+                 `sojourn deploy threshold --watch --policy median` runs the same policy)",
+            ));
+        }
         for &n in &c.nodes {
             let host = p.host_of_node[n as usize].is_some();
             let ok = match c.hook {
@@ -361,12 +368,43 @@ pub fn cleanup() -> (Vec<String>, Vec<String>) {
     (r.namespaces, r.errors)
 }
 
+/// When [`run_with`] calls its hook: once the namespaces and veths exist, before the
+/// forwarder and any traffic start (`Setup`: the kernel engine puts the experiment's qdiscs
+/// and nft rules on the hosts' devices, docs/deploy.md), and once the load has ended,
+/// before the namespaces are removed (`Collect`: it reads the kernel's counters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Setup,
+    Collect,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Setup => "setup",
+            Stage::Collect => "collect",
+        }
+    }
+}
+
 /// Runs `exp` live with `seed`. `progress` is called about every 100 ms; returning false
 /// aborts the run (everything created is removed before this returns).
 pub fn run(
     exp: &Experiment,
     seed: u64,
     progress: &mut dyn FnMut(&Progress) -> bool,
+) -> Result<RunOutput, EmuError> {
+    run_with(exp, seed, progress, &mut |_, _| Ok(()))
+}
+
+/// [`run`] with a `hook` called at each [`Stage`] with the live plan (hosts, their
+/// namespaces and devices). An `Err` from the hook fails the run (everything created is
+/// removed).
+pub fn run_with(
+    exp: &Experiment,
+    seed: u64,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+    hook: &mut dyn FnMut(Stage, &LivePlan) -> Result<(), String>,
 ) -> Result<RunOutput, EmuError> {
     check(exp).map_err(EmuError::Refused)?;
     if !sock::have_net_admin() {
@@ -376,6 +414,7 @@ pub fn run(
     let mut guard = netns::Guard::new().map_err(failed)?;
     let lp = plan::plan(exp, guard.run_id()).map_err(EmuError::Refused)?;
     build_network(&mut guard, &lp)?;
+    hook(Stage::Setup, &lp).map_err(EmuError::Failed)?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let fplan = forwarder_plan(exp, &lp, seed);
@@ -431,6 +470,9 @@ pub fn run(
     let result = load.finish(std::time::Duration::from_secs(5));
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let report = fwd.join().map_err(failed)?;
+    if !aborted {
+        hook(Stage::Collect, &lp).map_err(EmuError::Failed)?;
+    }
     guard.cleanup().map_err(failed)?;
     if aborted {
         return Err(EmuError::Aborted);

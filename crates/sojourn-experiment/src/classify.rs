@@ -27,6 +27,19 @@ pub struct ClassifierPlan {
     pub hook: Hook,
     /// `(upto_bytes inclusive, priority)`, increasing; the last entry may be `u64::MAX` (`*`).
     pub map: Vec<(u64, u32)>,
+    /// An adaptive threshold (`adapt = { policy = "median", interval = "1s" }`): `None`
+    /// keeps the map as written.
+    pub adapt: Option<Adapt>,
+}
+
+/// Seed 000's adaptive policy (its prototype's): at the end of every `interval` the
+/// two-level map's threshold becomes the median size, as this node's conntrack counts it, of
+/// the connections that finished during that interval (kept when none did; for an even
+/// count the mean of the two middle sizes, rounded down). `sojourn deploy threshold --watch
+/// --policy median` is the same policy on a live map (docs/deploy.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Adapt {
+    pub interval: sojourn_core::Duration,
 }
 
 /// Parses `"1:2"` (major:minor, hexadecimal like tc) or an integer.
@@ -152,9 +165,47 @@ pub fn parse_classifier(
     if map.is_empty() {
         return Err(p.err("map", "needs at least one entry"));
     }
+    let adapt = match p.raw("adapt") {
+        None => None,
+        Some(Value::Table(at)) => {
+            let ap_path = format!("{path}.adapt");
+            let mut ap = Params::new(ap_path.clone(), at);
+            ap.choice("policy", &["median"], "median")?;
+            let interval = ap.duration("interval", sojourn_core::Duration::from_secs(1))?;
+            ap.finish()?;
+            if interval.is_zero() {
+                return Err(ConfError::new(
+                    format!("{ap_path}.interval"),
+                    "must be positive",
+                ));
+            }
+            if map.len() != 2 || map[1].0 != u64::MAX {
+                return Err(ConfError::new(
+                    ap_path,
+                    "the median policy adapts a two-level map: [{ upto = T, priority = \"…\" }, \
+                     { priority = \"…\" }]",
+                ));
+            }
+            Some(Adapt { interval })
+        }
+        Some(v) => {
+            return Err(p.err(
+                "adapt",
+                format!(
+                    "expected {{ policy = \"median\", interval = \"1s\" }}, got {}",
+                    v.type_name()
+                ),
+            ))
+        }
+    };
     p.finish()?;
     Ok((
-        ClassifierPlan { nodes, hook, map },
+        ClassifierPlan {
+            nodes,
+            hook,
+            map,
+            adapt,
+        },
         ConntrackPlan { direction, bytes },
     ))
 }

@@ -59,7 +59,21 @@ pub fn deploy_model<'py>(
             }
             Err(_) => ld.set_item("tc", py.None())?,
         }
-        match (rate_bps, l.qdisc.dump_shaped(rate_bps.unwrap_or(0))) {
+        // The majors of the priorities classifiers at this link's node write: htb's root
+        // must not take one (see `QdiscSpec::dump_shaped_reserving`).
+        let mut reserved: Vec<u16> = exp
+            .classifiers
+            .iter()
+            .filter(|c| c.nodes.contains(&l.from))
+            .flat_map(|c| c.map.iter().map(|&(_, prio)| (prio >> 16) as u16))
+            .collect();
+        reserved.sort_unstable();
+        reserved.dedup();
+        match (
+            rate_bps,
+            l.qdisc
+                .dump_shaped_reserving(rate_bps.unwrap_or(0), &reserved),
+        ) {
             (Some(_), Ok(s)) => {
                 let mut v = vec![
                     ("qdisc".to_string(), s.root.to_string()),
@@ -91,6 +105,10 @@ pub fn deploy_model<'py>(
             },
         )?;
         cd.set_item("map", c.map.clone())?;
+        cd.set_item(
+            "adapt_interval_s",
+            c.adapt.map(|a| a.interval.as_secs_f64()),
+        )?;
         cls.append(cd)?;
     }
     d.set_item("classifiers", cls)?;

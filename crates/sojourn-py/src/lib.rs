@@ -266,16 +266,34 @@ fn output_dict<'py>(py: Python<'py>, out: &sojourn_sim::RunOutput) -> PyResult<B
 /// namespace and device is removed before the exception propagates.
 #[cfg(target_os = "linux")]
 #[pyfunction]
-#[pyo3(signature = (cfg, base_dir, seed=None, progress=None))]
+#[pyo3(signature = (cfg, base_dir, seed=None, progress=None, kernel_hook=None))]
 fn emulate<'py>(
     py: Python<'py>,
     cfg: &Bound<'py, PyDict>,
     base_dir: &str,
     seed: Option<u64>,
     progress: Option<Py<PyAny>>,
+    kernel_hook: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     use sojourn_emu::run::EmuError;
     let exp = parse(cfg, base_dir)?;
+    // `kernel_hook(stage, hosts)`: hosts = [(node, namespace, device)]; its exception ends
+    // the run (namespaces removed) and is raised as is.
+    let mut hook_err: Option<PyErr> = None;
+    let mut hook =
+        |stage: sojourn_emu::run::Stage, lp: &sojourn_emu::plan::LivePlan| -> Result<(), String> {
+            let Some(f) = &kernel_hook else { return Ok(()) };
+            let hosts: Vec<(String, String, String)> = lp
+                .hosts
+                .iter()
+                .map(|h| (h.name.clone(), h.ns.clone(), h.host_if.clone()))
+                .collect();
+            f.call1(py, (stage.name(), hosts)).map(|_| ()).map_err(|e| {
+                let msg = e.to_string();
+                hook_err = Some(e);
+                msg
+            })
+        };
     let seed = seed.unwrap_or(exp.seed);
     let mut py_err: Option<PyErr> = None;
     let mut cb = |p: &sojourn_emu::run::Progress| -> bool {
@@ -298,7 +316,11 @@ fn emulate<'py>(
         }
         true
     };
-    match sojourn_emu::run::run(&exp, seed, &mut cb) {
+    let res = sojourn_emu::run::run_with(&exp, seed, &mut cb, &mut hook);
+    if let Some(e) = hook_err {
+        return Err(e);
+    }
+    match res {
         Ok(out) => output_dict(py, &out),
         Err(EmuError::Refused(e)) => Err(conf_err(e)),
         Err(EmuError::Privilege(m)) => Err(PrivilegeError::new_err(m)),

@@ -6,7 +6,7 @@
 //! delivered inside `TxDone`). Endpoint timers are deadlines re-armed lazily.
 
 use crate::app::AnyApp;
-use crate::classify::{lookup, Conntrack, Hook};
+use crate::classify::{lookup, Conntrack, Hook, MedianPolicy};
 use crate::config::{routing_tables, Experiment};
 use crate::endpoint::{AnyEndpoint, Endpoint, Io, Note};
 use crate::event::{Event, EventQueue};
@@ -35,6 +35,8 @@ pub struct Node {
     pub conntrack: Option<Box<Conntrack>>,
     /// Classifier rules `(hook, ct-bytes map)` run on packets leaving this node.
     pub classifiers: Vec<(Hook, Vec<(u64, u32)>)>,
+    /// Per classifier, its adaptive threshold policy (`adapt`), if any.
+    pub adapt: Vec<Option<Box<MedianPolicy>>>,
 }
 
 struct EndpointSlot {
@@ -69,6 +71,8 @@ pub struct Sim {
     pub flows: FlowTable,
     /// Owning application of each flow (`u32::MAX` for none).
     flow_owner: Vec<u32>,
+    /// Nodes with an adaptive classifier (`adapt`): told of every finished flow.
+    adaptive_nodes: Vec<u32>,
     apps: Vec<Option<AnyApp>>,
     drops: Drops,
     out: Vec<Packet>,
@@ -107,11 +111,18 @@ impl Sim {
                     .flatten()
                     .map(|p| Box::new(Conntrack::new(p))),
                 classifiers: Vec::new(),
+                adapt: Vec::new(),
             })
             .collect();
+        let mut adaptive_nodes = Vec::new();
         for c in &exp.classifiers {
             for &n in &c.nodes {
                 nodes[n as usize].classifiers.push((c.hook, c.map.clone()));
+                let a = c.adapt.map(|a| Box::new(MedianPolicy::new(a.interval)));
+                if a.is_some() && !adaptive_nodes.contains(&n) {
+                    adaptive_nodes.push(n);
+                }
+                nodes[n as usize].adapt.push(a);
             }
         }
         let mut links = Vec::with_capacity(exp.links.len());
@@ -165,6 +176,7 @@ impl Sim {
             free_endpoints: Vec::new(),
             flows: FlowTable::default(),
             flow_owner: Vec::new(),
+            adaptive_nodes,
             apps: Vec::new(),
             drops: Drops::new(),
             out: Vec::with_capacity(64),
@@ -319,6 +331,9 @@ impl Sim {
                         let rec = self.flows.get_mut(flow);
                         if rec.end.is_none() {
                             rec.end = Some(self.now);
+                            if !self.adaptive_nodes.is_empty() {
+                                self.adaptive_finished(flow);
+                            }
                         }
                         if let Some(&app) = self.flow_owner.get(flow as usize) {
                             if app != u32::MAX {
@@ -378,6 +393,20 @@ impl Sim {
             return; // input: counted, not classified
         }
         pkt.ct_bytes = count;
+        if !n.adapt.is_empty() {
+            let now = self.now;
+            for (i, a) in n.adapt.iter_mut().enumerate() {
+                let Some(a) = a else { continue };
+                if now < a.boundary {
+                    continue;
+                }
+                for (t, th) in a.roll(now, n.classifiers[i].1[0].0) {
+                    n.classifiers[i].1[0].0 = th;
+                    self.series
+                        .push(t, &n.name, "classifier_threshold_bytes", th as f64);
+                }
+            }
+        }
         for (hook, map) in &n.classifiers {
             let applies = match hook {
                 Hook::Output => local,
@@ -388,6 +417,24 @@ impl Sim {
                 if let Some(p) = lookup(map, count) {
                     pkt.priority = p;
                 }
+            }
+        }
+    }
+
+    /// A flow finished: each adaptive classifier whose node tracked it records its
+    /// conntrack count (a flow that never crossed the node has none).
+    fn adaptive_finished(&mut self, flow: u32) {
+        let now = self.now;
+        for &n in &self.adaptive_nodes {
+            let node = &mut self.nodes[n as usize];
+            let Some(count) = node.conntrack.as_ref().map(|ct| ct.count(flow)) else {
+                continue;
+            };
+            if count == 0 {
+                continue;
+            }
+            for a in node.adapt.iter_mut().flatten() {
+                a.finished(now, count);
             }
         }
     }

@@ -90,3 +90,159 @@ fn classifier_on_output_hook_ignores_forwarded_packets() {
     };
     assert_eq!(ct[0], 986, "but the router's conntrack still counts them");
 }
+
+#[test]
+fn median_policy_threshold_follows_the_sizes_and_the_map_uses_it() {
+    // Seed 000's per-second median policy (`adapt`): 20 kB uploads for 3 s, then 200 kB
+    // uploads. A finished connection's count is its payload plus the IP/TCP headers of both
+    // directions seen by then (tens of packets of 52-60 B), so each second's median lies a
+    // little above 20,000 B, then a little above 200,000 B.
+    let out = run_toml(
+        r#"
+        duration = "6500ms"
+        seed = 3
+        [topology]
+        kind = "graph"
+        nodes = ["client", "server"]
+        [[topology.links]]
+        name = "nic"
+        from = "client"
+        to = "server"
+        rate = "100Mbit"
+        delay = "1ms"
+        qdisc = "pfifo_fast"
+        [[workload]]
+        kind = "poisson"
+        from = "client"
+        to = "server"
+        interval = "100ms"
+        size = "20000B"
+        stop = "3s"
+        [[workload]]
+        kind = "poisson"
+        from = "client"
+        to = "server"
+        interval = "200ms"
+        size = "200000B"
+        start = "3s"
+        stop = "6s"
+        [[classifier]]
+        at = "client"
+        map = [{ upto = "6331208B", priority = "1:6" }, { priority = "1:0" }]
+        adapt = { policy = "median", interval = "1s" }
+        [record]
+        interval = "0s"
+        packets = ["nic"]
+        "#,
+    )
+    .unwrap();
+    let (Some(Column::F64(t)), Some(Column::U32(sid)), Some(Column::F64(v))) = (
+        out.timeseries.get("time_s"),
+        out.timeseries.get("series"),
+        out.timeseries.get("value"),
+    ) else {
+        panic!("timeseries columns")
+    };
+    let Some(Column::Str(metric)) = out.series_names.get("metric") else {
+        panic!()
+    };
+    let id = metric
+        .iter()
+        .position(|m| m == "classifier_threshold_bytes")
+        .expect("threshold series") as u32;
+    let changes: Vec<(f64, f64)> = (0..t.len())
+        .filter(|&i| sid[i] == id)
+        .map(|i| (t[i], v[i]))
+        .collect();
+    // changes happen only at interval ends (whole seconds)
+    assert!(
+        changes.iter().all(|(ts, _)| (ts - ts.round()).abs() < 1e-9),
+        "{changes:?}"
+    );
+    let at = |s: f64| {
+        changes
+            .iter()
+            .rfind(|(ts, _)| *ts <= s + 1e-9)
+            .map(|c| c.1)
+            .expect("a threshold by then")
+    };
+    for s in [1.0, 2.0, 3.0] {
+        assert!((20_000.0..21_500.0).contains(&at(s)), "{s}: {changes:?}");
+    }
+    for s in [5.0, 6.0] {
+        assert!((200_000.0..212_000.0).contains(&at(s)), "{s}: {changes:?}");
+    }
+    // the map in force is the one the classifier applied: every logged client packet's
+    // priority is 1:6 iff its count is within the threshold set at the last whole second
+    let p = out.packets.expect("packet log");
+    let (Some(Column::F64(pt)), Some(Column::U32(prio)), Some(Column::U64(ct))) =
+        (p.get("time_s"), p.get("priority"), p.get("ct_bytes"))
+    else {
+        panic!("packet columns")
+    };
+    let mut checked = 0;
+    for i in 0..pt.len() {
+        let s = pt[i].floor();
+        if s < 1.0 || pt[i] - s < 0.05 {
+            // before the first change, or dequeued within 50 ms of a boundary (classified
+            // on enqueue, possibly before it)
+            continue;
+        }
+        let th = at(s) as u64;
+        assert_eq!(
+            prio[i] == 0x10006,
+            ct[i] <= th,
+            "t {} count {} threshold {th}",
+            pt[i],
+            ct[i]
+        );
+        checked += 1;
+    }
+    assert!(checked > 200, "{checked}"); // GSO buffers: one logged packet carries many segments
+}
+
+#[test]
+fn the_median_policy_needs_a_two_level_map() {
+    let base = r#"
+        duration = "1s"
+        [topology]
+        kind = "graph"
+        nodes = ["client", "server"]
+        [[topology.links]]
+        name = "nic"
+        from = "client"
+        to = "server"
+        rate = "100Mbit"
+        [[workload]]
+        kind = "bulk"
+        from = "client"
+        to = "server"
+        [[classifier]]
+        at = "client"
+    "#;
+    for (rest, path) in [
+        (
+            r#"map = [{ upto = "1KB", priority = "1:1" }, { upto = "2KB", priority = "1:2" }, { priority = "1:3" }]
+            adapt = { policy = "median" }"#,
+            "classifier[0].adapt",
+        ),
+        (
+            r#"map = [{ upto = "1KB", priority = "1:1" }, { priority = "1:2" }]
+            adapt = { policy = "mean" }"#,
+            "classifier[0].adapt.policy",
+        ),
+        (
+            r#"map = [{ upto = "1KB", priority = "1:1" }, { priority = "1:2" }]
+            adapt = { interval = "0s" }"#,
+            "classifier[0].adapt.interval",
+        ),
+        (
+            r#"map = [{ upto = "1KB", priority = "1:1" }, { priority = "1:2" }]
+            adapt = "median""#,
+            "classifier[0].adapt",
+        ),
+    ] {
+        let e = run_toml(&format!("{base}{rest}\n")).err().expect("refused");
+        assert_eq!(e.path, path, "{e}");
+    }
+}

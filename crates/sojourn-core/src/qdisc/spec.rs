@@ -283,8 +283,21 @@ impl QdiscSpec {
     /// `rate` = `ceil` = `rate_bps` (htb's own burst defaults), and this spec's tree under
     /// `H:1`. `H` is the first major the tree does not insist on.
     pub fn dump_shaped(&self, rate_bps: u64) -> Result<TcShaped, NotLinux> {
+        self.dump_shaped_reserving(rate_bps, &[])
+    }
+
+    /// As [`QdiscSpec::dump_shaped`], with `reserved` majors kept free for the htb root: the
+    /// majors of the `skb->priority` values a classifier sets in front of this link. htb
+    /// sends a packet whose priority equals its own handle (`H:0`) to its direct queue,
+    /// unshaped (`htb_classify`: "X:0 (direct flow) selected"), so a map writing `1:0` in
+    /// front of an htb at `1:` would bypass the shaper.
+    pub fn dump_shaped_reserving(
+        &self,
+        rate_bps: u64,
+        reserved: &[u16],
+    ) -> Result<TcShaped, NotLinux> {
         let mut handles = Handles {
-            taken: Vec::new(),
+            taken: reserved.to_vec(),
             next: 1,
         };
         self.insisted_handles(&mut handles.taken);
@@ -1422,6 +1435,29 @@ mod tests {
             .to_string()
             .starts_with("parent 2:1 handle 1: cake "));
         assert_eq!(default_of("las").dump_shaped(1000).unwrap_err().kind, "las");
+    }
+
+    #[test]
+    fn a_shaped_link_keeps_htb_off_the_classifier_majors() {
+        // Seed 000's pfifo_fast map writes 1:6 and 1:0; an htb at 1: would send every 1:0
+        // packet to its unshaped direct queue (htb_classify), so htb must take 2:.
+        let sh = default_of("pfifo_fast")
+            .dump_shaped_reserving(100_000_000, &[1])
+            .unwrap();
+        assert_eq!(sh.root.to_string(), "root handle 2: htb default 1");
+        assert_eq!(
+            sh.class.to_string(),
+            "parent 2: classid 2:1 htb rate 100Mbit ceil 100Mbit"
+        );
+        assert_eq!(sh.leaf[0].to_string(), "parent 2:1 handle 3: pfifo_fast");
+        // Several reserved majors, and the ones the tree insists on (CAKE 1:), all skipped.
+        let sh = default_of("cake")
+            .dump_shaped_reserving(1_000_000, &[2, 3])
+            .unwrap();
+        assert_eq!(sh.root.to_string(), "root handle 4: htb default 1");
+        assert!(sh.leaf[0]
+            .to_string()
+            .starts_with("parent 4:1 handle 1: cake "));
     }
 
     #[test]
