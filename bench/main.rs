@@ -270,8 +270,210 @@ fn bench_tcp(short: bool, out: &mut serde_json::Map<String, serde_json::Value>) 
     out.insert("tcp_bottleneck_packets_per_s".into(), serde_json::json!(b));
 }
 
+/// Resident memory of this process in bytes (Linux `/proc/self/statm`; 0 elsewhere).
+fn rss_bytes() -> f64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .map_or(0.0, |pages| pages * 4096.0)
+}
+
+/// Thread CPU seconds since `t0` (a `thread_cpu_seconds` reading): on this shared machine
+/// wall time is several times the CPU time whenever others are busy.
+fn since(t0: f64) -> f64 {
+    thread_cpu_seconds() - t0
+}
+
+/// The scale dumbbell: `pairs` pairs, 100 Mbit/s bottleneck, 10 ms base RTT, one CUBIC bulk
+/// flow per pair, only the bottleneck recorded (issue 19's shape).
+fn scale_text(pairs: u32, secs: f64) -> String {
+    scale_text_flows(pairs, secs, "\"all\"")
+}
+
+/// The scale dumbbell with the bulk flows on `flow_pairs` (`"all"` or a list of indices).
+fn scale_text_flows(pairs: u32, secs: f64, flow_pairs: &str) -> String {
+    format!(
+        r#"
+        duration = "{secs}s"
+        [topology]
+        kind = "dumbbell"
+        pairs = {pairs}
+        bottleneck = {{ rate = "100Mbit", delay = "4ms", qdisc = "fq_codel" }}
+        access = {{ rate = "1Gbit", delay = "500us" }}
+        [transport]
+        cc = "cubic"
+        [[workload]]
+        kind = "bulk"
+        pairs = {flow_pairs}
+        [record]
+        interval = "1s"
+        links = ["bottleneck"]
+        "#
+    )
+}
+
+/// Set-up time (parse + validate + build + start) against the number of pairs, and the
+/// bottleneck packets per CPU second of the run loop alone at 16 and 10,000 pairs.
+fn bench_scale(short: bool, out: &mut serde_json::Map<String, serde_json::Value>) {
+    // `SOJOURN_BENCH_PAIRS=16,256,1024` chooses the sizes (e.g. on an engine that refuses
+    // large topologies, to measure a "before").
+    let sizes: Vec<u32> = match std::env::var("SOJOURN_BENCH_PAIRS") {
+        Ok(v) => v.split(',').filter_map(|x| x.trim().parse().ok()).collect(),
+        Err(_) if short => vec![16, 1024],
+        Err(_) => vec![16, 256, 1024, 4096, 10_000],
+    };
+    println!("\nset-up of a dumbbell (parse + validate + build + start; CPU s), 10 ms run:");
+    println!(
+        "{:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "pairs", "validate", "build", "run", "total", "wall", "exp MB", "sim MB"
+    );
+    let mut rows = serde_json::Map::new();
+    for &pairs in &sizes {
+        let text = scale_text(pairs, 0.01);
+        let m0 = rss_bytes();
+        let wall = Instant::now();
+        let t0 = thread_cpu_seconds();
+        let exp = sojourn_sim::config::from_toml(&text, std::path::Path::new("."))
+            .expect("bench experiment is valid");
+        let validate = since(t0);
+        let m1 = rss_bytes();
+        let t1 = thread_cpu_seconds();
+        let mut sim = sojourn_sim::Sim::new(&exp, exp.seed);
+        sim.start_apps();
+        let build = since(t1);
+        let m2 = rss_bytes();
+        let t2 = thread_cpu_seconds();
+        sim.run(&mut |_| true);
+        sim.check_conservation().expect("conservation");
+        let run = since(t2);
+        let wall = wall.elapsed().as_secs_f64();
+        let (exp_mb, sim_mb) = ((m1 - m0) / 1e6, (m2 - m1) / 1e6);
+        println!(
+            "{pairs:>7} {validate:>9.3} {build:>9.3} {run:>9.3} {:>9.3} {wall:>9.3} {exp_mb:>8.1} {sim_mb:>8.1}",
+            validate + build + run
+        );
+        rows.insert(
+            pairs.to_string(),
+            serde_json::json!({"validate_s": validate, "build_s": build, "run_10ms_s": run, "wall_s": wall,
+                "experiment_rss_mb": exp_mb, "sim_rss_mb": sim_mb}),
+        );
+        drop(sim);
+    }
+    out.insert("scale_setup".into(), serde_json::Value::Object(rows));
+    // `SOJOURN_BENCH_SECS` overrides the simulated time of the packets-per-second runs.
+    let secs = std::env::var("SOJOURN_BENCH_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if short { 2.0 } else { 30.0 });
+    let reps = if short { 1 } else { 3 };
+    let mut rates = serde_json::Map::new();
+    println!("\nbottleneck packets per CPU second of the run loop, {secs} s simulated (median of {reps}):");
+    let big = *sizes.iter().max().unwrap_or(&16);
+    let sixteen = format!(
+        "[{}]",
+        (0..16)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    // 16 pairs with a flow each; the big dumbbell with flows on 16 pairs only (the cost of
+    // the topology's size alone); the big dumbbell with a flow on every pair (issue 19's
+    // shape: far more flows than the 100 Mbit/s link can serve, most packets dropped).
+    let cases = [
+        (
+            16u32,
+            "\"all\"".to_string(),
+            "16 pairs, 16 flows".to_string(),
+        ),
+        (big, sixteen, format!("{big} pairs, 16 flows")),
+        (
+            big,
+            "\"all\"".to_string(),
+            format!("{big} pairs, {big} flows"),
+        ),
+    ];
+    for (pairs, flow_pairs, label) in cases {
+        let text = scale_text_flows(pairs, secs, &flow_pairs);
+        let exp = sojourn_sim::config::from_toml(&text, std::path::Path::new("."))
+            .expect("bench experiment is valid");
+        let (mut v, mut created, mut events) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..reps {
+            let mut sim = sojourn_sim::Sim::new(&exp, exp.seed);
+            sim.start_apps();
+            let t0 = thread_cpu_seconds();
+            sim.run(&mut |_| true);
+            let cpu = thread_cpu_seconds() - t0;
+            let pkts = sim.links[exp.link("bottleneck").unwrap() as usize]
+                .stats
+                .tx_pkts as f64;
+            v.push(pkts / cpu);
+            created.push(sim.acct.created as f64 / cpu);
+            events.push(sim.events_processed as f64 / cpu);
+        }
+        let (r, c, e) = (median(v), median(created), median(events));
+        println!(
+            "  {label:>24}: {:.2} M bottleneck packets / CPU s; {:.2} M packets created, {:.1} M events / CPU s",
+            r / 1e6,
+            c / 1e6,
+            e / 1e6
+        );
+        rates.insert(
+            label,
+            serde_json::json!({"bottleneck": r, "created": c, "events": e}),
+        );
+    }
+    out.insert(
+        "scale_bottleneck_packets_per_s".into(),
+        serde_json::Value::Object(rates),
+    );
+}
+
+/// `file PATH [--set KEY=VALUE]...`: runs one experiment file (e.g. seed 000's 10 Gb/s set-up
+/// with `--set duration=60s`) and reports set-up and run CPU time, link packets per CPU
+/// second and events (for timing a long run from a short one, docs/repro/age-based.md).
+fn bench_file(args: &[String]) {
+    let path = args
+        .first()
+        .expect("usage: sojourn-bench file PATH [--set KEY=VALUE]...");
+    let set: Vec<String> = args
+        .windows(2)
+        .filter(|w| w[0] == "--set")
+        .map(|w| w[1].clone())
+        .collect();
+    let t0 = thread_cpu_seconds();
+    let exp = sojourn_experiment::load(std::path::Path::new(path), &set, None)
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut sim = sojourn_sim::Sim::new(&exp, exp.seed);
+    sim.start_apps();
+    let setup = thread_cpu_seconds() - t0;
+    let t1 = thread_cpu_seconds();
+    sim.run(&mut |_| true);
+    let cpu = thread_cpu_seconds() - t1;
+    sim.check_conservation().expect("conservation");
+    let link_pkts: u64 = sim.links.iter().map(|l| l.stats.tx_pkts).sum();
+    let secs = exp.duration.as_secs_f64();
+    println!(
+        "{path}: {secs} s simulated; set-up {setup:.3} CPU s; run {cpu:.2} CPU s \
+         ({:.2}x real time)",
+        cpu / secs
+    );
+    println!(
+        "  {} events ({:.1} M / CPU s), {} packets created, {} link transmissions \
+         ({:.2} M link packets / CPU s; counted after the warm-up)",
+        sim.events_processed,
+        sim.events_processed as f64 / cpu / 1e6,
+        sim.acct.created,
+        link_pkts,
+        link_pkts as f64 / cpu / 1e6
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("file") {
+        bench_file(&args[1..]);
+        return;
+    }
     let short = args.iter().any(|a| a == "--short");
     let json_path = args
         .iter()
@@ -293,6 +495,9 @@ fn main() {
     }
     if all || what.contains(&"qdisc") {
         bench_qdiscs(short, &mut out);
+    }
+    if all || what.contains(&"scale") {
+        bench_scale(short, &mut out);
     }
     if let Some(p) = json_path {
         std::fs::write(

@@ -71,16 +71,25 @@ def emulate(
 
 
 def sweep(path: Union[str, Path], out: Union[str, Path], jobs: Optional[int] = None,
-          repeats: Optional[int] = None, seeds: Optional[Sequence[int]] = None, quiet: bool = True):
+          repeats: Optional[int] = None, seeds: Optional[Sequence[int]] = None, quiet: bool = True,
+          cluster: Any = None, connect_timeout_s: float = 10.0):
     """Runs a sweep file (docs/sweeps.md): validates every point first, runs every (point,
     seed) on ``jobs`` local processes (finished runs are kept and skipped on a rerun) and
-    returns the runs table (a pandas DataFrame, one row per run). The machinery is the
+    returns the runs table (a pandas DataFrame, one row per run). ``cluster`` sends the
+    runs to Dask instead: an address (``"tcp://host:8786"``), a scheduler file, ``"slurm:N"``,
+    a ``distributed.Client`` or a cluster object (``LocalCluster``, dask-jobqueue's
+    ``SLURMCluster``); same layout, resumption and per-run bytes. The machinery is the
     :mod:`sojourn.sweeps` module (:func:`sojourn.sweeps.run_sweep`).
 
     Example::
 
         runs = sojourn.sweep("experiments/examples/compare-aqm.sweep.toml", "results/aqm", jobs=2)
+        from dask_jobqueue import SLURMCluster
+        cluster = SLURMCluster(cores=1, processes=1, memory="2GB", walltime="02:00:00")
+        cluster.scale(jobs=16)
+        runs = sojourn.sweep("big.sweep.toml", "results/big", cluster=cluster)
     """
     from .sweeps import run_sweep
 
-    return run_sweep(path, out, jobs=jobs, repeats=repeats, seeds=seeds, quiet=quiet)
+    return run_sweep(path, out, jobs=jobs, repeats=repeats, seeds=seeds, quiet=quiet, cluster=cluster,
+                     connect_timeout_s=connect_timeout_s)

@@ -293,7 +293,7 @@ PROBE_KINDS: dict[str, str] = {
     "prio": "prio", "htb": "htb", "tbf": "tbf rate 1mbit burst 10kb latency 50ms",
     "codel": "codel", "fq_codel": "fq_codel", "cake": "cake", "pie": "pie", "fq_pie": "fq_pie",
     "sfq": "sfq", "fq": "fq", "red": "red limit 400000 min 30000 max 90000 avpkt 1000 burst 55 bandwidth 10mbit",
-    "netem": "netem",
+    "netem": "netem", "dualpi2": "dualpi2",
 }
 
 #: kernel config symbol of each kind (for reading /proc/config.gz without root).
@@ -302,6 +302,7 @@ _CONFIG = {
     "prio": "NET_SCH_PRIO", "htb": "NET_SCH_HTB", "tbf": "NET_SCH_TBF", "codel": "NET_SCH_CODEL",
     "fq_codel": "NET_SCH_FQ_CODEL", "cake": "NET_SCH_CAKE", "pie": "NET_SCH_PIE", "fq_pie": "NET_SCH_FQ_PIE",
     "sfq": "NET_SCH_SFQ", "fq": "NET_SCH_FQ", "red": "NET_SCH_RED", "netem": "NET_SCH_NETEM",
+    "dualpi2": "NET_SCH_DUALPI2",
 }
 
 

@@ -105,12 +105,15 @@ def outside_band(current: int, candidate: float, hysteresis: float) -> bool:
 
 def mg1_candidate(sizes: Sequence[int], window_s: float, rate_bps: float) -> tuple[float, Optional[float]]:
     """``(load, optimal 2LPS threshold or None)`` for connections of ``sizes`` finished in
-    ``window_s`` on a link of ``rate_bps``. None when the load is 1 or more."""
+    ``window_s`` on a link of ``rate_bps``. None when the load is 1 or more, or all sizes are
+    equal."""
     from . import dists
     from .threshold import optimal_threshold
 
     load = sum(sizes) * 8.0 / (window_s * rate_bps)
-    if not 0 < load < 1:
+    if not 0 < load < 1 or len(set(sizes)) < 2:
+        # (one size only: every threshold at or above it is PS, below it FIFO-then-PS; the
+        # 2LPS optimum is not defined by a search between sizes)
         return load, None
     r = optimal_threshold(dists.from_sizes(list(sizes)), load, n_grid=60, grid_points=12, xtol=1e-2)
     return load, float(r.thresholds[0])
@@ -158,7 +161,8 @@ class Watcher:
         span = min(self.window_s, max(now - self.started, 1e-3))
         load, cand = mg1_candidate(sizes, span, self.rate_bps)
         if cand is None:
-            return Decision(t_s, "mg1", len(sizes), load, None, self.threshold, False, "load >= 1: no M/G/1 optimum")
+            why = "load >= 1: no M/G/1 optimum" if load >= 1 else "one size only: no threshold between sizes"
+            return Decision(t_s, "mg1", len(sizes), load, None, self.threshold, False, why)
         c = int(math.ceil(cand))
         if not outside_band(self.threshold, c, self.hysteresis):
             return Decision(t_s, "mg1", len(sizes), load, c, self.threshold, False,

@@ -498,6 +498,7 @@ class _Display:
         self.tty = sys.stderr.isatty() or _in_jupyter()
         self.total, self.done, self.failed = total, cached, 0
         self.cached = cached
+        self.running = 0
         self._t0 = time.monotonic()
         self._p = None
         if not quiet and self.tty:
@@ -505,10 +506,11 @@ class _Display:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
             self._p = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                               TextColumn("runs {task.fields[note]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                               TextColumn("runs, {task.fields[running]} running {task.fields[note]}"), TimeElapsedColumn(),
+                               TextColumn("ETA"),
                                TimeRemainingColumn(), console=Console(stderr=True), transient=False)
             self._p.start()
-            self._task = self._p.add_task(label, total=total, completed=cached, note="")
+            self._task = self._p.add_task(label, total=total, completed=cached, note="", running=0)
 
     def log(self, msg: str) -> None:
         if self.quiet:
@@ -518,13 +520,19 @@ class _Display:
         else:
             print(msg, file=sys.stderr)
 
+    def set_running(self, n: int) -> None:
+        """How many runs are executing now (local workers or cluster workers)."""
+        self.running = n
+        if self._p is not None:
+            self._p.update(self._task, running=n)
+
     def finished(self, what: str, ok: bool) -> None:
         self.done += 1
         self.failed += 0 if ok else 1
         if self._p is not None:
             self._p.update(self._task, advance=1, note=f"({self.failed} failed)" if self.failed else "")
         elif not self.quiet:
-            print(f"[{self.done}/{self.total}] {what}{self.eta()}", file=sys.stderr)
+            print(f"[{self.done}/{self.total}] {what}; {self.running} running{self.eta()}", file=sys.stderr)
 
     def eta(self) -> str:
         """'; ETA 3m12s' from the pace of the runs finished in this session."""
@@ -541,11 +549,19 @@ class _Display:
             self._p = None
 
 
-def run_plan(plan: Plan, out: PathLike, jobs: Optional[int] = None, quiet: bool = True) -> dict:
+def run_plan(plan: Plan, out: PathLike, jobs: Optional[int] = None, quiet: bool = True,
+             cluster: Any = None, connect_timeout_s: float = 10.0) -> dict:
     """Runs every pending (point, seed) of a validated plan. Returns counts
-    ``{"total", "cached", "ran", "failed": [(run, error)], "interrupted": bool}``."""
+    ``{"total", "cached", "ran", "failed": [(run, error)], "interrupted": bool}``.
+
+    ``cluster`` None runs on a local process pool of ``jobs`` workers; otherwise the runs
+    go to a Dask cluster (:func:`sojourn.cluster.connect`: an address, a scheduler file,
+    ``slurm:N``, a ``distributed.Client`` or a cluster object); the files the experiment
+    refers to travel with the tasks and the run directories come back to this process."""
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= 1024):
         raise ConfigError("--jobs", "", f"expected an integer in [1, 1024], got {jobs!r}")
+    if cluster is not None and jobs is not None:
+        raise ConfigError("--jobs", "", "applies to the local process pool; with --cluster the workers' threads set the parallelism")
     out = Path(out)
     # Refuse to mix results of a changed point definition with old ones.
     for p in plan.points:
@@ -555,17 +571,26 @@ def run_plan(plan: Plan, out: PathLike, jobs: Optional[int] = None, quiet: bool 
             if old != plan.fingerprint(p):
                 raise ConfigError(plan.file, f"point {p.name!r}",
                                   f"{out}/runs/{p.name} holds runs of a different configuration; use another --out or delete that directory")
-    out.mkdir(parents=True, exist_ok=True)
-    from ._outdir import DirLock
+    conn = None
+    if cluster is not None:
+        from .cluster import connect
 
-    lock = DirLock(out, "sweep").acquire()  # two sweeps on one directory would share run dirs
+        conn = connect(cluster, connect_timeout_s)  # before anything is written
     try:
-        return _run_plan_locked(plan, out, jobs, quiet)
+        out.mkdir(parents=True, exist_ok=True)
+        from ._outdir import DirLock
+
+        lock = DirLock(out, "sweep").acquire()  # two sweeps on one directory would share run dirs
+        try:
+            return _run_plan_locked(plan, out, jobs, quiet, conn)
+        finally:
+            lock.release()
     finally:
-        lock.release()
+        if conn is not None:
+            conn.close()
 
 
-def _run_plan_locked(plan: Plan, out: Path, jobs: Optional[int], quiet: bool) -> dict:
+def _run_plan_locked(plan: Plan, out: Path, jobs: Optional[int], quiet: bool, conn: Any = None) -> dict:
     _write_text_atomic(out / "sweep.json", json.dumps(plan.to_json(), indent=2, sort_keys=True, default=str) + "\n")
     for p in plan.points:
         d = out / "runs" / p.name
@@ -593,8 +618,13 @@ def _run_plan_locked(plan: Plan, out: Path, jobs: Optional[int], quiet: bool) ->
 
     tasks = [(p, s, (plan.config(p), str(plan.base_dir), s, str(out / run_dir(p.name, s)))) for p, s in pending]
     try:
-        if jobs == 1:
+        if conn is not None:
+            if tasks:
+                disp.log(f"running on the Dask cluster: {conn.description}")
+                _run_on_cluster(conn, plan, out, pending, finished, disp)
+        elif jobs == 1:
             for p, s, args in tasks:
+                disp.set_running(1)
                 r = _run_task(*args)
                 if r["status"] == "aborted":
                     raise KeyboardInterrupt
@@ -607,7 +637,8 @@ def _run_plan_locked(plan: Plan, out: Path, jobs: Optional[int], quiet: bool) ->
             try:
                 todo = set(futs)
                 while todo:
-                    done, todo = wait(todo, return_when=FIRST_COMPLETED)
+                    done, todo = wait(todo, timeout=1.0, return_when=FIRST_COMPLETED)
+                    disp.set_running(min(jobs, sum(1 for f in todo if f.running())))
                     for f in done:
                         p, s = futs[f]
                         try:
@@ -637,18 +668,84 @@ def _run_plan_locked(plan: Plan, out: Path, jobs: Optional[int], quiet: bool) ->
     return stats
 
 
+def _run_on_cluster(conn: Any, plan: Plan, out: Path, pending: list, finished: Callable, disp: "_Display") -> None:
+    """Submits every pending run to the Dask cluster and installs each returned run
+    directory as it arrives (client-side, atomic: :func:`sojourn.cluster.install_run`).
+    Interrupted (Ctrl-C): the tasks are cancelled; runs already executing stop at their
+    next progress tick (:func:`sojourn.cluster._cancel_check`)."""
+    import uuid
+
+    from distributed import as_completed
+
+    from .cluster import _engine_hash, install_run, pack_files, run_shipped, running_count
+
+    client = conn.client
+    session = uuid.uuid4().hex[:12]
+    ehash = _engine_hash()
+    futs: dict = {}
+    # Every point's files are read before anything is submitted (an unreadable one stops
+    # the sweep before it starts), and go to the cluster once per point, not once per seed.
+    packed: dict = {}
+    for p, _ in pending:
+        if p.name not in packed:
+            cfg = plan.config(p)
+            packed[p.name] = (cfg, pack_files(cfg, plan.base_dir, where=f"{plan.file}: point {p.name!r}"))
+    shipped = {name: (cfg, client.scatter(files, hash=True) if files else {}) for name, (cfg, files) in packed.items()}
+    del packed
+    for p, s in pending:
+        cfg, files = shipped[p.name]
+        f = client.submit(run_shipped, cfg, files, s, ehash, key=f"sojourn-{session}-{p.name}-seed-{s}", pure=False)
+        futs[f] = (p, s)
+    keys = {f.key for f in futs}
+    ac = as_completed(list(futs), with_results=True, raise_errors=False, loop=client.loop)
+    last_poll = 0.0
+    try:
+        while not ac.is_empty():
+            batch = ac.next_batch(block=False)
+            now = time.monotonic()
+            if now - last_poll >= 1.0 or batch:
+                disp.set_running(running_count(client, keys))
+                last_poll = now
+            if not batch:
+                time.sleep(0.1)
+                continue
+            for f, r in batch:
+                p, s = futs.pop(f)
+                keys.discard(f.key)
+                if isinstance(r, BaseException):  # the task raised (a worker died three times, ...)
+                    r = {"status": "failed", "error": f"{type(r).__name__}: {r}"}
+                elif r.get("status") == "done":
+                    try:
+                        install_run(out / run_dir(p.name, s), r.pop("files"))
+                    except OSError as e:
+                        r = {"status": "failed", "error": f"writing {run_dir(p.name, s)}: {e}"}
+                elif r.get("status") == "aborted":
+                    r = {"status": "failed", "error": "stopped on its worker"}
+                f.release()
+                finished(p, s, r)
+    except KeyboardInterrupt:
+        disp.log("interrupted: cancelling the cluster's tasks (running ones stop within a second or two)")
+        try:
+            client.cancel(list(futs), force=True)
+        except Exception:
+            pass
+        raise
+
+
 def run_sweep(path: PathLike, out: PathLike, jobs: Optional[int] = None, repeats: Optional[int] = None,
-              seeds: Optional[Sequence[int]] = None, quiet: bool = True) -> "pd.DataFrame":  # noqa: F821
+              seeds: Optional[Sequence[int]] = None, quiet: bool = True, cluster: Any = None,
+              connect_timeout_s: float = 10.0) -> "pd.DataFrame":  # noqa: F821
     """Loads, validates (every point, before running any), runs and merges a sweep.
     Returns the runs table (one row per run). Raises :class:`ConfigError` for a bad sweep
-    file or point, :class:`SweepFailed` when runs failed, ``KeyboardInterrupt`` when
-    interrupted (finished runs are kept; rerun to resume)."""
+    file or point (or a cluster it cannot connect to), :class:`SweepFailed` when runs
+    failed, ``KeyboardInterrupt`` when interrupted (finished runs are kept; rerun to
+    resume). ``cluster``: see :func:`run_plan` (None: local processes)."""
     if seeds is not None and (isinstance(seeds, (str, bytes)) or not all(
             isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**64 for x in seeds)):
         raise ConfigError("seeds", "", "expected a list of integers in [0, 2^64-1]")
     plan = load_plan(path, repeats=repeats, seeds=seeds)
     validate_plan(plan)
-    st = run_plan(plan, out, jobs=jobs, quiet=quiet)
+    st = run_plan(plan, out, jobs=jobs, quiet=quiet, cluster=cluster, connect_timeout_s=connect_timeout_s)
     runs = merge(plan, Path(out))
     if st["interrupted"]:
         raise KeyboardInterrupt
@@ -669,9 +766,15 @@ examples:
   sojourn sweep my.sweep.toml --out results/my --jobs 2 --repeats 5
   sojourn compare results/aqm --baseline pfifo --plots
 
+on a Dask cluster (pip install 'sojourn[cluster]'; workers need the same sojourn, not the same disk):
+  dask scheduler --port 8786 &  dask worker tcp://HOST:8786 --nworkers 2 --nthreads 1 &
+  sojourn sweep my.sweep.toml --out results/my --cluster tcp://HOST:8786
+  sojourn sweep my.sweep.toml --out results/my --cluster scheduler.json   # dask scheduler --scheduler-file
+  sojourn sweep my.sweep.toml --out results/my --cluster slurm:8          # dask-jobqueue SLURMCluster, 8 jobs
+
 Each run goes to OUT/runs/<point>/seed-<n>/; finished runs are skipped when the command is
-repeated (resume after Ctrl-C or a crash). OUT/runs.parquet has one row per run and
-OUT/flows.parquet every flow of every run. See docs/sweeps.md.
+repeated (resume after Ctrl-C or a crash, with either backend). OUT/runs.parquet has one row
+per run and OUT/flows.parquet every flow of every run. See docs/sweeps.md.
 """
 
 def cmd_sweep(a) -> int:
@@ -679,6 +782,10 @@ def cmd_sweep(a) -> int:
 
     if a.jobs is not None and not 1 <= a.jobs <= 1024:
         return fail(f"--jobs: expected an integer in [1, 1024], got {a.jobs}")
+    if a.cluster is not None and a.jobs is not None:
+        return fail("--jobs applies to the local process pool; with --cluster the workers' threads set the parallelism")
+    if not (0 < a.connect_timeout <= 3600):
+        return fail(f"--connect-timeout: expected seconds in (0, 3600], got {a.connect_timeout:g}")
     if a.dry_run:
         try:
             plan = load_plan(a.sweep, repeats=a.repeats)
@@ -708,8 +815,9 @@ def cmd_sweep(a) -> int:
     if not a.quiet:
         print(f"{plan.name}: {len(plan.points)} points x {len(plan.seeds)} seeds = {len(plan.runs())} runs -> {a.out}", file=sys.stderr)
     try:
-        st = run_plan(plan, a.out, jobs=a.jobs, quiet=a.quiet)
+        st = run_plan(plan, a.out, jobs=a.jobs, quiet=a.quiet, cluster=a.cluster, connect_timeout_s=a.connect_timeout)
     except ConfigError as e:
+        out_dir.undo()
         return fail(str(e))
     runs = merge(plan, Path(a.out))
     if st["interrupted"]:
@@ -731,13 +839,19 @@ def add_parser(sub) -> None:
     import argparse
 
     s = sub.add_parser("sweep", help="run a grid of experiments x repeats in parallel (resumable)",
-                       description="Runs every (point, seed) of a sweep file on local cores; finished runs are kept and skipped.",
+                       description="Runs every (point, seed) of a sweep file on local cores (or a Dask cluster); "
+                                   "finished runs are kept and skipped.",
                        epilog=SWEEP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("sweep", help="sweep file (TOML: base, repeats/seeds, [[axis]], [[variant]])")
     s.add_argument("--out", help="output directory (reused: finished runs are skipped); required unless --dry-run")
     s.add_argument("--dry-run", action="store_true",
                    help="validate every point and list the points and seeds without running anything")
-    s.add_argument("--jobs", "-j", type=int, help="parallel runs (default: number of CPUs)")
+    s.add_argument("--jobs", "-j", type=int, help="parallel runs on the local process pool (default: number of CPUs)")
+    s.add_argument("--cluster", metavar="ADDRESS",
+                   help="run on a Dask cluster instead: tcp://host:8786, a scheduler file (.json) or slurm:N "
+                        "(dask-jobqueue); files the experiment refers to travel with the tasks, results come back here")
+    s.add_argument("--connect-timeout", type=float, default=10.0, metavar="S",
+                   help="seconds to wait for the Dask scheduler (default 10)")
     s.add_argument("--repeats", type=int, help="override the number of repeats (seeds base_seed..base_seed+R-1)")
     s.add_argument("--quiet", action="store_true", help="no progress display and no messages")
     s.set_defaults(func=cmd_sweep)

@@ -87,6 +87,12 @@ def test_mg1_keeps_the_map_inside_the_band_and_moves_it_outside():
         assert d.load == pytest.approx(0.5)
         assert d.updated is moved and written == ([d.candidate_bytes] if moved else [])
         assert d.threshold_bytes == (d.candidate_bytes if moved else start)
+    # one size only (a degenerate law: no threshold between sizes): kept, no crash
+    w = deploy_watch.Watcher("mg1", 1234, written.append, rate, min_flows=20)
+    for _ in range(30):
+        w.feed(999.0, 20640)
+    d = w.tick(1000.0, 10.0)
+    assert not d.updated and d.threshold_bytes == 1234 and "one size only" in d.reason
     # too few connections: kept
     w = deploy_watch.Watcher("mg1", 1234, written.append, rate, min_flows=20)
     w.feed(999.0, 5000)

@@ -310,5 +310,6 @@ def test_sweep_progress_prints_an_eta_without_a_terminal(monkeypatch, capsys):
     monkeypatch.setattr(sweeps.sys.stderr, "isatty", lambda: False, raising=False)
     d = sweeps._Display(total=10, cached=1, label="t", quiet=False)
     clock[0] += 60.0
+    d.set_running(2)  # runs executing now (local workers or cluster workers)
     d.finished("p seed 1", True)
-    assert capsys.readouterr().err.strip() == "[2/10] p seed 1; ETA 8m00s"
+    assert capsys.readouterr().err.strip() == "[2/10] p seed 1; 2 running; ETA 8m00s"

@@ -49,7 +49,7 @@ fn configs(kind: &str) -> Vec<(Value, Bound)> {
             ),
         ],
         "pfifo" | "pfifo_head_drop" | "codel" | "fq_codel" | "pie" | "fq_pie" | "sfq"
-        | "lstf_codel" | "las" | "srpt" => vec![
+        | "lstf_codel" | "las" | "srpt" | "dualpi2" => vec![
             (p(&[]), Bound::None),
             (p(&[("limit", int(small as i64))]), Bound::Packets(small)),
         ],
@@ -131,7 +131,7 @@ fn every_discipline_conserves_respects_its_limit_and_is_deterministic() {
     for kind in KINDS {
         assert!(checked.contains(&kind.name), "{} not checked", kind.name);
     }
-    assert!(checked.len() >= 19, "{checked:?}");
+    assert!(checked.len() >= 20, "{checked:?}");
 }
 
 /// A non-trivial limit is actually reached by the random sequence (otherwise the limit

@@ -117,11 +117,11 @@ pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
     let p = plan::plan(exp, "sj000000")?;
     // A host forwards nothing: the forwarder is every router. A path through a node that
     // also ends flows cannot be built (that node is a namespace, not part of the forwarder).
-    let table = sojourn_sim::config::routing_tables(exp);
+    let routes = sojourn_sim::config::static_routes(exp);
     for (i, w) in exp.workloads.iter().enumerate() {
         for (a, b) in w.endpoints() {
             for (x, y) in [(a, b), (b, a)] {
-                let mut at = exp.links[table[x as usize][y as usize] as usize].to;
+                let mut at = exp.links[routes.next(x, y) as usize].to;
                 while at != y {
                     if p.host_of_node[at as usize].is_some() {
                         return Err(ConfError::new(
@@ -135,7 +135,7 @@ pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
                             ),
                         ));
                     }
-                    at = exp.links[table[at as usize][y as usize] as usize].to;
+                    at = exp.links[routes.next(at, y) as usize].to;
                 }
             }
         }
@@ -214,13 +214,13 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
             classifier: classifier[li].clone(),
         })
         .collect();
-    let table = sojourn_sim::config::routing_tables(exp);
+    let table = sojourn_sim::config::static_routes(exp);
     let mut routes = Vec::new();
     for dst in &lp.hosts {
         let prefix = IpAddr::V4(dst.addr);
         // From every other host's port.
         for (k, src) in lp.hosts.iter().enumerate() {
-            let l = table[src.node as usize][dst.node as usize];
+            let l = table.next(src.node, dst.node);
             if src.node != dst.node && l != u32::MAX {
                 routes.push(Route {
                     ingress: Some(Hop::Port(k)),
@@ -235,7 +235,11 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
             if lp.host_of_node[l.to as usize].is_some() {
                 continue;
             }
-            let next = table[l.to as usize][dst.node as usize];
+            let next = if l.to == dst.node {
+                u32::MAX
+            } else {
+                table.next(l.to, dst.node)
+            };
             if next != u32::MAX {
                 routes.push(Route {
                     ingress: Some(Hop::Link(li)),

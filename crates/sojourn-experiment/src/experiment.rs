@@ -5,12 +5,14 @@
 //! reported before the run starts. docs/experiment-files.md documents the format.
 
 use crate::link::{load_trace, LinkRate, TraceSpec};
+pub use crate::routing::{Routes, NO_ROUTE};
 use crate::transport::TcpConfig;
 use crate::workload::{self, WorkloadPlan};
 use sojourn_core::params::{join, ConfError, ConfResult, Params, Table, Value};
 use sojourn_core::qdisc::{BuildCtx, QdiscSpec};
 use sojourn_core::units;
 use sojourn_core::{Duration, Time};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// A link (one direction) to build.
@@ -95,22 +97,20 @@ pub struct Experiment {
     pub conntrack: Vec<Option<crate::classify::ConntrackPlan>>,
     /// The directory relative file names (traces, CDF files) are read from.
     pub base_dir: PathBuf,
+    /// Node and link ids by name, filled as they are added (name checks and look-ups in
+    /// O(log n): a linear scan per added link made a 10,000-pair dumbbell quadratic).
+    node_index: BTreeMap<String, u32>,
+    link_index: BTreeMap<String, u32>,
 }
 
 impl Experiment {
     /// The id of the node named `name`.
     pub fn node(&self, name: &str) -> Option<u32> {
-        self.node_names
-            .iter()
-            .position(|n| n == name)
-            .map(|i| i as u32)
+        self.node_index.get(name).copied()
     }
     /// The id of the link named `name`.
     pub fn link(&self, name: &str) -> Option<u32> {
-        self.links
-            .iter()
-            .position(|l| l.name == name)
-            .map(|i| i as u32)
+        self.link_index.get(name).copied()
     }
 }
 
@@ -165,6 +165,8 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
         classifiers: Vec::new(),
         conntrack: Vec::new(),
         base_dir: base_dir.to_path_buf(),
+        node_index: BTreeMap::new(),
+        link_index: BTreeMap::new(),
     };
 
     let topo = p.table_opt("topology")?.ok_or_else(|| {
@@ -174,7 +176,6 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
         )
     })?;
     parse_topology(&mut exp, topo)?;
-    check_routing_size(&exp)?;
 
     if let Some(tt) = p.table_opt("transport")? {
         exp.transport = crate::transport::parse_transport_table(tt)?;
@@ -225,67 +226,22 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
         parse_record(&mut exp, rt)?;
     }
     p.finish()?;
-    check_routes(&exp)?;
+    // Memory first: it covers the routing table, which `check_routes` builds.
     check_memory(&exp)?;
+    check_routes(&exp)?;
     Ok(exp)
-}
-
-/// Route computation is O(N²·L) today (N nodes, L links; an N×N table): 1,000 dumbbell
-/// pairs (2,004 nodes, 4,002 links) took 39 s to validate on a 2-core machine, 2,000 pairs
-/// more than 2 minutes. Larger topologies are refused with the estimate until the scale
-/// issue's routing rewrite (docs/limits.md).
-pub const MAX_ROUTING_COST: f64 = 1.7e10;
-/// Seconds per unit of N²·L, measured (39 s / 1.6e10).
-const ROUTING_S_PER_UNIT: f64 = 39.0 / 1.6e10;
-
-fn check_routing_size(exp: &Experiment) -> ConfResult<()> {
-    let path = if exp.pairs.is_empty() {
-        "topology"
-    } else {
-        "topology.pairs"
-    };
-    routing_size_ok(exp.node_names.len() as u64, exp.links.len() as u64, path)
-}
-
-fn routing_size_ok(nodes: u64, links: u64, path: &str) -> ConfResult<()> {
-    let n = nodes as f64;
-    let l = links as f64;
-    let cost = n * n * l;
-    if cost > MAX_ROUTING_COST {
-        let secs = cost * ROUTING_S_PER_UNIT;
-        return Err(ConfError::new(
-            path,
-            format!(
-                "{} nodes and {} links: computing routes needs ~{} (O(nodes²·links)); \
-                 at most about 1000 dumbbell pairs (2000 nodes) until routing is rewritten (docs/limits.md)",
-                n as u64,
-                l as u64,
-                human_seconds(secs)
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn human_seconds(s: f64) -> String {
-    if s < 120.0 {
-        format!("{s:.0} s")
-    } else if s < 7200.0 {
-        format!("{:.0} min", s / 60.0)
-    } else if s < 172_800.0 {
-        format!("{:.0} h", s / 3600.0)
-    } else {
-        format!("{:.0} days", s / 86_400.0)
-    }
 }
 
 /// Memory a run needs, by what it holds for its whole length (docs/limits.md has the
 /// measurements): the engine and Python front (~120 MB), per node and link, per flow
 /// (UDP: 0.8 KB measured with 400,000 CBR flows; TCP: 2.2 KB measured at set-up, budgeted
-/// at 16 KiB for the connection state while data flows).
+/// at 16 KiB for the connection state while data flows). A link measured ~2.5 KB at set-up
+/// (the engine's link 1.5 KB, its plan twice) plus the packets it holds; 16 KiB allows ~60
+/// queued or propagating packets on every link at once (a 10,000-pair dumbbell: 40,002
+/// links, 0.66 GB budgeted).
 pub const BASE_BYTES: f64 = 128.0 * 1024.0 * 1024.0;
 pub const BYTES_PER_NODE: f64 = 4.0 * 1024.0;
-pub const BYTES_PER_LINK: f64 = 64.0 * 1024.0;
+pub const BYTES_PER_LINK: f64 = 16.0 * 1024.0;
 pub const BYTES_PER_UDP_FLOW: f64 = 1024.0;
 pub const BYTES_PER_TCP_FLOW: f64 = 16.0 * 1024.0;
 
@@ -303,8 +259,17 @@ pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
         + BYTES_PER_LINK * exp.links.len() as f64
         + BYTES_PER_UDP_FLOW * udp as f64
         + BYTES_PER_TCP_FLOW * tcp as f64
+        + routing_bytes(exp)
         + recording_bytes(exp, udp + tcp);
     (bytes, udp, tcp)
+}
+
+/// The routing table: 4 bytes per pair of core nodes (nodes with more than one neighbour,
+/// [`crate::routing`]); hosts on one router cost only their per-node entries.
+fn routing_bytes(exp: &Experiment) -> f64 {
+    let links: Vec<(u32, u32)> = exp.links.iter().map(|l| (l.from, l.to)).collect();
+    let c = crate::routing::core_count(exp.node_names.len(), &links) as f64;
+    4.0 * c * c
 }
 
 /// Time-series rows and logged packets are held in memory until the run ends (streaming
@@ -380,7 +345,19 @@ fn check_memory(exp: &Experiment) -> ConfResult<()> {
         } else {
             format!("{tcp} TCP and {udp} UDP flows, ")
         };
-        let path = if rec > need / 2.0 {
+        let table = routing_bytes(exp);
+        let what = if table > need / 2.0 {
+            format!(
+                "a routing table over {} core nodes (nodes with more than one neighbour; ~{}), ",
+                (table / 4.0).sqrt().round(),
+                gb(table)
+            )
+        } else {
+            what
+        };
+        let path = if table > need / 2.0 {
+            "topology"
+        } else if rec > need / 2.0 {
             "duration"
         } else {
             "workload"
@@ -705,8 +682,10 @@ fn add_node(exp: &mut Experiment, name: &str, path: &str) -> ConfResult<u32> {
             format!("duplicate node name {name:?}"),
         ));
     }
+    let id = exp.node_names.len() as u32;
     exp.node_names.push(name.to_string());
-    Ok(exp.node_names.len() as u32 - 1)
+    exp.node_index.insert(name.to_string(), id);
+    Ok(id)
 }
 
 fn add_link(
@@ -743,6 +722,7 @@ fn add_link(
             ..BuildCtx::default()
         },
     )?;
+    exp.link_index.insert(name.clone(), exp.links.len() as u32);
     exp.links.push(LinkPlan {
         name,
         from,
@@ -779,8 +759,6 @@ fn parse_topology(exp: &mut Experiment, t: &Table) -> ConfResult<()> {
 /// `d{i}.down`/`d{i}.up`.
 fn parse_dumbbell(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
     let pairs = p.u32("pairs", 1, 1, 100_000)?;
-    // Refuse before building: node and link name checks are linear scans too.
-    routing_size_ok(2 * pairs as u64 + 2, 4 * pairs as u64 + 2, "topology.pairs")?;
     let base = exp.base_dir.clone();
     if !p.has("bottleneck") {
         return Err(ConfError::new(
@@ -926,8 +904,6 @@ fn parse_graph(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
             ))
         }
     };
-    // A graph has at least about as many links as nodes: refuse before the name checks.
-    routing_size_ok(nodes.len() as u64, nodes.len() as u64, "topology.nodes")?;
     for (i, n) in nodes.iter().enumerate() {
         let Value::Str(s) = n else {
             return Err(ConfError::new(
@@ -1039,41 +1015,15 @@ fn parse_graph(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
     Ok(())
 }
 
-/// Static routing tables: `table[node][dst]` = egress link id, from breadth-first search
-/// (fewest hops; ties go to the link declared first), then explicit overrides.
-pub fn routing_tables(exp: &Experiment) -> Vec<Vec<u32>> {
-    let n = exp.node_names.len();
-    let mut table = vec![vec![u32::MAX; n]; n];
-    // For each destination, BFS backwards over reversed links.
-    for dst in 0..n {
-        let mut dist = vec![usize::MAX; n];
-        dist[dst] = 0;
-        let mut frontier = vec![dst];
-        while !frontier.is_empty() {
-            let mut next = Vec::new();
-            for &v in &frontier {
-                for (li, l) in exp.links.iter().enumerate() {
-                    if l.to as usize == v {
-                        let u = l.from as usize;
-                        if dist[u] == usize::MAX {
-                            dist[u] = dist[v] + 1;
-                            table[u][dst] = li as u32;
-                            next.push(u);
-                        }
-                    }
-                }
-            }
-            frontier = next;
-        }
-    }
-    for &(at, to, via) in &exp.routes {
-        table[at as usize][to as usize] = via;
-    }
-    table
+/// The experiment's static routes (fewest hops, ties by link declaration order, then the
+/// `[[topology.routes]]` overrides; the rule and the table's size in [`crate::routing`]).
+pub fn static_routes(exp: &Experiment) -> Routes {
+    let links: Vec<(u32, u32)> = exp.links.iter().map(|l| (l.from, l.to)).collect();
+    Routes::new(exp.node_names.len(), &links, &exp.routes)
 }
 
 fn check_routes(exp: &Experiment) -> ConfResult<()> {
-    let table = routing_tables(exp);
+    let routes = static_routes(exp);
     for (i, w) in exp.workloads.iter().enumerate() {
         for (a, b) in w.endpoints() {
             for (x, y) in [(a, b), (b, a)] {
@@ -1081,8 +1031,8 @@ fn check_routes(exp: &Experiment) -> ConfResult<()> {
                 let mut at = x;
                 let mut hops = 0;
                 while at != y {
-                    let l = table[at as usize][y as usize];
-                    if l == u32::MAX || hops > exp.node_names.len() {
+                    let l = routes.next(at, y);
+                    if l == NO_ROUTE || hops > exp.node_names.len() {
                         return Err(ConfError::new(
                             format!("workload[{i}]"),
                             format!(

@@ -37,13 +37,14 @@ pub mod experiment;
 pub mod files;
 pub mod link;
 pub mod overrides;
+pub mod routing;
 pub mod schedule;
 pub mod toml_text;
 pub mod transport;
 pub mod workload;
 
 pub use experiment::{
-    from_table, from_toml, routing_tables, Experiment, FctFrom, LinkPlan, RecordPlan,
+    from_table, from_toml, static_routes, Experiment, FctFrom, LinkPlan, RecordPlan, Routes,
 };
 pub use link::{LinkRate, TraceSpec};
 pub use sojourn_core::params::{ConfError, ConfResult, Table, Value};

@@ -12,11 +12,18 @@ pub enum CcKind {
     Cubic,
     Bbr,
     Vegas,
+    /// DCTCP (RFC 8257, Linux `tcp_dctcp`).
+    Dctcp,
+    /// TCP Prague (draft-briscoe-iccrg-prague-congestion-control): DCTCP's response,
+    /// ECT(1), paced.
+    Prague,
 }
 
 impl CcKind {
     /// Accepted names (`reno` is Linux's name for NewReno).
-    pub const NAMES: &'static [&'static str] = &["newreno", "reno", "cubic", "bbr", "vegas"];
+    pub const NAMES: &'static [&'static str] = &[
+        "newreno", "reno", "cubic", "bbr", "vegas", "dctcp", "prague",
+    ];
 
     pub fn parse(s: &str) -> Option<CcKind> {
         Some(match s {
@@ -24,6 +31,8 @@ impl CcKind {
             "cubic" => CcKind::Cubic,
             "bbr" => CcKind::Bbr,
             "vegas" => CcKind::Vegas,
+            "dctcp" => CcKind::Dctcp,
+            "prague" => CcKind::Prague,
             _ => return None,
         })
     }
@@ -35,7 +44,14 @@ impl CcKind {
             CcKind::Cubic => "cubic",
             CcKind::Bbr => "bbr",
             CcKind::Vegas => "vegas",
+            CcKind::Dctcp => "dctcp",
+            CcKind::Prague => "prague",
         }
+    }
+
+    /// Linux `TCP_CONG_NEEDS_ECN`: the algorithm negotiates ECN whatever `ecn` says.
+    pub fn needs_ecn(self) -> bool {
+        matches!(self, CcKind::Dctcp | CcKind::Prague)
     }
 }
 
@@ -122,6 +138,12 @@ impl Default for TcpConfig {
 }
 
 impl TcpConfig {
+    /// ECN in use on this connection: `ecn`, or an algorithm that needs it (DCTCP and
+    /// Prague negotiate ECN regardless of the sysctl, Linux `tcp_ca_needs_ecn`).
+    pub fn ecn_enabled(&self) -> bool {
+        self.ecn || self.cc.needs_ecn()
+    }
+
     /// Bytes in front of the payload in a frame as a qdisc sees it.
     pub fn header_bytes(&self) -> u32 {
         IP_TCP_HEADER_BYTES

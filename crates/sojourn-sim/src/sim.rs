@@ -7,7 +7,7 @@
 
 use crate::app::AnyApp;
 use crate::classify::{lookup, Conntrack, Hook, MedianPolicy};
-use crate::config::{routing_tables, Experiment};
+use crate::config::{static_routes, Experiment, Routes};
 use crate::endpoint::{AnyEndpoint, Endpoint, Io, Note};
 use crate::event::{Event, EventQueue};
 use crate::flows::FlowTable;
@@ -29,8 +29,6 @@ pub struct Accounting {
 
 pub struct Node {
     pub name: String,
-    /// `routes[dst]` = egress link id, or `u32::MAX` when unreachable.
-    pub routes: Vec<u32>,
     /// Connection tracking (byte counts per connection), when enabled on this node.
     pub conntrack: Option<Box<Conntrack>>,
     /// Classifier rules `(hook, ct-bytes map)` run on packets leaving this node.
@@ -65,6 +63,8 @@ pub struct Sim {
     pub hash_salt: u64,
     events: EventQueue,
     pub nodes: Vec<Node>,
+    /// Static routes (egress link per node and destination; no N×N table).
+    pub routes: Routes,
     pub links: Vec<Link>,
     endpoints: Vec<EndpointSlot>,
     free_endpoints: Vec<u32>,
@@ -95,15 +95,12 @@ pub struct Sim {
 impl Sim {
     /// Builds the network and the workloads of `exp` for one run with `seed`.
     pub fn new(exp: &Experiment, seed: u64) -> Sim {
-        let tables = routing_tables(exp);
         let mut nodes: Vec<Node> = exp
             .node_names
             .iter()
-            .zip(tables)
             .enumerate()
-            .map(|(i, (n, r))| Node {
+            .map(|(i, n)| Node {
                 name: n.clone(),
-                routes: r,
                 conntrack: exp
                     .conntrack
                     .get(i)
@@ -171,6 +168,7 @@ impl Sim {
             hash_salt: splitmix64_mix(seed ^ 0x00c0_ffee),
             events: EventQueue::new(),
             nodes,
+            routes: static_routes(exp),
             links,
             endpoints: Vec::new(),
             free_endpoints: Vec::new(),
@@ -378,7 +376,7 @@ impl Sim {
             self.deliver(&pkt);
             return;
         }
-        let l = self.nodes[node as usize].routes[dst as usize];
+        let l = self.routes.hop(node, dst);
         debug_assert!(l != u32::MAX, "route checked at load time");
         self.link_enqueue(l, pkt);
     }

@@ -404,3 +404,50 @@ fn hystart_ends_slow_start_before_the_buffer_overflows() {
     // which cwnd doubles (the kernel commit reports the same later exit).
     assert!((35.0..=5.0 * 35.0).contains(&w), "exit window {w}");
 }
+
+/// DCTCP (and Prague's DCTCP-like core) against a step-marking queue with the threshold K
+/// above C·RTT/7 fills the link (Alizadeh et al., "DCTCP", SIGCOMM 2010, §3.3: full
+/// throughput for K > C·RTT/7), with the queue held near K — no loss, the maximum sojourn
+/// within K + 1 ms — where a loss-based flow would fill the buffer. 100 Mbit/s, 10 ms RTT
+/// (C·RTT = 83 packets, /7 = 12), K = 2 ms = 16.5 packets: DualPI2's step AQM (its PI
+/// stays at 0 far below the 15-ms target). DCTCP sends ECT(0) (`any_ect`), Prague ECT(1).
+#[test]
+fn dctcp_and_prague_fill_the_link_with_a_queue_near_the_step_threshold() {
+    for (cc, mask) in [("dctcp", "any_ect"), ("prague", "l4s_ect")] {
+        let out = run_toml(&format!(
+            r#"
+            duration = "20s"
+            warmup = "5s"
+            seed = 3
+            [transport]
+            cc = "{cc}"
+            [topology]
+            kind = "graph"
+            nodes = ["a", "b"]
+            [[topology.links]]
+            from = "a"
+            to = "b"
+            name = "wire"
+            rate = "100Mbit"
+            delay = "5ms"
+            qdisc = {{ kind = "dualpi2", ecn_mask = "{mask}", step_thresh = "2ms" }}
+            [[workload]]
+            kind = "bulk"
+            from = "a"
+            to = "b"
+            "#
+        ))
+        .unwrap();
+        let w = &out.summary["links"]["wire"];
+        let util = f(&w["utilisation"]);
+        let max_ms = f(&w["sojourn_ms"]["max"]);
+        eprintln!("{cc}: utilisation {util:.4}, max sojourn {max_ms:.3} ms");
+        assert!(util > 0.95, "{cc}: utilisation {util}");
+        assert!(max_ms < 3.0, "{cc}: max sojourn {max_ms} ms");
+        assert_eq!(f(&w["drops_total"]), 0.0, "{cc}: drops");
+        assert!(
+            f(&w["ecn_marks"]) > 1000.0,
+            "{cc}: the step must be marking"
+        );
+    }
+}

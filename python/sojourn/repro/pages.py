@@ -42,6 +42,7 @@ PAGES = {
     "thin-streams.md": "thin_streams",
     "operating-ranges.md": "operating_ranges",
     "age-based.md": "age_based",
+    "l4s.md": "l4s",
 }
 
 BEGIN = "<!-- BEGIN GENERATED: {} -->"

@@ -21,6 +21,7 @@ pub mod cobalt;
 pub mod cocoa;
 pub mod codel;
 pub mod codel_law;
+pub mod dualpi2;
 pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
@@ -260,6 +261,7 @@ any_qdisc! {
     Cake(Box<cake::Cake>),
     Pie(Box<pie::Pie>),
     FqPie(Box<fq_pie::FqPie>),
+    DualPi2(Box<dualpi2::DualPi2>),
     Sfq(Box<sfq::Sfq>),
     Red(Box<red::Red>),
     Prio(Box<prio::Prio>),

@@ -3,8 +3,8 @@
 
 use super::spec::QdiscSpec;
 use super::{
-    age, cake, cocoa, codel, fifo, fq, fq_codel, fq_pie, las, lstf_codel, pie, prio, red, sfq,
-    srpt, tbf, AnyQdisc,
+    age, cake, cocoa, codel, dualpi2, fifo, fq, fq_codel, fq_pie, las, lstf_codel, pie, prio, red,
+    sfq, srpt, tbf, AnyQdisc,
 };
 use crate::params::{ConfError, ConfResult, Params, Table, Value};
 use crate::rng::{splitmix64_mix, Rng};
@@ -117,6 +117,11 @@ pub static KINDS: &[Kind] = &[
         name: "fq_pie",
         summary: "FQ-PIE: DRR over hashed flows, each with its own PIE (Linux sch_fq_pie)",
         parse: |p, c| Ok(QdiscSpec::FqPie(fq_pie::FqPieSpec::parse(p, c)?)),
+    },
+    Kind {
+        name: "dualpi2",
+        summary: "DualQ Coupled AQM with PI2: L4S and classic queues (RFC 9332, Linux sch_dualpi2)",
+        parse: |p, c| Ok(QdiscSpec::DualPi2(dualpi2::DualPi2Spec::parse(p, c)?)),
     },
     Kind {
         name: "sfq",

@@ -17,8 +17,8 @@
 
 use super::registry::{self, BuildCtx, KINDS};
 use super::{
-    age, cake, cocoa, codel, fifo, fq, fq_codel, fq_pie, las, lstf_codel, pie, prio, red, sfq,
-    srpt, tbf, AnyQdisc,
+    age, cake, cocoa, codel, dualpi2, fifo, fq, fq_codel, fq_pie, las, lstf_codel, pie, prio, red,
+    sfq, srpt, tbf, AnyQdisc,
 };
 use crate::params::{ConfError, ConfResult, Table, Value};
 use crate::time::Duration;
@@ -37,6 +37,7 @@ pub enum QdiscSpec {
     Cake(cake::CakeConfig),
     Pie(pie::PieSpec),
     FqPie(fq_pie::FqPieSpec),
+    DualPi2(dualpi2::DualPi2Spec),
     Sfq(sfq::SfqSpec),
     Red(red::RedSpec),
     Prio(prio::PrioSpec),
@@ -201,6 +202,7 @@ impl QdiscSpec {
             ))),
             QdiscSpec::Pie(s) => AnyQdisc::Pie(Box::new(s.build(ctx))),
             QdiscSpec::FqPie(s) => AnyQdisc::FqPie(Box::new(s.build(ctx))),
+            QdiscSpec::DualPi2(s) => AnyQdisc::DualPi2(Box::new(s.build(ctx))),
             QdiscSpec::Sfq(s) => AnyQdisc::Sfq(Box::new(s.build(ctx))),
             QdiscSpec::Red(s) => AnyQdisc::Red(Box::new(s.build(ctx))),
             QdiscSpec::Prio(s) => AnyQdisc::Prio(Box::new(s.build(ctx))),
@@ -226,6 +228,7 @@ impl QdiscSpec {
             QdiscSpec::Cake(_) => "cake",
             QdiscSpec::Pie(_) => "pie",
             QdiscSpec::FqPie(_) => "fq_pie",
+            QdiscSpec::DualPi2(_) => "dualpi2",
             QdiscSpec::Sfq(_) => "sfq",
             QdiscSpec::Red(_) => "red",
             QdiscSpec::Prio(_) => "prio",
@@ -385,6 +388,7 @@ impl QdiscSpec {
             QdiscSpec::Cake(s) => cake::tc_args(s)?,
             QdiscSpec::Pie(s) => s.tc_args()?,
             QdiscSpec::FqPie(s) => s.tc_args()?,
+            QdiscSpec::DualPi2(s) => s.tc_args()?,
             QdiscSpec::Sfq(s) => s.tc_args()?,
             QdiscSpec::Red(s) => s.tc_args(),
             QdiscSpec::Prio(s) => s.tc_args(),
@@ -620,6 +624,7 @@ fn from_tc_node(tree: &[TcNode], idx: usize, ctx: &BuildCtx) -> ConfResult<Qdisc
         "cake" => cake::TC_KEYS,
         "pie" => pie::TC_KEYS_PIE,
         "fq_pie" => fq_pie::TC_KEYS,
+        "dualpi2" => dualpi2::TC_KEYS,
         "sfq" => sfq::TC_KEYS,
         "red" => red::TC_KEYS,
         "prio" => prio::TC_KEYS,
@@ -974,6 +979,27 @@ mod tests {
                 ],
             ),
             spec(
+                "dualpi2",
+                &[
+                    ("limit", i(500)),
+                    ("memlimit", i(2_000_000)),
+                    ("target", s("5ms")),
+                    ("tupdate", s("8ms")),
+                    ("alpha", Value::Float(0.32)),
+                    ("beta", Value::Float(6.4)),
+                    ("step_thresh", s("3p")),
+                    ("min_qlen_step", i(2)),
+                    ("coupling_factor", i(3)),
+                    ("drop_on_overload", b(false)),
+                    ("drop_enqueue", b(true)),
+                    ("classic_protection", i(25)),
+                    ("ecn_mask", s("any_ect")),
+                    ("split_gso", b(false)),
+                ],
+            ),
+            spec("dualpi2", &[("step_thresh", s("500us"))]),
+            spec("dualpi2", &[("max_rtt", s("20ms"))]),
+            spec(
                 "sfq",
                 &[
                     ("limit", i(100)),
@@ -1084,6 +1110,7 @@ mod tests {
                 "bfifo",
                 "cake",
                 "codel",
+                "dualpi2",
                 "fq",
                 "fq_codel",
                 "fq_pie",
@@ -1287,6 +1314,32 @@ mod tests {
                         ("ecn", b(r.chance(0.5))),
                         ("bytemode", b(r.chance(0.5))),
                         ("dq_rate_estimator", b(r.chance(0.5))),
+                    ],
+                ),
+                (
+                    "dualpi2",
+                    vec![
+                        ("limit", i(1 + r.below(100_000) as i64)),
+                        ("memlimit", i(1 + r.below(1 << 32) as i64)),
+                        ("target", us(&mut r, 1, 100_000)),
+                        ("tupdate", us(&mut r, 1, 100_000)),
+                        ("alpha", Value::Float((1 + r.below(4096)) as f64 / 256.0)),
+                        ("beta", Value::Float((1 + r.below(1 << 20)) as f64 / 256.0)),
+                        (
+                            "step_thresh",
+                            if r.chance(0.5) {
+                                s(&format!("{}p", 1 + r.below(1000)))
+                            } else {
+                                us(&mut r, 1, 50_000)
+                            },
+                        ),
+                        ("min_qlen_step", i(r.below(100) as i64)),
+                        ("coupling_factor", i(1 + r.below(255) as i64)),
+                        ("drop_on_overload", b(r.chance(0.5))),
+                        ("drop_enqueue", b(r.chance(0.5))),
+                        ("classic_protection", i(r.below(101) as i64)),
+                        ("ecn_mask", pick(&mut r, &["l4s_ect", "any_ect"])),
+                        ("split_gso", b(r.chance(0.5))),
                     ],
                 ),
                 (

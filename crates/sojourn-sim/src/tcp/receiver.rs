@@ -73,8 +73,13 @@ pub struct TcpReceiver {
     delack_at: Option<Time>,
     last_rcv: Time,
     idle_rto: Duration,
-    /// ECE on every ACK until a CWR arrives (RFC 3168 §6.1.3).
+    /// ECE on every ACK until a CWR arrives (RFC 3168 §6.1.3); with `dctcp_echo`, the CE
+    /// state of the latest data segment.
     ece: bool,
+    /// DCTCP's receiver (RFC 8257 §3.2, Linux `dctcp_ece_ack_update`): ECE echoes each
+    /// segment's CE state; a change of state sends the delayed ACK pending (with the old
+    /// state) and then an immediate ACK.
+    dctcp_echo: bool,
     /// Planned transfer size (0 = unbounded).
     pub size: u64,
     completed: bool,
@@ -101,7 +106,8 @@ impl TcpReceiver {
             rwnd: cfg.rwnd_bytes,
             mss: cfg.mss,
             header_bytes: cfg.header_bytes(),
-            ecn: cfg.ecn,
+            ecn: cfg.ecn_enabled(),
+            dctcp_echo: cfg.cc.needs_ecn(),
             established: !cfg.handshake,
             synack_sent: false,
             rcv_nxt: 1,
@@ -235,10 +241,20 @@ impl TcpReceiver {
         if h.flags & tcp_flags::FIN != 0 {
             self.fin_at = Some(e);
         }
-        if h.flags & tcp_flags::CWR != 0 {
+        if self.dctcp_echo && self.ecn {
+            let ce = pkt.ecn == sojourn_core::Ecn::Ce;
+            if ce != self.ece {
+                if self.delack_at.is_some() {
+                    // The ACK owed for the segments before this one, with their CE state.
+                    self.send_ack(io, false);
+                }
+                ack_now = true;
+            }
+            self.ece = ce;
+        } else if h.flags & tcp_flags::CWR != 0 {
             self.ece = false;
         }
-        if pkt.ecn == sojourn_core::Ecn::Ce && self.ecn {
+        if pkt.ecn == sojourn_core::Ecn::Ce && self.ecn && !self.dctcp_echo {
             if !self.ece {
                 self.quick = self.quick.max(2);
             }
@@ -395,6 +411,58 @@ mod tests {
             ..TcpConfig::default()
         };
         TcpReceiver::new(0, FlowKey::default(), 0, &cfg, size)
+    }
+
+    #[test]
+    fn dctcp_receiver_echoes_each_ce_state_change_at_once() {
+        // RFC 8257 §3.2 / Linux dctcp_ece_ack_update: ECE mirrors the CE state of the
+        // latest segment; on a change the pending delayed ACK goes out first with the old
+        // state, then an ACK for the new segment with the new state.
+        let mut h = H::new();
+        let cfg = TcpConfig {
+            handshake: false,
+            cc: sojourn_experiment::transport::CcKind::Dctcp,
+            ..TcpConfig::default()
+        };
+        let mut r = TcpReceiver::new(0, FlowKey::default(), 0, &cfg, 0);
+        let t = Time(1_000_000);
+        for i in 0..16 {
+            r.on_packet(&seg(i), &mut h.io(t));
+        }
+        h.out.clear();
+        let ce = |i: u64| {
+            let mut p = seg(i);
+            p.ecn = sojourn_core::Ecn::Ce;
+            p
+        };
+        let ece = |p: &Packet| p.hdr.flags & tcp_flags::ECE != 0;
+        let t1 = t + Duration(100_000);
+        r.on_packet(&seg(16), &mut h.io(t1)); // delayed (one segment)
+        assert!(h.out.is_empty());
+        r.on_packet(&ce(17), &mut h.io(t1));
+        assert_eq!(h.out.len(), 2);
+        assert_eq!((h.out[0].hdr.ack, ece(&h.out[0])), (1 + 17 * MSS, false));
+        assert_eq!((h.out[1].hdr.ack, ece(&h.out[1])), (1 + 18 * MSS, true));
+        h.out.clear();
+        let t2 = t1 + Duration(100_000);
+        r.on_packet(&ce(18), &mut h.io(t2)); // same state: delayed
+        assert!(h.out.is_empty());
+        r.on_packet(&seg(19), &mut h.io(t2)); // back to not-CE
+        assert_eq!(h.out.len(), 2);
+        assert_eq!((h.out[0].hdr.ack, ece(&h.out[0])), (1 + 19 * MSS, true));
+        assert_eq!((h.out[1].hdr.ack, ece(&h.out[1])), (1 + 20 * MSS, false));
+        // A CWR from the sender does not clear a CE state that is still current.
+        h.out.clear();
+        let mut x = ce(20);
+        x.hdr.flags |= tcp_flags::CWR;
+        r.on_packet(&x, &mut h.io(t2 + Duration(100_000)));
+        let mut y = ce(21);
+        y.hdr.flags |= tcp_flags::CWR;
+        r.on_packet(&y, &mut h.io(t2 + Duration(100_000)));
+        r.on_timer(&mut h.io(t2 + Duration(100_000) + BATCH_END));
+        assert!(h.out.iter().all(ece), "{:?}", h.out.len());
+        // (seg 21 alone is not a full window more: its ACK waits for the delack timer.)
+        assert_eq!(h.out.last().unwrap().hdr.ack, 1 + 21 * MSS);
     }
 
     #[test]

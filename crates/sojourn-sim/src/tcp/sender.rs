@@ -27,7 +27,7 @@
 //!   dropped there.
 
 use super::cc::{
-    AnyCc, CaEvent, CaState, CcState, CongestionControl, RateSample, INFINITE_SSTHRESH,
+    AnyCc, CaEvent, CaState, CcKind, CcState, CongestionControl, RateSample, INFINITE_SSTHRESH,
 };
 use super::rtt::RttEstimator;
 use super::scoreboard::{Scoreboard, Seg, EVER_RETRANS, FIN, RETRANS, SACKED};
@@ -336,7 +336,7 @@ impl TcpSender {
         p.hdr.seq = 0;
         p.hdr.ack = 0;
         p.hdr.flags = tcp_flags::SYN;
-        if self.cfg.ecn {
+        if self.cfg.ecn_enabled() {
             // RFC 3168 §6.1.1: an ECN-setup SYN carries ECE and CWR.
             p.hdr.flags |= tcp_flags::ECE | tcp_flags::CWR;
         }
@@ -454,7 +454,12 @@ impl TcpSender {
             p.hdr.flags |= tcp_flags::FIN;
         }
         if self.ecn_ok && !retrans && payload > 0 {
-            p.ecn = Ecn::Ect0;
+            // Prague marks its packets with the L4S identifier (RFC 9331 §4.1).
+            p.ecn = if self.cfg.cc == CcKind::Prague {
+                Ecn::Ect1
+            } else {
+                Ecn::Ect0
+            };
             if self.send_cwr {
                 p.hdr.flags |= tcp_flags::CWR;
                 self.send_cwr = false;
@@ -923,6 +928,8 @@ impl TcpSender {
         let first = self.cs.ca_state != CaState::Loss || self.snd_una >= self.high_seq;
         if matches!(self.cs.ca_state, CaState::Open | CaState::Cwr) || first {
             self.cs.ssthresh = self.cc.ssthresh(&self.cs);
+            // CA_EVENT_LOSS, with cwnd still the pre-RTO window (DCTCP halves it).
+            self.cc.cwnd_event(&mut self.cs, CaEvent::Loss);
             if self.ecn_ok {
                 self.send_cwr = true;
             }
@@ -1009,6 +1016,11 @@ impl TcpSender {
             self.spurious_dsacks += 1;
         }
         self.cs.delivered += delivered;
+        // Linux tcp_count_delivered: packets delivered by an ACK carrying ECE.
+        let ece = self.ecn_ok && h.flags & tcp_flags::ECE != 0;
+        if ece {
+            self.cs.delivered_ce += delivered;
+        }
         let acked_sacked = delivered as u32;
         let is_dupack = !una_advanced
             && h.payload_bytes == 0
@@ -1103,7 +1115,11 @@ impl TcpSender {
             self.retx_hint = self.snd_una;
         }
         rs.losses = newly_lost;
-        let ece = self.ecn_ok && h.flags & tcp_flags::ECE != 0;
+        // Linux tcp_in_ack_event (before the state machine: DCTCP's once-per-window α
+        // update precedes the ECE reduction it feeds).
+        self.cs.snd_una = self.snd_una;
+        self.cs.snd_nxt = self.snd_nxt;
+        self.cc.in_ack_event(&mut self.cs, ece);
 
         // TLP outcome (Linux tcp_process_tlp_ack).
         if let Some(tlp) = self.tlp_high_seq {
@@ -1186,7 +1202,7 @@ impl Endpoint for TcpSender {
             self.send_syn(io);
             self.rto_at = Some(io.now + self.cfg.initial_rto);
         } else {
-            self.ecn_ok = self.cfg.ecn;
+            self.ecn_ok = self.cfg.ecn_enabled();
             self.established(io);
         }
     }
@@ -1199,7 +1215,7 @@ impl Endpoint for TcpSender {
                     if self.syn_retrans == 0 {
                         self.rtt.sample(io.now.saturating_since(self.syn_sent_at));
                     }
-                    self.ecn_ok = self.cfg.ecn && f & tcp_flags::ECE != 0;
+                    self.ecn_ok = self.cfg.ecn_enabled() && f & tcp_flags::ECE != 0;
                     self.peer_rwnd = pkt.hdr.window as u64;
                     self.ts_recent = pkt.hdr.ts_val;
                     self.rtt.backoff = 0;

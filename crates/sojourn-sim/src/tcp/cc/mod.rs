@@ -9,6 +9,7 @@
 
 pub mod bbr;
 pub mod cubic;
+pub mod dctcp;
 pub mod newreno;
 pub mod vegas;
 
@@ -45,6 +46,8 @@ pub struct CcState {
     pub packets_out: u32,
     /// Packets delivered (ACKed or SACKed) so far.
     pub delivered: u64,
+    /// Of those, packets delivered by ACKs carrying ECE (Linux `tp->delivered_ce`).
+    pub delivered_ce: u64,
     pub ca_state: CaState,
     /// Linux `tp->is_cwnd_limited`: the sender used the whole cwnd at some transmission
     /// attempt of the current window (`tcp_cwnd_validate`); see [`CcState::cwnd_limited`].
@@ -79,6 +82,7 @@ impl CcState {
             in_flight: 0,
             packets_out: 0,
             delivered: 0,
+            delivered_ce: 0,
             ca_state: CaState::Open,
             is_cwnd_limited: false,
             pacing_rate_bps: 0,
@@ -148,6 +152,8 @@ pub struct RateSample {
 pub enum CaEvent {
     /// First transmission after the connection was idle (nothing in flight).
     TxStart,
+    /// RTO: `tcp_enter_loss` reduced ssthresh (cwnd is still the pre-RTO window).
+    Loss,
 }
 
 /// The per-algorithm operations.
@@ -163,6 +169,9 @@ pub trait CongestionControl {
     /// Congestion state changed (Linux `set_state`).
     fn set_state(&mut self, _st: &mut CcState, _new: CaState) {}
     fn cwnd_event(&mut self, _st: &mut CcState, _ev: CaEvent) {}
+    /// Every ACK, with whether it carried ECE, after delivery counting and before the
+    /// state machine (Linux `in_ack_event`).
+    fn in_ack_event(&mut self, _st: &mut CcState, _ece: bool) {}
     /// Full control of cwnd and pacing (Linux `cong_control`); returns false if the
     /// algorithm uses the classic `cong_avoid` path instead.
     fn cong_control(&mut self, _st: &mut CcState, _rs: &RateSample) -> bool {
@@ -188,6 +197,8 @@ pub fn build(kind: CcKind, seed: u64) -> AnyCc {
         CcKind::Cubic => AnyCc::Cubic(Box::new(cubic::Cubic::new())),
         CcKind::Bbr => AnyCc::Bbr(Box::new(bbr::Bbr::new(seed))),
         CcKind::Vegas => AnyCc::Vegas(Box::default()),
+        CcKind::Dctcp => AnyCc::Dctcp(dctcp::Dctcp::new(false)),
+        CcKind::Prague => AnyCc::Dctcp(dctcp::Dctcp::new(true)),
     }
 }
 
@@ -207,6 +218,8 @@ macro_rules! any_cc {
             fn set_state(&mut self, st: &mut CcState, new: CaState) { match self { $(AnyCc::$variant(c) => c.set_state(st, new)),* } }
             fn cwnd_event(&mut self, st: &mut CcState, ev: CaEvent) { match self { $(AnyCc::$variant(c) => c.cwnd_event(st, ev)),* } }
             #[inline]
+            fn in_ack_event(&mut self, st: &mut CcState, ece: bool) { match self { $(AnyCc::$variant(c) => c.in_ack_event(st, ece)),* } }
+            #[inline]
             fn cong_control(&mut self, st: &mut CcState, rs: &RateSample) -> bool { match self { $(AnyCc::$variant(c) => c.cong_control(st, rs)),* } }
             fn undo_cwnd(&mut self, st: &CcState) -> u32 { match self { $(AnyCc::$variant(c) => c.undo_cwnd(st)),* } }
             fn needs_pacing(&self) -> bool { match self { $(AnyCc::$variant(c) => c.needs_pacing()),* } }
@@ -220,6 +233,7 @@ any_cc! {
     Cubic(Box<cubic::Cubic>),
     Bbr(Box<bbr::Bbr>),
     Vegas(Box<vegas::Vegas>),
+    Dctcp(dctcp::Dctcp),
 }
 
 #[cfg(test)]
