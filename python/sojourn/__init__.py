@@ -31,7 +31,7 @@ from .api import (
     run,
     validate,
 )
-from .api import _engine_or_fail  # noqa: F401  (older callers: sojourn._engine_or_fail)
+from .api import _engine_or_fail, _run_staged  # noqa: F401  (callers: sojourn._engine_or_fail, cli)
 from .api import emulate as _emulate_forwarder
 from .results import Result
 from .tidy import load

@@ -22,9 +22,15 @@ def run(
     base_dir: str,
     seed: Optional[int] = None,
     progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
+    sink: Optional[Callable[[str, list, Optional[list]], None]] = None,
+    chunk_rows: int = 65536,
 ) -> dict[str, Any]:
     """Runs one experiment: summary_json (str) and the flows, timeseries, series_names,
-    histograms and packets tables as [(name, dtype, data)] columns (packets may be None)."""
+    histograms and packets tables as [(name, dtype, data)] columns (packets may be None).
+    With ``sink``, the time series and packet log are handed to ``sink(kind, columns,
+    names)`` in chunks of ``chunk_rows`` rows while the run proceeds ("timeseries" with the
+    series names known so far, "packets" with None) and the result holds the rest; without
+    it a run whose tables would not fit in memory is refused with the estimate."""
 
 def emulate(
     cfg: dict[str, Any],

@@ -92,6 +92,7 @@ def run(
     overrides: Optional[Mapping[str, Any]] = None,
     progress: Union[bool, Callable[[float, float, int], Optional[bool]], None] = None,
     base_dir: Optional[Union[str, Path]] = None,
+    out: Optional[Union[str, Path]] = None,
 ) -> Result:
     """Runs one experiment and returns its :class:`Result`.
 
@@ -101,24 +102,60 @@ def run(
     relative paths of a dict config resolve. ``progress(sim_s,
     end_s, events)`` is called about every 65k events; returning ``False`` aborts.
     ``progress=True`` shows a progress bar with an ETA (in a terminal or a Jupyter notebook).
+
+    ``out``: write the results into this directory, as ``sojourn run --out`` does. The time
+    series and packet log are then streamed to disk in Parquet row groups while the run
+    proceeds, so memory stays flat however long the run; the result's
+    :attr:`~Result.timeseries` and :attr:`~Result.packets` read them from there. Without
+    ``out`` they are held in memory and returned, and a run whose tables would not fit is
+    refused with the estimate (docs/limits.md).
     """
+    res = _run_staged(source, seed, duration, overrides, progress, base_dir, out)
+    if out is not None:
+        res.write(out)
+    return res
+
+
+def _run_staged(source: Source, seed: Optional[int] = None, duration: Optional[str] = None,
+                overrides: Optional[Mapping[str, Any]] = None,
+                progress: Union[bool, Callable[[float, float, int], Optional[bool]], None] = None,
+                base_dir: Optional[Union[str, Path]] = None,
+                out: Optional[Union[str, Path]] = None) -> Result:
+    """:func:`run`; with ``out``, the time series and packet log stream into a staging
+    directory inside ``out`` (``Result.staged``) that :meth:`Result.write` publishes."""
     eng = _engine_or_fail()
     seed = check_seed(seed)
     cfg, name, base = _prepare(source, overrides, duration, base_dir)
+    stream = None
+    if out is not None:
+        from . import _outdir
+        from ._stream import CHUNK_ROWS, RunStream, row_group_rows
+
+        rg = row_group_rows()
+        out_path = _outdir.prepare(out).path
+        _outdir.clean_stale_partials(out_path)
+        stream = RunStream(_outdir.staging_dir(out_path), rg)
     t0 = time.perf_counter()
     try:
+        kw: dict = {} if stream is None else {"sink": stream, "chunk_rows": CHUNK_ROWS}
         if progress is True:
             from .progress import RunProgress
 
             with RunProgress(name) as bar:
-                raw = eng.run(cfg, str(base), seed, bar)
+                raw = eng.run(cfg, str(base), seed, bar, **kw)
         else:
-            raw = eng.run(cfg, str(base), seed, progress or None)
-    except eng.ConfigError as e:
-        raise _wrap_engine_error(name, e) from None
+            raw = eng.run(cfg, str(base), seed, progress or None, **kw)
+        res = Result.from_engine(raw, stream=stream)
+    except BaseException as e:
+        if stream is not None:
+            import shutil
+
+            stream.close()
+            shutil.rmtree(stream.staging, ignore_errors=True)
+        if isinstance(e, eng.ConfigError):
+            raise _wrap_engine_error(name, e) from None
+        raise
     wall = time.perf_counter() - t0
-    summary_events = None
-    res = Result.from_engine(raw)
     res.experiment = {k: v for k, v in cfg.items() if k != "seed"}
     summary_events = res.summary.get("events", 0)
     sim_s = res.summary.get("duration_s", 0.0)

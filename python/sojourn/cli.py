@@ -70,7 +70,10 @@ def cmd_run(a: argparse.Namespace) -> int:
         overrides = _parse_set(a.set)
         sojourn.validate(a.experiment, overrides=overrides | ({"duration": a.duration} if a.duration else {}))
         with RunProgress(Path(a.experiment).name, quiet=a.quiet) as prog:
-            res = sojourn.run(a.experiment, seed=a.seed, duration=a.duration, overrides=overrides, progress=prog)
+            # The time series and packet log stream into a staging directory in --out while
+            # the run proceeds (memory flat for any duration); `write` publishes it at once.
+            res = sojourn._run_staged(a.experiment, seed=a.seed, duration=a.duration, overrides=overrides,
+                                      progress=prog, out=a.out)
     except ConfigError as e:
         out_dir.undo()
         return _err(str(_set_error(e)))
@@ -81,7 +84,13 @@ def cmd_run(a: argparse.Namespace) -> int:
     except BaseException:
         out_dir.undo()
         raise
-    out = res.write(a.out, extra=None if a.no_report else (lambda staging: _write_reports(res, staging)))
+    try:
+        out = res.write(a.out, extra=None if a.no_report else (lambda staging: _write_reports(res, staging)))
+    except KeyboardInterrupt:
+        res.discard()
+        out_dir.undo()
+        print("sojourn: interrupted; nothing written", file=sys.stderr)
+        return 130
     if not a.quiet:
         print_run(res)
         print(f"results in {out}/ (summary.json, flows.parquet, timeseries.parquet{', report.html, report.md' if not a.no_report else ''})")

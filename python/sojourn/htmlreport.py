@@ -37,6 +37,7 @@ import pandas as pd
 from . import compare as cmp
 from . import stats
 from .pairs import PALETTE, Style, age_base, styles
+from .results import read_timeseries
 from .units import parse_seconds
 
 __all__ = ["write_report", "styles", "PALETTE", "Style"]
@@ -81,7 +82,7 @@ class ReportData:
         f = dirs[0][1] / "timeseries.parquet"
         if not f.exists():
             return None
-        t = pd.read_parquet(f)
+        t = read_timeseries(f)  # thinned when very long: bounded memory for any run length
         if t.empty:
             return None
         t["entity"] = t["entity"].astype(str)

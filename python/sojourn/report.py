@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ._plots import savefig
-from .results import Result
+from .results import Result, read_timeseries
 
 
 def _fmt(x, digits: int = 2, unit: str = "") -> str:
@@ -120,7 +120,8 @@ def write_run_report(res: Result, out_dir: Path) -> Path:
     out_dir = Path(out_dir)
     s = res.summary
     names = interesting_links(s)
-    ts = res.timeseries
+    # A streamed run's series are read from disk, thinned when very long (bounded memory).
+    ts = res.timeseries if res.timeseries_table is not None else read_timeseries(res.files["timeseries"])
     figs = []
     for metric, ylabel, fname in [("queue_packets", "queue (packets)", "queue"), ("throughput_bps", "throughput (Mbit/s)", "throughput")]:
         fig, ax = plt.subplots(figsize=(8, 3.2))

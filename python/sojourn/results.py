@@ -27,42 +27,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ._stream import COMPRESSION
+from ._stream import arrow_table as _arrow_table
+from ._stream import name_series
+
 SUMMARY = "summary.json"
-
-
-def _arrow_table(cols: list) -> pa.Table:
-    arrays, names = [], []
-    for name, dtype, data in cols:
-        if dtype == "str":
-            arr = pa.array(data, type=pa.string())
-        elif dtype == "bool":
-            arr = pa.array(np.frombuffer(data, dtype=np.uint8).astype(bool))
-        else:
-            arr = pa.array(np.frombuffer(data, dtype=np.dtype(dtype)))
-        arrays.append(arr)
-        names.append(name)
-    return pa.Table.from_arrays(arrays, names=names)
 
 
 def _timeseries_table(ts_cols: list, name_cols: list) -> pa.Table:
     """Long-form time series with dictionary-encoded ``entity`` and ``metric`` columns."""
-    ts = _arrow_table(ts_cols)
-    names = _arrow_table(name_cols)
-    ids = ts.column("series").to_numpy().astype(np.int64)
-    cols = []
-    for key in ("entity", "metric"):
-        per_series = np.asarray(names.column(key).to_pylist(), dtype=object)
-        # First-appearance order keeps the dictionary deterministic.
-        uniq, first = [], {}
-        codes = np.empty(len(per_series), dtype=np.int32)
-        for i, v in enumerate(per_series):
-            if v not in first:
-                first[v] = len(uniq)
-                uniq.append(v)
-            codes[i] = first[v]
-        row_codes = codes[ids] if len(ids) else np.empty(0, dtype=np.int32)
-        cols.append(pa.DictionaryArray.from_arrays(pa.array(row_codes, type=pa.int32()), pa.array(uniq, type=pa.string())))
-    return pa.Table.from_arrays([ts.column("time_s"), cols[0], cols[1], ts.column("value")], names=["time_s", "entity", "metric", "value"])
+    return name_series(_arrow_table(ts_cols), _arrow_table(name_cols))
 
 
 @dataclass
@@ -75,24 +49,40 @@ class Result:
 
     summary: dict
     flows_table: pa.Table
-    timeseries_table: pa.Table
+    timeseries_table: Optional[pa.Table]
     packets_table: Optional[pa.Table] = None
     perf: dict = field(default_factory=dict)
     summary_text: str = ""
     histograms_table: Optional[pa.Table] = None
     experiment: Optional[dict] = None
+    #: Tables streamed to disk during the run instead of held in memory (``"timeseries"``,
+    #: ``"packets"`` -> their Parquet file); their ``*_table`` field is then None and
+    #: :attr:`timeseries` / :attr:`packets` read the file.
+    files: dict = field(default_factory=dict)
+    #: The hidden staging directory a streamed run wrote into, until :meth:`write`
+    #: publishes it.
+    staged: Optional[Path] = None
 
     @property
     def flows(self) -> pd.DataFrame:
         return self.flows_table.to_pandas()
 
+    def table(self, kind: str) -> Optional[pa.Table]:
+        """``"timeseries"`` or ``"packets"`` as an Arrow table, read from its file when the
+        run streamed it to disk (None when packets were not logged)."""
+        t = self.timeseries_table if kind == "timeseries" else self.packets_table
+        if t is None and kind in self.files:
+            t = pq.read_table(self.files[kind])
+        return t
+
     @property
     def timeseries(self) -> pd.DataFrame:
-        return self.timeseries_table.to_pandas()
+        return self.table("timeseries").to_pandas()
 
     @property
     def packets(self) -> Optional[pd.DataFrame]:
-        return None if self.packets_table is None else self.packets_table.to_pandas()
+        t = self.table("packets")
+        return None if t is None else t.to_pandas()
 
     @property
     def histograms(self) -> Optional[pd.DataFrame]:
@@ -109,16 +99,34 @@ class Result:
         return pd.Series(sel["value"].to_numpy(), index=sel["time_s"].to_numpy(), name=f"{entity}.{metric}")
 
     @classmethod
-    def from_engine(cls, raw: dict, perf: Optional[dict] = None) -> "Result":
+    def from_engine(cls, raw: dict, perf: Optional[dict] = None, stream: Any = None) -> "Result":
+        """The result of an engine run; ``stream`` (a :class:`sojourn._stream.RunStream`)
+        when the run streamed its time series and packet log: what the engine returns is
+        then only their last rows, and the tables that reached a row group stay on disk."""
         text = raw["summary_json"]
+        files: dict = {}
+        if stream is None:
+            ts = _timeseries_table(raw["timeseries"], raw["series_names"])
+            packets = None if raw.get("packets") is None else _arrow_table(raw["packets"])
+        else:
+            ts = stream.timeseries.finish(_arrow_table(raw["timeseries"]), _arrow_table(raw["series_names"]))
+            if ts is None:
+                files["timeseries"] = stream.timeseries.path
+            packets = None
+            if raw.get("packets") is not None:
+                packets = stream.packets.finish(_arrow_table(raw["packets"]))
+                if packets is None:
+                    files["packets"] = stream.packets.path
         return cls(
             summary=json.loads(text),
             flows_table=_arrow_table(raw["flows"]),
-            timeseries_table=_timeseries_table(raw["timeseries"], raw["series_names"]),
-            packets_table=None if raw.get("packets") is None else _arrow_table(raw["packets"]),
+            timeseries_table=ts,
+            packets_table=packets,
             perf=perf or {},
             summary_text=text,
             histograms_table=_arrow_table(raw["histograms"]) if raw.get("histograms") is not None else None,
+            files=files,
+            staged=None if stream is None else stream.staging,
         )
 
     def write(self, out_dir: "str | os.PathLike[str]", extra: Optional[Callable[[Path], Any]] = None) -> Path:
@@ -127,7 +135,8 @@ class Result:
         completeness marker) removed first and renamed in last. A crash leaves no
         ``summary.json``. ``extra(staging_dir)`` may add files (the report and its plots),
         so that they become visible together with the data. Stale staging directories of
-        dead sojourn processes are removed first."""
+        dead sojourn processes are removed first. A run that streamed its tables into a
+        staging directory of ``out_dir`` (:attr:`staged`) is published from there."""
         from ._outdir import clean_stale_partials, staging_dir
 
         out = Path(out_dir)
@@ -138,16 +147,21 @@ class Result:
         out.mkdir(parents=True, exist_ok=True)
         clean_stale_partials(out)
         (out / SUMMARY).unlink(missing_ok=True)
-        staging = staging_dir(out)
+        reuse = self.staged is not None and self.staged.is_dir() and self.staged.parent.resolve() == out.resolve()
+        staging = self.staged if reuse else staging_dir(out)
         try:
-            pq.write_table(self.flows_table, staging / "flows.parquet", compression="zstd")
-            pq.write_table(self.timeseries_table, staging / "timeseries.parquet", compression="zstd")
-            if self.packets_table is not None:
-                pq.write_table(self.packets_table, staging / "packets.parquet", compression="zstd")
-            else:
-                (out / "packets.parquet").unlink(missing_ok=True)
+            pq.write_table(self.flows_table, staging / "flows.parquet", compression=COMPRESSION)
+            for kind, table in (("timeseries", self.timeseries_table), ("packets", self.packets_table)):
+                dst = staging / f"{kind}.parquet"
+                if table is not None:
+                    pq.write_table(table, dst, compression=COMPRESSION)
+                elif kind in self.files:
+                    if Path(self.files[kind]).resolve() != dst.resolve():
+                        shutil.copyfile(self.files[kind], dst)
+                else:
+                    (out / dst.name).unlink(missing_ok=True)
             if self.histograms_table is not None:
-                pq.write_table(self.histograms_table, staging / "histograms.parquet", compression="zstd")
+                pq.write_table(self.histograms_table, staging / "histograms.parquet", compression=COMPRESSION)
             if self.experiment is not None:
                 (staging / "experiment.json").write_text(json.dumps(self.experiment, indent=2, sort_keys=True, default=str) + "\n")
             (staging / "perf.json").write_text(json.dumps(self.perf, indent=2, sort_keys=True) + "\n")
@@ -166,7 +180,16 @@ class Result:
             os.replace(staging / SUMMARY, out / SUMMARY)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+            if reuse:
+                self.staged = None
+        self.files = {k: out / f"{k}.parquet" for k in self.files}
         return out
+
+    def discard(self) -> None:
+        """Removes the staging directory of a streamed run that will not be written."""
+        if self.staged is not None:
+            shutil.rmtree(self.staged, ignore_errors=True)
+            self.staged = None
 
     @classmethod
     def read(cls, out_dir: "str | os.PathLike[str]") -> "Result":
@@ -194,6 +217,41 @@ class Result:
     def __repr__(self) -> str:  # pragma: no cover - convenience
         s = self.summary
         return f"<sojourn.Result {s.get('experiment')!r} seed={s.get('seed')} flows={s['flows']['count']} links={len(s['links'])}>"
+
+
+#: Time-series rows a report reads at most (~100 MB in pandas): a longer series (a long run
+#: streamed to disk) is thinned to every k-th sample time for plots, so a report's memory
+#: stays bounded whatever the run's length (docs/limits.md).
+REPORT_MAX_ROWS = 2_000_000
+
+
+def read_timeseries(path: "str | os.PathLike[str]", max_rows: int = REPORT_MAX_ROWS) -> pd.DataFrame:
+    """``timeseries.parquet`` as a DataFrame for plotting: all of it when it has at most
+    ``max_rows`` rows, else every k-th sample time (k = ceil(rows / max_rows); all series
+    of a kept time are kept), read row group by row group."""
+    f = pq.ParquetFile(path)
+    n = f.metadata.num_rows
+    k = max(1, -(-n // max_rows))
+    if k == 1:
+        return f.read().to_pandas()
+    parts = []
+    ordinal, last = -1, None
+    for b in f.iter_batches(batch_size=65536):
+        if b.num_rows == 0:
+            continue
+        t = b.column(b.schema.get_field_index("time_s")).to_numpy()
+        new = np.empty(len(t), dtype=bool)
+        new[0] = last is None or t[0] != last
+        new[1:] = t[1:] != t[:-1]
+        idx = ordinal + np.cumsum(new)
+        ordinal, last = int(idx[-1]), t[-1]
+        keep = idx % k == 0
+        if keep.any():
+            df = pa.Table.from_batches([b.filter(pa.array(keep))]).to_pandas()
+            for c in ("entity", "metric"):
+                df[c] = df[c].astype(str)
+            parts.append(df)
+    return pd.concat(parts, ignore_index=True) if parts else f.schema_arrow.empty_table().to_pandas()
 
 
 def summary_dict(raw_summary: str) -> Any:

@@ -424,8 +424,10 @@ def _run_task(cfg: dict, base_dir: str, seed: int, out: str) -> dict:
     stop = _STOP
     t0 = time.perf_counter()
     try:
-        res = api.run(cfg, seed=seed, base_dir=base_dir,
-                      progress=(lambda *a: not stop.is_set()) if stop is not None else None)
+        # With `out`, the time series and packet log stream to disk while the run
+        # proceeds (memory flat for any duration); the run directory appears at once.
+        res = api._run_staged(cfg, seed=seed, base_dir=base_dir, out=out,
+                              progress=(lambda *a: not stop.is_set()) if stop is not None else None)
     except KeyboardInterrupt:
         return {"status": "aborted"}
     except Exception as e:  # a failed run must not take the sweep down

@@ -245,7 +245,9 @@ pub const BYTES_PER_LINK: f64 = 16.0 * 1024.0;
 pub const BYTES_PER_UDP_FLOW: f64 = 1024.0;
 pub const BYTES_PER_TCP_FLOW: f64 = 16.0 * 1024.0;
 
-/// The estimate of [`BASE_BYTES`] + per node, link and flow.
+/// The estimate of [`BASE_BYTES`] + per node, link and flow, for a run that streams its
+/// time series and packet log to disk (`sojourn run`, sweeps, `sojourn.run(out=…)`): the
+/// recording then costs at most [`STREAM_BUFFER_BYTES`], whatever the duration.
 pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
     let (mut udp, mut tcp) = (0usize, 0usize);
     for w in &exp.workloads {
@@ -254,13 +256,14 @@ pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
             WorkloadPlan::Tcp(t) => tcp += t.flows.len(),
         }
     }
+    let records = recording_bytes(exp, udp + tcp);
     let bytes = BASE_BYTES
         + BYTES_PER_NODE * exp.node_names.len() as f64
         + BYTES_PER_LINK * exp.links.len() as f64
         + BYTES_PER_UDP_FLOW * udp as f64
         + BYTES_PER_TCP_FLOW * tcp as f64
         + routing_bytes(exp)
-        + recording_bytes(exp, udp + tcp);
+        + records.min(STREAM_BUFFER_BYTES);
     (bytes, udp, tcp)
 }
 
@@ -272,10 +275,16 @@ fn routing_bytes(exp: &Experiment) -> f64 {
     4.0 * c * c
 }
 
-/// Time-series rows and logged packets are held in memory until the run ends (streaming
-/// them to disk is not done yet, docs/limits.md): 48 B per time-series row (measured 44 B:
-/// 1.2 M rows took 53 MB), about 9 series per recorded link and 8 per flow with
-/// `[record] flows`; 370 B per logged packet (measured 340 B), packets counted at the
+/// What a streamed run holds of its recording at most: the engine hands rows out in
+/// chunks of 64 Ki rows, the writer keeps up to one Parquet row group (1 Mi rows: ~20 MB of
+/// time series, ~50 MB of packet log) per table plus the chunk being converted; measured
+/// peak RSS stays within ~60 MB above a run without recording (docs/limits.md).
+pub const STREAM_BUFFER_BYTES: f64 = 192.0 * 1024.0 * 1024.0;
+
+/// Time-series rows and logged packets held in memory by a run that does NOT stream
+/// (`sojourn.run()` without `out`, which returns the tables): 48 B per time-series row
+/// (measured 44 B: 1.2 M rows took 53 MB), about 9 series per recorded link and 8 per flow
+/// with `[record] flows`; 370 B per logged packet (measured 340 B), packets counted at the
 /// link's rate with a 1000-B mean size.
 pub const BYTES_PER_SERIES_ROW: f64 = 48.0;
 pub const BYTES_PER_LOGGED_PACKET: f64 = 370.0;
@@ -303,6 +312,34 @@ fn recording_bytes(exp: &Experiment, flows: usize) -> f64 {
         }
     }
     bytes
+}
+
+/// Refuses, with the estimate, a run that would hold its whole time series and packet log
+/// in memory (the Python API's `sojourn.run()` without `out`, which returns them as
+/// tables) when they do not fit; a streamed run never needs this.
+pub fn check_in_memory(exp: &Experiment) -> ConfResult<()> {
+    let (streamed, udp, tcp) = memory_estimate(exp);
+    let rec = recording_bytes(exp, udp + tcp);
+    let need = streamed - rec.min(STREAM_BUFFER_BYTES) + rec;
+    let Some((have, whose)) = memory_budget().map_err(|m| ConfError::new("", m))? else {
+        return Ok(());
+    };
+    if need > have as f64 {
+        return Err(ConfError::new(
+            "duration",
+            format!(
+                "{} of simulated time with its time series and packet log held in memory \
+                 (~{}) needs ~{}; {whose} {}. Give an output directory (sojourn.run(..., \
+                 out=DIR), or `sojourn run`), which streams them to disk, or set \
+                 SOJOURN_MEMORY=<size> to override (docs/limits.md)",
+                exp.duration,
+                gb(rec),
+                gb(need),
+                gb(have as f64)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The memory a run may use: `SOJOURN_MEMORY` (e.g. `"64GiB"`) if set, else this
@@ -334,33 +371,18 @@ fn check_memory(exp: &Experiment) -> ConfResult<()> {
         return Ok(());
     };
     if need > have as f64 {
-        let rec = recording_bytes(exp, tcp + udp);
-        let what = if rec > need / 2.0 {
-            format!(
-                "{} of simulated time with its time series and packet log held in memory \
-                 (~{}), ",
-                exp.duration,
-                gb(rec)
-            )
-        } else {
-            format!("{tcp} TCP and {udp} UDP flows, ")
-        };
         let table = routing_bytes(exp);
-        let what = if table > need / 2.0 {
-            format!(
-                "a routing table over {} core nodes (nodes with more than one neighbour; ~{}), ",
-                (table / 4.0).sqrt().round(),
-                gb(table)
+        let (what, path) = if table > need / 2.0 {
+            (
+                format!(
+                    "a routing table over {} core nodes (nodes with more than one neighbour; ~{}), ",
+                    (table / 4.0).sqrt().round(),
+                    gb(table)
+                ),
+                "topology",
             )
         } else {
-            what
-        };
-        let path = if table > need / 2.0 {
-            "topology"
-        } else if rec > need / 2.0 {
-            "duration"
-        } else {
-            "workload"
+            (format!("{tcp} TCP and {udp} UDP flows, "), "workload")
         };
         return Err(ConfError::new(
             path,

@@ -195,26 +195,42 @@ fn validate<'py>(
 }
 
 /// Runs one experiment. `progress(sim_s, end_s, events)` is called periodically; if it
-/// returns False (or raises) the run stops.
+/// returns False (or raises) the run stops. Without `sink` the whole time series and packet
+/// log come back in the result (refused with the estimate when they would not fit in
+/// memory); with `sink`, `sink(kind, columns, names)` receives them in chunks of exactly
+/// `chunk_rows` rows while the run proceeds (`kind` "timeseries" with the series names
+/// known so far, or "packets" with `names` None) and the result holds only the rows after
+/// the last chunk.
 #[pyfunction]
-#[pyo3(signature = (cfg, base_dir, seed=None, progress=None))]
+#[pyo3(signature = (cfg, base_dir, seed=None, progress=None, sink=None, chunk_rows=65536))]
 fn run<'py>(
     py: Python<'py>,
     cfg: &Bound<'py, PyDict>,
     base_dir: &str,
     seed: Option<u64>,
     progress: Option<Py<PyAny>>,
+    sink: Option<Py<PyAny>>,
+    chunk_rows: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
     let exp = parse(cfg, base_dir)?;
+    if sink.is_none() {
+        sojourn_experiment::experiment::check_in_memory(&exp).map_err(conf_err)?;
+    }
+    if sink.is_some() && chunk_rows == 0 {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "chunk_rows must be positive",
+        ));
+    }
     let seed = seed.unwrap_or(exp.seed);
     let mut py_err: Option<PyErr> = None;
     // The simulation runs without the GIL, so other Python threads keep running; the
-    // signal check and the progress callback take it back about every 65k events.
+    // signal check, the progress callback and the sink take it back about every 65k events.
     let out = py.detach(|| {
+        let err = std::cell::RefCell::new(None::<PyErr>);
         let mut cb = |p: &sojourn_sim::Progress| -> bool {
             Python::attach(|py| {
                 if let Err(e) = py.check_signals() {
-                    py_err = Some(e);
+                    *err.borrow_mut() = Some(e);
                     return false;
                 }
                 if let Some(f) = &progress {
@@ -225,7 +241,7 @@ fn run<'py>(
                             }
                         }
                         Err(e) => {
-                            py_err = Some(e);
+                            *err.borrow_mut() = Some(e);
                             return false;
                         }
                     }
@@ -233,7 +249,33 @@ fn run<'py>(
                 true
             })
         };
-        sojourn_sim::run(&exp, seed, &mut cb)
+        let mut hand_out = |c: sojourn_sim::Chunk| -> bool {
+            let Some(f) = &sink else { return true };
+            Python::attach(|py| {
+                let r = (|| -> PyResult<()> {
+                    match &c {
+                        sojourn_sim::Chunk::TimeSeries { rows, names } => {
+                            f.call1(py, ("timeseries", columns(py, rows)?, columns(py, names)?))?;
+                        }
+                        sojourn_sim::Chunk::Packets(rows) => {
+                            f.call1(py, ("packets", columns(py, rows)?, py.None()))?;
+                        }
+                    }
+                    Ok(())
+                })();
+                match r {
+                    Ok(()) => true,
+                    Err(e) => {
+                        *err.borrow_mut() = Some(e);
+                        false
+                    }
+                }
+            })
+        };
+        let rows = if sink.is_some() { chunk_rows } else { 0 };
+        let out = sojourn_sim::run_streaming(&exp, seed, rows, &mut cb, &mut hand_out);
+        py_err = err.into_inner();
+        out
     });
     if let Some(e) = py_err {
         return Err(e);

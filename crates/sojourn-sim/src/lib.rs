@@ -48,6 +48,59 @@ pub fn run(
     Some(output::collect(&mut sim, exp.record.fct_from))
 }
 
+/// A piece of a run's output handed out while the run proceeds (`run_streaming`).
+#[derive(Debug)]
+pub enum Chunk {
+    /// `chunk_rows` time-series rows (`time_s, series, value`) and the names of every
+    /// series id known so far (`series, entity, metric`; a prefix of the final list).
+    TimeSeries { rows: Columns, names: Columns },
+    /// `chunk_rows` packet-log rows (the `packets.parquet` columns).
+    Packets(Columns),
+}
+
+/// Like [`run`], but hands the time series and the packet log out in chunks of exactly
+/// `chunk_rows` rows as they fill (checked between events, about every 2^16 events), so
+/// memory stays flat however long the run: `sink` writes them (to Parquet row groups) and
+/// returns false to abort. The returned output holds only the rows after the last chunk;
+/// the chunks, in order, followed by those rows are the whole tables (the same rows [`run`]
+/// returns). `chunk_rows = 0` hands nothing out.
+pub fn run_streaming(
+    exp: &Experiment,
+    seed: u64,
+    chunk_rows: usize,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+    sink: &mut dyn FnMut(Chunk) -> bool,
+) -> Option<RunOutput> {
+    let mut sim = Sim::new(exp, seed);
+    sim.start_apps();
+    let link_names: Vec<String> = sim.links.iter().map(|l| l.name.clone()).collect();
+    let ok = sim.run_ticks(&mut |sim: &mut Sim| {
+        if chunk_rows > 0 {
+            while sim.series.len() >= chunk_rows {
+                let (rows, names) = output::timeseries_columns(sim.series.drain_front(chunk_rows));
+                if !sink(Chunk::TimeSeries { rows, names }) {
+                    return false;
+                }
+            }
+            while sim.packet_log.len() >= chunk_rows {
+                let rows = sim.packet_log.drain_front(chunk_rows);
+                let cols = output::packet_columns(rows, |l| link_names[l as usize].clone());
+                if !sink(Chunk::Packets(cols)) {
+                    return false;
+                }
+            }
+        }
+        progress(&sim.progress())
+    });
+    if !ok {
+        return None;
+    }
+    if let Err(e) = sim.check_conservation() {
+        panic!("sojourn engine bug: {e}");
+    }
+    Some(output::collect(&mut sim, exp.record.fct_from))
+}
+
 /// Convenience for tests: parse TOML text and run it with its own seed.
 pub fn run_toml(text: &str) -> Result<RunOutput, sojourn_core::params::ConfError> {
     let exp = config::from_toml(text, Path::new("."))?;

@@ -37,6 +37,19 @@ impl TimeSeries {
     pub fn is_empty(&self) -> bool {
         self.t_ns.is_empty()
     }
+    /// Takes the first `n` rows out as a series of their own (the streaming writer's
+    /// chunk, with the names of every series known so far), keeping this series' names and
+    /// its vectors' capacity, so later pushes do not reallocate.
+    pub fn drain_front(&mut self, n: usize) -> TimeSeries {
+        let n = n.min(self.len());
+        TimeSeries {
+            names: self.names.clone(),
+            index: HashMap::new(),
+            t_ns: self.t_ns.drain(..n).collect(),
+            series: self.series.drain(..n).collect(),
+            value: self.value.drain(..n).collect(),
+        }
+    }
 
     /// One sample of a link's series — the same for every engine (the simulator's links
     /// and the live forwarder's): `queue_packets`, `queue_bytes`, `ring_packets` (if the
@@ -155,5 +168,22 @@ impl PacketLog {
     }
     pub fn is_empty(&self) -> bool {
         self.t_ns.is_empty()
+    }
+    /// Takes the first `n` rows out (the streaming writer's chunk), keeping the vectors'
+    /// capacity, so the per-packet pushes that follow do not reallocate.
+    pub fn drain_front(&mut self, n: usize) -> PacketLog {
+        let n = n.min(self.len());
+        PacketLog {
+            t_ns: self.t_ns.drain(..n).collect(),
+            link: self.link.drain(..n).collect(),
+            uid: self.uid.drain(..n).collect(),
+            flow: self.flow.drain(..n).collect(),
+            len_bytes: self.len_bytes.drain(..n).collect(),
+            event: self.event.drain(..n).collect(),
+            sojourn_ns: self.sojourn_ns.drain(..n).collect(),
+            ecn: self.ecn.drain(..n).collect(),
+            priority: self.priority.drain(..n).collect(),
+            ct_bytes: self.ct_bytes.drain(..n).collect(),
+        }
     }
 }

@@ -790,6 +790,23 @@ impl Sim {
 
     /// Runs to the end, calling `progress` about every 2^16 events (return false to abort).
     pub fn run(&mut self, progress: &mut dyn FnMut(&Progress) -> bool) -> bool {
+        self.run_ticks(&mut |sim: &mut Sim| progress(&sim.progress()))
+    }
+
+    /// Where the run is, for progress bars.
+    pub fn progress(&self) -> Progress {
+        Progress {
+            now: self.now,
+            end: self.end,
+            events: self.events_processed,
+        }
+    }
+
+    /// Runs to the end, calling `tick(self)` about every 2^16 events and once at the end
+    /// (return false to abort). The tick sees the whole simulation between two events:
+    /// the streaming writer drains the time series and the packet log there
+    /// (`crate::run_streaming`), so nothing is added to the per-event path.
+    pub fn run_ticks(&mut self, tick: &mut dyn FnMut(&mut Sim) -> bool) -> bool {
         let mut countdown: u32 = 1 << 16;
         while let Some(t) = self.events.peek_time() {
             if t > self.end {
@@ -849,21 +866,13 @@ impl Sim {
             countdown -= 1;
             if countdown == 0 {
                 countdown = 1 << 16;
-                if !progress(&Progress {
-                    now: self.now,
-                    end: self.end,
-                    events: self.events_processed,
-                }) {
+                if !tick(self) {
                     return false;
                 }
             }
         }
         self.now = self.end;
-        progress(&Progress {
-            now: self.end,
-            end: self.end,
-            events: self.events_processed,
-        });
+        tick(self);
         true
     }
 

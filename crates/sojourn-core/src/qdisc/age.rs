@@ -477,6 +477,8 @@ mod tests {
         q.enqueue(with_ct(0, 1, 100, 1000), Time(0), &mut d);
         q.enqueue(with_ct(1, 1, 100, 1001), Time(0), &mut d);
         assert_eq!((q.level_len(0), q.level_len(1)), (1, 1));
+        // ecn_marks sums the levels' marks: nothing marked here.
+        assert_eq!(q.ecn_marks(), 0);
     }
 
     #[test]

@@ -1880,6 +1880,43 @@ impl CakeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// CAKE takes its MTU from the device (`psched_mtu`): 9014 B on a jumbo-frame link.
+    #[test]
+    fn mtu_comes_from_the_device() {
+        let ctx = BuildCtx {
+            mtu_bytes: 9014,
+            ..BuildCtx::default()
+        };
+        let q = crate::qdisc::build(&crate::params::Value::Str("cake".into()), "q", &ctx).unwrap();
+        let crate::qdisc::AnyQdisc::Cake(c) = q else {
+            panic!("not cake")
+        };
+        assert_eq!(c.config().mtu_bytes, 9014);
+    }
+
+    /// `cake_tcph_sack_compare` (sch_cake.c): 1 when the newer ACK's SACK blocks cover
+    /// all of the older one's and more bytes, 0 when they cover the same, −1 when the
+    /// older one SACKs something the newer does not.
+    #[test]
+    fn sack_compare_orders_sack_coverage() {
+        let h = |blocks: &[[u32; 2]]| {
+            let mut t = TransportHeader {
+                ack: 1000,
+                sack_count: blocks.len() as u8,
+                ..Default::default()
+            };
+            for (i, b) in blocks.iter().enumerate() {
+                t.sack_wire[i] = *b;
+            }
+            t
+        };
+        let small = h(&[[2000, 3000]]);
+        let large = h(&[[2000, 4000]]);
+        assert_eq!(sack_compare(&small, &large), 1);
+        assert_eq!(sack_compare(&small, &small), 0);
+        assert_eq!(sack_compare(&large, &small), -1);
+    }
     use crate::packet::{Addr, Ecn, FlowKey, SackBlock};
     use crate::params::Table;
     use crate::qdisc::testkit::check_conservation_with;

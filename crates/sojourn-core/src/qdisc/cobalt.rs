@@ -365,9 +365,15 @@ mod tests {
         assert!(queue_full(&mut v, &p, t), "0 -> non-zero reports up");
         assert_eq!(v.p_drop, 1 << 24);
         assert!(v.dropping && v.count == 1 && v.drop_next == t);
-        // Within target: no further increase.
+        // Within target: no further increase; exactly one target later neither (Linux
+        // `now − blue_timer > target`), one ns after it BLUE rises again.
         queue_full(&mut v, &p, t + 4_000_000);
         assert_eq!(v.p_drop, 1 << 24);
+        let mut w = v;
+        queue_full(&mut w, &p, t + 5_000_000);
+        assert_eq!(w.p_drop, 1 << 24);
+        queue_full(&mut w, &p, t + 5_000_001);
+        assert_eq!(w.p_drop, 2 << 24);
         for k in 2..=10u32 {
             t += 6_000_000;
             queue_full(&mut v, &p, t);

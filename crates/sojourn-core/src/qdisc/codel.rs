@@ -281,6 +281,10 @@ mod tests {
         }
         // first_above_time = 10 ms + 100 ms; first drop strictly after: 111 ms.
         assert_eq!(first_drop, Some(111));
+        // Drops at 111, 211 (+100 ms · 0.99998) and 261 ms (+100 ms · 0.5); the next is due
+        // at 317 ms, so at 299 ms CoDel is still dropping with count 3.
+        assert!(q.vars().dropping);
+        assert_eq!(q.vars().count, 3);
     }
 
     #[test]

@@ -534,6 +534,10 @@ mod tests {
             now += Duration::from_ms(1);
         }
         assert_eq!(st.drop_count, 4, "4 drops within 400 dequeues");
+        assert_eq!(
+            st.drop_bytes, 4000,
+            "four 1000-byte packets (codel_stats.drop_len)"
+        );
         assert!(v.dropping);
         let (count, lastcount) = (v.count, v.lastcount);
         assert_eq!((count, lastcount), (4, 1));
@@ -610,6 +614,64 @@ mod tests {
         };
         codel_dequeue(&mut q, &p, &mut v2, &mut st, t - Duration(1), &mut d);
         assert_eq!(v2.count, 8);
+    }
+
+    /// Entering the dropping state with `ecn`: the head ECT packet is marked and still
+    /// delivered, counted once as a law mark, and the episode starts at count 1 with
+    /// drop_next one interval (× 0xFFFF/65536) after now.
+    #[test]
+    fn ecn_mark_on_entering_the_dropping_state_is_counted() {
+        let p = CodelParams {
+            ecn: true,
+            ..params()
+        };
+        let mut q = Fifo::default();
+        for i in 0..10 {
+            let mut pk = stamped(i, 1000, Time::ZERO);
+            pk.ecn = Ecn::Ect0;
+            q.push(pk);
+        }
+        let now = Time::from_ns(1_000_000_000);
+        let mut v = CodelVars {
+            first_above_time: now - Duration(1),
+            ..Default::default()
+        };
+        let mut st = CodelStats::default();
+        let mut d = Drops::new();
+        let out = codel_dequeue(&mut q, &p, &mut v, &mut st, now, &mut d).unwrap();
+        assert_eq!((out.uid, out.ecn), (0, Ecn::Ce));
+        assert!(d.is_empty() && v.dropping);
+        assert_eq!((st.ecn_mark, st.marked_packets, st.drop_count), (1, 1, 0));
+        assert_eq!((v.count, v.lastcount), (1, 1));
+        assert_eq!(v.drop_next, Time::from_ns(1_099_998_474));
+    }
+
+    /// Re-entry with count − lastcount = 1 is not "dropping recently" (Linux tests
+    /// `delta > 1`): count restarts at 1 with rec_inv_sqrt ≈ 1, not a Newton step from
+    /// the stale 0.5.
+    #[test]
+    fn reentry_with_a_count_delta_of_one_restarts_at_count_one() {
+        let p = params();
+        let mut q = Fifo::default();
+        for i in 0..10 {
+            q.push(stamped(i, 1000, Time::ZERO));
+        }
+        let now = Time::from_ns(1_000_000_000);
+        let mut v = CodelVars {
+            count: 2,
+            lastcount: 1,
+            rec_inv_sqrt: 0x8000,
+            drop_next: now - Duration::from_ms(50),
+            first_above_time: now - Duration(1),
+            ..Default::default()
+        };
+        let mut st = CodelStats::default();
+        let mut d = Drops::new();
+        codel_dequeue(&mut q, &p, &mut v, &mut st, now, &mut d);
+        assert!(v.dropping);
+        assert_eq!((st.drop_count, st.drop_bytes), (1, 1000));
+        assert_eq!((v.count, v.rec_inv_sqrt), (1, 0xFFFF));
+        assert_eq!(v.drop_next, Time::from_ns(1_099_998_474));
     }
 
     /// A mark in the dropping state schedules the next signal from the previous

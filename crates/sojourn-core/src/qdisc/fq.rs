@@ -1045,6 +1045,8 @@ mod tests {
         assert_eq!(c.horizon, Duration::from_secs(10));
         assert!(c.horizon_drop && c.pacing && c.maxrate_bytes_per_s.is_none());
         assert_eq!(c.weights, [9 << 16, 3 << 16, 1 << 16]);
+        // ce_threshold off: NSEC_PER_USEC · ~0U = 4294.967295 s (`tc` shows none).
+        assert_eq!(c.ce_threshold, Duration(4_294_967_295_000));
         // Built through the registry with no parameters, the same.
         let q = crate::qdisc::build(&Value::Str("fq".into()), "q", &BuildCtx::default()).unwrap();
         match q {

@@ -1032,6 +1032,60 @@ mod tests {
         assert_eq!(first.uid, 10);
     }
 
+    /// Linux `fq_codel_drop` scans the queues in index order and keeps the first largest
+    /// (`backlogs[i] > maxbacklog`): of two flows with the same backlog, the one in the
+    /// lower-numbered queue loses half its bytes (5 of its 10 packets).
+    #[test]
+    fn overflow_tie_drops_from_the_lower_numbered_queue() {
+        let mut q = FqCodel::new(FqCodelConfig {
+            limit: 20,
+            ..Default::default()
+        });
+        let f = distinct_flows(&q, 3);
+        let mut pair = [f[0], f[1]];
+        pair.sort_by_key(|&x| q.flow_index(&pkt(0, x, 1)));
+        let mut d = Drops::new();
+        // The higher-numbered queue fills first, so arrival order cannot decide the tie.
+        for (k, &flow) in pair.iter().rev().enumerate() {
+            for i in 0..10 {
+                let uid = 100 * k as u64 + i;
+                q.enqueue(p_at(uid, flow, 1000, Time::ZERO), Time::ZERO, &mut d);
+            }
+        }
+        assert!(d.is_empty());
+        q.enqueue(p_at(1000, f[2], 100, Time::ZERO), Time::ZERO, &mut d);
+        let victims: Vec<u32> = d.as_slice().iter().map(|x| x.pkt.flow).collect();
+        assert_eq!(victims, vec![pair[0]; 5]);
+        // Each of the three flows entered new_flows once (tc -s "new_flow_count 3").
+        assert_eq!(q.new_flow_count(), 3);
+    }
+
+    /// fq_codel marks ECT packets instead of dropping them (ecn on by default): ten
+    /// 1000-B ECT packets queued at 0; the dequeue at 10 ms starts the above-target
+    /// interval, the one at 111 ms enters the dropping state and marks its packet.
+    #[test]
+    fn ecn_mark_is_reported_in_ecn_marks() {
+        let mut q = FqCodel::new(FqCodelConfig::default());
+        let mut d = Drops::new();
+        for uid in 0..10 {
+            let mut p = p_at(uid, 1, 1000, Time::ZERO);
+            p.ecn = crate::packet::Ecn::Ect0;
+            q.enqueue(p, Time::ZERO, &mut d);
+        }
+        let a = q
+            .dequeue(Time::from_ns(10_000_000), &mut d)
+            .packet()
+            .unwrap();
+        assert_eq!(a.ecn, crate::packet::Ecn::Ect0);
+        let b = q
+            .dequeue(Time::from_ns(111_000_000), &mut d)
+            .packet()
+            .unwrap();
+        assert_eq!(b.ecn, crate::packet::Ecn::Ce);
+        assert!(d.is_empty());
+        assert_eq!(q.ecn_marks(), 1);
+    }
+
     #[test]
     fn overflow_batch_is_capped_and_verdicts_follow_the_victim() {
         let mut q = FqCodel::new(FqCodelConfig {

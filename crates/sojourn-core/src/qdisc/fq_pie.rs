@@ -616,6 +616,57 @@ mod tests {
         assert_eq!(q.enqueue(pkt(9, f, 1500), now, &mut d), Verdict::Dropped);
     }
 
+    /// Linux fq_pie_qdisc_enqueue: an early-dropped arrival is CE-marked instead only if
+    /// ecn is on, the flow's prob is at most ecn_prob (10 %) and the packet is ECT.
+    #[test]
+    fn ecn_marks_only_with_ecn_on_below_ecn_prob() {
+        let verdict = |ecn: bool, prob: u64, ect: bool| {
+            let mut params = PieParams::linux_default(MTU);
+            params.ecn = ecn;
+            let mut q = FqPie::new(params, default_cfg(), Rng::from_seed(5), 77);
+            let f = distinct_flows(&q, 1)[0];
+            let idx = q.classify(&pkt(0, f, 100));
+            let mut d = Drops::new();
+            let now = Time(1000); // before the first update
+            for i in 0..3 {
+                q.enqueue(pkt(i, f, 1500), now, &mut d);
+            }
+            let v = &mut q.flows[idx].vars;
+            v.burst_time = 0;
+            v.qdelay = ns_to_ticks(100_000_000);
+            v.prob = prob;
+            v.accu_prob = (MAX_PROB / 2) * 17; // forces the early drop
+            let mut p = pkt(9, f, 1500);
+            if ect {
+                p.ecn = crate::packet::Ecn::Ect0;
+            }
+            (q.enqueue(p, now, &mut d), q.ecn_marks())
+        };
+        assert_eq!(verdict(true, MAX_PROB / 20, true), (Verdict::Queued, 1));
+        assert_eq!(verdict(true, MAX_PROB / 2, true), (Verdict::Dropped, 0));
+        assert_eq!(verdict(true, MAX_PROB / 20, false), (Verdict::Dropped, 0));
+        assert_eq!(verdict(false, MAX_PROB / 20, true), (Verdict::Dropped, 0));
+    }
+
+    /// `prob_mean` averages over backlogged flows only: one backlogged flow at 25 % among
+    /// 1024 idle ones reads 0.25, not 0.25/1024.
+    #[test]
+    fn observe_averages_prob_over_backlogged_flows() {
+        let mut q = fq_pie(default_cfg());
+        let f = distinct_flows(&q, 1)[0];
+        let idx = q.classify(&pkt(0, f, 100));
+        let mut d = Drops::new();
+        q.enqueue(pkt(0, f, 1500), Time(1000), &mut d);
+        q.flows[idx].vars.prob = MAX_PROB / 4;
+        let mut seen = std::collections::HashMap::new();
+        q.observe(Time(2000), &mut |k, v| {
+            seen.insert(k.to_string(), v);
+        });
+        assert!((seen["prob_mean"] - 0.25).abs() < 1e-9, "{seen:?}");
+        assert!((seen["prob_max"] - 0.25).abs() < 1e-9);
+        assert_eq!(seen["flows_backlogged"], 1.0);
+    }
+
     #[test]
     fn flows_have_independent_probabilities() {
         // One unresponsive flow at twice the link rate and a light flow at 5% of it.

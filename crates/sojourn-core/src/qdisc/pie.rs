@@ -827,6 +827,16 @@ mod tests {
         assert!(!v.drop_early(&p, 100_000, 1000, &mut rng));
         v.prob = prob_from_fraction(0.21);
         assert!(v.drop_early(&p, 100_000, 1000, &mut rng));
+        // Exactly target/2 (7.5 ms = 117_187 ticks of 64 ns) is not "low delay": the
+        // kernel's test is strict (`qdelay < target / 2`).
+        v.qdelay = 117_187;
+        v.prob = prob_from_fraction(0.19);
+        assert!(v.drop_early(&p, 100_000, 1000, &mut rng));
+        v.qdelay = 117_186;
+        assert!(!v.drop_early(&p, 100_000, 1000, &mut rng));
+        // ... and exactly 20 % is not "low probability" either (`prob < MAX_PROB / 5`).
+        v.prob = MAX_PROB / 5;
+        assert!(v.drop_early(&p, 100_000, 1000, &mut rng));
     }
 
     #[test]
@@ -1142,6 +1152,103 @@ mod tests {
         );
     }
 
+    /// Linux `pie_process_dequeue` with dq_rate_estimator: a cycle starts when 16 KiB are
+    /// queued and completes once `dq_count >= QUEUE_THRESHOLD` (16384 B), here at the
+    /// 16th dequeue of 1024 B, 15 000 ticks after the first: rate = 16384 · 256 / 15000
+    /// = 279 (1/256 B per tick). With 4 KiB left (< 16 KiB) the cycle stops (dq_count
+    /// reads -1) instead of restarting.
+    #[test]
+    fn rate_measurement_completes_at_exactly_16_kib_and_stops_below_it() {
+        let mut p = params();
+        p.dq_rate_estimator = true;
+        let mut v = PieVars::new();
+        let mut backlog: u32 = 20_480;
+        let mut t = 1_000_000u64;
+        for i in 1..=16 {
+            backlog -= 1024;
+            v.process_dequeue(&p, t, 0, 1024, backlog);
+            if i < 16 {
+                assert_eq!(v.avg_dq_rate, 0, "no estimate after {i} KiB");
+                assert_eq!(v.dq_count, 1024 * i);
+            }
+            t += 1000;
+        }
+        assert_eq!(v.avg_dq_rate, 279);
+        assert_eq!(backlog, 4096);
+        assert_eq!(v.dq_count, u64::MAX, "below 16 KiB queued: no new cycle");
+    }
+
+    /// The auto-tuning thresholds are strict (Linux `prob < MAX_PROB / 10`, then
+    /// `prob < MAX_PROB / power`): at exactly 10% alpha is not halved, at exactly 1% it is
+    /// halved but not quartered. With qdelay = qdelay_old = target + 1000 ticks only the
+    /// alpha term acts: alpha = 2 · ⌊(2^56 − 1)/15 625 000⌋ >> 4 = 576 460 752 per tick.
+    #[test]
+    fn autoscaling_thresholds_are_strict() {
+        let p = params();
+        let step = |prob: u64| {
+            let mut v = PieVars::new();
+            v.prob = prob;
+            v.qdelay = p.target_ticks + 1000;
+            v.qdelay_old = p.target_ticks + 1000;
+            v.calculate_probability(&p, 100_000);
+            v.prob - prob
+        };
+        let ten_percent = 7_205_759_403_792_793; // (2^56 − 1) / 10
+        let one_percent = 720_575_940_379_279; // (2^56 − 1) / 100
+        assert_eq!(step(ten_percent), 576_460_752_000);
+        assert_eq!(step(ten_percent - 1), 288_230_376_000);
+        assert_eq!(step(one_percent), 288_230_376_000);
+        assert_eq!(step(one_percent - 1), 72_057_594_000);
+    }
+
+    /// Linux re-initialises (a fresh 150-ms burst allowance: 2 343 750 ticks) only when
+    /// both qdelay and qdelay_old are strictly below target/2 (117 187 ticks) with prob 0,
+    /// and, with dq_rate_estimator, only once a drain rate has been measured.
+    #[test]
+    fn reinit_needs_both_delays_strictly_below_half_target() {
+        let p = params();
+        let burst_after = |qdelay: u64, qdelay_old: u64| {
+            let mut v = PieVars::new();
+            v.burst_time = 0;
+            v.qdelay = qdelay;
+            v.qdelay_old = qdelay_old;
+            v.calculate_probability(&p, 10_000);
+            assert_eq!(v.prob, 0);
+            v.burst_time
+        };
+        assert_eq!(burst_after(117_186, 117_186), 2_343_750);
+        assert_eq!(burst_after(117_187, 117_186), 0);
+        assert_eq!(burst_after(117_186, 117_187), 0);
+        let mut p = params();
+        p.dq_rate_estimator = true;
+        for (rate, burst) in [(0, 0), (279, 2_343_750)] {
+            let mut v = PieVars::new();
+            v.burst_time = 0;
+            v.avg_dq_rate = rate;
+            v.calculate_probability(&p, 0); // empty queue: qdelay 0
+            assert_eq!(v.burst_time, burst, "avg_dq_rate {rate}");
+        }
+    }
+
+    /// sch_pie tail-drops at `limit` packets and counts the drop twice in its stats: in
+    /// `dropped` and in `overlimit` (what `tc -s` shows as "overlimits").
+    #[test]
+    fn tail_drop_at_limit_counts_overlimit() {
+        let mut q = Pie::new(params(), 2, Rng::from_seed(7));
+        let mut d = Drops::new();
+        for uid in 0..5 {
+            q.enqueue(pkt(uid, 1, 1000), Time::ZERO, &mut d);
+        }
+        assert_eq!(q.len_packets(), 2);
+        assert_eq!((q.dropped, q.overlimit), (3, 3));
+        assert_eq!(d.len(), 3);
+        assert_eq!(
+            q.prob(),
+            0.0,
+            "drop probability starts at 0 (RFC 8033 §4.2)"
+        );
+    }
+
     #[test]
     fn idle_queue_reinitialises() {
         // After an overload, once the queue has been empty for a while prob decays to 0
@@ -1256,5 +1363,18 @@ mod tests {
             ("tupdate".into(), Value::Str("30ms".into())),
         ]);
         assert!(crate::qdisc::build(&Value::Table(t), "q", &BuildCtx::default()).is_ok());
+        // tc sends target as a u32 of microseconds: 4294 s fits (2^32 − 1 µs = 4294.97 s),
+        // 4295 s does not.
+        for (target, ok) in [("4294s", true), ("4295s", false)] {
+            let t = Table(vec![
+                ("kind".into(), Value::Str("pie".into())),
+                ("target".into(), Value::Str(target.into())),
+            ]);
+            let r = crate::qdisc::build(&Value::Table(t), "q", &BuildCtx::default());
+            assert_eq!(r.is_ok(), ok, "target {target}");
+            if let Err(e) = r {
+                assert_eq!(e.path, "q.target");
+            }
+        }
     }
 }

@@ -582,8 +582,9 @@ mod tests {
         // min given: max = 3·min.
         let r = build(&[("limit", int(400_000)), ("min", int(20_000))]).unwrap();
         assert_eq!(r.params().max, 60_000);
-        // limit is required, nodrop needs ecn, tiny burst is explained.
+        // limit is required (and at least 1 byte), nodrop needs ecn, tiny burst is explained.
         assert!(build(&[]).err().unwrap().msg.contains("limit"));
+        assert_eq!(build(&[("limit", int(0))]).err().unwrap().path, "q.limit");
         assert!(build(&[("limit", int(400_000)), ("nodrop", Value::Bool(true))]).is_err());
         let e = build(&[("limit", int(400_000)), ("burst", int(2))])
             .err()

@@ -356,6 +356,20 @@ mod tests {
         let big = Packet::synthetic(2, 1, 6000);
         assert_eq!(q.enqueue(big, Time::ZERO, &mut drops), Verdict::Dropped);
         assert_eq!(drops.len(), 1);
+        // A bucket of 1500 B: each 1514-B segment (1448 B + 66 B of headers) is larger
+        // than the bucket, so `skb_gso_validate_mac_len` fails and the buffer is dropped.
+        let mut q = build(vec![
+            ("rate", s("8Mbit")),
+            ("burst", s("1500B")),
+            ("limit", s("100000B")),
+        ])
+        .unwrap();
+        let mut p = Packet::synthetic(3, 1, 10 * 1514);
+        p.hdr.payload_bytes = 10 * 1448;
+        p.gso_segs = 10;
+        p.gso_size = 1448;
+        assert_eq!(q.enqueue(p, Time::ZERO, &mut drops), Verdict::Dropped);
+        assert_eq!(q.len_packets(), 0);
     }
     #[test]
     fn segments_of_a_split_buffer_are_packets_of_their_own_and_the_victims_are_named() {

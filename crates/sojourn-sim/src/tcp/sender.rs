@@ -477,6 +477,7 @@ impl TcpSender {
         self.bytes_below += p.truesize_bytes as u64;
         self.data_pkts_sent += n as u64;
         self.last_tx_at = io.now;
+        self.cs.lsndtime = io.now;
         if !retrans {
             self.last_skb_start = first.start;
         }

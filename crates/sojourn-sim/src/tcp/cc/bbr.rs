@@ -589,6 +589,34 @@ mod tests {
         assert_eq!(p.st.cwnd, 64);
     }
 
+    /// Linux `bbr_init_pacing_rate_from_rtt` without an RTT sample assumes 1 ms:
+    /// 2.885 · 10 packets / 1 ms · 1448 B · 8 · 0.99 = 330.9 Mbit/s.
+    #[test]
+    fn initial_pacing_rate_without_an_rtt_sample_assumes_1_ms() {
+        let mut st = crate::tcp::cc::test_state(10);
+        assert_eq!(st.srtt_ns, 0);
+        let mut b = Bbr::new(1);
+        b.init(&mut st);
+        assert!(
+            close(st.pacing_rate_bps, 330_856_416.0, 0.003),
+            "{}",
+            st.pacing_rate_bps
+        );
+        // The first RTT sample (SRTT 100 ms) re-derives it, even downwards (Linux
+        // bbr_set_pacing_rate: `!has_seen_rtt && srtt_us`): 3.309 Mbit/s.
+        st.srtt_ns = 100_000_000;
+        let rs = RateSample {
+            delivered: -1,
+            ..Default::default()
+        };
+        b.cong_control(&mut st, &rs);
+        assert!(
+            close(st.pacing_rate_bps, 3_308_564.0, 0.003),
+            "{}",
+            st.pacing_rate_bps
+        );
+    }
+
     #[test]
     fn startup_ends_after_three_rounds_without_25_percent_growth() {
         // 500 -> 840 is growth (≥ 25%); 840 -> 1000 is 19%: not growth. The third round
@@ -619,6 +647,28 @@ mod tests {
         assert_eq!(p.b.mode, Mode::Startup);
         p.round(1000);
         assert_eq!(p.b.mode, Mode::Drain);
+    }
+
+    /// Linux `bbr_update_bw`: an app-limited sample enters the max filter only if it is
+    /// at least the current max (it cannot underestimate then): 1200 packets/s over a
+    /// 1000 max does, 800 does not lower anything either way.
+    #[test]
+    fn app_limited_samples_raise_the_max_filter_only_above_it() {
+        let mut p = Path::startup(1, 3);
+        assert_eq!(p.b.max_bw(), 1000.0);
+        p.ack_with(p.rtt_ns, true, 1200, true, 1, 0);
+        assert_eq!(p.b.max_bw(), 1200.0);
+    }
+
+    /// Full bandwidth, once reached, stays reached (only an undo or RTO restarts the
+    /// count): 30 % more bandwidth in PROBE_BW, then a flat round, keep it.
+    #[test]
+    fn full_bandwidth_stays_reached_when_bandwidth_grows_later() {
+        let mut p = Path::probe_bw(3);
+        assert!(p.b.full_bw_reached);
+        p.round(1300);
+        p.round(1300);
+        assert!(p.b.full_bw_reached);
     }
 
     #[test]
@@ -733,6 +783,39 @@ mod tests {
         assert_eq!(p.b.min_rtt_ns, 25 * MS);
     }
 
+    /// Linux `bbr_save_cwnd`: outside recovery and PROBE_RTT the current cwnd is the one
+    /// to restore later; in PROBE_RTT (or recovery) cwnd was cut, so the larger of the
+    /// saved and the current one is kept.
+    #[test]
+    fn save_cwnd_keeps_the_larger_window_in_probe_rtt() {
+        let mut p = Path::new(1);
+        p.b.prior_cwnd = 40;
+        p.st.cwnd = 30;
+        p.b.mode = Mode::ProbeBw;
+        p.b.save_cwnd(&p.st);
+        assert_eq!(p.b.prior_cwnd, 30);
+        p.b.prior_cwnd = 40;
+        p.st.cwnd = 4;
+        p.b.mode = Mode::ProbeRtt;
+        p.b.save_cwnd(&p.st);
+        assert_eq!(p.b.prior_cwnd, 40);
+    }
+
+    /// Linux `bbr_reset_mode` after PROBE_RTT: back to STARTUP when the pipe was never
+    /// filled (full bandwidth not reached), to PROBE_BW otherwise.
+    #[test]
+    fn probe_rtt_returns_to_startup_before_full_bandwidth() {
+        for (full, mode) in [(false, Mode::Startup), (true, Mode::ProbeBw)] {
+            let mut p = Path::new(1);
+            p.b.full_bw_reached = full;
+            p.b.mode = Mode::ProbeRtt;
+            p.b.probe_rtt_done_stamp = Some(p.st.now);
+            p.st.now += sojourn_core::Duration(1);
+            p.b.check_probe_rtt_done(&mut p.st);
+            assert_eq!(p.b.mode, mode);
+        }
+    }
+
     #[test]
     fn probe_rtt_lasts_at_least_one_round() {
         let mut p = Path::probe_bw(3);
@@ -789,6 +872,12 @@ mod tests {
             p.st.pacing_rate_bps = rate;
             assert_eq!(p.b.tso_segs_goal(&p.st), goal, "{rate} bit/s");
         }
+        // The byte cap is GSO_LEGACY_MAX_SIZE − 1 − MAX_TCP_HEADER = 65 536 − 1 − 320 =
+        // 65 215 B (x86-64): with a 1460-B MSS that is 44 segments (65 855 B would be 45).
+        p.st.mss = 1460;
+        p.st.pacing_rate_bps = 10_000_000_000;
+        assert_eq!(p.b.tso_segs_goal(&p.st), 44);
+        p.st.mss = 1448;
         p.st.pacing_rate_bps = 100_000_000;
         assert_eq!(p.b.quantization_budget(&p.st, 20), 44);
         assert_eq!(p.b.quantization_budget(&p.st, 21), 46);
@@ -811,6 +900,44 @@ mod tests {
         }
         p.round(1000);
         assert_eq!(p.b.mode, Mode::Drain);
+    }
+
+    /// Linux `bbr_set_cwnd_to_recover_or_restore`: packets newly marked lost leave cwnd
+    /// at once (`cwnd − losses`), outside recovery too: cwnd 40, 2 lost and 1 ACKed → 39.
+    #[test]
+    fn losses_are_taken_out_of_cwnd() {
+        let mut p = Path::probe_bw(3);
+        p.b.cycle_idx = 2;
+        p.st.cwnd = 40;
+        p.ack_with(MS, false, 1000, false, 1, 2);
+        assert_eq!(p.st.cwnd, 39);
+    }
+
+    /// Linux `bbr_update_min_rtt`: an ACK that delivers data ends the idle restart.
+    #[test]
+    fn delivering_ack_ends_idle_restart() {
+        let mut p = Path::probe_bw(3);
+        p.b.cwnd_event(&mut p.st, CaEvent::TxStart);
+        assert!(p.b.idle_restart);
+        p.ack(MS, false, 1000);
+        assert!(!p.b.idle_restart);
+    }
+
+    /// Linux `bbr_set_cwnd_to_recover_or_restore` during the conservation round: cwnd is
+    /// at least in-flight + newly ACKed on every ACK (32, then in-flight 35 + 2 = 37).
+    #[test]
+    fn conservation_round_keeps_cwnd_at_inflight_plus_acked() {
+        let mut p = Path::probe_bw(3);
+        p.b.cycle_idx = 2;
+        p.st.cwnd = 40;
+        p.b.ssthresh(&p.st);
+        p.st.ca_state = CaState::Recovery;
+        p.st.in_flight = 30;
+        p.ack_with(MS, false, 1000, false, 2, 1);
+        assert_eq!(p.st.cwnd, 32);
+        p.st.in_flight = 35;
+        p.ack_with(MS, false, 1000, false, 2, 0);
+        assert_eq!(p.st.cwnd, 37);
     }
 
     #[test]
@@ -840,5 +967,30 @@ mod tests {
             f.update(10, t, 5.0);
         }
         assert_eq!(f.get(), 5.0, "the old max leaves after 10 rounds");
+    }
+
+    /// Kathleen Nichols' windowed max (lib/minmax.c `minmax_running_max`), window 10,
+    /// worked by hand: the 2nd choice is taken after a quarter of the window (t 103), the
+    /// 3rd after half (t 106); at exactly one window (t 110) nothing expires, one round
+    /// later the best sample is the 2nd choice (8), then the 3rd (6); a new max resets,
+    /// and a sample with nothing else left in the window (t 130) resets too.
+    #[test]
+    fn max_filter_keeps_the_three_best_samples_of_the_window() {
+        let mut f = MaxFilter::default();
+        f.reset(100, 10.0);
+        let got: Vec<f64> = [
+            (101, 8.0),
+            (103, 8.0),
+            (106, 6.0),
+            (110, 5.0),
+            (111, 5.0),
+            (114, 4.0),
+            (117, 7.0),
+            (130, 1.0),
+        ]
+        .iter()
+        .map(|&(t, v)| f.update(10, t, v))
+        .collect();
+        assert_eq!(got, [10.0, 10.0, 10.0, 10.0, 8.0, 6.0, 7.0, 1.0]);
     }
 }

@@ -38,7 +38,6 @@ pub struct Cubic {
     pub ack_cnt: u32,
     /// Reno-friendly window estimate (packets).
     pub tcp_cwnd: u32,
-    last_send: Time,
     // HyStart
     pub found: bool,
     round_start: Time,
@@ -59,10 +58,8 @@ impl Cubic {
 
     fn reset(&mut self) {
         let hystart = self.hystart;
-        let last_send = self.last_send;
         *self = Cubic {
             hystart,
-            last_send,
             ..Default::default()
         };
     }
@@ -227,14 +224,15 @@ impl CongestionControl for Cubic {
 
     fn cwnd_event(&mut self, st: &mut CcState, ev: CaEvent) {
         if ev == CaEvent::TxStart {
-            // The cubic curve does not advance while the flow is idle.
+            // The cubic curve does not advance while the flow is idle: shift the epoch by
+            // the time since data was last sent (Linux `cubictcp_cwnd_event`, `now -
+            // tp->lsndtime`), never past now.
             if let Some(e) = self.epoch_start {
-                let idle = st.now.saturating_since(self.last_send);
+                let idle = st.now.saturating_since(st.lsndtime);
                 let shifted = (e + idle).min(st.now);
                 self.epoch_start = Some(shifted);
             }
         }
-        self.last_send = st.now;
     }
 
     fn undo_cwnd(&mut self, st: &CcState) -> u32 {
@@ -283,9 +281,14 @@ mod tests {
         max_rounds: u32,
     ) -> Option<f64> {
         let t0 = st.now;
+        // Bounded: a wrong law that makes cwnd run away must fail, not hang the test.
+        let mut budget = 1_000_000u32;
         for _ in 0..max_rounds {
             let n = st.cwnd;
             for _ in 0..n {
+                budget = budget
+                    .checked_sub(1)
+                    .expect("more than 10^6 ACKs: cwnd ran away");
                 st.now += sojourn_core::Duration(rtt_ns / n as u64);
                 st.snd_una += 1;
                 c.pkts_acked(st, 1, Some(rtt_ns));
@@ -389,16 +392,134 @@ mod tests {
         assert!(c.hystart && !c.found);
     }
 
+    /// Linux `bictcp_update`: a window at or above the curve's target grows by one packet
+    /// per 100 · cwnd ACKs (cwnd 100: the 10 000th ACK), with the clock standing still.
+    #[test]
+    fn above_the_cubic_target_one_packet_per_100_windows_of_acks() {
+        let mut c = Cubic::new();
+        let mut st = test_state(100);
+        st.ssthresh = 50;
+        st.now = Time::from_ns(3_000_000_000);
+        c.last_max_cwnd = 100;
+        c.origin_point = 100;
+        c.k_s = 2.0; // W(0) = 100 − 0.4 · 8 = 96.8 < cwnd
+        c.epoch_start = Some(st.now);
+        for _ in 0..9_999 {
+            c.cong_avoid(&mut st, 1);
+        }
+        assert_eq!(st.cwnd, 100);
+        c.cong_avoid(&mut st, 1);
+        assert_eq!(st.cwnd, 101);
+    }
+
+    /// Linux `cubictcp_cong_avoid`: ACKs left over when slow start reaches ssthresh go
+    /// to congestion avoidance in the same call (cwnd 9, ssthresh 10, 5 ACKed: cwnd 10
+    /// and 4 counted towards the next increment; the epoch starts).
+    #[test]
+    fn acks_left_over_at_ssthresh_start_congestion_avoidance() {
+        let mut c = Cubic::new();
+        let mut st = test_state(9);
+        st.ssthresh = 10;
+        st.now = Time::from_ns(2_000_000_000);
+        c.cong_avoid(&mut st, 5);
+        assert_eq!((st.cwnd, st.cwnd_cnt), (10, 4));
+        assert_eq!(c.epoch_start, Some(st.now));
+    }
+
+    /// Linux discards delay samples for HZ after the epoch starts (`now − epoch_start
+    /// < HZ`): one at exactly 1 s counts.
+    #[test]
+    fn delay_samples_count_again_one_second_after_the_epoch() {
+        let mut c = Cubic::new();
+        let mut st = test_state(50);
+        st.ssthresh = 30;
+        c.epoch_start = Some(Time::from_ns(5_000_000_000));
+        st.now = Time::from_ns(5_999_999_999);
+        c.pkts_acked(&mut st, 1, Some(7_000_000));
+        assert_eq!(c.delay_min_ns, 0, "within 1 s: discarded");
+        st.now = Time::from_ns(6_000_000_000);
+        c.pkts_acked(&mut st, 1, Some(7_000_000));
+        assert_eq!(c.delay_min_ns, 7_000_000);
+    }
+
+    /// An undone reduction restores the window before the loss (Linux: prior_cwnd, 100
+    /// after a loss at 100; here rebuilt from ssthresh 70 · 1024/717 = 99.97, so 99) and
+    /// never lowers the current window.
+    #[test]
+    fn undo_restores_the_window_before_the_loss() {
+        let mut c = Cubic::new();
+        let mut st = test_state(100);
+        st.ssthresh = c.ssthresh(&st);
+        st.cwnd = st.ssthresh;
+        let w = c.undo_cwnd(&st);
+        assert!((99..=100).contains(&w), "undo to {w}");
+        st.cwnd = 120;
+        assert_eq!(c.undo_cwnd(&st), 120);
+    }
+
+    /// Linux `tcp_friendliness`: the Reno estimate gains a packet once more than
+    /// cwnd · 15/8 packets were ACKed (`while (ca->ack_cnt > delta)`): cwnd 14 → delta 26,
+    /// W_est 14 after the 26th ACK of the epoch, 15 after the 27th.
+    #[test]
+    fn reno_estimate_gains_a_packet_after_more_than_15_8_windows_of_acks() {
+        let mut c = Cubic::new();
+        let mut st = test_state(14);
+        st.ssthresh = 10;
+        st.now = Time::from_ns(1_000_000_000);
+        c.last_max_cwnd = 20;
+        for _ in 0..26 {
+            c.cong_avoid(&mut st, 1);
+        }
+        assert_eq!((st.cwnd, c.tcp_cwnd), (14, 14));
+        c.cong_avoid(&mut st, 1);
+        assert_eq!(c.tcp_cwnd, 15);
+    }
+
+    /// Linux `cubictcp_cwnd_event(CA_EVENT_TX_START)`: the epoch moves by the idle time,
+    /// `now − lsndtime` (the last data sent), never past now. Epoch at 10 s, last send at
+    /// 20 s, restart at 21 s: the epoch moves to 11 s (the curve resumes where it left
+    /// off), whenever the previous restart after idle was.
+    #[test]
+    fn restart_after_idle_shifts_the_epoch_by_the_time_since_the_last_send() {
+        let mut c = Cubic::new();
+        let mut st = test_state(50);
+        st.now = Time::from_ns(1_000_000_000);
+        c.cwnd_event(&mut st, CaEvent::TxStart); // an earlier restart, at 1 s
+        c.epoch_start = Some(Time::from_ns(10_000_000_000));
+        st.lsndtime = Time::from_ns(20_000_000_000);
+        st.now = Time::from_ns(21_000_000_000);
+        c.cwnd_event(&mut st, CaEvent::TxStart);
+        assert_eq!(c.epoch_start, Some(Time::from_ns(11_000_000_000)));
+        // An epoch that began (at an ACK) after the last send: 20.5 s + 1 s is past the
+        // restart at 21 s, so the epoch starts at 21 s.
+        c.epoch_start = Some(Time::from_ns(20_500_000_000));
+        st.lsndtime = Time::from_ns(20_000_000_000);
+        st.now = Time::from_ns(21_000_000_000);
+        c.cwnd_event(&mut st, CaEvent::TxStart);
+        assert_eq!(c.epoch_start, Some(Time::from_ns(21_000_000_000)));
+    }
+
     /// Drive HyStart through one round with ACKs every `spacing_us`, delay samples
     /// `rtt_us`, and return the cwnd at which slow start ended (None = did not end).
     fn hystart_exit(paced: bool, spacing_us: u64, rtt_us: u64, acks: u32) -> Option<u32> {
+        hystart_exit_at(16, 100, paced, spacing_us, rtt_us, acks)
+    }
+
+    fn hystart_exit_at(
+        cwnd: u32,
+        delay_min_us: u64,
+        paced: bool,
+        spacing_us: u64,
+        rtt_us: u64,
+        acks: u32,
+    ) -> Option<u32> {
         let mut c = Cubic::new();
-        let mut st = test_state(16);
+        let mut st = test_state(cwnd);
         st.paced = paced;
         // Linux sk_pacing_rate in slow start for cwnd 16, srtt 1 ms: 200% · 16·1448 B/ms.
         st.pacing_rate_bps = 2 * 16 * 1448 * 8 * 1000;
         c.init(&mut st);
-        c.delay_min_ns = 100_000;
+        c.delay_min_ns = delay_min_us * 1000;
         // The first ACK passes end_seq and opens the round (bictcp_hystart_reset).
         st.snd_nxt = 1_000_000;
         for i in 1..=acks {
@@ -426,6 +547,91 @@ mod tests {
         assert_eq!(hystart_exit(false, 2_100, 3_000, 20), None);
         // Delay test: 8 samples, then the round's minimum RTT above delay_min + 4 ms.
         assert_eq!(hystart_exit(false, 2_100, 4_200, 20), Some(9));
+    }
+
+    /// HyStart runs its tests only from hystart_low_window (16) on: the same ACK train
+    /// ends slow start at the 7th ACK with cwnd 32, and never with cwnd 15.
+    #[test]
+    fn hystart_tests_only_from_the_low_window() {
+        assert_eq!(hystart_exit_at(32, 100, false, 100, 150, 20), Some(7));
+        assert_eq!(hystart_exit_at(15, 100, false, 100, 150, 20), None);
+    }
+
+    /// HyStart only runs in slow start (Linux: `!ca->found && tcp_in_slow_start(tp)`):
+    /// the ACK train that ends slow start at the 7th ACK leaves a congestion-avoidance
+    /// window's ssthresh (20) alone.
+    #[test]
+    fn hystart_is_off_in_congestion_avoidance() {
+        let mut c = Cubic::new();
+        let mut st = test_state(32);
+        st.pacing_rate_bps = 2 * 16 * 1448 * 8 * 1000;
+        c.init(&mut st);
+        st.ssthresh = 20;
+        c.delay_min_ns = 100_000;
+        st.snd_nxt = 1_000_000;
+        for i in 1..=20u64 {
+            st.now = Time::from_ns(i * 100_000);
+            st.snd_una += 2;
+            c.pkts_acked(&mut st, 2, Some(150_000));
+        }
+        assert_eq!(st.ssthresh, 20);
+        assert!(!c.found);
+    }
+
+    /// The delay threshold is delay_min/8 clamped to [4, 16] ms (HYSTART_DELAY_THRESH):
+    /// 10 ms for an 80-ms path. ACKs 3 ms apart (no train): RTT samples of 90.5 ms end
+    /// slow start at the 9th sample (after the 8 the round needs), 89.5 ms do not.
+    #[test]
+    fn hystart_delay_threshold_is_an_eighth_of_the_min_rtt() {
+        assert_eq!(
+            hystart_exit_at(16, 80_000, false, 3_000, 90_500, 20),
+            Some(9)
+        );
+        assert_eq!(hystart_exit_at(16, 80_000, false, 3_000, 89_500, 20), None);
+        // Exactly delay_min + threshold (90 ms) is not above it (Linux: strict `>`).
+        assert_eq!(hystart_exit_at(16, 80_000, false, 3_000, 90_000, 20), None);
+    }
+
+    /// Linux `after(tp->snd_una, ca->end_seq)`: an ACK up to exactly end_seq still
+    /// belongs to the round; the first one past it opens the next round.
+    #[test]
+    fn hystart_round_starts_strictly_after_end_seq() {
+        let mut c = Cubic::new();
+        let mut st = test_state(10);
+        st.snd_nxt = 50;
+        c.init(&mut st);
+        assert_eq!(c.end_seq, 50);
+        st.snd_nxt = 120;
+        st.now = Time::from_ns(1_000_000);
+        st.snd_una = 50;
+        c.pkts_acked(&mut st, 1, Some(100_000));
+        assert_eq!((c.round_start, c.end_seq), (Time::ZERO, 50));
+        st.now = Time::from_ns(2_000_000);
+        st.snd_una = 51;
+        c.pkts_acked(&mut st, 1, Some(100_000));
+        assert_eq!((c.round_start, c.end_seq), (Time::from_ns(2_000_000), 120));
+    }
+
+    /// RFC 9438 §4.3 (Linux `tcp_friendliness`): with the Reno estimate W_est ahead of
+    /// cwnd, cwnd grows by (W_est − cwnd)/cwnd per ACK: W_est 110, cwnd 100 (above its
+    /// cubic target) → one packet per 10 ACKs.
+    #[test]
+    fn reno_estimate_ahead_sets_the_growth_rate() {
+        let mut c = Cubic::new();
+        let mut st = test_state(100);
+        st.ssthresh = 50;
+        st.now = Time::from_ns(3_000_000_000);
+        c.last_max_cwnd = 100;
+        c.origin_point = 100;
+        c.k_s = 2.0;
+        c.epoch_start = Some(st.now);
+        c.tcp_cwnd = 110;
+        for _ in 0..9 {
+            c.cong_avoid(&mut st, 1);
+        }
+        assert_eq!(st.cwnd, 100);
+        c.cong_avoid(&mut st, 1);
+        assert_eq!(st.cwnd, 101);
     }
 
     /// Linux `tcp_is_cwnd_limited`: in slow start a window below twice the packets out

@@ -61,6 +61,9 @@ pub struct CcState {
     /// requested by the experiment or the algorithm). CUBIC's HyStart ack-train
     /// threshold is not halved for paced sockets.
     pub paced: bool,
+    /// Linux `tp->lsndtime`: when data was last sent (new data or a retransmission). At a
+    /// `CaEvent::TxStart` it is still the last send before the idle period.
+    pub lsndtime: Time,
 }
 
 impl CcState {
@@ -88,6 +91,7 @@ impl CcState {
             pacing_rate_bps: 0,
             max_packets_out: 0,
             paced,
+            lsndtime: Time::ZERO,
         }
     }
 

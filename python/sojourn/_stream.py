@@ -1,0 +1,168 @@
+"""Streaming a run's time series and packet log to Parquet while it proceeds.
+
+The engine hands the rows over in chunks of :data:`CHUNK_ROWS` (``_engine.run(sink=...)``,
+between events, about every 65k events); :class:`RunStream` buffers them per table and
+writes one Parquet row group each time :func:`row_group_rows` rows are buffered, into the
+run's hidden staging directory (``.sojourn-partial-*``, see :mod:`sojourn._outdir`). The
+files become visible only when :meth:`sojourn.Result.write` renames the staging directory's
+content into place, so a killed run leaves nothing that looks complete.
+
+Byte identity with the in-memory path (``pq.write_table`` of the whole table): the row
+group size is pyarrow's own default (1,048,576 rows), each row group is written from one
+contiguous table exactly as ``write_table`` slices it, with the same writer options; a run
+with fewer rows than one row group is written by ``write_table`` itself. So both paths give
+the same file bytes, with one exception: the time series' ``entity``/``metric`` dictionaries
+of a row group hold the series known when it is written, so a series that first appears
+after the first row group makes the earlier row groups' dictionaries shorter (same values).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+#: Rows per chunk handed over by the engine (a multiple of parquet-cpp's 1024-row write
+#: batch and a divisor of the row group size).
+CHUNK_ROWS = 65536
+#: pyarrow's default maximum row group length (``pq.write_table`` without ``row_group_size``).
+DEFAULT_ROW_GROUP_ROWS = 1024 * 1024
+#: Parquet writer options, the same for streamed and in-memory tables.
+COMPRESSION = "zstd"
+
+
+def row_group_rows() -> int:
+    """Rows per Parquet row group of a streamed table: ``SOJOURN_ROW_GROUP_ROWS`` (a
+    multiple of 65536; smaller groups hold less memory, larger ones compress a little
+    better; the rows written are the same) or pyarrow's default, 1,048,576."""
+    v = os.environ.get("SOJOURN_ROW_GROUP_ROWS")
+    if not v:
+        return DEFAULT_ROW_GROUP_ROWS
+    from ._config import ConfigError
+
+    try:
+        n = int(v)
+    except ValueError:
+        n = 0
+    if n <= 0 or n % CHUNK_ROWS:
+        raise ConfigError("environment variable SOJOURN_ROW_GROUP_ROWS", "",
+                          f"expected a positive multiple of {CHUNK_ROWS}, got {v!r}")
+    return n
+
+
+def arrow_table(cols: list) -> pa.Table:
+    """An Arrow table from the engine's ``[(name, dtype, data)]`` columns."""
+    arrays, names = [], []
+    for name, dtype, data in cols:
+        if dtype == "str":
+            arr = pa.array(data, type=pa.string())
+        elif dtype == "bool":
+            arr = pa.array(np.frombuffer(data, dtype=np.uint8).astype(bool))
+        else:
+            arr = pa.array(np.frombuffer(data, dtype=np.dtype(dtype)))
+        arrays.append(arr)
+        names.append(name)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def name_series(ts: pa.Table, names: pa.Table) -> pa.Table:
+    """Long-form time series (``time_s, entity, metric, value``) from rows with series ids
+    (``time_s, series, value``) and the ids' names, ``entity`` and ``metric``
+    dictionary-encoded in first-appearance order of the series (deterministic)."""
+    ids = ts.column("series").to_numpy().astype(np.int64)
+    cols = []
+    for key in ("entity", "metric"):
+        per_series = np.asarray(names.column(key).to_pylist(), dtype=object)
+        uniq, first = [], {}
+        codes = np.empty(len(per_series), dtype=np.int32)
+        for i, v in enumerate(per_series):
+            if v not in first:
+                first[v] = len(uniq)
+                uniq.append(v)
+            codes[i] = first[v]
+        row_codes = codes[ids] if len(ids) else np.empty(0, dtype=np.int32)
+        cols.append(pa.DictionaryArray.from_arrays(pa.array(row_codes, type=pa.int32()), pa.array(uniq, type=pa.string())))
+    return pa.Table.from_arrays([ts.column("time_s"), cols[0], cols[1], ts.column("value")],
+                                names=["time_s", "entity", "metric", "value"])
+
+
+class _TableStream:
+    """One table's buffer and writer. ``finish`` returns the whole table when it never
+    reached a row group (then the caller writes it with ``pq.write_table``), else None
+    after writing the last row group and closing the file."""
+
+    def __init__(self, path: Path, rg_rows: int, named: bool):
+        self.path = path
+        self.rg_rows = rg_rows
+        self.named = named  # time series: rows carry series ids, named at write time
+        self.names: Optional[pa.Table] = None
+        self.parts: list = []
+        self.buffered = 0
+        self.writer: Optional[pq.ParquetWriter] = None
+        self.rows_written = 0
+
+    def add(self, rows: pa.Table, names: Optional[pa.Table] = None) -> None:
+        if names is not None:
+            self.names = names
+        if rows.num_rows:
+            self.parts.append(rows)
+            self.buffered += rows.num_rows
+        while self.buffered >= self.rg_rows:
+            self._write(self.rg_rows)
+
+    def _table(self, t: pa.Table) -> pa.Table:
+        return name_series(t, self.names) if self.named else t
+
+    def _write(self, n: int) -> None:
+        # One contiguous table per row group: what pq.write_table hands parquet-cpp.
+        t = pa.concat_tables(self.parts).combine_chunks()
+        head, rest = t.slice(0, n), t.slice(n)
+        head = self._table(head)
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, head.schema, compression=COMPRESSION)
+        self.writer.write_table(head)
+        self.rows_written += head.num_rows
+        self.parts = [rest.combine_chunks()] if rest.num_rows else []
+        self.buffered = rest.num_rows
+
+    def finish(self, rows: pa.Table, names: Optional[pa.Table] = None) -> Optional[pa.Table]:
+        self.add(rows, names)
+        if self.writer is None:
+            parts = self.parts or [rows]
+            return self._table(pa.concat_tables(parts).combine_chunks())
+        if self.buffered:
+            self._write(self.buffered)
+        self.close()
+        return None
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+class RunStream:
+    """The engine's ``sink``: buffers and writes ``timeseries.parquet`` and
+    ``packets.parquet`` into ``staging`` (the run's hidden partial directory)."""
+
+    def __init__(self, staging: Path, rg_rows: Optional[int] = None):
+        rg = rg_rows or row_group_rows()
+        self.staging = Path(staging)
+        self.timeseries = _TableStream(self.staging / "timeseries.parquet", rg, named=True)
+        self.packets = _TableStream(self.staging / "packets.parquet", rg, named=False)
+
+    def __call__(self, kind: str, cols: list, names: Optional[list]) -> None:
+        if kind == "timeseries":
+            self.timeseries.add(arrow_table(cols), arrow_table(names) if names is not None else None)
+        elif kind == "packets":
+            self.packets.add(arrow_table(cols))
+        else:  # pragma: no cover - the engine sends only these two
+            raise ValueError(f"unknown stream {kind!r}")
+
+    def close(self) -> None:
+        """Closes the files (on an aborted run; the staging directory is removed after)."""
+        self.timeseries.close()
+        self.packets.close()
