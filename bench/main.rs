@@ -112,7 +112,12 @@ fn bench_qdiscs(short: bool, out: &mut serde_json::Map<String, serde_json::Value
         "qdisc", "1 flow", "100 flows", "10k flows"
     );
     let mut table = serde_json::Map::new();
+    // SOJOURN_BENCH_ONLY=kind runs one discipline (e.g. under callgrind).
+    let only = std::env::var("SOJOURN_BENCH_ONLY").ok();
     for (kind, _) in qdisc::describe() {
+        if only.as_deref().is_some_and(|o| o != kind) {
+            continue;
+        }
         let mut row = Vec::new();
         for flows in [1u32, 100, 10_000] {
             let samples: Vec<f64> = (0..reps)
@@ -191,6 +196,12 @@ fn bench_cbr(short: bool, out: &mut serde_json::Map<String, serde_json::Value>) 
         let pkts = o.summary["links"]["bottleneck"]["tx_packets"]
             .as_f64()
             .unwrap();
+        if std::env::var_os("SOJOURN_BENCH_COUNTS").is_some() {
+            eprintln!(
+                "cbr counts: bottleneck {pkts} events {}",
+                o.summary["events"]
+            );
+        }
         rates.push(pkts / wall);
         evs.push(o.summary["events"].as_f64().unwrap() / wall);
     }
@@ -234,6 +245,12 @@ fn bench_tcp(short: bool, out: &mut serde_json::Map<String, serde_json::Value>) 
     for _ in 0..reps {
         let (wall, o) = run_exp(&text);
         let pkts = o.summary["accounting"]["created"].as_f64().unwrap();
+        if std::env::var_os("SOJOURN_BENCH_COUNTS").is_some() {
+            eprintln!(
+                "tcp counts: created {pkts} bottleneck {} events {}",
+                o.summary["links"]["bottleneck"]["tx_packets"], o.summary["events"]
+            );
+        }
         rates.push(pkts / wall);
         bottleneck.push(
             o.summary["links"]["bottleneck"]["tx_packets"]

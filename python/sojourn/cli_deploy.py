@@ -141,7 +141,7 @@ def cmd_threshold(a) -> int:
         window = _seconds(a.window, "--window")
         rate = None
         if a.link_rate is not None:
-            from . import _engine_or_fail
+            from .api import _engine_or_fail
 
             try:
                 rate = float(_engine_or_fail().parse_rate(a.link_rate))
@@ -165,7 +165,7 @@ def cmd_threshold(a) -> int:
 
 
 def _seconds(text: str, what: str) -> float:
-    from . import _engine_or_fail
+    from .api import _engine_or_fail
 
     try:
         ns = _engine_or_fail().parse_duration_ns(text)

@@ -138,7 +138,7 @@ def run_shipped(cfg: dict, files: dict[str, bytes], seed: int, engine_hash: Opti
     records the experiment as the client gave it (``experiment.json``), so its files are
     byte-identical to a local run's. ``engine_hash`` is the client's engine build: a
     worker with another build refuses, because its outputs could differ."""
-    import sojourn
+    from . import api  # not the package facade: it imports sweeps, which imports this
 
     t0 = time.perf_counter()
     mine = _engine_hash()
@@ -164,7 +164,7 @@ def run_shipped(cfg: dict, files: dict[str, bytes], seed: int, engine_hash: Opti
             if t[k] in where:
                 t[k] = where[t[k]]
         try:
-            res = sojourn.run(local, seed=seed, base_dir=inputs, progress=_cancel_check())
+            res = api.run(local, seed=seed, base_dir=inputs, progress=_cancel_check())
         except KeyboardInterrupt:
             return {"status": "aborted"}
         except Exception as e:  # a failed run must not take the sweep down

@@ -107,7 +107,7 @@ def _tc_kind(cmd: str) -> Optional[str]:
 
 
 def _engine():
-    from . import _engine_or_fail
+    from .api import _engine_or_fail
 
     return _engine_or_fail()
 

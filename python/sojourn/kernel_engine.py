@@ -123,14 +123,14 @@ def check(source, overrides: Optional[Mapping[str, Any]] = None, duration: Optio
     """Everything the kernel engine refuses, before anything is created: the file, the
     topology, the plans, and (as root) the kernel's support for every qdisc kind and the nft
     ruleset (tried in a throw-away namespace). Returns the plans."""
-    from . import _prepare
+    from .api import _prepare
 
     cfg, name, base = _prepare(source, overrides, duration)
     ps = plans(cfg, name, base)
     try:
         _apply.require_privilege("emulate --kernel")
     except _apply.PrivilegeError as e:
-        from . import PrivilegeError
+        from .api import PrivilegeError
 
         raise PrivilegeError(str(e)) from None
     _trials(ps, name)
@@ -153,7 +153,8 @@ def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] =
                    base_dir: Optional[Union[str, Path]] = None):
     """Runs one experiment with the kernel's qdiscs and nft rules (module docstring); returns
     a :class:`sojourn.Result` with ``summary["engine"] == "kernel"``."""
-    from . import EmulateError, PrivilegeError, Result, _live_engine, _prepare, _wrap_engine_error
+    from .api import EmulateError, PrivilegeError, _live_engine, _prepare, _wrap_engine_error
+    from .results import Result
 
     eng = _live_engine()
     cfg, name, base = _prepare(source, overrides, duration, base_dir)

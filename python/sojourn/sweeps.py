@@ -368,11 +368,11 @@ def describe_plan(plan: Plan) -> list:
 
 def validate_plan(plan: Plan) -> None:
     """Checks every point with the engine before anything runs; the error names the point."""
-    import sojourn
+    from . import api
 
     for p in plan.points:
         try:
-            sojourn.validate(plan.config(p), base_dir=plan.base_dir)
+            api.validate(plan.config(p), base_dir=plan.base_dir)
         except ConfigError as e:
             raise ConfigError(plan.file, f"point {p.name!r}: {e.path}" if e.path else f"point {p.name!r}", e.msg) from None
 
@@ -419,15 +419,15 @@ def _worker_init(stop, parent_pid: Optional[int] = None) -> None:
 
 def _run_task(cfg: dict, base_dir: str, seed: int, out: str) -> dict:
     """Runs one (point, seed) and writes its directory. Returns a status dict."""
-    import sojourn
+    from . import api
 
     stop = _STOP
     t0 = time.perf_counter()
     try:
         # With `out`, the time series and packet log stream to disk while the run
         # proceeds (memory flat for any duration); the run directory appears at once.
-        res = sojourn._run_staged(cfg, seed=seed, base_dir=base_dir, out=out,
-                                  progress=(lambda *a: not stop.is_set()) if stop is not None else None)
+        res = api._run_staged(cfg, seed=seed, base_dir=base_dir, out=out,
+                              progress=(lambda *a: not stop.is_set()) if stop is not None else None)
     except KeyboardInterrupt:
         return {"status": "aborted"}
     except Exception as e:  # a failed run must not take the sweep down

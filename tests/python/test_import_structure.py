@@ -3,19 +3,19 @@
 ``from .x import y``, ``import sojourn.x``, ``import sojourn``) is an arrow, and no module may
 reach itself.
 
-The package ``__init__`` (the module ``sojourn``) is the public facade: it re-exports and
-hands ``sojourn.sweep(...)`` to ``sojourn.sweeps``, and ``sojourn.sweeps`` still calls
-``sojourn.run``/``sojourn.validate`` through it, so arrows into the facade are left out of the
-check (moving run/validate out of ``__init__`` would remove that last loop; not done yet)."""
+Arrows into the package ``__init__`` (the module ``sojourn``, the public facade) count too:
+the facade re-exports ``sojourn.api`` and hands ``sojourn.sweep(...)`` to ``sojourn.sweeps``,
+so a module it reaches must call ``sojourn.api`` rather than ``import sojourn`` (``sweeps``
+used to call ``sojourn.run`` through the facade: the last loop, removed). Every module also
+imports on its own, first, in a fresh interpreter state."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[2] / "python" / "sojourn"
-
-
-FACADE = "sojourn"
 
 
 def _module(path: Path, root: Path = PKG) -> str:
@@ -28,9 +28,11 @@ def _module(path: Path, root: Path = PKG) -> str:
 
 def graph(root: Path = PKG) -> dict[str, set[str]]:
     files = sorted(root.rglob("*.py"))
-    # compiled modules (sojourn._engine) are import targets too
+    # compiled modules (sojourn._engine, known by its committed .pyi stub or its built .so)
+    # are import targets too
     known = {_module(f, root) for f in files} | {
-        _module(f, root).split(".abi3")[0].split(".cpython")[0] for f in root.rglob("*.so")}
+        _module(f, root).split(".abi3")[0].split(".cpython")[0]
+        for f in [*root.rglob("*.so"), *root.rglob("*.pyi")]}
     g: dict[str, set[str]] = {}
     for f in files:
         me = _module(f, root)
@@ -43,7 +45,10 @@ def graph(root: Path = PKG) -> dict[str, set[str]]:
                 for _ in range(max(node.level - 1, 0)):
                     base = base.rpartition(".")[0]
                 mod = (base + "." + node.module if node.module else base) if node.level else (node.module or "")
-                names = [mod] + [f"{mod}.{a.name}" for a in node.names]
+                subs = [f"{mod}.{a.name}" for a in node.names]
+                # `from pkg import sub` is an arrow to the submodule only; `from pkg
+                # import name` (a name defined in pkg) is an arrow to pkg.
+                names = [n for n in subs if n in known] or [mod]
             elif isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "__import__"
@@ -55,7 +60,7 @@ def graph(root: Path = PKG) -> dict[str, set[str]]:
                 for k in range(len(parts), 0, -1):
                     cand = ".".join(parts[:k])
                     if cand in known:
-                        if cand != me and cand != FACADE:
+                        if cand != me:
                             out.add(cand)
                         break
         g[me] = out
@@ -93,3 +98,42 @@ def test_the_check_sees_a_lazy_circle(tmp_path):
     (pkg / "cli.py").write_text("def main():\n    from . import sweeps\n")
     (pkg / "sweeps.py").write_text("def f():\n    from .cli import main\n")
     assert cycles(graph(pkg)) == [{"sojourn.cli", "sojourn.sweeps"}]
+
+
+def test_the_facade_is_an_arrow_and_sweeps_goes_around_it():
+    g = graph()
+    assert {"sojourn.api", "sojourn.sweeps", "sojourn.tidy"} <= g["sojourn"]
+    assert "sojourn.api" in g["sojourn.sweeps"]
+    assert "sojourn" not in g["sojourn.sweeps"], "sweeps must call sojourn.api, not the facade"
+
+
+def test_the_check_sees_a_circle_through_the_facade(tmp_path):
+    pkg = tmp_path / "sojourn"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("def sweep():\n    from .sweeps import f\n")
+    (pkg / "sweeps.py").write_text("def f():\n    import sojourn\n")
+    assert cycles(graph(pkg)) == [{"sojourn", "sojourn.sweeps"}]
+
+
+def test_every_module_imports_on_its_own():
+    names = sorted(m for m in graph() if m != "sojourn")
+    # One interpreter; before each import every sojourn module but the compiled engine
+    # (an extension initialises once per process) is forgotten, so each module is
+    # imported first and its imports run in its own order.
+    code = (
+        "import importlib, sys\n"
+        f"names = {names!r}\n"
+        "bad = []\n"
+        "for n in names:\n"
+        "    for k in [k for k in sys.modules if k == 'sojourn' or k.startswith('sojourn.')]:\n"
+        "        if k != 'sojourn._engine':\n"
+        "            del sys.modules[k]\n"
+        "    try:\n"
+        "        importlib.import_module(n)\n"
+        "    except Exception as e:\n"
+        "        bad.append(f'{n}: {type(e).__name__}: {e}')\n"
+        "print('\\n'.join(bad))\n"
+        "sys.exit(1 if bad else 0)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -201,6 +201,15 @@ pub enum Poll {
     Idle,
 }
 
+/// How a transmission started ([`Device::begin`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Begin {
+    /// One wire packet, the caller's to send; its last bit is out at `end`.
+    Sent { end: Time },
+    /// A burst of `segments` wire packets: take them with [`Device::next_segment`].
+    Burst { segments: u32 },
+}
+
 /// One wire packet of a [`Poll::Burst`].
 #[derive(Debug)]
 pub struct Segment {
@@ -339,9 +348,19 @@ impl Device {
     }
 
     /// Serialisation end for `pkt` starting at `now` (framing counted once per wire packet).
-    #[inline]
+    /// The constant rate is inlined into the per-packet path; schedules and traces are
+    /// not (a call per packet there costs more than the arithmetic).
+    #[inline(always)]
     fn tx_end(&mut self, now: Time, pkt: &Packet) -> Time {
         let bytes = pkt.len_bytes + self.framing_bytes * pkt.wire_packets();
+        match &self.rate {
+            RateModel::Constant(r) => now + tx_time(bytes as u64, *r),
+            _ => self.tx_end_varying(now, bytes),
+        }
+    }
+
+    #[inline(never)]
+    fn tx_end_varying(&mut self, now: Time, bytes: u32) -> Time {
         match &mut self.rate {
             RateModel::Constant(r) => now + tx_time(bytes as u64, *r),
             RateModel::Schedule(_) => {
@@ -399,10 +418,9 @@ impl Device {
     /// (without a ring) the qdisc's next packet. A single wire packet goes to
     /// `send(packet, serialisation_end)` and the answer is [`Poll::Sent`]; a GSO buffer
     /// or a shaper's packet answers [`Poll::Burst`]. `on_dequeue` is called with a packet
-    /// that leaves the qdisc here.
-    // Always inlined: the packet then goes from the qdisc into `send` without
-    // intermediate copies.
-    #[inline(always)]
+    /// that leaves the qdisc here. (Built from [`Device::next_packet`] and
+    /// [`Device::begin`], which a driver may call itself.)
+    #[inline]
     pub fn poll(
         &mut self,
         now: Time,
@@ -417,41 +435,72 @@ impl Device {
         if let Some(t) = self.busy_until {
             return Poll::Busy(t);
         }
-        let p = if self.ring_cap > 0 {
-            match self.ring.pop_front() {
-                Some(p) => p,
-                None => return Poll::Idle,
-            }
-        } else {
-            match self.qdisc.dequeue(now, drops) {
-                Dequeue::Packet(p) => {
+        let from_qdisc = self.ring_cap == 0;
+        match self.next_packet(now, drops) {
+            Dequeue::Packet(p) => {
+                if from_qdisc {
                     on_dequeue(&p);
-                    p
                 }
-                Dequeue::Empty => return Poll::Idle,
-                Dequeue::NotBefore(t) => {
-                    self.throttled(t);
-                    return Poll::Idle;
+                match self.begin(&p, now) {
+                    Begin::Sent { end } => {
+                        send(p, end);
+                        Poll::Sent { end }
+                    }
+                    Begin::Burst { segments } => Poll::Burst { segments },
                 }
             }
-        };
+            Dequeue::Empty | Dequeue::NotBefore(_) => Poll::Idle,
+        }
+    }
+
+    /// The packet to transmit next on an idle device: the head of the ring, or (without a
+    /// ring, `ring_cap() == 0`) the qdisc's next packet — the caller then sees it leave
+    /// the qdisc. `NotBefore` (a throttled qdisc) is also recorded for
+    /// [`Device::take_wake`]. Hand a packet to [`Device::begin`] next.
+    ///
+    /// The qdisc's answer is returned as it is, so the ~200-byte packet is not copied on
+    /// the way (the per-packet path; see docs/engine.md).
+    #[inline(always)]
+    pub fn next_packet(&mut self, now: Time, drops: &mut Drops) -> Dequeue {
+        debug_assert!(
+            self.cutting.is_none() && self.busy_until.is_none(),
+            "next_packet on a busy device"
+        );
+        if self.ring_cap > 0 {
+            return match self.ring.pop_front() {
+                Some(p) => Dequeue::Packet(p),
+                None => Dequeue::Empty,
+            };
+        }
+        let d = self.qdisc.dequeue(now, drops);
+        if let Dequeue::NotBefore(t) = d {
+            self.throttled(t);
+        }
+        d
+    }
+
+    /// Starts transmitting `p` (from [`Device::next_packet`]) at `now`. [`Begin::Sent`]:
+    /// one wire packet whose last bit is out at `end` — the caller puts `p` on its medium.
+    /// [`Begin::Burst`]: the device keeps the buffer and cuts it
+    /// ([`Device::next_segment`]).
+    #[inline(always)]
+    pub fn begin(&mut self, p: &Packet, now: Time) -> Begin {
         self.tx_len = p.len_bytes;
         self.tx_wire = p.wire_packets();
         if self.shaper || p.gso_segs > 1 {
             let segments = self.tx_wire;
             self.busy_until = Some(now);
             self.cutting = Some(Cutting {
-                buffer: p,
+                buffer: *p,
                 next: 0,
                 start: now,
                 t: now,
             });
-            return Poll::Burst { segments };
+            return Begin::Burst { segments };
         }
-        let end = self.tx_end(now, &p);
+        let end = self.tx_end(now, p);
         self.busy_until = Some(end);
-        send(p, end);
-        Poll::Sent { end }
+        Begin::Sent { end }
     }
 
     /// The next wire packet of a [`Poll::Burst`], `None` after the last.

@@ -70,7 +70,8 @@ impl Addr {
 
     #[inline]
     pub fn is_v4(&self) -> bool {
-        self.0[0] == 0 && self.0[1] == 0 && self.0[2] == 0xffff
+        // One 64-bit and one 32-bit comparison (the `::ffff:0:0/96` prefix).
+        (self.0[0] | self.0[1]) == 0 && self.0[2] == 0xffff
     }
 
     /// The 32 bits of an IPv4 address, `None` for IPv6.
@@ -170,7 +171,14 @@ impl FlowKey {
             x = crate::rng::splitmix64_mix(x);
             return (x >> 32) as u32;
         }
-        // IPv6 (or mixed): the same ordering over the 128-bit addresses, all words mixed in.
+        self.hash_v6(salt)
+    }
+
+    /// [`FlowKey::hash`] for IPv6 (or mixed) keys: the same ordering over the 128-bit
+    /// addresses, all words mixed in. Out of line, so the IPv4 path stays small enough to
+    /// inline where packets are hashed.
+    #[inline(never)]
+    fn hash_v6(&self, salt: u64) -> u32 {
         let a = (self.src_addr, self.src_port);
         let b = (self.dst_addr, self.dst_port);
         let (lo, hi) = if a <= b { (a, b) } else { (b, a) };

@@ -14,8 +14,8 @@ use crate::flows::FlowTable;
 use crate::link::{Link, TxFate};
 use crate::metrics::{LinkCounts, PacketLog, TimeSeries};
 use crate::workload;
-use sojourn_core::device::{Device, Poll};
-use sojourn_core::qdisc::{BuildCtx, DropReason, Drops, Qdisc};
+use sojourn_core::device::{Begin, Device};
+use sojourn_core::qdisc::{BuildCtx, Dequeue, DropReason, Drops, Qdisc};
 use sojourn_core::rng::{splitmix64_mix, Rng};
 use sojourn_core::{Duration, Packet, Time};
 
@@ -306,7 +306,10 @@ impl Sim {
         let node = self.endpoints[id as usize].node;
         if !self.out.is_empty() {
             let mut out = std::mem::take(&mut self.out);
-            for mut pkt in out.drain(..) {
+            // Copied out by reference rather than drained: `drain` costs one more
+            // ~200-byte copy per packet.
+            for pkt in &out {
+                let mut pkt = *pkt;
                 pkt.uid = self.next_uid;
                 self.next_uid += 1;
                 pkt.created_at = self.now;
@@ -315,6 +318,7 @@ impl Sim {
                 self.flows.get_mut(pkt.flow).pkts_sent += pkt.wire_packets() as u64;
                 self.forward(node, pkt, true);
             }
+            out.clear();
             self.out = out;
         }
         if !self.notes.is_empty() {
@@ -505,8 +509,15 @@ impl Sim {
     fn begin_tx_released(&mut self, l: u32) {
         let now = self.now;
         let link = &mut self.links[l as usize];
-        let p = *link.dev.burst_buffer().expect("a burst");
-        let n = p.wire_packets();
+        // Only the buffer's counters are read here; the whole ~200-byte buffer is copied
+        // only for a TSQ completion.
+        let p = link.dev.burst_buffer().expect("a burst");
+        let (n, flow, socket) = (p.wire_packets(), p.flow, p.socket);
+        let buffer = if link.notify_tx && socket != 0 {
+            Some(*p)
+        } else {
+            None
+        };
         if n > 1 {
             // One buffer became n packets (conservation counts wire packets).
             self.acct.created += (n - 1) as u64;
@@ -540,7 +551,7 @@ impl Sim {
         if lost > 0 {
             link.stats.drops[DropReason::LinkLoss as usize] += lost;
             self.acct.dropped += lost;
-            self.flows.records[p.flow as usize].pkts_dropped += lost;
+            self.flows.records[flow as usize].pkts_dropped += lost;
         }
         if !had_in_flight {
             if let Some(&(at, _)) = link.in_flight.front() {
@@ -553,7 +564,7 @@ impl Sim {
             }
         }
         self.events.push(t, Event::TxDone(l));
-        if link.notify_tx && p.socket != 0 {
+        if let Some(p) = buffer {
             if link.dev.shaper {
                 // The shaper hands the whole buffer to the device, which orphans it.
                 self.notify_tx_complete(&p);
@@ -614,62 +625,50 @@ impl Sim {
         }
         let now = self.now;
         let link = &mut self.links[l as usize];
-        let log_packets = link.log_packets;
-        let sojourn = &mut link.stats.sojourn;
-        let busy_ns = &mut link.stats.busy_ns;
-        let log = &mut self.packet_log;
-        let sample = self.packet_sample;
-        let events = &mut self.events;
-        let (loss, reorder, reorder_delay) = (link.loss, link.reorder, link.reorder_delay);
-        let loss_rng = &mut link.loss_rng;
-        let reorder_rng = &mut link.reorder_rng;
-        let prop = &mut link.prop;
-        let tx_fate = &mut link.tx_fate;
-        let tx_pkt = &mut link.tx_pkt;
-        let in_flight = &mut link.in_flight;
-        let r = link.dev.poll(
-            now,
-            &mut self.drops,
-            &mut |p: &Packet| {
-                sojourn.record((now - p.enqueued_at).as_ns());
-                if log_packets {
-                    log.push(now, l, p, None, sample);
-                }
-            },
-            |p, end| {
-                *busy_ns += (end - now).as_ns();
-                if loss > 0.0 && loss_rng.chance(loss) {
-                    *tx_fate = TxFate::Lost;
-                    *tx_pkt = Some(p);
-                } else {
-                    let at = prop.arrival_time(end);
-                    if reorder > 0.0 && reorder_rng.chance(reorder) {
-                        *tx_fate = TxFate::Late(at + reorder_delay);
-                        *tx_pkt = Some(p);
-                    } else if at == end {
-                        *tx_fate = TxFate::Direct;
-                        *tx_pkt = Some(p);
-                    } else {
-                        // The common case: the packet's only copy on this link.
-                        *tx_fate = TxFate::InFlight;
-                        in_flight.push_back((at, p));
+        // The device's primitives rather than its `poll`: the packet goes from the qdisc's
+        // answer into the in-flight queue with one copy, and nothing is set up for an
+        // empty qdisc (the common answer at a transmission's end).
+        match link.dev.next_packet(now, &mut self.drops) {
+            Dequeue::Packet(p) => {
+                if !ring {
+                    link.stats.sojourn.record((now - p.enqueued_at).as_ns());
+                    if link.log_packets {
+                        self.packet_log.push(now, l, &p, None, self.packet_sample);
                     }
                 }
-                events.push(end, Event::TxDone(l));
-            },
-        );
-        match r {
-            Poll::Sent { .. } => {}
-            Poll::Burst { .. } => self.begin_tx_released(l),
-            Poll::Idle => {
+                match link.dev.begin(&p, now) {
+                    Begin::Sent { end } => {
+                        link.stats.busy_ns += (end - now).as_ns();
+                        if link.loss > 0.0 && link.loss_rng.chance(link.loss) {
+                            link.tx_fate = TxFate::Lost;
+                            link.tx_pkt = Some(p);
+                        } else {
+                            let at = link.prop.arrival_time(end);
+                            if link.reorder > 0.0 && link.reorder_rng.chance(link.reorder) {
+                                link.tx_fate = TxFate::Late(at + link.reorder_delay);
+                                link.tx_pkt = Some(p);
+                            } else if at == end {
+                                link.tx_fate = TxFate::Direct;
+                                link.tx_pkt = Some(p);
+                            } else {
+                                // The common case: the packet's only copy on this link.
+                                link.tx_fate = TxFate::InFlight;
+                                link.in_flight.push_back((at, p));
+                            }
+                        }
+                        self.events.push(end, Event::TxDone(l));
+                    }
+                    Begin::Burst { .. } => self.begin_tx_released(l),
+                }
+            }
+            Dequeue::Empty | Dequeue::NotBefore(_) => {
                 if ring {
                     return;
                 }
-                if let Some(t) = self.links[l as usize].dev.take_wake() {
+                if let Some(t) = link.dev.take_wake() {
                     self.events.push(t, Event::QdiscWake(l));
                 }
             }
-            Poll::Busy(_) => unreachable!("start_tx on a busy link"),
         }
         if ring {
             self.fill_ring(l);

@@ -371,6 +371,42 @@ mod tests {
         assert_eq!(q.enqueue(p, Time::ZERO, &mut drops), Verdict::Dropped);
         assert_eq!(q.len_packets(), 0);
     }
+    #[test]
+    fn segments_of_a_split_buffer_are_packets_of_their_own_and_the_victims_are_named() {
+        // tbf_segment hands each segment to the child (here a 4542-B bfifo: room for three
+        // 1514-B frames). Segments 3..9 overflow it; each drop must name its own segment
+        // (uid = buffer uid + index << 48, its own sequence number), not the buffer.
+        let mut q = build(vec![
+            ("rate", s("8Mbit")),
+            ("burst", s("5000B")),
+            ("limit", s("4542B")),
+        ])
+        .unwrap();
+        let mut p = Packet::synthetic(5, 1, 10 * 1514);
+        p.hdr.seq = 4_294_960_000; // segments cross the 32-bit wrap: nothing compares raw
+        p.hdr.payload_bytes = 10 * 1448;
+        p.gso_segs = 10;
+        p.gso_size = 1448;
+        let mut drops = Drops::new();
+        assert_eq!(q.enqueue(p, Time::ZERO, &mut drops), Verdict::Queued);
+        let gone: Vec<(u64, u64)> = drops
+            .as_slice()
+            .iter()
+            .map(|d| (d.pkt.uid, d.pkt.hdr.seq))
+            .collect();
+        let want: Vec<(u64, u64)> = (3..10u64)
+            .map(|i| (5 + (i << 48), 4_294_960_000 + i * 1448))
+            .collect();
+        assert_eq!(gone, want);
+        let kept: Vec<u64> = (0..3)
+            .map(|_| match q.dequeue(Time(1_000_000_000), &mut drops) {
+                Dequeue::Packet(p) => p.uid,
+                d => panic!("expected a packet, got {d:?}"),
+            })
+            .collect();
+        assert_eq!(kept, vec![5, 5 + (1 << 48), 5 + (2 << 48)]);
+    }
+
     use crate::qdisc::testkit::{check_conservation, pkt};
 
     fn build(pairs: Vec<(&str, Value)>) -> ConfResult<Tbf> {
