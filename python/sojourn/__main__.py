@@ -2,4 +2,6 @@ import sys
 
 from .cli import main
 
-sys.exit(main())
+# `python -m sojourn …`; importing this module (tests import every module on its own) runs nothing.
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn, Optional, Sequence
 
-from ._cli_common import fail
+from ._cli_common import fail, parse_set
 from ._config import ConfigError
 
 EPILOG = """\
@@ -35,19 +35,7 @@ def _err(msg: str) -> int:
     return fail(msg)
 
 
-def _parse_set(items: Sequence[str]) -> dict:
-    from ._config import tomllib
-
-    out = {}
-    for it in items or []:
-        if "=" not in it:
-            raise ConfigError("--set", it, "expected KEY=VALUE (VALUE in TOML syntax, bare words are strings)")
-        k, v = it.split("=", 1)
-        try:
-            out[k.strip()] = tomllib.loads(f"v = {v}")["v"]
-        except Exception:
-            out[k.strip()] = v
-    return out
+_parse_set = parse_set  # one parser for every command (_cli_common)
 
 
 def _set_error(e: ConfigError) -> ConfigError:

@@ -7,7 +7,7 @@ from typing import Optional, Sequence, Union
 
 from . import deploy as _d
 from . import deploy_apply as _apply
-from ._cli_common import fail
+from ._cli_common import fail, parse_set
 from ._config import ConfigError
 
 DEPLOY_EPILOG = """\
@@ -48,20 +48,7 @@ def _ifaces(items: Optional[Sequence[str]]) -> Union[None, str, dict[str, str]]:
     return out
 
 
-def _parse_set(items: Optional[Sequence[str]]) -> dict:
-    """``--set KEY=VALUE`` (VALUE in TOML syntax; bare words are strings), as ``sojourn run``."""
-    from ._config import tomllib
-
-    out = {}
-    for it in items or []:
-        if "=" not in it:
-            raise ConfigError("--set", it, "expected KEY=VALUE (VALUE in TOML syntax, bare words are strings)")
-        k, v = it.split("=", 1)
-        try:
-            out[k.strip()] = tomllib.loads(f"v = {v}")["v"]
-        except Exception:
-            out[k.strip()] = v
-    return out
+_parse_set = parse_set  # one parser for every command (_cli_common)
 
 
 def _plan(a, experiment: str) -> _d.Plan:

@@ -202,7 +202,7 @@ def install_run(out: Path, files: dict[str, bytes]) -> None:
     does not have are removed. A crash at any point leaves no ``summary.json``, so a
     rerun redoes the run (nothing half-written counts as done)."""
     from ._outdir import PARTIAL_PREFIX, clean_stale_partials, staging_dir
-    from .results import SUMMARY
+    from .results import SUMMARY, publish_staged
 
     if SUMMARY not in files:
         raise ValueError(f"a returned run has no {SUMMARY}")
@@ -222,14 +222,7 @@ def install_run(out: Path, files: dict[str, bytes]) -> None:
         for e in list(out.iterdir()):
             if e.name not in tops and not e.name.startswith(PARTIAL_PREFIX) and not e.name.startswith("."):
                 shutil.rmtree(e) if e.is_dir() and not e.is_symlink() else e.unlink()
-        for src in sorted(staging.iterdir()):
-            if src.name == SUMMARY:
-                continue
-            dst = out / src.name
-            if src.is_dir() and dst.is_dir() and not dst.is_symlink():
-                shutil.rmtree(dst)
-            os.replace(src, dst)
-        os.replace(staging / SUMMARY, out / SUMMARY)
+        publish_staged(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

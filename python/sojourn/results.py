@@ -170,14 +170,7 @@ class Result:
             (staging / SUMMARY).write_text(self.summary_text or (json.dumps(self.summary, indent=2, sort_keys=True) + "\n"))
             if extra is not None:
                 extra(staging)
-            for src in sorted(staging.iterdir()):
-                if src.name == SUMMARY:
-                    continue
-                dst = out / src.name
-                if src.is_dir() and dst.is_dir() and not dst.is_symlink():
-                    shutil.rmtree(dst)
-                os.replace(src, dst)
-            os.replace(staging / SUMMARY, out / SUMMARY)
+            publish_staged(staging, out)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
             if reuse:
@@ -324,3 +317,16 @@ def run_row(summary: dict, link: Optional[str] = None) -> dict:
         "in_network": int(acc.get("in_network", 0)),
         "conserved": bool(acc.get("conserved", False)),
     }
+
+
+def publish_staged(staging: Path, out: Path) -> None:
+    """Move a staged run's entries into ``out``, summary.json last: a reader that sees the
+    summary sees the whole run (the crash-safety rule of docs/limits.md)."""
+    for src in sorted(staging.iterdir()):
+        if src.name == SUMMARY:
+            continue
+        dst = out / src.name
+        if src.is_dir() and dst.is_dir() and not dst.is_symlink():
+            shutil.rmtree(dst)
+        os.replace(src, dst)
+    os.replace(staging / SUMMARY, out / SUMMARY)
