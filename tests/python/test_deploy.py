@@ -17,6 +17,7 @@ import pytest
 import _local  # noqa: F401  (this worktree's python/sojourn first)
 from sojourn import deploy
 from sojourn._config import tomllib
+from live_experiments import upload_scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 AGE = ROOT / "experiments" / "repro" / "age-based"
@@ -226,24 +227,7 @@ def test_check_without_plan_needs_no_root_for_the_listing(sojourn_cli):
     assert r.stdout.startswith("qdisc kinds (")
 
 
-SERVER = """
-import socket, sys
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", 5201)); s.listen(1); s.settimeout(10)
-print("ready", flush=True)
-c, _ = s.accept(); c.settimeout(10); n = 0
-while True:
-    b = c.recv(65536)
-    if not b:
-        break
-    n += len(b)
-print(n, flush=True)
-"""
-CLIENT = """
-import socket
-c = socket.create_connection(("127.0.0.1", 5201), timeout=10)
-c.sendall(b"x" * 300000); c.close()
-"""
+SERVER, CLIENT = upload_scripts("127.0.0.1")
 
 
 @needs_root

@@ -16,6 +16,7 @@ import pytest
 
 import _local  # noqa: F401  (this worktree's python/sojourn first)
 from sojourn import deploy, deploy_apply
+from live_experiments import upload_scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 AGE = ROOT / "experiments" / "repro" / "age-based" / "age-1g.toml"
@@ -173,24 +174,7 @@ def test_refused_without_privilege(action):
     assert {ln for ln in after.splitlines() if ln.startswith("sjdep")} <= set(before.splitlines())
 
 
-SERVER = """
-import socket
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("10.77.0.2", 5201)); s.listen(1); s.settimeout(10)
-print("ready", flush=True)
-c, _ = s.accept(); c.settimeout(10); n = 0
-while True:
-    b = c.recv(65536)
-    if not b:
-        break
-    n += len(b)
-print(n, flush=True)
-"""
-CLIENT = """
-import socket
-c = socket.create_connection(("10.77.0.2", 5201), timeout=10)
-c.sendall(b"x" * 300000); c.close()
-"""
+SERVER, CLIENT = upload_scripts("10.77.0.2")
 
 
 @needs_root

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import sojourn
+from live_experiments import AGE, CLASSIFIER, write
 
 ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "experiments" / "examples"
@@ -53,10 +54,6 @@ flows = true
 """
 
 
-def write(tmp_path: Path, text: str, name: str = "exp.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
 
 
 # ---------------------------------------------------------------- bad input and refusals
@@ -202,39 +199,6 @@ def test_cleanup_after_sigkill(tmp_path):
     assert run_id not in links
 
 
-AGE = """
-duration = "4s"
-[topology]
-kind = "graph"
-nodes = ["client", "server"]
-[[topology.links]]
-name = "nic"
-from = "client"
-to = "server"
-rate = "10Mbit"
-delay = "1ms"
-qdisc = "pfifo_fast"
-[transport]
-cc = "cubic"
-[[workload]]
-kind = "bulk"
-from = "client"
-to = "server"
-[[workload]]
-kind = "poisson"
-from = "client"
-to = "server"
-interval = "150ms"
-size = "15KB"
-start = "1s"
-"""
-
-CLASSIFIER = """
-[[classifier]]
-at = "client"
-hook = "output"
-map = [{ upto = 100000, priority = "1:6" }, { priority = "1:0" }]
-"""
 
 
 @live

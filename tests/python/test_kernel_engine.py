@@ -14,49 +14,14 @@ import _local  # noqa: F401  (this worktree's python/sojourn first)
 import sojourn
 from sojourn import kernel_engine
 
+from live_experiments import AGE, CLASSIFIER, write
+
 ROOT = Path(__file__).resolve().parents[2]
 
 live = pytest.mark.skipif(os.geteuid() != 0, reason="live runs need root (CI runs as root)")
 
-AGE = """
-duration = "4s"
-[topology]
-kind = "graph"
-nodes = ["client", "server"]
-[[topology.links]]
-name = "nic"
-from = "client"
-to = "server"
-rate = "10Mbit"
-delay = "1ms"
-qdisc = "pfifo_fast"
-[transport]
-cc = "cubic"
-[[workload]]
-kind = "bulk"
-from = "client"
-to = "server"
-[[workload]]
-kind = "poisson"
-from = "client"
-to = "server"
-interval = "150ms"
-size = "15KB"
-start = "1s"
-"""
-
-CLASSIFIER = """
-[[classifier]]
-at = "client"
-hook = "output"
-map = [{ upto = 100000, priority = "1:6" }, { priority = "1:0" }]
-"""
 
 
-def write(tmp_path: Path, text: str, name: str = "exp.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
 
 
 def namespaces() -> set[str]:
