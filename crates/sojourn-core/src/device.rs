@@ -555,6 +555,7 @@ impl Device {
 mod tests {
     use super::*;
     use crate::qdisc::fifo::pfifo_with_limit;
+    use crate::qdisc::testkit::Bound;
 
     fn nop(_: &Packet) {}
 
@@ -599,7 +600,9 @@ mod tests {
         assert!(matches!(r, Poll::Burst { segments: 3 }));
         assert_eq!(seen, 1, "the qdisc saw one buffer");
         let mut ends = vec![];
+        let mut bound = Bound::new(100, "segments of one buffer");
         while let Some(s) = dev.next_segment() {
+            bound.tick();
             assert_eq!(s.pkt.len_bytes, 1514);
             assert_eq!(s.depart, s.end);
             ends.push(s.end.0);

@@ -1703,7 +1703,9 @@ mod tests {
         p.release(a);
         assert_eq!(p.alloc(), Some(a));
         let mut n = 2;
+        let mut bound = sojourn_core::qdisc::testkit::Bound::new(10_000, "allocate until full");
         while p.alloc().is_some() {
+            bound.tick();
             n += 1;
         }
         assert_eq!(n, 2048, "bounded by max_slots");

@@ -1156,7 +1156,9 @@ mod tests {
             let mut gen = Generator::new(plan, 0, seed);
             let mut ours = Vec::new();
             let mut wake = gen.start();
+            let mut bound = sojourn_core::qdisc::testkit::Bound::new(1_000_000, "generator wakes");
             while let Some(t) = wake {
+                bound.tick();
                 if t >= Time::ZERO + e.duration {
                     break;
                 }

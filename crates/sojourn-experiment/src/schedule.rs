@@ -341,7 +341,9 @@ mod tests {
         // Arrivals at 0.5 s and 0.9 s; the next (1.3 s) is past stop.
         let mut at = g.start();
         let mut opens = Vec::new();
+        let mut bound = sojourn_core::qdisc::testkit::Bound::new(100, "generator wakes");
         while let Some(t) = at {
+            bound.tick();
             let s = g.wake(t);
             opens.push(t);
             assert!(s.open.is_some());

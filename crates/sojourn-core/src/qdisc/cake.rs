@@ -1880,6 +1880,7 @@ impl CakeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::qdisc::testkit::Bound;
 
     /// CAKE takes its MTU from the device (`psched_mtu`): 9014 B on a jumbo-frame link.
     #[test]
@@ -2047,8 +2048,12 @@ mod tests {
         let mut now = Time(1_000_000);
         let mut uid = 0u64;
         let mut out: Vec<(Time, u64)> = Vec::new();
+        let mut bound = Bound::new(4 * n as u64 + 100, "drive_shaped: n deliveries");
         while out.len() < n {
+            bound.tick();
+            let mut fill = Bound::new(10, "drive_shaped: refill to 2 packets");
             while q.len_packets() < 2 {
+                fill.tick();
                 let len = sizes[uid as usize % sizes.len()];
                 let mut p = pkt(uid, 1, 2, 7, len);
                 p.enqueued_at = now;
@@ -2216,7 +2221,9 @@ mod tests {
             }
             let mut order = Vec::new();
             let mut t = now;
+            let mut bound = Bound::new(1_000, "60 deliveries in tin order");
             while order.len() < 60 {
+                bound.tick();
                 match q.dequeue(t, &mut drops) {
                     Dequeue::Packet(p) => order.push(p.priority & 0xffff),
                     Dequeue::NotBefore(x) => t = x,
@@ -2319,7 +2326,9 @@ mod tests {
         let mut wake = Time(0);
         let mut delays = Vec::new();
         let end = Time(3_000_000_000);
+        let mut bound = Bound::new(1_000_000, "3 s of voice beside bulk");
         while now < end {
+            bound.tick();
             if next_voice <= now {
                 let mut v = pkt(uid, 1, 300, 5000, 200);
                 v.flow = 99;
@@ -2428,7 +2437,9 @@ mod tests {
             }
             t += Duration::from_ms(200);
             let mut n = 0;
+            let mut bound = Bound::new(1_000, "drain after 200 ms");
             while let Dequeue::Packet(_) = q.dequeue(t, &mut drops) {
+                bound.tick();
                 n += 1;
             }
             assert!(n >= 1, "the last packet always leaves");
@@ -2497,7 +2508,9 @@ mod tests {
         let mut overflows = 0;
         let mut expected_head = 1u64;
         for _ in 0..10 {
+            let mut fill = Bound::new(1_000, "fill until the memory limit overflows");
             while drops.is_empty() {
+                fill.tick();
                 let mut p = pkt(uid, 1, 2, 3, 1514);
                 p.enqueued_at = t;
                 uid += 1;
@@ -2520,6 +2533,44 @@ mod tests {
             q.tins[2].stats.dropped, 0,
             "the thin voice queue is never the victim"
         );
+    }
+
+    /// `cake_heapify` swaps a queue with a child only when the child is strictly fatter, so
+    /// of two equally fat queues the one nearer the heap's root loses the packet. The heap
+    /// starts in the kernel's order (`k = queue * CAKE_MAX_TINS + tin`): with one queue per
+    /// tin (flowblind), Best Effort is position 0, Bulk 1 and Voice 2 (diffserv3). 1000-B
+    /// packets with a truesize of 1000 B and a 5500-B memory limit: the 6th arrival
+    /// overflows and the first heap build picks the victim.
+    #[test]
+    fn overflow_tie_drops_from_the_queue_nearest_the_heap_root() {
+        // (DSCP of each arrival in order, uid of the packet Linux drops)
+        let be = 0u8;
+        let bulk = 8u8; // CS1
+        let voice = 46u8; // EF
+        let cases: [([u8; 6], u64); 3] = [
+            // BE ties Bulk (left child): BE's head, uid 0.
+            ([be, bulk, be, bulk, be, bulk], 0),
+            // BE ties Voice (right child): BE's head, uid 0.
+            ([be, voice, be, voice, be, voice], 0),
+            // Bulk ties Voice under an empty BE: the left child, Bulk's head, uid 0.
+            ([bulk, voice, bulk, voice, bulk, voice], 0),
+        ];
+        for (arrivals, victim) in cases {
+            let mut q = built(&[
+                ("memlimit", Value::Int(5_500)),
+                ("flow_mode", s("flowblind")),
+            ]);
+            let mut drops = Drops::new();
+            for (uid, &dscp) in arrivals.iter().enumerate() {
+                let mut p = pkt(uid as u64, 1, 2, 3, 1000);
+                p.dscp = dscp;
+                p.truesize_bytes = 1000;
+                p.enqueued_at = Time(1_000_000);
+                q.enqueue(p, Time(1_000_000), &mut drops);
+            }
+            let dropped: Vec<u64> = drops.drain().map(|d| d.pkt.uid).collect();
+            assert_eq!(dropped, vec![victim], "arrivals {arrivals:?}");
+        }
     }
 
     fn ack(uid: u64, ack_no: u64, flags: u8) -> Packet {

@@ -830,6 +830,7 @@ impl Qdisc for DualPi2 {
 mod tests {
     use super::*;
     use crate::params::Table;
+    use crate::qdisc::testkit::Bound;
     use crate::qdisc::testkit::{check_conservation, pkt};
 
     const MTU: u32 = 1514;
@@ -1199,7 +1200,9 @@ mod tests {
                 assert!(at_enqueue.is_empty());
             }
             let mut sent = 0;
+            let mut bound = Bound::new(100_000, "drain");
             while q.dequeue(Time(1), &mut d).packet().is_some() {
+                bound.tick();
                 sent += 1;
             }
             let at_dequeue: Vec<DropReason> = d.drain().map(|x| x.reason).collect();
@@ -1397,7 +1400,10 @@ mod tests {
             .collect();
         assert_eq!(order, "LCLCLCLCLC");
         // With both queues empty the credit is reset: a fresh 9:1 cycle.
-        while q.dequeue(Time(0), &mut d).packet().is_some() {}
+        let mut bound = Bound::new(100_000, "drain");
+        while q.dequeue(Time(0), &mut d).packet().is_some() {
+            bound.tick();
+        }
         let mut q = q_with(spec());
         for i in 0..20 {
             q.enqueue(ecn_pkt(i, Ecn::Ect1, Time(0)), Time(0), &mut d);
@@ -1407,7 +1413,10 @@ mod tests {
             q.dequeue(Time(0), &mut d);
         }
         assert!(q.credit > 0);
-        while q.dequeue(Time(0), &mut d).packet().is_some() {}
+        let mut bound = Bound::new(100_000, "drain");
+        while q.dequeue(Time(0), &mut d).packet().is_some() {
+            bound.tick();
+        }
         assert_eq!(q.credit, -121_120);
         // Serving the L queue while the C queue is empty leaves the credit alone.
         let mut q = q_with(spec());
@@ -1496,7 +1505,9 @@ mod tests {
         let (mut t_arr, mut link_free) = (Time::ZERO, Time::ZERO);
         let (mut arrivals, mut drops, mut soj, mut n_soj) = (0u64, 0u64, 0.0, 0u64);
         let mut uid = 0;
+        let mut bound = Bound::new(10_000_000, "event loop until end");
         loop {
+            bound.tick();
             let dq = q.len_packets() > 0 && link_free <= t_arr;
             let now = if dq { link_free } else { t_arr };
             if now >= end {

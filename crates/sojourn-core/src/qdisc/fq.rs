@@ -1004,7 +1004,7 @@ impl<P: FlowPolicy> Qdisc for FqSched<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::testkit::{check_conservation_with, pkt};
+    use crate::qdisc::testkit::{check_conservation_with, pkt, Bound};
 
     const MTU: u32 = 1514;
 
@@ -1017,6 +1017,42 @@ mod tests {
         let mut p = pkt(uid, sk, len);
         p.socket = sk;
         p
+    }
+
+    /// CoCoA-literal garbage collection (the seed's `cocoa_classify`): detached flows are
+    /// collected only when there are at least 2 × buckets flows and more than half of them
+    /// are inactive. With 4 buckets and 8 flows, 3 idle flows are kept, 4 are kept (4 is
+    /// not more than 8 / 2), 5 are collected; with 7 flows nothing is collected.
+    #[test]
+    fn literal_gc_collects_only_when_crowded() {
+        // (flows, of which idle (never attached), flows collected 4 s later)
+        for (flows, idle, collected) in [(8u32, 3u32, 0u64), (8, 4, 0), (8, 5, 5), (7, 7, 0)] {
+            let mut cfg = FqConfig::linux_defaults(MTU);
+            cfg.buckets = 4;
+            cfg.gc_only_when_crowded = true;
+            let mut q = Fq::new(cfg);
+            let mut d = Drops::new();
+            for sk in 1..=flows {
+                // An idle flow: its first packet is refused (flow_limit 0), so it stays
+                // detached with an empty queue, a GC candidate from t = 0.
+                q.policy.flow_limit = if sk <= flows - idle { 1 } else { 0 };
+                enq(&mut q, sock(sk as u64, sk, 1000), Time(0), &mut d);
+            }
+            assert_eq!(d.len(), idle as usize);
+            // fq_gc runs on the next classification, past gc_age (3 s).
+            q.policy.flow_limit = 1;
+            enq(
+                &mut q,
+                sock(99, 99, 1000),
+                Time::from_ns(4_000_000_000),
+                &mut d,
+            );
+            assert_eq!(
+                q.stats().gc_flows,
+                collected,
+                "{flows} flows, {idle} of them idle"
+            );
+        }
     }
 
     /// A forwarded packet (no socket) with flow hash `hash`.
@@ -1189,7 +1225,9 @@ mod tests {
         let mut d = Drops::new();
         let mut out = Vec::new();
         let mut waits = 0;
+        let mut bound = Bound::new(1_000_000, "drain_paced");
         loop {
+            bound.tick();
             match q.dequeue(now, &mut d) {
                 Dequeue::Packet(p) => out.push((now, p)),
                 Dequeue::NotBefore(t) => {

@@ -671,6 +671,7 @@ mod tests {
     use super::*;
     use crate::packet::truesize_for;
     use crate::params::{Table, Value};
+    use crate::qdisc::testkit::Bound;
     use crate::qdisc::testkit::{check_conservation, pkt};
     use crate::time::{tx_time, Duration};
 
@@ -855,7 +856,9 @@ mod tests {
         let mut inside = [0i64; 4];
         let mut sojourns = Vec::new();
         let mut sparse_drops = 0;
+        let mut bound = Bound::new(100_000, "3 s of sparse beside bulk");
         while now < Time::from_ns(3_000_000_000) {
+            bound.tick();
             while next_sparse <= now {
                 q.enqueue(p_at(uid, sparse, 200, next_sparse), now, &mut d);
                 uid += 1;

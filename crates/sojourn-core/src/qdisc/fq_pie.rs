@@ -480,6 +480,7 @@ impl Qdisc for FqPie {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::qdisc::testkit::Bound;
     use crate::qdisc::testkit::{check_conservation, pkt};
     use crate::time::Duration;
 
@@ -524,7 +525,9 @@ mod tests {
         let mut next: Vec<Time> = sources.iter().map(|_| start).collect();
         let mut link_free = start;
         let mut uid = 0;
+        let mut bound = Bound::new(10_000_000, "event loop until end");
         loop {
+            bound.tick();
             let (si, t_arr) = next
                 .iter()
                 .enumerate()
@@ -714,7 +717,9 @@ mod tests {
         }
         let mut bytes = [0u64; 2];
         // Dequeue 300 kB (before any update: no AQM involvement).
+        let mut bound = Bound::new(10_000, "dequeue 300 kB");
         while bytes[0] + bytes[1] < 300_000 {
+            bound.tick();
             let p = q.dequeue(Time(1), &mut d).packet().unwrap();
             bytes[usize::from(p.flow == f[1])] += p.len_bytes as u64;
         }
@@ -782,7 +787,9 @@ mod tests {
         let idx = q.classify(&pkt(0, f, 1));
         let mut d = Drops::new();
         let mut now = t0 + Duration::from_secs(3);
+        let mut bound = Bound::new(100_000, "drain");
         while q.dequeue(now, &mut d).packet().is_some() {
+            bound.tick();
             now += SERVICE;
         }
         assert!(q.flow_prob(idx, now) > 0.1);

@@ -276,6 +276,7 @@ pub fn not_linux() -> NotLinux {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::qdisc::testkit::Bound;
     use crate::qdisc::testkit::{check_conservation, pkt};
 
     fn drain(q: &mut Las, now: Time) -> Vec<Packet> {
@@ -396,7 +397,9 @@ mod tests {
         }
         let mut done = vec![0.0; sizes_pkts.len()];
         let mut t = 0u64;
+        let mut bound = Bound::new(100_000, "drain");
         while let Some(p) = q.dequeue(Time(t), &mut d).packet() {
+            bound.tick();
             t += p.len_bytes as u64;
             done[p.flow as usize] = t as f64;
         }

@@ -301,6 +301,7 @@ mod tests {
     use super::*;
     use crate::params::{Table, Value};
     use crate::qdisc::codel::Codel;
+    use crate::qdisc::testkit::Bound;
     use crate::qdisc::testkit::{check_conservation, pkt};
     use crate::rng::Rng;
     use crate::time::Duration;
@@ -454,7 +455,9 @@ mod tests {
         assert!(keys.windows(2).all(|w| w[1] < w[0]), "{keys:?}");
         // drain the remaining key-0 packets; then the late arrivals come newest first
         let mut rest = Vec::new();
+        let mut bound = Bound::new(1_000, "drain the rest");
         while let Some(u) = deq(&mut q, ms(100)) {
+            bound.tick();
             rest.push(u);
         }
         assert_eq!(&rest[rest.len() - 5..], &[105, 104, 103, 102, 101]);
@@ -537,7 +540,9 @@ mod tests {
                 }
                 now += Duration(rng.below(2_000_000));
             }
+            let mut bound = Bound::new(1_000_000, "drain");
             while let Some(x) = deq(&mut q, now) {
+                bound.tick();
                 out.push(x);
             }
             assert_eq!(out.len(), arrivals, "no AQM, no limit: all delivered");

@@ -675,6 +675,7 @@ impl Qdisc for Pie {
 mod tests {
     use super::*;
     use crate::packet::Ecn;
+    use crate::qdisc::testkit::Bound;
     use crate::qdisc::testkit::{check_conservation, pkt};
 
     const MTU: u32 = 1514;
@@ -889,7 +890,9 @@ mod tests {
             next_sample += Duration::from_ms(15);
         }
         let mut uid = 0;
+        let mut bound = Bound::new(10_000_000, "event loop until end");
         loop {
+            bound.tick();
             let dequeue_next = q.len_packets() > 0 && link_free <= t_arr;
             let now = if dequeue_next { link_free } else { t_arr };
             if now >= end {
@@ -1268,7 +1271,9 @@ mod tests {
         // Drain, then stay idle for 20 s.
         let mut d = Drops::new();
         let mut now = t0 + Duration::from_secs(2);
+        let mut bound = Bound::new(100_000, "drain");
         while q.dequeue(now, &mut d).packet().is_some() {
+            bound.tick();
             now += SERVICE;
         }
         let mut out = vec![];

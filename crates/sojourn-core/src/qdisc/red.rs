@@ -543,6 +543,7 @@ mod tests {
     use super::*;
     use crate::packet::Ecn;
     use crate::params::Value;
+    use crate::qdisc::testkit::Bound;
     use crate::qdisc::testkit::{check_conservation, pkt};
 
     fn build(pairs: &[(&str, Value)]) -> ConfResult<Red> {
@@ -716,7 +717,9 @@ mod tests {
         let pb = 0.02 * (60_000.0 - 30_000.0) / (90_000.0 - 30_000.0);
         let mut gaps = vec![];
         let mut since = 0u64;
+        let mut bound = Bound::new(10_000_000, "20 000 marking gaps");
         while gaps.len() < 20_000 {
+            bound.tick();
             r.vars.qavg = 60_000 << r.law.wlog;
             since += 1;
             if r.action() == Action::ProbMark {
@@ -777,7 +780,10 @@ mod tests {
         hold_average(&mut r, 50_000);
         let q0 = r.vars.qavg as f64;
         let mut d = Drops::new();
-        while r.dequeue(Time(0), &mut d).packet().is_some() {}
+        let mut bound = Bound::new(100_000, "drain");
+        while r.dequeue(Time(0), &mut d).packet().is_some() {
+            bound.tick();
+        }
         assert_eq!(r.idle_start, Some(Time(0)));
         // 20 packet times of idleness.
         let t = Time::ZERO + Duration::from_us(800 * 20);

@@ -809,6 +809,7 @@ fn red_from_params(p: &mut Params) -> ConfResult<Option<SfqRed>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::qdisc::testkit::Bound;
     use crate::qdisc::testkit::{check_conservation, pkt};
     use crate::qdisc::Dropped;
 
@@ -827,7 +828,9 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         let mut out = vec![];
         let mut f = 1;
+        let mut bound = Bound::new(100_000, "flows in distinct buckets");
         while out.len() < n {
+            bound.tick();
             if seen.insert(q.bucket_of(&pkt(0, f, 100))) {
                 out.push(f);
             }
@@ -1033,7 +1036,13 @@ mod tests {
         for d in 0..=q.depth {
             let head = q.flows + d;
             let mut x = q.dep_next[head as usize];
+            let mut steps = 0;
             while x != head {
+                // A list longer than the slots is a corrupted (cyclic) list.
+                steps += 1;
+                if steps > q.slots.len() {
+                    return false;
+                }
                 if q.slots[x as usize].queue.len() != d as usize {
                     return false;
                 }

@@ -245,6 +245,7 @@ pub fn not_linux() -> NotLinux {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::qdisc::testkit::Bound;
     use crate::qdisc::testkit::{check_conservation_with, pkt};
 
     /// A packet of flow `flow` with `remaining` bytes still unsent after it.
@@ -273,7 +274,9 @@ mod tests {
         }
         let mut done = vec![0; pkts.len()];
         let mut t = 0;
+        let mut bound = Bound::new(100_000, "drain");
         while let Some(p) = q.dequeue(Time(t), &mut d).packet() {
+            bound.tick();
             t += p.len_bytes as u64;
             done[p.flow as usize] = t;
         }

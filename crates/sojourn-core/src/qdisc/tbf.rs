@@ -333,6 +333,7 @@ pub const TC_KEYS: &[TcKey] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::qdisc::testkit::Bound;
 
     #[test]
     fn gso_buffer_larger_than_the_bucket_is_segmented() {
@@ -436,8 +437,12 @@ mod tests {
             let mut uid = 0;
             let mut sent = 0u64;
             let (mut t0, mut b0) = (Time(0), 0u64);
+            let mut bound = Bound::new(100_000, "5 000 deliveries");
             while sent < 5_000 {
+                bound.tick();
+                let mut fill = Bound::new(100, "refill to 50 packets");
                 while q.len_packets() < 50 {
+                    fill.tick();
                     q.enqueue(pkt(uid, 1, len), now, &mut d);
                     uid += 1;
                 }
@@ -490,7 +495,9 @@ mod tests {
         // Idle longer than the bucket depth does not give more than `burst`.
         let later = now + Duration::from_secs(10);
         let mut n = 0;
+        let mut bound = Bound::new(1_000, "burst after idle");
         while let Dequeue::Packet(_) = q.dequeue(later, &mut d) {
+            bound.tick();
             n += 1;
         }
         assert_eq!(n, 10);

@@ -8,6 +8,31 @@ use crate::rng::Rng;
 use crate::time::{Duration, Time};
 use std::collections::HashSet;
 
+/// An iteration cap for a test loop whose progress depends on the code under test: a
+/// mutated law must fail the test with a message naming the loop, never hang it.
+pub struct Bound {
+    left: u64,
+    what: &'static str,
+}
+
+impl Bound {
+    /// At most `cap` iterations of the loop described by `what`.
+    pub fn new(cap: u64, what: &'static str) -> Self {
+        Bound { left: cap, what }
+    }
+
+    /// Counts one iteration; fails the test once the loop has run `cap` times.
+    #[track_caller]
+    pub fn tick(&mut self) {
+        assert!(
+            self.left > 0,
+            "test loop did not finish within its iteration cap: {}",
+            self.what
+        );
+        self.left -= 1;
+    }
+}
+
 /// Builds a discipline from `(key, value)` parameters through its `from_params`, rejecting
 /// unread keys as the registry does (path `q`).
 pub fn build_from<Q>(
