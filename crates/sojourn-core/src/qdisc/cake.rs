@@ -1880,7 +1880,6 @@ impl CakeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::testkit::Bound;
 
     /// CAKE takes its MTU from the device (`psched_mtu`): 9014 B on a jumbo-frame link.
     #[test]
@@ -1920,7 +1919,7 @@ mod tests {
     }
     use crate::packet::{Addr, Ecn, FlowKey, SackBlock};
     use crate::params::Table;
-    use crate::qdisc::testkit::check_conservation_with;
+    use crate::qdisc::testkit::{check_conservation_with, Bound};
     use crate::qdisc::{build, AnyQdisc};
     use crate::time::tx_time;
 

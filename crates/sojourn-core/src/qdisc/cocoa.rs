@@ -439,6 +439,73 @@ mod tests {
         assert_eq!(s.qlen(), 10);
     }
 
+    /// `max_monitoring_interval` takes seconds (an integer or a float) or a duration
+    /// string; a negative or non-finite number is refused at its key.
+    #[test]
+    fn max_monitoring_interval_takes_non_negative_seconds_or_a_duration() {
+        let parsed = |v: Value| {
+            let t = crate::params::Table(vec![("max_monitoring_interval".into(), v)]);
+            let mut p = Params::new("q", &t);
+            CocoaSpec::parse(&mut p, &BuildCtx::default()).map(|s| s.params.max_gi)
+        };
+        assert_eq!(parsed(Value::Int(2)), Ok(Duration::from_secs(2)));
+        assert_eq!(parsed(Value::Float(0.5)), Ok(Duration::from_ms(500)));
+        assert_eq!(
+            parsed(Value::Str("250ms".into())),
+            Ok(Duration::from_ms(250))
+        );
+        for bad in [
+            Value::Int(-1),
+            Value::Float(-0.5),
+            Value::Float(f64::INFINITY),
+            Value::Float(f64::NAN),
+        ] {
+            assert_eq!(
+                crate::qdisc::testkit::rejected_path("cocoa", "max_monitoring_interval", bad),
+                "q.max_monitoring_interval"
+            );
+        }
+    }
+
+    /// The GI ends at the first loss strictly *after* its end (the seed's `now > GI end`):
+    /// a loss at exactly the end only closes an interval; one nanosecond later the limit
+    /// shrinks by the LI's standing queue (6 packets: 10 -> 4).
+    #[test]
+    fn guard_interval_is_over_only_after_its_end() {
+        let mut s = Driver::new(10, false);
+        s.arrive_n(10, MS); // uids 0..9
+        s.arrive(5 * MS); // uid 10: first loss, GI [5 ms, 10 ms]
+        s.serve_n(4, 6 * MS); // qlen 6
+        s.arrive_n(4, 6 * MS + MS / 2); // uids 11..14
+        s.drops();
+        assert_eq!(s.arrive(10 * MS), Verdict::Dropped); // uid 15, inside the GI
+        assert_eq!(s.drops(), vec![(15, DropReason::FlowLimit)]);
+        assert_eq!(s.st().flow_max_qlen, 10);
+        assert_eq!((s.st().gi_start_ns, s.st().gi_end_ns), (5 * MS, 10 * MS));
+        assert_eq!(s.arrive(10 * MS + 1), Verdict::Dropped); // uid 16: GI over
+        let standing = s
+            .drops()
+            .iter()
+            .filter(|x| x.1 == DropReason::StandingQueue)
+            .count();
+        assert_eq!(standing, 6);
+        assert_eq!(s.st().flow_max_qlen, 4);
+    }
+
+    /// Literal mode converts with C's `(int)` as x86-64 does (`cvttsd2si`): truncation
+    /// toward zero, and the "integer indefinite" 0x80000000 for NaN or out-of-range values.
+    #[test]
+    fn literal_int_conversion_is_x86_cvttsd2si() {
+        assert_eq!(CocoaPolicy::c_int(3.7), 3);
+        assert_eq!(CocoaPolicy::c_int(-3.7), -3);
+        assert_eq!(CocoaPolicy::c_int(0.0), 0);
+        assert_eq!(CocoaPolicy::c_int(2_147_483_647.0), 2_147_483_647);
+        assert_eq!(CocoaPolicy::c_int(-2_147_483_648.0), -2_147_483_648);
+        assert_eq!(CocoaPolicy::c_int(2_147_483_648.0), -2_147_483_648);
+        assert_eq!(CocoaPolicy::c_int(f64::NAN), -2_147_483_648);
+        assert_eq!(CocoaPolicy::c_int(f64::INFINITY), -2_147_483_648);
+    }
+
     #[test]
     fn limit_shrinks_by_exactly_the_standing_queue_of_the_longest_interval() {
         let mut s = Driver::new(10, false);

@@ -830,8 +830,7 @@ impl Qdisc for DualPi2 {
 mod tests {
     use super::*;
     use crate::params::Table;
-    use crate::qdisc::testkit::Bound;
-    use crate::qdisc::testkit::{check_conservation, pkt};
+    use crate::qdisc::testkit::{check_conservation, pkt, Bound};
 
     const MTU: u32 = 1514;
 

@@ -671,8 +671,7 @@ mod tests {
     use super::*;
     use crate::packet::truesize_for;
     use crate::params::{Table, Value};
-    use crate::qdisc::testkit::Bound;
-    use crate::qdisc::testkit::{check_conservation, pkt};
+    use crate::qdisc::testkit::{check_conservation, pkt, Bound};
     use crate::time::{tx_time, Duration};
 
     fn build_with(t: Vec<(&str, Value)>, ctx: &BuildCtx) -> ConfResult<FqCodel> {

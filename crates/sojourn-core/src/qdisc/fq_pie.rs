@@ -480,8 +480,7 @@ impl Qdisc for FqPie {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::testkit::Bound;
-    use crate::qdisc::testkit::{check_conservation, pkt};
+    use crate::qdisc::testkit::{check_conservation, pkt, Bound};
     use crate::time::Duration;
 
     const MTU: u32 = 1514;

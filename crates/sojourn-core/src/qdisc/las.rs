@@ -276,8 +276,7 @@ pub fn not_linux() -> NotLinux {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::testkit::Bound;
-    use crate::qdisc::testkit::{check_conservation, pkt};
+    use crate::qdisc::testkit::{check_conservation, pkt, Bound};
 
     fn drain(q: &mut Las, now: Time) -> Vec<Packet> {
         let mut d = Drops::new();

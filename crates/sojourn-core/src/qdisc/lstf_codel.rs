@@ -301,8 +301,7 @@ mod tests {
     use super::*;
     use crate::params::{Table, Value};
     use crate::qdisc::codel::Codel;
-    use crate::qdisc::testkit::Bound;
-    use crate::qdisc::testkit::{check_conservation, pkt};
+    use crate::qdisc::testkit::{check_conservation, pkt, Bound};
     use crate::rng::Rng;
     use crate::time::Duration;
 
@@ -514,6 +513,38 @@ mod tests {
         assert_eq!(out.uid, 1);
         assert!(!q.vars().dropping);
         assert_eq!(q.slack_s(), secs(245), "sojourn of the last packet pulled");
+    }
+
+    /// With ECN on, CoDel's drop in the dropping state marks an ECT packet instead and
+    /// delivers it (codel_dequeue: `INET_ECN_set_ce`, `ecn_mark++`); `ecn_marks` counts it.
+    #[test]
+    fn ecn_marks_instead_of_dropping_and_is_counted() {
+        let params = CodelParams {
+            ecn: true,
+            ..CodelParams::linux_default(1514)
+        };
+        let mut q = LstfCodel::new(1000, params, 1.0);
+        for u in 0..3 {
+            let mut p = pkt(u, 1, 1000);
+            p.ecn = crate::packet::Ecn::Ect0;
+            p.enqueued_at = ms(5 * u);
+            q.enqueue(p, ms(5 * u), &mut Drops::new());
+        }
+        q.vars = CodelVars {
+            count: 1,
+            lastcount: 1,
+            dropping: true,
+            rec_inv_sqrt: crate::qdisc::codel_law::REC_INV_SQRT_ONE,
+            first_above_time: ms(10),
+            drop_next: ms(200),
+            ldelay: Duration::ZERO,
+        };
+        assert_eq!(q.ecn_marks(), 0);
+        let mut d = Drops::new();
+        let out = q.dequeue(ms(250), &mut d).packet().unwrap();
+        assert!(d.is_empty(), "marked, not dropped");
+        assert_eq!((out.uid, out.ecn), (2, crate::packet::Ecn::Ce));
+        assert_eq!(q.ecn_marks(), 1);
     }
 
     /// α = 0: the slack never leaves 0, every key is 0, the queue is exactly FIFO.

@@ -675,8 +675,7 @@ impl Qdisc for Pie {
 mod tests {
     use super::*;
     use crate::packet::Ecn;
-    use crate::qdisc::testkit::Bound;
-    use crate::qdisc::testkit::{check_conservation, pkt};
+    use crate::qdisc::testkit::{check_conservation, pkt, Bound};
 
     const MTU: u32 = 1514;
 

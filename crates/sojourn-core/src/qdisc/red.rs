@@ -543,8 +543,7 @@ mod tests {
     use super::*;
     use crate::packet::Ecn;
     use crate::params::Value;
-    use crate::qdisc::testkit::Bound;
-    use crate::qdisc::testkit::{check_conservation, pkt};
+    use crate::qdisc::testkit::{check_conservation, pkt, Bound};
 
     fn build(pairs: &[(&str, Value)]) -> ConfResult<Red> {
         crate::qdisc::testkit::build_from(from_params, pairs.to_vec(), &BuildCtx::default())

@@ -809,8 +809,7 @@ fn red_from_params(p: &mut Params) -> ConfResult<Option<SfqRed>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::testkit::Bound;
-    use crate::qdisc::testkit::{check_conservation, pkt};
+    use crate::qdisc::testkit::{check_conservation, pkt, Bound};
     use crate::qdisc::Dropped;
 
     fn sfq() -> Sfq {

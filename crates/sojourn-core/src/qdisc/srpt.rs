@@ -245,8 +245,7 @@ pub fn not_linux() -> NotLinux {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::testkit::Bound;
-    use crate::qdisc::testkit::{check_conservation_with, pkt};
+    use crate::qdisc::testkit::{check_conservation_with, pkt, Bound};
 
     /// A packet of flow `flow` with `remaining` bytes still unsent after it.
     fn rp(uid: u64, flow: u32, len: u32, remaining: u64) -> Packet {

@@ -333,7 +333,6 @@ pub const TC_KEYS: &[TcKey] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::testkit::Bound;
 
     #[test]
     fn gso_buffer_larger_than_the_bucket_is_segmented() {
@@ -408,7 +407,7 @@ mod tests {
         assert_eq!(kept, vec![5, 5 + (1 << 48), 5 + (2 << 48)]);
     }
 
-    use crate::qdisc::testkit::{check_conservation, pkt};
+    use crate::qdisc::testkit::{check_conservation, pkt, Bound};
 
     fn build(pairs: Vec<(&str, Value)>) -> ConfResult<Tbf> {
         crate::qdisc::testkit::build_from(from_params, pairs, &BuildCtx::default())

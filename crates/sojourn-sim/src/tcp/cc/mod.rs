@@ -249,3 +249,53 @@ pub(crate) fn test_state(cwnd: u32) -> CcState {
         ..CcState::new(10, 1448, false)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cong_avoid_ai_is_linux_tcp_cong_avoid_ai() {
+        // One packet per w = 10 ACKed: 9 ACKs leave cwnd 10 with 9 counted, the 10th adds 1.
+        let mut st = test_state(10);
+        st.cwnd_cnt = 0;
+        st.cong_avoid_ai(10, 9);
+        assert_eq!((st.cwnd, st.cwnd_cnt), (10, 9));
+        st.cong_avoid_ai(10, 1);
+        assert_eq!((st.cwnd, st.cwnd_cnt), (11, 0));
+        // A stretch ACK of 25 packets at w = 10: +2, 5 left counted.
+        let mut st = test_state(10);
+        st.cwnd_cnt = 0;
+        st.cong_avoid_ai(10, 25);
+        assert_eq!((st.cwnd, st.cwnd_cnt), (12, 5));
+        // Credits gathered at a higher w (15 ≥ w = 10) are applied gently: +1 and the
+        // count restarts from 0 before this ACK is counted.
+        let mut st = test_state(10);
+        st.cwnd_cnt = 15;
+        st.cong_avoid_ai(10, 1);
+        assert_eq!((st.cwnd, st.cwnd_cnt), (11, 1));
+        // Never above the clamp.
+        let mut st = test_state(10);
+        st.cwnd_clamp = 10;
+        st.cwnd_cnt = 0;
+        st.cong_avoid_ai(10, 25);
+        assert_eq!(st.cwnd, 10);
+    }
+
+    #[test]
+    fn cwnd_limited_is_linux_tcp_is_cwnd_limited() {
+        // Not flagged cwnd-limited: in slow start only while cwnd < 2 × max_packets_out.
+        let mut st = test_state(10);
+        st.is_cwnd_limited = false;
+        st.ssthresh = INFINITE_SSTHRESH;
+        st.max_packets_out = 5;
+        assert!(!st.cwnd_limited(), "10 is not below 2 × 5");
+        st.max_packets_out = 6;
+        assert!(st.cwnd_limited(), "10 < 2 × 6");
+        // In congestion avoidance the flag alone decides.
+        st.ssthresh = 5;
+        assert!(!st.cwnd_limited());
+        st.is_cwnd_limited = true;
+        assert!(st.cwnd_limited());
+    }
+}

@@ -55,8 +55,10 @@ impl CongestionControl for Vegas {
         }
     }
     fn cwnd_event(&mut self, st: &mut CcState, ev: CaEvent) {
+        // tcp_vegas_cwnd_event: a restart after idle calls tcp_vegas_init, which also
+        // forgets the base RTT (the path may have changed while idle).
         if ev == CaEvent::TxStart {
-            self.enable(st);
+            self.init(st);
         }
     }
     fn cong_avoid(&mut self, st: &mut CcState, acked: u32) {
@@ -170,6 +172,71 @@ mod tests {
         assert_eq!(st.cwnd, 21);
         // Loss response: Reno's (tcp_reno_ssthresh), half the window.
         assert_eq!(v.ssthresh(&st), 10);
+    }
+
+    #[test]
+    fn vegas_runs_only_in_the_open_state() {
+        // tcp_vegas_state: any other state disables Vegas and cong_avoid is Reno's (cwnd 20
+        // above ssthresh 10: one ACK counts 1 of 20, no change), although the round's
+        // samples (125 ms, diff 5 > β) would take one packet off.
+        let (mut v, mut st) = vegas_at(20, 10);
+        v.set_state(&mut st, CaState::Recovery);
+        round(&mut v, &mut st, 125);
+        assert_eq!((st.cwnd, st.cwnd_cnt), (20, 1));
+        // Back to Open: enabled again, with a fresh round.
+        v.set_state(&mut st, CaState::Open);
+        round(&mut v, &mut st, 125);
+        assert_eq!(st.cwnd, 19);
+    }
+
+    #[test]
+    fn restart_after_idle_forgets_the_base_rtt() {
+        // tcp_vegas_cwnd_event(CA_EVENT_TX_START) -> tcp_vegas_init: baseRTT is reset, so
+        // 125-ms samples after the restart are the new base (diff 0 < α: +1), not 5
+        // packets queued over the old 100-ms base.
+        let (mut v, mut st) = vegas_at(20, 10);
+        v.cwnd_event(&mut st, CaEvent::TxStart);
+        round(&mut v, &mut st, 125);
+        assert_eq!(st.cwnd, 21);
+        // An RTO (CA_EVENT_LOSS) keeps it: diff 5 > β, −1.
+        let (mut v, mut st) = vegas_at(20, 10);
+        v.cwnd_event(&mut st, CaEvent::Loss);
+        round(&mut v, &mut st, 125);
+        assert_eq!(st.cwnd, 19);
+    }
+
+    #[test]
+    fn the_round_ends_only_after_beg_snd_nxt() {
+        // after(ack, beg_snd_nxt) is strict: an ACK of exactly beg_snd_nxt is no decision.
+        let (mut v, mut st) = vegas_at(20, 10);
+        for _ in 0..3 {
+            v.pkts_acked(&mut st, 1, Some(125_000_000));
+        }
+        st.snd_una = st.snd_nxt;
+        v.cong_avoid(&mut st, 1);
+        assert_eq!(st.cwnd, 20);
+        st.snd_una += 1;
+        v.cong_avoid(&mut st, 1);
+        assert_eq!(st.cwnd, 19);
+    }
+
+    #[test]
+    fn ssthresh_is_at_least_three_quarters_of_cwnd_after_a_round() {
+        // tcp_current_ssthresh: max(ssthresh, cwnd/2 + cwnd/4); cwnd 20 -> 21 (diff 1 < α),
+        // ssthresh 10 -> 10 + 5 = 15.
+        let (mut v, mut st) = vegas_at(20, 10);
+        round(&mut v, &mut st, 105);
+        assert_eq!((st.cwnd, st.ssthresh), (21, 15));
+    }
+
+    #[test]
+    fn observe_reports_the_queue_estimate() {
+        // cwnd 20, base 100 ms, round minimum 125 ms: diff = 20 · 25 / 100 = 5 packets.
+        let (mut v, mut st) = vegas_at(20, 10);
+        round(&mut v, &mut st, 125);
+        let mut seen = vec![];
+        v.observe(&mut |k, x| seen.push((k.to_string(), x)));
+        assert_eq!(seen, vec![("vegas_diff_pkts".to_string(), 5.0)]);
     }
 
     const INF: u32 = crate::tcp::cc::INFINITE_SSTHRESH;
