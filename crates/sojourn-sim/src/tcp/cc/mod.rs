@@ -181,10 +181,9 @@ pub trait CongestionControl {
     fn cong_control(&mut self, _st: &mut CcState, _rs: &RateSample) -> bool {
         false
     }
-    /// Window after a spurious reduction was undone (Linux `undo_cwnd`).
-    fn undo_cwnd(&mut self, st: &CcState) -> u32 {
-        st.cwnd
-    }
+    /// Window after a spurious reduction was undone (Linux `undo_cwnd`, which every
+    /// algorithm names: no default, so none silently keeps the reduced window).
+    fn undo_cwnd(&mut self, st: &CcState) -> u32;
     /// True if the algorithm needs the sender to pace (BBR: `SK_PACING_NEEDED`).
     fn needs_pacing(&self) -> bool {
         false

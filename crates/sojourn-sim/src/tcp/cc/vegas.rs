@@ -40,6 +40,10 @@ impl CongestionControl for Vegas {
     fn ssthresh(&mut self, st: &CcState) -> u32 {
         NewReno.ssthresh(st)
     }
+    fn undo_cwnd(&mut self, st: &CcState) -> u32 {
+        // `.undo_cwnd = tcp_reno_undo_cwnd`.
+        NewReno.undo_cwnd(st)
+    }
     fn pkts_acked(&mut self, _st: &mut CcState, _acked: u32, rtt_ns: Option<u64>) {
         let Some(rtt) = rtt_ns else { return };
         let rtt = rtt.max(1);
@@ -237,6 +241,15 @@ mod tests {
         let mut seen = vec![];
         v.observe(&mut |k, x| seen.push((k.to_string(), x)));
         assert_eq!(seen, vec![("vegas_diff_pkts".to_string(), 5.0)]);
+    }
+
+    #[test]
+    fn undo_is_renos() {
+        // tcp_reno_undo_cwnd: a spurious halving 50 -> 25 is undone to 50.
+        let (mut v, mut st) = vegas_at(50, INF);
+        st.ssthresh = v.ssthresh(&st);
+        st.cwnd = st.ssthresh;
+        assert_eq!(v.undo_cwnd(&st), 50);
     }
 
     const INF: u32 = crate::tcp::cc::INFINITE_SSTHRESH;
