@@ -280,7 +280,39 @@ mod tests {
 
     fn drain(q: &mut Las, now: Time) -> Vec<Packet> {
         let mut d = Drops::new();
-        std::iter::from_fn(|| q.dequeue(now, &mut d).packet()).collect()
+        let mut bound = Bound::new(1_000_000, "drain");
+        std::iter::from_fn(|| {
+            bound.tick();
+            q.dequeue(now, &mut d).packet()
+        })
+        .collect()
+    }
+
+    /// Among flows with equal attained service LAS is round-robin in the order they were
+    /// (re)queued: B, requeued at 1000 B before idle A's new packet, goes first although
+    /// A is the older flow. `observe` and `flow_count` count remembered and backlogged flows.
+    #[test]
+    fn ties_are_served_in_queueing_order_and_observed() {
+        let mut q = Las::new(1000, Duration::from_secs(1));
+        let mut d = Drops::new();
+        q.enqueue(pkt(0, 1, 1000), Time(0), &mut d); // A
+        assert_eq!(q.dequeue(Time(1), &mut d).packet().unwrap().uid, 0); // A: 1000 B, idle
+        q.enqueue(pkt(1, 2, 1000), Time(2), &mut d); // B
+        q.enqueue(pkt(2, 2, 1000), Time(2), &mut d);
+        assert_eq!(q.dequeue(Time(3), &mut d).packet().unwrap().uid, 1); // B: 1000 B
+        q.enqueue(pkt(3, 1, 1000), Time(4), &mut d); // A again, at 1000 B
+        assert_eq!(q.flow_count(), 2);
+        let mut seen = vec![];
+        q.observe(Time(4), &mut |k, x| seen.push((k.to_string(), x)));
+        assert_eq!(
+            seen,
+            vec![
+                ("flows".to_string(), 2.0),
+                ("backlogged_flows".to_string(), 2.0)
+            ]
+        );
+        let order: Vec<u64> = drain(&mut q, Time(5)).iter().map(|p| p.uid).collect();
+        assert_eq!(order, vec![2, 3], "B was requeued first");
     }
 
     #[test]

@@ -1602,7 +1602,12 @@ mod tests {
         }
         let order = |q: &mut AnyQdisc| -> Vec<u64> {
             let mut d = Drops::new();
-            std::iter::from_fn(|| q.dequeue(Time::ZERO, &mut d).packet().map(|x| x.uid)).collect()
+            let mut bound = crate::qdisc::testkit::Bound::new(100, "drain");
+            std::iter::from_fn(|| {
+                bound.tick();
+                q.dequeue(Time::ZERO, &mut d).packet().map(|x| x.uid)
+            })
+            .collect()
         };
         let got = order(&mut a);
         assert_eq!(got, order(&mut p));

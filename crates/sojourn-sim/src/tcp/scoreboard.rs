@@ -85,12 +85,6 @@ impl Scoreboard {
         self.packets_out() - self.sacked_out - self.lost_out + self.retrans_out
     }
 
-    /// Index of the segment containing `seq`, if any.
-    pub fn find(&self, seq: u64) -> Option<usize> {
-        let i = self.segs.partition_point(|s| s.end() <= seq);
-        (i < self.segs.len() && self.segs[i].start <= seq).then_some(i)
-    }
-
     pub fn push(&mut self, s: Seg) {
         self.segs.push_back(s);
     }
@@ -291,6 +285,31 @@ mod tests {
             });
         }
         b
+    }
+
+    /// A retransmission marked lost again (Linux `tcp_mark_skb_lost`): it leaves
+    /// retrans_out and keeps only LOST; a SACKed or already lost segment is not marked.
+    #[test]
+    fn marking_a_retransmission_lost_takes_it_out_of_retrans_out() {
+        let mut b = board(3);
+        b.segs[1].flags |= RETRANS | EVER_RETRANS;
+        b.retrans_out = 1;
+        // RFC 6675 pipe: 3 out − 0 SACKed − 0 lost + 1 retransmitted.
+        assert_eq!(b.in_flight(), 4);
+        assert!(b.mark_one_lost(1));
+        assert_eq!(b.segs[1].flags, LOST | EVER_RETRANS);
+        assert_eq!((b.lost_out, b.retrans_out, b.in_flight()), (1, 0, 2));
+        assert!(!b.mark_one_lost(1), "already lost");
+        b.sack(
+            SackBlock {
+                start: 201,
+                end: 301,
+            },
+            |_| {},
+        );
+        assert!(!b.mark_one_lost(2), "SACKed");
+        assert_eq!(b.lost_out, 1);
+        b.check().unwrap();
     }
 
     #[test]
