@@ -280,6 +280,7 @@ mod tests {
             done[p.flow as usize] = t;
         }
         assert!(d.is_empty());
+        assert_eq!(q.ecn_marks(), 0, "a scheduler without AQM marks nothing");
         done
     }
 
