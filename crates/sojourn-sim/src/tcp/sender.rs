@@ -238,7 +238,7 @@ impl TcpSender {
         source: Source,
         seed: u64,
     ) -> TcpSender {
-        let cc = super::cc::build(cfg.cc, seed);
+        let cc = super::cc::build(cfg, seed);
         let pacing = cfg.pacing || cc.needs_pacing();
         TcpSender {
             flow,
