@@ -78,9 +78,11 @@ impl Dctcp {
         self
     }
 
-    /// RTT independence applies now (tcp_prague `prague_is_rtt_indep`).
+    /// RTT independence applies now (tcp_prague `prague_is_rtt_indep`). Without a target
+    /// (DCTCP, or Prague without scaling) its two effects vanish by themselves: no RTT is
+    /// below 0 and no interval is shorter than 0.
     fn rtt_indep(&self, st: &CcState) -> bool {
-        self.rtt_target_ns > 0 && !st.in_slow_start() && self.rounds >= RTT_TRANSITION
+        !st.in_slow_start() && self.rounds >= RTT_TRANSITION
     }
 
     /// Packets to ACK per +1 packet of cwnd in congestion avoidance: cwnd, or with RTT
@@ -446,6 +448,9 @@ mod tests {
         // RTT 12.5 ms: (1/2)² = 1/4 per RTT: 40 ACKed.
         st.srtt_ns = 12_500_000;
         assert_eq!(acks_per_increase(&mut d, &mut st), 40);
+        // RTT 10 ms: 0.16 per RTT, 62.5 ACKed, rounded to 63.
+        st.srtt_ns = 10_000_000;
+        assert_eq!(acks_per_increase(&mut d, &mut st), 63);
         // At or above the target: unscaled.
         st.srtt_ns = 25_000_000;
         assert_eq!(acks_per_increase(&mut d, &mut st), 10);
@@ -467,6 +472,26 @@ mod tests {
             }
             assert_eq!(acks_per_increase(&mut d, &mut st), 10);
         }
+    }
+
+    #[test]
+    fn the_experiment_switches_prague_rtt_independence() {
+        use crate::tcp::cc::{build, AnyCc, CcKind};
+        let target = |cc, scaling| {
+            let cfg = crate::tcp::TcpConfig {
+                cc,
+                prague_rtt_scaling: scaling,
+                prague_rtt_target: Duration::from_ms(30),
+                ..Default::default()
+            };
+            match build(&cfg, 1) {
+                AnyCc::Dctcp(d) => d.rtt_target_ns,
+                _ => unreachable!(),
+            }
+        };
+        assert_eq!(target(CcKind::Prague, true), 30_000_000);
+        assert_eq!(target(CcKind::Prague, false), 0);
+        assert_eq!(target(CcKind::Dctcp, true), 0, "DCTCP has no RTT independence");
     }
 
     #[test]
