@@ -664,7 +664,11 @@ mod tests {
         assert_eq!(h.accecn_eceb(), Some(0));
         h.set_accecn_eceb((1 << 24) + 1461);
         assert_eq!(h.accecn_eceb(), Some(1461));
-        assert_eq!(core::mem::size_of::<TransportHeader>(), 72, "fits the padding");
+        assert_eq!(
+            core::mem::size_of::<TransportHeader>(),
+            72,
+            "fits the padding"
+        );
     }
 
     #[test]

@@ -261,7 +261,10 @@ mod tests {
         let forced: Vec<bool> = (0..5).map(|_| r.on_data(Ecn::Ce, MSS, 1)).collect();
         assert_eq!(forced, [false, false, false, false, true]);
         r.write_ack(&mut h, true);
-        assert!(!r.on_data(Ecn::Ce, MSS, 1), "pending count restarts at the ACK");
+        assert!(
+            !r.on_data(Ecn::Ce, MSS, 1),
+            "pending count restarts at the ACK"
+        );
     }
 
     #[test]
@@ -358,7 +361,11 @@ mod tests {
         }
         assert_eq!(total, 11);
         assert_eq!((s.cep, r.cep), (16, 16));
-        assert_eq!(s.ceb, 11 * 1448, "the last ACK's option brought s.ceb up to date");
+        assert_eq!(
+            s.ceb,
+            11 * 1448,
+            "the last ACK's option brought s.ceb up to date"
+        );
         assert_eq!(h.ace(), 0);
         // One ACK for 10 packets of which 9 were CE: ACE moves by 9 ≡ 1. Without the
         // option the sender assumes 9 (10 − (10 − 1) mod 8 = 9); with it, the option's

@@ -27,10 +27,10 @@
 //!   device); the socket is released when one of its packets leaves the host or is
 //!   dropped there.
 
+use super::accecn::{self, AccEcnSender, Feedback};
 use super::cc::{
     AnyCc, CaEvent, CaState, CcKind, CcState, CongestionControl, RateSample, INFINITE_SSTHRESH,
 };
-use super::accecn::{self, AccEcnSender, Feedback};
 use super::rtt::RttEstimator;
 use super::scoreboard::{Scoreboard, Seg, EVER_RETRANS, FIN, RETRANS, SACKED};
 use super::{IntervalDist, TcpConfig};

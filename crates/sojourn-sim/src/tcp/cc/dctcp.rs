@@ -161,8 +161,7 @@ impl CongestionControl for Dctcp {
         }
         // Prague's RTT independence: α at most once per target RTT; the packets of the
         // rounds in between count into the next update.
-        if self.rtt_indep(st) && st.now.saturating_since(self.alpha_stamp).0 < self.rtt_target_ns
-        {
+        if self.rtt_indep(st) && st.now.saturating_since(self.alpha_stamp).0 < self.rtt_target_ns {
             return;
         }
         let delivered = st.delivered - self.old_delivered;
@@ -462,7 +461,10 @@ mod tests {
         d.cong_avoid(&mut st, 1);
         assert_eq!(st.cwnd, 11);
         // Without RTT independence (and for DCTCP, which ignores the target): Reno's rate.
-        for mut d in [Dctcp::new(true), Dctcp::new(false).with_rtt_target(Duration::from_ms(25))] {
+        for mut d in [
+            Dctcp::new(true),
+            Dctcp::new(false).with_rtt_target(Duration::from_ms(25)),
+        ] {
             let mut st = test_state(10);
             d.init(&mut st);
             st.ssthresh = 5;
@@ -491,7 +493,11 @@ mod tests {
         };
         assert_eq!(target(CcKind::Prague, true), 30_000_000);
         assert_eq!(target(CcKind::Prague, false), 0);
-        assert_eq!(target(CcKind::Dctcp, true), 0, "DCTCP has no RTT independence");
+        assert_eq!(
+            target(CcKind::Dctcp, true),
+            0,
+            "DCTCP has no RTT independence"
+        );
     }
 
     #[test]
