@@ -301,9 +301,9 @@ impl TransportHeader {
     /// (RFC 9768 §3.2.2, Figure 2).
     #[inline]
     pub fn ace(&self) -> u8 {
-        (self.ae as u8) << 2
-            | (self.flags & tcp_flags::CWR != 0) as u8 * 2
-            | (self.flags & tcp_flags::ECE != 0) as u8
+        ((self.ae as u8) << 2)
+            | (((self.flags & tcp_flags::CWR != 0) as u8) << 1)
+            | ((self.flags & tcp_flags::ECE != 0) as u8)
     }
 
     /// Writes the ACE field (the low 3 bits of `ace`) into AE, CWR and ECE.
@@ -311,7 +311,7 @@ impl TransportHeader {
     pub fn set_ace(&mut self, ace: u8) {
         self.ae = ace & 4 != 0;
         self.flags &= !(tcp_flags::CWR | tcp_flags::ECE);
-        self.flags |= tcp_flags::CWR * ((ace >> 1) & 1) | tcp_flags::ECE * (ace & 1);
+        self.flags |= (tcp_flags::CWR * ((ace >> 1) & 1)) | (tcp_flags::ECE * (ace & 1));
     }
 
     /// The AccECN option's ECEB field (CE bytes mod 2^24) if the option is present.
