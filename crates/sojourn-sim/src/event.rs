@@ -168,14 +168,14 @@ impl EventQueue {
         if s <= self.cur {
             heap_push(&mut self.near, e);
         } else if s - self.cur < SLOTS {
-            self.to_wheel(s, e);
+            self.file_in_slot(s, e);
         } else {
             heap_push(&mut self.far, e);
         }
     }
 
     #[inline(always)]
-    fn to_wheel(&mut self, s: u64, e: Entry) {
+    fn file_in_slot(&mut self, s: u64, e: Entry) {
         let i = (s & (SLOTS - 1)) as usize;
         self.occupied[i / 64] |= 1 << (i % 64);
         self.wheel[i].push(e);
@@ -229,7 +229,7 @@ impl EventQueue {
             if s == self.cur {
                 heap_push(&mut self.near, e);
             } else {
-                self.to_wheel(s, e);
+                self.file_in_slot(s, e);
             }
         }
         true
