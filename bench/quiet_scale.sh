@@ -10,7 +10,8 @@
 # site-packages holding it if it is not in the current interpreter's.
 # Env: PYTHON (default python3; must import this checkout's `sojourn`), BENCH (a built
 # `sojourn-bench`; default: cargo builds target/release/sojourn-bench), OUT (default
-# bench/quiet-<UTC time>) for the outputs.
+# bench/quiet-<UTC time>) for the outputs, NS3_ARGS (extra ns3_compare.py arguments, e.g.
+# "--reps 1" or "--rows A,B").
 set -euo pipefail
 PYTHON=${PYTHON:-python3}
 OUT=${OUT:-bench/quiet-$(date -u +%Y%m%dT%H%M)}
@@ -27,7 +28,7 @@ echo "== 2. sojourn-bench --short cbr tcp"
 $BIN --short cbr tcp | tee "$OUT/bench-short.txt"
 echo "== 3. ns-3 side by side, full length"
 if PYTHONPATH="${NS3_PYTHONPATH:-}${NS3_PYTHONPATH:+:}${PYTHONPATH:-}" $PYTHON -c "from ns import ns" >/dev/null 2>&1; then
-    PYTHONPATH="${NS3_PYTHONPATH:-}${NS3_PYTHONPATH:+:}${PYTHONPATH:-}" $PYTHON bench/ns3_compare.py \
+    PYTHONPATH="${NS3_PYTHONPATH:-}${NS3_PYTHONPATH:+:}${PYTHONPATH:-}" $PYTHON bench/ns3_compare.py ${NS3_ARGS:-} \
         --json "$OUT/ns3.json" --markdown "$OUT/ns3.md"
 else
     echo "  ns-3 bindings not importable (pip install ns3, or NS3_PYTHONPATH=...): skipped"
