@@ -66,7 +66,11 @@ impl RxRing {
         // − 14 into the slot: 64 bytes of room in front is enough for both.
         let frame_bytes = (slot_bytes + 64).next_multiple_of(libc::TPACKET_ALIGNMENT);
         let page = 4096usize;
-        let block_bytes = frame_bytes.next_multiple_of(page).max(1 << 16);
+        // The kernel allocates each block as 2^order pages: ask for exactly that.
+        let block_bytes = frame_bytes
+            .next_multiple_of(page)
+            .next_power_of_two()
+            .max(1 << 16);
         let per_block = block_bytes / frame_bytes;
         let blocks = (total_bytes / block_bytes).max(2);
         let req = libc::tpacket_req {

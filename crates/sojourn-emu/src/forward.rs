@@ -777,8 +777,9 @@ impl Forwarder {
             .rx
             .unwrap_or(if plan.gso { RxMode::Ring } else { RxMode::Mmsg });
         // A ring's memory is the kernel's, pinned and allocated up front (a socket buffer
-        // only holds what waits): 64 MiB shared by the ports, 4–8 MiB each.
-        let ring_bytes = ((64usize << 20) / plan.ports.len().max(1)).clamp(4 << 20, 8 << 20);
+        // only holds what waits): 64 MiB shared by the ports, 2–8 MiB each (16–64 GSO
+        // buffers).
+        let ring_bytes = ((64usize << 20) / plan.ports.len().max(1)).clamp(2 << 20, 8 << 20);
         let mut ports = Vec::with_capacity(plan.ports.len());
         for pp in &plan.ports {
             let sock = PacketSocket::open(
