@@ -200,7 +200,9 @@ fn validate<'py>(
 /// memory); with `sink`, `sink(kind, columns, names)` receives them in chunks of exactly
 /// `chunk_rows` rows while the run proceeds (`kind` "timeseries" with the series names
 /// known so far, or "packets" with `names` None) and the result holds only the rows after
-/// the last chunk.
+/// the last chunk; `kind` "flows" (`names` None) brings finished flows' records, in the
+/// order they finished (at most `chunk_rows` each), and the result's `flows` holds only
+/// the others.
 #[pyfunction]
 #[pyo3(signature = (cfg, base_dir, seed=None, progress=None, sink=None, chunk_rows=65536))]
 fn run<'py>(
@@ -259,6 +261,9 @@ fn run<'py>(
                         }
                         sojourn_sim::Chunk::Packets(rows) => {
                             f.call1(py, ("packets", columns(py, rows)?, py.None()))?;
+                        }
+                        sojourn_sim::Chunk::Flows(rows) => {
+                            f.call1(py, ("flows", columns(py, rows)?, py.None()))?;
                         }
                     }
                     Ok(())
