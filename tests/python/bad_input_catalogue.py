@@ -220,6 +220,10 @@ s("wl-cbr-rate-zero", f"{W0}.rate=\"0bit\"", "")
 s("wl-start-after-stop", f"{W0}={{kind=\"cbr\", pair=0, rate=\"1Mbit\", start=\"1s\", stop=\"0.5s\"}}", "")
 s("wl-count-zero", f"{W1}.count=0", "out of range")
 s("wl-count-huge", f"{W1}.count=10000000", "needs ~")
+# 2,000 transfers per second for a million hours: each finished transfer keeps 32 B (its FCT
+# and goodput for summary.json), ~230 TB; refused up front with the transfer count.
+add("wl-transfers-million-hours", "cli", ["run", "{base}", "--out", "{out}", "--set", 'duration="1000000h"',
+    "--set", 'workload[1]={kind="poisson", pair=1, interval="0.5ms", size="10kB"}'], "~7200000000000 transfers")
 s("wl-from-unknown-node", f"{W0}={{kind=\"cbr\", from=\"x\", to=\"d0\", rate=\"1Mbit\"}}", "x")
 s("wl-onoff-no-times", f"{W0}={{kind=\"onoff\", pair=0, rate=\"1Mbit\"}}", "on_time")
 s("wl-distribution-bad", f"{W0}={{kind=\"onoff\", pair=0, rate=\"1Mbit\", on_time=\"1s\", off_time=\"1s\", distribution=\"pareto\"}}", "unknown value")
