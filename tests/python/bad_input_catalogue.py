@@ -120,6 +120,8 @@ for typo, right, q in [("tagret", "target", "codel"), ("quantumm", "quantum", "f
                        ("flow_limt", "flow_limit", "fq"), ("quantun", "quantum", "fq")]:
     s(f"hint-{q}-{typo}", f"{Q}={{kind=\"{q}\", {typo}=1}}", f'did you mean "{right}"')
 s("hint-link-dealy", f"{B}.dealy=\"5ms\"", 'did you mean "delay"', cli=True)
+s("hint-link-bandwith", f"{B}.bandwith=\"5Mbit\"", 'did you mean "rate"')
+s("hint-link-latency", f"{B}.latency=\"5ms\"", 'did you mean "delay"')
 s("hint-link-los", f"{B}.los=0.1", 'did you mean "loss"')
 s("hint-link-rat", f"{B}.rat=\"5Mbit\"", 'did you mean "rate"')
 s("hint-record-packet", "record.packet=true", 'did you mean "packets"')

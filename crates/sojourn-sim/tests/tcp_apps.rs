@@ -294,9 +294,9 @@ fn streamed_flow_records_are_the_in_memory_rows() {
     let names: Vec<String> = whole.flows.0.iter().map(|(n, _)| n.clone()).collect();
     for name in names {
         let col = |c: &sojourn_sim::Columns| c.get(&name).unwrap().clone();
-        let cat = chunks.iter().map(col).reduce(|a, b| cat(a, b)).unwrap();
+        let joined = chunks.iter().map(col).reduce(cat).unwrap();
         assert_eq!(
-            bits(permute(cat, &order)),
+            bits(permute(joined, &order)),
             bits(col(&whole.flows)),
             "column {name}"
         );
