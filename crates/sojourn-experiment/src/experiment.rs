@@ -395,7 +395,7 @@ pub fn check_in_memory(exp: &Experiment) -> ConfResult<()> {
         return Err(ConfError::new(
             "duration",
             format!(
-                "{} of simulated time with its time series, packet log and flow records \
+                "{} of simulated time with its flow records, time series and packet log \
                  held in memory (~{}) needs ~{}; {whose} {}. Give an output directory \
                  (sojourn.run(..., out=DIR), or `sojourn run`), which streams them to disk, \
                  or set SOJOURN_MEMORY=<size> to override (docs/limits.md)",
