@@ -67,7 +67,7 @@ fn qdisc_cost(kind: &str, flows: u32, iters: u64) -> Option<f64> {
     let mk = |uid: u64, flow: u32| {
         let mut p = Packet::synthetic(uid, flow, 1514);
         p.ecn = Ecn::Ect0;
-        p.socket = flow + 1;
+        p.sk = flow + 1;
         // One host pair per flow, so CAKE's host isolation sees distinct hosts (with all
         // flows towards one host, triple-isolate divides the quantum by the host load,
         // as Linux does, and each packet costs many DRR rotations).

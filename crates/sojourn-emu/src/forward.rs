@@ -868,7 +868,7 @@ impl Forwarder {
             link.rep.measured.drops[reason as usize] += 1;
         }
         let mut reply = false;
-        if let Some(c) = self.flows.conns.get_mut(p.flow as usize) {
+        if let Some(c) = self.flows.conns.get_mut(p.conversation() as usize) {
             reply = c.key != p.key;
             if reply {
                 c.drops_reply += 1;
@@ -956,7 +956,7 @@ impl Forwarder {
                     let reply = self
                         .flows
                         .conns
-                        .get(p.flow as usize)
+                        .get(p.conversation() as usize)
                         .is_some_and(|c| c.key != p.key);
                     log_packet(
                         &mut self.packets,
@@ -1103,7 +1103,7 @@ impl Forwarder {
         p.hash = p.key.hash(self.hash_salt);
         p.created_at = now;
         let (flow, original) = self.flows.lookup(p.key, h.tcp_flags, now.as_ns());
-        p.flow = flow;
+        p.tag = flow as u64;
         if let Some(ct) = &mut self.conntrack {
             p.ct_bytes = ct.account(&p, original);
         }
@@ -1510,7 +1510,7 @@ fn log_packet(
 ) {
     let mut q = *p;
     q.uid >>= SLOT_BITS;
-    q.flow = (p.flow << 1) | reply as u32;
+    q.tag = ((p.conversation() << 1) | reply as u32) as u64;
     log.push(t, li as u32, &q, reason, sample);
 }
 

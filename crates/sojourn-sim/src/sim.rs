@@ -8,7 +8,7 @@
 use crate::app::AnyApp;
 use crate::classify::{lookup, Conntrack, Hook, MedianPolicy};
 use crate::config::{static_routes, Experiment, Routes};
-use crate::endpoint::{AnyEndpoint, Endpoint, Io, Note};
+use crate::endpoint::{receiver_of, AnyEndpoint, Endpoint, Io, Note};
 use crate::event::{Event, EventQueue};
 use crate::flows::FlowTable;
 use crate::link::{Link, TxFate};
@@ -332,7 +332,7 @@ impl Sim {
                 pkt.created_at = self.now;
                 self.acct.created += 1;
                 // Wire packets: a GSO buffer counts its segments.
-                let rec = self.flows.get_mut(pkt.flow);
+                let rec = self.flows.get_mut(pkt.conversation());
                 rec.pkts_sent += pkt.wire_packets() as u64;
                 rec.in_network += 1;
                 self.forward(node, pkt, true);
@@ -402,7 +402,7 @@ impl Sim {
     }
 
     fn conntrack_hook(&mut self, node: u32, pkt: &mut Packet, local: bool) {
-        let original = pkt.key.src_addr.low32() == self.flows.get(pkt.flow).src_node;
+        let original = pkt.key.src_addr.low32() == self.flows.get(pkt.conversation()).src_node;
         let n = &mut self.nodes[node as usize];
         let ct = n.conntrack.as_mut().expect("checked by caller");
         let count = ct.account(pkt, original);
@@ -459,7 +459,7 @@ impl Sim {
 
     fn deliver(&mut self, pkt: &Packet) {
         self.acct.delivered += 1;
-        let rec = self.flows.get_mut(pkt.flow);
+        let rec = self.flows.get_mut(pkt.conversation());
         rec.in_network -= 1;
         if pkt.hdr.payload_bytes > 0 {
             let d = (self.now - pkt.created_at).as_ns();
@@ -470,10 +470,10 @@ impl Sim {
         if pkt.ecn == sojourn_core::Ecn::Ce {
             rec.pkts_ce += 1;
         }
-        let id = pkt.to_endpoint;
+        let id = receiver_of(pkt);
         // A packet for an endpoint that has closed (its slot may be reused) is discarded
         // by the host, as a closed socket would; it still counts as delivered.
-        if !self.serves(id, pkt.flow) {
+        if !self.serves(id, pkt.conversation()) {
             return;
         }
         let (ep, mut io) = self.endpoint_io(id);
@@ -488,7 +488,7 @@ impl Sim {
         pkt.enqueued_at = now;
         link.stats.enq_pkts += 1;
         // A qdisc may segment a GSO buffer (CAKE's split_gso): the packets it created count.
-        let flow = pkt.flow;
+        let flow = pkt.conversation();
         let created = link.dev.enqueue(pkt, now, &mut self.drops);
         if created > 0 {
             self.acct.created += created;
@@ -538,8 +538,8 @@ impl Sim {
         // Only the buffer's counters are read here; the whole ~200-byte buffer is copied
         // only for a TSQ completion.
         let p = link.dev.burst_buffer().expect("a burst");
-        let (n, flow, socket) = (p.wire_packets(), p.flow, p.socket);
-        let buffer = if link.notify_tx && socket != 0 {
+        let (n, flow, sk) = (p.wire_packets(), p.conversation(), p.sk);
+        let buffer = if link.notify_tx && sk != 0 {
             Some(*p)
         } else {
             None
@@ -612,7 +612,7 @@ impl Sim {
             let link = &mut self.links[l as usize];
             link.stats.drops[d.reason as usize] += 1;
             self.acct.dropped += 1;
-            let rec = self.flows.get_mut(d.pkt.flow);
+            let rec = self.flows.get_mut(d.pkt.conversation());
             rec.pkts_dropped += 1;
             rec.in_network -= 1;
             if link.log_packets {
@@ -623,8 +623,8 @@ impl Sim {
             // to the socket as on a completion (Linux sock_wfree/tcp_wfree).
             // The endpoint may not send from here (the engine is inside the enqueue): only
             // its timer is re-armed.
-            if notify && d.pkt.socket != 0 && self.serves(d.pkt.socket - 1, d.pkt.flow) {
-                let id = d.pkt.socket - 1;
+            if notify && d.pkt.sk != 0 && self.serves(d.pkt.sk - 1, d.pkt.conversation()) {
+                let id = d.pkt.sk - 1;
                 let (ep, mut io) = self.endpoint_io(id);
                 ep.on_host_drop(&d.pkt, &mut io);
                 let slot = &mut self.endpoints[id as usize];
@@ -726,7 +726,7 @@ impl Sim {
             }
             // TSQ needs the packet after the next transmission starts (which may push onto
             // `in_flight`): copy it only when a sending socket is waiting for it.
-            let done = (notify && pkt.socket != 0).then_some(*pkt);
+            let done = (notify && pkt.sk != 0).then_some(*pkt);
             self.start_tx(l);
             if let Some(pkt) = done {
                 self.notify_tx_complete(&pkt);
@@ -746,7 +746,7 @@ impl Sim {
             TxFate::Lost => {
                 link.stats.drops[DropReason::LinkLoss as usize] += 1;
                 self.acct.dropped += 1;
-                let rec = self.flows.get_mut(pkt.flow);
+                let rec = self.flows.get_mut(pkt.conversation());
                 rec.pkts_dropped += 1;
                 rec.in_network -= 1;
                 self.start_tx(l);
@@ -781,13 +781,13 @@ impl Sim {
 
     fn notify_tx_complete(&mut self, pkt: &Packet) {
         // TSQ completion goes to the endpoint that sent the packet: the one on the packet's
-        // source host serving this flow. Senders keep their own endpoint id in `socket`.
-        let id = pkt.socket;
+        // source host serving this flow. Senders set `sk` to their own endpoint id + 1.
+        let id = pkt.sk;
         if id == 0 {
             return;
         }
         let id = id - 1;
-        if !self.serves(id, pkt.flow) {
+        if !self.serves(id, pkt.conversation()) {
             return;
         }
         let (ep, mut io) = self.endpoint_io(id);
