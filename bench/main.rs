@@ -340,8 +340,8 @@ fn scale_run(exp: &sojourn_experiment::Experiment) -> ScaleRun {
         created: sim.acct.created,
         events: sim.events_processed,
         counts: sim.event_counts,
-        rtos: sim.flows.records.iter().map(|r| r.rtos).sum(),
-        retransmits: sim.flows.records.iter().map(|r| r.retransmits).sum(),
+        rtos: sim.flows.iter().map(|r| r.rtos).sum(),
+        retransmits: sim.flows.iter().map(|r| r.retransmits).sum(),
     }
 }
 
