@@ -312,8 +312,41 @@ fn scale_text_flows(pairs: u32, secs: f64, flow_pairs: &str) -> String {
     )
 }
 
+/// One packets-per-second run of the scale dumbbell: what the bottleneck received and
+/// transmitted, and what the run spent its events on.
+struct ScaleRun {
+    cpu_s: f64,
+    received: u64,
+    transmitted: u64,
+    created: u64,
+    events: u64,
+    counts: sojourn_sim::sim::EventCounts,
+    rtos: u64,
+    retransmits: u64,
+}
+
+fn scale_run(exp: &sojourn_experiment::Experiment) -> ScaleRun {
+    let mut sim = sojourn_sim::Sim::new(exp, exp.seed);
+    sim.start_apps();
+    let t0 = thread_cpu_seconds();
+    sim.run(&mut |_| true);
+    let cpu_s = thread_cpu_seconds() - t0;
+    sim.check_conservation().expect("conservation");
+    let st = &sim.links[exp.link("bottleneck").unwrap() as usize].stats;
+    ScaleRun {
+        cpu_s,
+        received: st.enq_pkts,
+        transmitted: st.tx_pkts,
+        created: sim.acct.created,
+        events: sim.events_processed,
+        counts: sim.event_counts,
+        rtos: sim.flows.records.iter().map(|r| r.rtos).sum(),
+        retransmits: sim.flows.records.iter().map(|r| r.retransmits).sum(),
+    }
+}
+
 /// Set-up time (parse + validate + build + start) against the number of pairs, and the
-/// bottleneck packets per CPU second of the run loop alone at 16 and 10,000 pairs.
+/// bottleneck packets per CPU second of the run loop alone with a flow on every pair.
 fn bench_scale(short: bool, out: &mut serde_json::Map<String, serde_json::Value>) {
     // `SOJOURN_BENCH_PAIRS=16,256,1024` chooses the sizes (e.g. on an engine that refuses
     // large topologies, to measure a "before").
@@ -322,13 +355,128 @@ fn bench_scale(short: bool, out: &mut serde_json::Map<String, serde_json::Value>
         Err(_) if short => vec![16, 1024],
         Err(_) => vec![16, 256, 1024, 4096, 10_000],
     };
+    // `SOJOURN_BENCH_RATES_ONLY=1` skips the set-up table (e.g. under callgrind).
+    if std::env::var_os("SOJOURN_BENCH_RATES_ONLY").is_none() {
+        bench_scale_setup(&sizes, out);
+    }
+    // `SOJOURN_BENCH_SECS` overrides the simulated time of the packets-per-second runs.
+    let secs = std::env::var("SOJOURN_BENCH_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if short { 2.0 } else { 30.0 });
+    let reps = if short { 1 } else { 3 };
+    // Packets-per-second cases: every size with a flow on every pair (issue 19's shape: far
+    // more flows than the 100 Mbit/s link can serve, most packets dropped), and, when 16
+    // pairs are measured next to a larger size, the largest with flows on 16 pairs only
+    // (the cost of the topology's size alone).
+    let big = *sizes.iter().max().unwrap_or(&16);
+    let mut cases: Vec<(u32, String, String)> = sizes
+        .iter()
+        .map(|&p| (p, "\"all\"".to_string(), format!("{p} pairs, {p} flows")))
+        .collect();
+    if sizes.contains(&16) && big > 16 {
+        let sixteen: Vec<String> = (0..16).map(|i| i.to_string()).collect();
+        cases.push((
+            big,
+            format!("[{}]", sixteen.join(", ")),
+            format!("{big} pairs, 16 flows"),
+        ));
+    }
+    println!(
+        "\nbottleneck packets per CPU second of the run loop, {secs} s simulated (median of {reps} by \
+         transmitted rate);\nreceived = offered to the bottleneck's qdisc, transmitted = \
+         serialised onto it (the difference is dropped):"
+    );
+    println!(
+        "{:>26} {:>6} {:>9} {:>9} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+        "case",
+        "CPU s",
+        "recv M/s",
+        "sent M/s",
+        "drop%",
+        "ev/pkt",
+        "tx+arr",
+        "t.due",
+        "t.rearm",
+        "t.disc",
+        "created",
+        "RTOs"
+    );
+    let mut rates = serde_json::Map::new();
+    let mut base: Option<(f64, f64)> = None;
+    let mut summary: Vec<(String, f64, f64, f64)> = Vec::new();
+    for (pairs, flow_pairs, label) in cases {
+        let text = scale_text_flows(pairs, secs, &flow_pairs);
+        let exp = sojourn_sim::config::from_toml(&text, std::path::Path::new("."))
+            .expect("bench experiment is valid");
+        let mut runs: Vec<ScaleRun> = (0..reps).map(|_| scale_run(&exp)).collect();
+        runs.sort_by(|a, b| a.cpu_s.total_cmp(&b.cpu_s));
+        let r = &runs[runs.len() / 2];
+        // Counts are per packet the bottleneck transmitted (identical in every repetition).
+        let per = |x: u64| x as f64 / r.transmitted.max(1) as f64;
+        let c = r.counts;
+        let (recv, sent) = (r.received as f64 / r.cpu_s, r.transmitted as f64 / r.cpu_s);
+        if pairs == 16 && flow_pairs == "\"all\"" {
+            base = Some((recv, sent));
+        }
+        println!(
+            "{label:>26} {:>6.2} {:>9.3} {:>9.3} {:>6.1} {:>7.1} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>7.3}",
+            r.cpu_s,
+            recv / 1e6,
+            sent / 1e6,
+            100.0 * (1.0 - r.transmitted as f64 / r.received.max(1) as f64),
+            per(r.events),
+            per(c.tx_done + c.arrive),
+            per(c.timer_due),
+            per(c.timer_rearmed),
+            per(c.timer_discarded),
+            per(r.created),
+            per(r.rtos),
+        );
+        summary.push((
+            label.clone(),
+            recv,
+            sent,
+            r.cpu_s * 1e9 / r.events.max(1) as f64,
+        ));
+        rates.insert(
+            label,
+            serde_json::json!({
+                "cpu_s": r.cpu_s, "received_per_cpu_s": recv, "transmitted_per_cpu_s": sent,
+                "bottleneck": sent, "received": r.received, "transmitted": r.transmitted,
+                "created": r.created, "events": r.events, "tx_done": c.tx_done,
+                "arrive": c.arrive, "qdisc_wake": c.qdisc_wake, "timer_due": c.timer_due,
+                "timer_rearmed": c.timer_rearmed, "timer_discarded": c.timer_discarded,
+                "app_timer": c.app_timer, "rtos": r.rtos, "retransmits": r.retransmits,
+                "ns_per_event": r.cpu_s * 1e9 / r.events.max(1) as f64,
+            }),
+        );
+    }
+    if let Some((recv16, sent16)) = base {
+        println!("slow-down against 16 pairs (goal: within 1.5x), received / transmitted:");
+        for (label, recv, sent, ns) in &summary {
+            println!(
+                "{label:>26}: {:.2}x / {:.2}x; {ns:.0} ns per event",
+                recv16 / recv,
+                sent16 / sent,
+            );
+        }
+    }
+    out.insert(
+        "scale_bottleneck_packets_per_s".into(),
+        serde_json::Value::Object(rates),
+    );
+}
+
+/// The set-up table of `bench_scale`: parse + validate + build + start, then a 10 ms run.
+fn bench_scale_setup(sizes: &[u32], out: &mut serde_json::Map<String, serde_json::Value>) {
     println!("\nset-up of a dumbbell (parse + validate + build + start; CPU s), 10 ms run:");
     println!(
         "{:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
         "pairs", "validate", "build", "run", "total", "wall", "exp MB", "sim MB"
     );
     let mut rows = serde_json::Map::new();
-    for &pairs in &sizes {
+    for &pairs in sizes {
         let text = scale_text(pairs, 0.01);
         let m0 = rss_bytes();
         let wall = Instant::now();
@@ -360,72 +508,6 @@ fn bench_scale(short: bool, out: &mut serde_json::Map<String, serde_json::Value>
         drop(sim);
     }
     out.insert("scale_setup".into(), serde_json::Value::Object(rows));
-    // `SOJOURN_BENCH_SECS` overrides the simulated time of the packets-per-second runs.
-    let secs = std::env::var("SOJOURN_BENCH_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if short { 2.0 } else { 30.0 });
-    let reps = if short { 1 } else { 3 };
-    let mut rates = serde_json::Map::new();
-    println!("\nbottleneck packets per CPU second of the run loop, {secs} s simulated (median of {reps}):");
-    let big = *sizes.iter().max().unwrap_or(&16);
-    let sixteen = format!(
-        "[{}]",
-        (0..16)
-            .map(|i| i.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    // 16 pairs with a flow each; the big dumbbell with flows on 16 pairs only (the cost of
-    // the topology's size alone); the big dumbbell with a flow on every pair (issue 19's
-    // shape: far more flows than the 100 Mbit/s link can serve, most packets dropped).
-    let cases = [
-        (
-            16u32,
-            "\"all\"".to_string(),
-            "16 pairs, 16 flows".to_string(),
-        ),
-        (big, sixteen, format!("{big} pairs, 16 flows")),
-        (
-            big,
-            "\"all\"".to_string(),
-            format!("{big} pairs, {big} flows"),
-        ),
-    ];
-    for (pairs, flow_pairs, label) in cases {
-        let text = scale_text_flows(pairs, secs, &flow_pairs);
-        let exp = sojourn_sim::config::from_toml(&text, std::path::Path::new("."))
-            .expect("bench experiment is valid");
-        let (mut v, mut created, mut events) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..reps {
-            let mut sim = sojourn_sim::Sim::new(&exp, exp.seed);
-            sim.start_apps();
-            let t0 = thread_cpu_seconds();
-            sim.run(&mut |_| true);
-            let cpu = thread_cpu_seconds() - t0;
-            let pkts = sim.links[exp.link("bottleneck").unwrap() as usize]
-                .stats
-                .tx_pkts as f64;
-            v.push(pkts / cpu);
-            created.push(sim.acct.created as f64 / cpu);
-            events.push(sim.events_processed as f64 / cpu);
-        }
-        let (r, c, e) = (median(v), median(created), median(events));
-        println!(
-            "  {label:>24}: {:.2} M bottleneck packets / CPU s; {:.2} M packets created, {:.1} M events / CPU s",
-            r / 1e6,
-            c / 1e6,
-            e / 1e6
-        );
-        rates.insert(
-            label,
-            serde_json::json!({"bottleneck": r, "created": c, "events": e}),
-        );
-    }
-    out.insert(
-        "scale_bottleneck_packets_per_s".into(),
-        serde_json::Value::Object(rates),
-    );
 }
 
 /// `file PATH [--set KEY=VALUE]...`: runs one experiment file (e.g. seed 000's 10 Gb/s set-up

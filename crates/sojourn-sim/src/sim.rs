@@ -46,6 +46,22 @@ struct EndpointSlot {
     live: bool,
 }
 
+/// Events handled in a run, by kind: what a run spends its events on (bench `scale`
+/// prints them per bottleneck packet). Endpoint timer events are split by what they found:
+/// a due deadline, a deadline moved later since the event was queued (re-armed, lazy
+/// timers), or a superseded/closed endpoint (discarded).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventCounts {
+    pub tx_done: u64,
+    pub arrive: u64,
+    pub qdisc_wake: u64,
+    pub timer_due: u64,
+    pub timer_rearmed: u64,
+    pub timer_discarded: u64,
+    pub app_timer: u64,
+    pub other: u64,
+}
+
 /// Progress of a running simulation, for progress bars.
 #[derive(Clone, Copy, Debug)]
 pub struct Progress {
@@ -80,6 +96,7 @@ pub struct Sim {
     next_uid: u64,
     pub acct: Accounting,
     pub events_processed: u64,
+    pub event_counts: EventCounts,
     pub series: TimeSeries,
     pub packet_log: PacketLog,
     sample_interval: Duration,
@@ -182,6 +199,7 @@ impl Sim {
             next_uid: 0,
             acct: Accounting::default(),
             events_processed: 0,
+            event_counts: EventCounts::default(),
             series: TimeSeries::default(),
             packet_log: PacketLog::default(),
             sample_interval: exp.record.interval,
@@ -816,10 +834,20 @@ impl Sim {
             self.now = t;
             self.events_processed += 1;
             match ev {
-                Event::TxDone(l) => self.on_tx_done(l),
-                Event::Arrive(l) => self.on_arrive(l),
-                Event::ArriveLate(l) => self.on_arrive_late(l),
+                Event::TxDone(l) => {
+                    self.event_counts.tx_done += 1;
+                    self.on_tx_done(l)
+                }
+                Event::Arrive(l) => {
+                    self.event_counts.arrive += 1;
+                    self.on_arrive(l)
+                }
+                Event::ArriveLate(l) => {
+                    self.event_counts.arrive += 1;
+                    self.on_arrive_late(l)
+                }
                 Event::QdiscWake(l) => {
+                    self.event_counts.qdisc_wake += 1;
                     let link = &mut self.links[l as usize];
                     link.dev.wake(t);
                     if !link.busy() {
@@ -831,17 +859,25 @@ impl Sim {
                 Event::EndpointTimer(id) => {
                     let slot = &mut self.endpoints[id as usize];
                     if !slot.live || slot.scheduled != t {
+                        self.event_counts.timer_discarded += 1;
                         continue; // superseded by an earlier re-arm, or closed
                     }
                     slot.scheduled = Time::MAX;
                     if slot.ep.deadline().is_some_and(|d| d <= t) {
+                        self.event_counts.timer_due += 1;
                         let (ep, mut io) = self.endpoint_io(id);
                         ep.on_timer(&mut io);
+                    } else {
+                        self.event_counts.timer_rearmed += 1;
                     }
                     self.after_endpoint_call(id);
                 }
-                Event::AppTimer(a) => self.with_app(a, |app, sim| app.on_timer(sim, a)),
+                Event::AppTimer(a) => {
+                    self.event_counts.app_timer += 1;
+                    self.with_app(a, |app, sim| app.on_timer(sim, a))
+                }
                 Event::Sample => {
+                    self.event_counts.other += 1;
                     self.sample();
                     let next = t + self.sample_interval;
                     if next <= self.end {
@@ -849,6 +885,7 @@ impl Sim {
                     }
                 }
                 Event::WarmupEnd => {
+                    self.event_counts.other += 1;
                     // What the sampled links counted since their last sample survives the
                     // reset: prev = -(counted since last sample), in wrapping arithmetic.
                     for (k, &l) in self.sampled_links.iter().enumerate() {

@@ -438,3 +438,57 @@ fn shaper_rejects_a_trace_and_a_non_boolean() {
     };
     assert!(e.to_string().contains("shaper"), "{e}");
 }
+
+/// The event model (sim.rs): a packet costs one `TxDone` and one `Arrive` per link of a
+/// path with propagation delay, a CBR source one endpoint timer per datagram, and nothing
+/// else; the counts by kind add up to the events handled. CBR at 5 Mbit/s of 1514-B
+/// packets for 1 s: datagram k leaves at k · 2.4224 ms, k = 0 … 412 (413 datagrams). On
+/// s0.up (100 Mbit/s, 1.25 ms) its TxDone comes 0.12112 ms after, its Arrive 1.37112 ms;
+/// bottleneck (10 Mbit/s, 20 ms) 2.58232 / 22.58232 ms; d0.down 22.70344 / 23.95344 ms.
+/// Datagrams 0 … 402 are delivered by 1 s (3 TxDone + 3 Arrive each); 403 has 23.7728 ms
+/// left (3 TxDone, 2 Arrive), 404 … 411 between 4.39 and 21.35 ms (2 + 1 each), 412
+/// 1.9712 ms (1 + 1): TxDone 3 · 403 + 3 + 16 + 1 = 1229, Arrive 1209 + 2 + 8 + 1 = 1220.
+#[test]
+fn event_counts_follow_the_event_model() {
+    let exp = from_toml(
+        r#"
+        duration = "1s"
+        [topology]
+        kind = "dumbbell"
+        pairs = 1
+        bottleneck = { rate = "10Mbit", delay = "20ms" }
+        access = { rate = "100Mbit", delay = "1.25ms" }
+        [[workload]]
+        kind = "cbr"
+        pair = 0
+        rate = "5Mbit"
+        packet_size = "1514B"
+        [record]
+        interval = "0s"
+        "#,
+        Path::new("."),
+    )
+    .unwrap();
+    let mut sim = Sim::new(&exp, exp.seed);
+    sim.start_apps();
+    assert!(sim.run(&mut |_| true));
+    let (a, c) = (sim.acct, sim.event_counts);
+    assert_eq!((a.created, a.delivered, a.dropped), (413, 403, 0));
+    assert_eq!(
+        (c.tx_done, c.arrive, c.timer_due),
+        (1229, 1220, 413),
+        "{c:?}"
+    );
+    assert_eq!(
+        (
+            c.qdisc_wake,
+            c.timer_rearmed,
+            c.timer_discarded,
+            c.app_timer,
+            c.other
+        ),
+        (0, 0, 0, 0, 0),
+        "{c:?}"
+    );
+    assert_eq!(sim.events_processed, 1229 + 1220 + 413);
+}
