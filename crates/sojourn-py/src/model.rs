@@ -9,10 +9,10 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString};
 use sojourn_core::params::{Params, Table, Value};
-use sojourn_experiment::overrides;
 use sojourn_core::rng::Rng;
 use sojourn_core::units;
 use sojourn_experiment::dist::SizeDist;
+use sojourn_experiment::overrides;
 use std::path::Path;
 
 /// Bytes in a size such as `"1500B"`, `"300KiB"`, `"64kB"` (ValueError on bad input).

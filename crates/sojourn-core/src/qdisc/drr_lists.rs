@@ -48,7 +48,6 @@ pub(crate) struct DrrLists<const N: usize> {
     links: Vec<Link>,
     heads: [u32; N],
     tails: [u32; N],
-    lens: [u32; N],
 }
 
 impl<const N: usize> DrrLists<N> {
@@ -69,7 +68,6 @@ impl<const N: usize> DrrLists<N> {
             ],
             heads: [NIL; N],
             tails: [NIL; N],
-            lens: [0; N],
         }
     }
 
@@ -92,10 +90,16 @@ impl<const N: usize> DrrLists<N> {
         self.heads[list as usize] == NIL
     }
 
-    /// Queues on `list`.
-    #[inline(always)]
+    /// Queues on `list`, counted by a walk (statistics only; no count is kept on the
+    /// per-packet path).
     pub(crate) fn len(&self, list: u8) -> usize {
-        self.lens[list as usize] as usize
+        let mut n = 0;
+        let mut cur = self.heads[list as usize];
+        while cur != NIL {
+            n += 1;
+            cur = self.links[cur as usize].next;
+        }
+        n
     }
 
     /// The list queue `idx` is on, if any.
@@ -136,7 +140,6 @@ impl<const N: usize> DrrLists<N> {
         } else {
             self.links[next as usize].prev = prev;
         }
-        self.lens[l] -= 1;
         let f = &mut self.links[idx];
         f.next = NIL;
         f.prev = NIL;
@@ -166,7 +169,6 @@ impl<const N: usize> DrrLists<N> {
             self.links[tail as usize].next = idx as u32;
         }
         self.tails[l] = idx as u32;
-        self.lens[l] += 1;
     }
 
     /// Takes the head `h` off `list` (what fq_codel and fq_pie ever move): [`Self::remove`]
@@ -184,7 +186,6 @@ impl<const N: usize> DrrLists<N> {
         } else if Self::BACK_LINKS {
             self.links[next as usize].prev = NIL;
         }
-        self.lens[l] -= 1;
     }
 }
 
