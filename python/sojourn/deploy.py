@@ -448,7 +448,8 @@ def check(plan_: Optional[Plan] = None) -> Check:
     if plan_ is not None:
         for k in plan_.kinds():
             if res.qdiscs.get(k) is False:
-                res.missing.append(f"qdisc {k} (kernel: not available)")
+                sym = _CONFIG.get(k)
+                res.missing.append(f"qdisc {k} (kernel: not available" + (f"; needs CONFIG_{sym})" if sym else ")"))
             elif res.qdiscs.get(k) is None:
                 res.missing.append(f"qdisc {k} (unknown: not probed)")
         if plan_.nft:

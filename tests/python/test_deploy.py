@@ -221,6 +221,20 @@ def test_check_probes_a_namespace_and_removes_it():
     assert c.missing == []
 
 
+def test_dualpi2_plan_is_tcs_own_line_and_check_names_the_kernel_option():
+    # tc-dualpi2(8) with the kernel's defaults (sch_dualpi2.c, dualpi2_reset_default).
+    p = deploy.plan(AGE / "age-1g.toml", "client", "eth0",
+                    overrides={"topology.links[0].qdisc": "dualpi2", "classifier": []})
+    assert p.tc == ["tc qdisc replace dev eth0 root handle 1: dualpi2 limit 10000 memlimit 30280000 target 15ms "
+                    "tupdate 16ms alpha 0.16015625 beta 3.19921875 step_thresh 1ms min_qlen_step 0 "
+                    "coupling_factor 2 drop_on_overload drop_dequeue classic_protection 10% l4s_ect split_gso"]
+    c = deploy.check(p)
+    if c.qdiscs["dualpi2"] is False:  # this machine's kernel (live_linux.md) has no sch_dualpi2
+        assert any("CONFIG_NET_SCH_DUALPI2" in m for m in c.missing), c.missing
+    elif c.qdiscs["dualpi2"] is None:
+        pytest.skip("kernel not probed: needs root or a readable /proc/config.gz")
+
+
 def test_check_without_plan_needs_no_root_for_the_listing(sojourn_cli):
     r = sojourn_cli("deploy", "check")
     assert r.returncode == 0, r.stderr

@@ -138,6 +138,26 @@ def test_api_returns_the_run_schema(tmp_path):
     assert again.summary["engine"] == "emulate"
 
 
+@live
+def test_dualpi2_from_sojourn_core_under_kernel_cubic_with_classic_ecn(tmp_path):
+    # This kernel has no sch_dualpi2, no dctcp, no prague: the forwarder runs sojourn-core's
+    # DualPI2 and kernel CUBIC negotiates RFC 3168 ECN (net.ipv4.tcp_ecn = 1). Its ECT(0)
+    # packets go to the classic queue, where the PI2 marks them with p_C = p'^2.
+    text = BULK.replace('qdisc = "fq_codel"', 'qdisc = "dualpi2"').replace(
+        'cc = "cubic"', 'cc = "cubic"\necn = true').replace('duration = "3s"', 'duration = "4s"')
+    res = sojourn.emulate(write(tmp_path, text))
+    b = res.summary["links"]["bottleneck"]
+    assert b["qdisc"].startswith("dualpi2"), b["qdisc"]
+    assert res.flows.goodput_bps.iloc[0] > 10e6
+    # DualPI2's own probes in the time series, as the simulator writes them.
+    for m in ("prob", "prob_l", "prob_c", "delay_c_ms"):
+        assert len(res.series("bottleneck", m)) > 0, m
+    # The classic queue held about its 15-ms target, far below a 20-Mbit/s FIFO's fill.
+    assert res.series("bottleneck", "delay_c_ms").median() < 40.0
+    # Marks, not drops, answer ECN-capable CUBIC.
+    assert b["ecn_marks"] > 0, b
+
+
 def _start(tmp_path: Path, duration: str = "30s") -> tuple[subprocess.Popen, Path]:
     exp = write(tmp_path, BULK.replace('duration = "3s"', f'duration = "{duration}"'))
     out = tmp_path / "out"

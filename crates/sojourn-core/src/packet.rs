@@ -261,6 +261,9 @@ pub struct SackBlock {
     pub end: u64,
 }
 
+/// Bit of [`TransportHeader::accecn_opt`] that says the AccECN option is present.
+const ACCECN_OPT_PRESENT: u32 = 1 << 24;
+
 /// Transport header fields the models need. The simulator's TCP keeps 64-bit sequence
 /// numbers that never wrap (a documented simplification); a live engine stores the wire's
 /// 32-bit numbers. Disciplines compare them with [`seq32`] either way. SACK blocks are kept
@@ -277,6 +280,15 @@ pub struct TransportHeader {
     pub window: u32,
     pub flags: u8,
     pub sack_count: u8,
+    /// The AE flag (bit 8 of the flags word, the former ECN-nonce bit): the most
+    /// significant bit of AccECN's ACE field (RFC 9768 §3.2.2; see [`TransportHeader::ace`]).
+    /// Kept out of `flags` so that every other user keeps its 8-bit flag word.
+    pub ae: bool,
+    /// The AccECN option's ECEB field (CE bytes, 24 bits, RFC 9768 §3.2.3) with bit 24 set
+    /// when the option is present; 0 = no option. Only ECEB travels: the simulator's
+    /// senders read no other field (the receiver still counts E0B and E1B). Read it with
+    /// [`TransportHeader::accecn_eceb`]. Fits the header's padding: `Packet` keeps its size.
+    pub accecn_opt: u32,
     /// SACK block edges, low 32 bits as on the wire (read with [`TransportHeader::sack`]).
     pub sack_wire: [[u32; 2]; 3],
     /// Sender's timestamp (TCP timestamps option TSval), echoed in `ts_ecr`.
@@ -285,6 +297,35 @@ pub struct TransportHeader {
 }
 
 impl TransportHeader {
+    /// AccECN's 3-bit ACE field: AE, CWR, ECE from most to least significant bit
+    /// (RFC 9768 §3.2.2, Figure 2).
+    #[inline]
+    pub fn ace(&self) -> u8 {
+        ((self.ae as u8) << 2)
+            | (((self.flags & tcp_flags::CWR != 0) as u8) << 1)
+            | ((self.flags & tcp_flags::ECE != 0) as u8)
+    }
+
+    /// Writes the ACE field (the low 3 bits of `ace`) into AE, CWR and ECE.
+    #[inline]
+    pub fn set_ace(&mut self, ace: u8) {
+        self.ae = ace & 4 != 0;
+        self.flags &= !(tcp_flags::CWR | tcp_flags::ECE);
+        self.flags |= (tcp_flags::CWR * ((ace >> 1) & 1)) | (tcp_flags::ECE * (ace & 1));
+    }
+
+    /// The AccECN option's ECEB field (CE bytes mod 2^24) if the option is present.
+    #[inline]
+    pub fn accecn_eceb(&self) -> Option<u32> {
+        (self.accecn_opt & ACCECN_OPT_PRESENT != 0).then_some(self.accecn_opt & 0xff_ffff)
+    }
+
+    /// Attaches an AccECN option carrying `ceb` mod 2^24 as its ECEB field.
+    #[inline]
+    pub fn set_accecn_eceb(&mut self, ceb: u64) {
+        self.accecn_opt = ACCECN_OPT_PRESENT | (ceb & 0xff_ffff) as u32;
+    }
+
     /// SACK block `i` (< 3), unwrapped against `ack`: exact while its edges lie within
     /// 2^31 bytes of the cumulative ACK, which TCP's window (at most 2^30) guarantees.
     #[inline]
@@ -592,6 +633,42 @@ mod tests {
             ..k
         };
         assert_ne!(k.hash(7), k2.hash(7));
+    }
+
+    #[test]
+    fn ace_field_is_ae_cwr_ece_and_leaves_other_flags_alone() {
+        // RFC 9768 Figure 2: AE is the most significant bit, ECE the least.
+        let mut h = TransportHeader {
+            flags: tcp_flags::ACK | tcp_flags::PSH,
+            ..Default::default()
+        };
+        h.set_ace(0b101);
+        assert!(h.ae);
+        assert_eq!(
+            h.flags,
+            tcp_flags::ACK | tcp_flags::PSH | tcp_flags::ECE,
+            "5 = AE and ECE"
+        );
+        h.set_ace(0b010);
+        assert!(!h.ae);
+        assert_eq!(h.flags, tcp_flags::ACK | tcp_flags::PSH | tcp_flags::CWR);
+        for v in 0..8 {
+            h.set_ace(v);
+            assert_eq!(h.ace(), v);
+        }
+        h.set_ace(13); // only the low 3 bits: 13 mod 8 = 5
+        assert_eq!(h.ace(), 5);
+        // The option: absent by default; ECEB is the CE byte count mod 2^24.
+        assert_eq!(h.accecn_eceb(), None);
+        h.set_accecn_eceb(0);
+        assert_eq!(h.accecn_eceb(), Some(0));
+        h.set_accecn_eceb((1 << 24) + 1461);
+        assert_eq!(h.accecn_eceb(), Some(1461));
+        assert_eq!(
+            core::mem::size_of::<TransportHeader>(),
+            72,
+            "fits the padding"
+        );
     }
 
     #[test]

@@ -140,6 +140,14 @@ pub fn check_transport(exp: &Experiment, available: &[String]) -> ConfResult<()>
                 format!("cannot be honoured live: {why}"),
             ))
         };
+        if c.accecn {
+            refuse(
+                "ecn",
+                c.accecn != base.accecn,
+                "the live engine does not set up the kernel's Accurate ECN (net.ipv4.tcp_ecn = 3 \
+                 on the sending and the receiving host); use ecn = true (RFC 3168)",
+            )?;
+        }
         if c.mtu != d.mtu {
             refuse(
                 "mtu",
@@ -410,6 +418,33 @@ mod tests {
         let e = exp(&DUMBBELL.replace("pairs = \"all\"", "pairs = \"all\"\nhandshake = false"));
         let err = check_transport(&e, &["cubic".to_string()]).unwrap_err();
         assert_eq!(err.path, "workload[0].handshake");
+        // Accurate ECN is a simulator feature for now: refused with the key and the way out.
+        let mut t = DUMBBELL.to_string();
+        t.push_str("\n[transport]\necn = \"accecn\"\n");
+        let err = check_transport(&exp(&t), &["cubic".to_string()]).unwrap_err();
+        assert_eq!(err.path, "transport.ecn");
+        assert!(err.msg.contains("tcp_ecn = 3"), "{}", err.msg);
+        // Classic ECN is fine.
+        let t = t.replace("\"accecn\"", "\"ecn\"");
+        check_transport(&exp(&t), &["cubic".to_string()]).unwrap();
+    }
+
+    #[test]
+    fn l4s_congestion_controls_are_refused_by_name_on_this_kernel() {
+        // This machine's kernel offers reno, bbr and cubic (tcp_available_congestion_control):
+        // DCTCP and Prague are refused before anything starts, naming the offer.
+        let avail: Vec<String> = ["reno", "bbr", "cubic"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for cc in ["dctcp", "prague"] {
+            let mut t = DUMBBELL.to_string();
+            t.push_str(&format!("\n[transport]\ncc = \"{cc}\"\n"));
+            let err = check_transport(&exp(&t), &avail).unwrap_err();
+            assert_eq!(err.path, "transport.cc");
+            assert!(err.msg.contains(&format!("\"{cc}\"")), "{}", err.msg);
+            assert!(err.msg.contains("reno bbr cubic"), "{}", err.msg);
+        }
     }
 
     #[test]

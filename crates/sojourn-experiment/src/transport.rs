@@ -2,7 +2,7 @@
 //! overrides (docs/transport.md). Only the settings live here; the TCP machinery that
 //! honours them is engine business (sojourn-sim's `tcp`).
 
-use sojourn_core::params::{ConfResult, Params, Table};
+use sojourn_core::params::{ConfResult, Params, Table, Value};
 use sojourn_core::Duration;
 
 /// A congestion-control algorithm by name (Linux `net.ipv4.tcp_congestion_control`).
@@ -78,7 +78,12 @@ pub struct TcpConfig {
     pub mss: u32,
     /// TCP timestamps option on every segment (12 bytes; Linux default on).
     pub timestamps: bool,
+    /// ECN feedback requested on the SYN (RFC 3168). `ecn = "accecn"` sets this and
+    /// [`TcpConfig::accecn`].
     pub ecn: bool,
+    /// Accurate ECN feedback (RFC 9768, `ecn = "accecn"`): requested on the SYN, granted by
+    /// a receiver that has it, classic ECN otherwise.
+    pub accecn: bool,
     pub delayed_ack: bool,
     pub delack_min: Duration,
     pub sack: bool,
@@ -101,6 +106,12 @@ pub struct TcpConfig {
     pub gso: bool,
     /// `sk_gso_max_size` (the device's `gso_max_size`, 64 KiB for veth and most NICs).
     pub gso_max_bytes: u32,
+    /// TCP Prague's RTT independence (`prague_rtt_scaling = "rate"`, Linux tcp_prague's
+    /// `RTT_CONTROL_RATE`): below `prague_rtt_target` the additive increase per RTT is
+    /// (RTT/target)², the rate growth of a flow whose RTT is the target.
+    pub prague_rtt_scaling: bool,
+    /// The reference RTT of RTT independence (tcp_prague `prague_rtt_target`, 25 ms).
+    pub prague_rtt_target: Duration,
     /// IPv6 instead of IPv4 (`ip = 6`): a 40-byte IP header (RFC 8200 §3) instead of 20,
     /// so the default MSS is MTU − 60 − options (1428 with timestamps at 1500 B).
     pub ipv6: bool,
@@ -108,6 +119,10 @@ pub struct TcpConfig {
 
 /// What an IPv6 header adds to an IPv4 one without options (RFC 8200 §3: 40 B vs 20 B).
 pub const IPV6_EXTRA_HEADER_BYTES: u32 = 20;
+
+/// TCP Prague's reference RTT for RTT independence (draft-briscoe-iccrg-prague-congestion-control
+/// §2.3.4; tcp_prague's `prague_rtt_target` = 25 000 µs).
+pub const PRAGUE_RTT_TARGET: Duration = Duration(25_000_000);
 
 /// Linux `GSO_LEGACY_MAX_SIZE`, the default `gso_max_size` of a device.
 pub const GSO_MAX_BYTES: u32 = 65_536;
@@ -125,6 +140,7 @@ impl Default for TcpConfig {
             mss: 1448,
             timestamps: true,
             ecn: false,
+            accecn: false,
             delayed_ack: true,
             delack_min: Duration::from_ms(40),
             sack: true,
@@ -140,6 +156,8 @@ impl Default for TcpConfig {
             gso: true,
             gso_max_bytes: GSO_MAX_BYTES,
             ipv6: false,
+            prague_rtt_scaling: false,
+            prague_rtt_target: PRAGUE_RTT_TARGET,
         }
     }
 }
@@ -223,7 +241,47 @@ impl TcpConfig {
             };
             c.mss = c.mtu - c.ip_tcp_header_bytes() - opt;
         }
-        c.ecn = p.bool("ecn", c.ecn)?;
+        match p.raw("ecn") {
+            None => {}
+            Some(Value::Bool(b)) => (c.ecn, c.accecn) = (*b, false),
+            Some(Value::Str(s)) if s == "ecn" => (c.ecn, c.accecn) = (true, false),
+            Some(Value::Str(s)) if s == "accecn" => (c.ecn, c.accecn) = (true, true),
+            Some(v) => {
+                return Err(p.err(
+                    "ecn",
+                    format!(
+                        "expected true, false, \"ecn\" (RFC 3168) or \"accecn\" (Accurate ECN, \
+                         RFC 9768), got {}",
+                        match v {
+                            Value::Str(s) => format!("{s:?}"),
+                            v => v.type_name().to_string(),
+                        }
+                    ),
+                ))
+            }
+        }
+        if let Some(s) = p.str_opt("prague_rtt_scaling")? {
+            c.prague_rtt_scaling = match s {
+                "none" => false,
+                "rate" => true,
+                _ => {
+                    return Err(p.err(
+                        "prague_rtt_scaling",
+                        format!(
+                            "unknown mode {s:?}; supported: \"none\", \"rate\" (tcp_prague's \
+                             \"scalable\" and \"additive\" modes are not modelled)"
+                        ),
+                    ))
+                }
+            };
+        }
+        c.prague_rtt_target = p.duration("prague_rtt_target", c.prague_rtt_target)?;
+        if c.prague_rtt_target.is_zero() {
+            return Err(p.err(
+                "prague_rtt_target",
+                "must be positive (use prague_rtt_scaling = \"none\" to switch RTT independence off)",
+            ));
+        }
         c.delayed_ack = p.bool("delayed_ack", c.delayed_ack)?;
         c.delack_min = p.duration("delack_min", c.delack_min)?;
         c.sack = p.bool("sack", c.sack)?;

@@ -410,10 +410,16 @@ fn hystart_ends_slow_start_before_the_buffer_overflows() {
 /// throughput for K > C·RTT/7), with the queue held near K — no loss, the maximum sojourn
 /// within K + 1 ms — where a loss-based flow would fill the buffer. 100 Mbit/s, 10 ms RTT
 /// (C·RTT = 83 packets, /7 = 12), K = 2 ms = 16.5 packets: DualPI2's step AQM (its PI
-/// stays at 0 far below the 15-ms target). DCTCP sends ECT(0) (`any_ect`), Prague ECT(1).
+/// stays at 0 far below the 15-ms target). DCTCP sends ECT(0) (`any_ect`), Prague ECT(1);
+/// with classic feedback (DCTCP's echo) and with Accurate ECN (RFC 9768).
 #[test]
 fn dctcp_and_prague_fill_the_link_with_a_queue_near_the_step_threshold() {
-    for (cc, mask) in [("dctcp", "any_ect"), ("prague", "l4s_ect")] {
+    for (cc, mask, ecn) in [
+        ("dctcp", "any_ect", "true"),
+        ("prague", "l4s_ect", "true"),
+        ("dctcp", "any_ect", "\"accecn\""),
+        ("prague", "l4s_ect", "\"accecn\""),
+    ] {
         let out = run_toml(&format!(
             r#"
             duration = "20s"
@@ -421,6 +427,7 @@ fn dctcp_and_prague_fill_the_link_with_a_queue_near_the_step_threshold() {
             seed = 3
             [transport]
             cc = "{cc}"
+            ecn = {ecn}
             [topology]
             kind = "graph"
             nodes = ["a", "b"]
@@ -441,7 +448,7 @@ fn dctcp_and_prague_fill_the_link_with_a_queue_near_the_step_threshold() {
         let w = &out.summary["links"]["wire"];
         let util = f(&w["utilisation"]);
         let max_ms = f(&w["sojourn_ms"]["max"]);
-        eprintln!("{cc}: utilisation {util:.4}, max sojourn {max_ms:.3} ms");
+        eprintln!("{cc} ecn {ecn}: utilisation {util:.4}, max sojourn {max_ms:.3} ms");
         assert!(util > 0.95, "{cc}: utilisation {util}");
         assert!(max_ms < 3.0, "{cc}: max sojourn {max_ms} ms");
         assert_eq!(f(&w["drops_total"]), 0.0, "{cc}: drops");

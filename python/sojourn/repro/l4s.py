@@ -32,6 +32,8 @@ from ..results import Result
 #: (run name, experiment file, overrides)
 RUNS = (
     ("prague-vs-cubic", "prague-vs-cubic.toml", {}),
+    # the same with Accurate ECN feedback for the Prague flow (RFC 9768, docs/transport.md)
+    ("prague-accecn-vs-cubic", "prague-vs-cubic.toml", {"workload[0].ecn": "accecn"}),
     ("dctcp-vs-cubic", "dctcp-vs-cubic.toml", {}),
     ("overload-drop", "overload.toml", {}),
     ("overload-overflow", "overload.toml", {"topology.bottleneck.qdisc.drop_on_overload": False}),
@@ -41,6 +43,10 @@ RUNS = (
 RENO_C = 1.22
 SCALABLE_C = 2.0
 K = 2
+
+
+#: the runs with one L4S and one classic TCP flow (the coupling law's set-up)
+COUPLED = ("prague-vs-cubic", "prague-accecn-vs-cubic", "dctcp-vs-cubic")
 
 
 def default_exp_dir() -> Path:
@@ -87,6 +93,10 @@ def flow_stats(run_dir: Path) -> tuple:
             srtt = _after(r.series(ent, "srtt_ms"), t0).mean()
         except (KeyError, ValueError):
             srtt = math.nan
+        try:
+            alpha = float(_after(r.series(ent, "dctcp_alpha"), t0).mean())
+        except (KeyError, ValueError):
+            alpha = math.nan
         p = pk[pk.flow == f.flow]
         dq = p[p.event == "dequeue"]
         drops = int((p.event != "dequeue").sum())
@@ -94,7 +104,7 @@ def flow_stats(run_dir: Path) -> tuple:
         rows.append({"flow": int(f.flow), "cc": f.cc or "udp", "goodput_mbps": good / 1e6,
                      "goodput_20_40_mbps": good_ov / 1e6, "srtt_ms": srtt,
                      "window_pkts": good * srtt / 1e3 / (1448 * 8) if srtt == srtt else math.nan,
-                     "ce_frac": ce, "drop_frac": drops / max(1, len(p)),
+                     "ce_frac": ce, "alpha": alpha, "drop_frac": drops / max(1, len(p)),
                      "sojourn_mean_ms": float(dq.sojourn_ms.mean()), "sojourn_p99_ms": float(dq.sojourn_ms.quantile(0.99)),
                      # (prague: ECT(1); dctcp: ECT(0), in these runs with any_ect)
                      "queue": "L" if f.cc in ("prague", "dctcp") else "C"})
@@ -131,7 +141,7 @@ def table(out: Path, dirs: dict) -> dict:
     for name, d in dirs.items():
         df, pr = flow_stats(d)
         res[name] = {"flows": df, "probes": pr}
-        if name in ("prague-vs-cubic", "dctcp-vs-cubic"):
+        if name in COUPLED:
             res[name]["coupling"] = coupling(df, pr)
     return res
 
@@ -222,7 +232,7 @@ def md_flows(res: dict) -> str:
 
 def md_findings(res: dict) -> str:
     out = []
-    for name in ("prague-vs-cubic", "dctcp-vs-cubic"):
+    for name in COUPLED:
         if name not in res:
             continue
         c = res[name]["coupling"]
@@ -238,7 +248,8 @@ def md_findings(res: dict) -> str:
             f"queue's {cu.sojourn_p99_ms:.1f} ms (mean {cu.sojourn_mean_ms:.1f}; target 15 ms). Marking: "
             f"{100 * c['p_l_meas']:.2f}% of {l.cc}'s packets CE (mean p_CL probe {100 * c['p_cl_probe']:.2f}%, the "
             f"rest is the 1-ms step), CUBIC dropped {100 * c['p_c_meas']:.3f}% (mean p_C probe "
-            f"{100 * c['p_c_probe']:.3f}%).")
+            f"{100 * c['p_c_probe']:.3f}%). Its mean α {l.alpha:.4f} against the CE fraction of its packets "
+            f"{l.ce_frac:.4f}.")
     for name in ("overload-drop", "overload-overflow"):
         if name not in res:
             continue

@@ -980,6 +980,11 @@ mod tests {
             let e = parse(&[(k, v)]).unwrap_err();
             assert_eq!(e.path, format!("q.{k}"), "{e:?}");
         }
+        // A negative gain is out of range; 0 Hz is in range but is 0 of tc's 1/256-Hz units.
+        let e = parse(&[("alpha", Value::Float(-1.0))]).unwrap_err();
+        assert!(e.msg.contains("out of range"), "{}", e.msg);
+        let e = parse(&[("beta", Value::Float(0.0))]).unwrap_err();
+        assert!(e.msg.contains("rounds to 0"), "{}", e.msg);
     }
 
     #[test]

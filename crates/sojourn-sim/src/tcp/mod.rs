@@ -5,6 +5,7 @@
 //! and FIN) and a [`receiver::TcpReceiver`] on the destination (ACKs). [`open`] creates
 //! both and starts the connection (three-way handshake unless `handshake = false`).
 
+pub mod accecn;
 pub mod apps;
 pub mod cc;
 pub mod receiver;

@@ -21,9 +21,15 @@
 //! - else a delayed-ACK timer of `delack_min` (40 ms, `TCP_DELACK_MIN`; Linux's
 //!   adaptive `ato` is not modelled).
 //!
+//! With Accurate ECN negotiated (`ecn = "accecn"` at both ends, [`super::accecn`]) the
+//! receiver counts CE packets and ECN bytes, writes ACE and the AccECN option on every
+//! ACK, and ACKs at once on a change of CE state and after 6 unreported marks, instead of
+//! RFC 3168's ECE-until-CWR or DCTCP's echo.
+//!
 //! The receiving application reads every in-order byte immediately, so the advertised
 //! window is `rwnd` minus the out-of-order bytes held.
 
+use super::accecn::{self, AccEcnReceiver};
 use super::TcpConfig;
 use crate::endpoint::{Endpoint, Io, Note};
 use sojourn_core::packet::{tcp_flags, FlowKey, SackBlock, TransportHeader};
@@ -52,6 +58,11 @@ pub struct TcpReceiver {
     header_bytes: u32,
     syn_frame_bytes: u32,
     ecn: bool,
+    /// This end offers Accurate ECN (`ecn = "accecn"`).
+    accecn_offered: bool,
+    timestamps: bool,
+    /// Accurate ECN feedback, once negotiated (boxed: off the per-flow state otherwise).
+    pub accecn: Option<Box<AccEcnReceiver>>,
     established: bool,
     synack_sent: bool,
     /// Next expected sequence number.
@@ -108,6 +119,10 @@ impl TcpReceiver {
             header_bytes: cfg.header_bytes(),
             syn_frame_bytes: cfg.syn_frame_bytes(),
             ecn: cfg.ecn_enabled(),
+            accecn_offered: cfg.accecn,
+            timestamps: cfg.timestamps,
+            // Without a handshake both ends are assumed to have negotiated what they offer.
+            accecn: (cfg.accecn && !cfg.handshake).then(Box::default),
             dctcp_echo: cfg.cc.needs_ecn(),
             established: !cfg.handshake,
             synack_sent: false,
@@ -146,6 +161,11 @@ impl TcpReceiver {
     }
 
     fn send_ack(&mut self, io: &mut Io, syn: bool) {
+        self.send_ack_for(io, syn, sojourn_core::Ecn::NotEct);
+    }
+
+    /// Sends an ACK; `syn_ecn` is the IP-ECN field of the SYN a SYN-ACK answers.
+    fn send_ack_for(&mut self, io: &mut Io, syn: bool, syn_ecn: sojourn_core::Ecn) {
         let mut h = TransportHeader {
             seq: 1,
             ack: self.rcv_nxt + self.fin_received as u64,
@@ -159,7 +179,10 @@ impl TcpReceiver {
         if syn {
             h.seq = 0;
             h.flags |= tcp_flags::SYN;
-            if self.ecn {
+            if self.accecn.is_some() {
+                // AccECN SYN-ACK: the SYN's IP-ECN field (RFC 9768 §3.1.1, Table 3).
+                h.set_ace(accecn::synack_ace(syn_ecn));
+            } else if self.ecn {
                 h.flags |= tcp_flags::ECE; // ECN-setup SYN-ACK (RFC 3168 §6.1.1)
             }
             len = self.syn_frame_bytes;
@@ -183,6 +206,11 @@ impl TcpReceiver {
             if n > 0 {
                 // NOP, NOP, kind, length, 8 bytes per block.
                 len += 4 + 8 * n as u32;
+            }
+        }
+        if !syn {
+            if let Some(a) = &mut self.accecn {
+                len += a.write_ack(&mut h, self.timestamps);
             }
         }
         let p = Packet {
@@ -242,7 +270,9 @@ impl TcpReceiver {
         if h.flags & tcp_flags::FIN != 0 {
             self.fin_at = Some(e);
         }
-        if self.dctcp_echo && self.ecn {
+        if let Some(a) = &mut self.accecn {
+            ack_now |= a.on_data(pkt.ecn, h.payload_bytes, pkt.wire_packets());
+        } else if self.dctcp_echo && self.ecn {
             let ce = pkt.ecn == sojourn_core::Ecn::Ce;
             if ce != self.ece {
                 if self.delack_at.is_some() {
@@ -255,7 +285,8 @@ impl TcpReceiver {
         } else if h.flags & tcp_flags::CWR != 0 {
             self.ece = false;
         }
-        if pkt.ecn == sojourn_core::Ecn::Ce && self.ecn && !self.dctcp_echo {
+        if pkt.ecn == sojourn_core::Ecn::Ce && self.ecn && !self.dctcp_echo && self.accecn.is_none()
+        {
             if !self.ece {
                 self.quick = self.quick.max(2);
             }
@@ -331,10 +362,14 @@ impl Endpoint for TcpReceiver {
     fn on_packet(&mut self, pkt: &Packet, io: &mut Io) {
         let h = &pkt.hdr;
         if h.flags & tcp_flags::SYN != 0 {
-            // (Re)transmitted SYN: answer with a SYN-ACK.
+            // (Re)transmitted SYN: answer with a SYN-ACK. An AccECN SYN sets AE, CWR and
+            // ECE (RFC 9768 §3.1.1); a receiver that offers AccECN grants it.
             self.ts_recent = h.ts_val;
             self.synack_sent = true;
-            self.send_ack(io, true);
+            if self.accecn_offered && h.ace() == 0b111 && self.accecn.is_none() {
+                self.accecn = Some(Box::default());
+            }
+            self.send_ack_for(io, true, pkt.ecn);
             return;
         }
         if !self.established {

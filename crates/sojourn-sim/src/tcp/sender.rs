@@ -17,7 +17,8 @@
 //!   segment; a repaired loss triggers one cwnd reduction;
 //! - delivery-rate sampling (`tcp_rate.c`) for BBR;
 //! - ECN (RFC 3168): ECT(0) on new data, ECE → one CWR reduction per window, CWR flag
-//!   on the next new data segment;
+//!   on the next new data segment; with Accurate ECN (RFC 9768, [`super::accecn`]) the CE
+//!   packets each ACK reports count exactly into `delivered_ce` and no CWR flag is sent;
 //! - pacing at the congestion control's rate when it needs pacing (BBR) or `pacing = true`,
 //!   otherwise Linux's `sk_pacing_rate` (cwnd·mss/srtt × 200% in slow start, × 120%
 //!   after) is only stamped on packets for sch_fq and sizes TSQ;
@@ -26,6 +27,7 @@
 //!   device); the socket is released when one of its packets leaves the host or is
 //!   dropped there.
 
+use super::accecn::{self, AccEcnSender, Feedback};
 use super::cc::{
     AnyCc, CaEvent, CaState, CcKind, CcState, CongestionControl, RateSample, INFINITE_SSTHRESH,
 };
@@ -184,6 +186,8 @@ pub struct TcpSender {
     app_limited_until: u64,
     // ECN
     ecn_ok: bool,
+    /// Accurate ECN feedback, once negotiated (boxed: off the per-flow state otherwise).
+    pub accecn: Option<Box<AccEcnSender>>,
     send_cwr: bool,
     ts_recent: Time,
     /// Duplicate ACKs in a row (used without SACK).
@@ -234,7 +238,7 @@ impl TcpSender {
         source: Source,
         seed: u64,
     ) -> TcpSender {
-        let cc = super::cc::build(cfg.cc, seed);
+        let cc = super::cc::build(cfg, seed);
         let pacing = cfg.pacing || cc.needs_pacing();
         TcpSender {
             flow,
@@ -268,6 +272,7 @@ impl TcpSender {
             first_tx_at: Time::ZERO,
             app_limited_until: 0,
             ecn_ok: false,
+            accecn: None,
             send_cwr: false,
             ts_recent: Time::ZERO,
             dupacks: 0,
@@ -336,7 +341,10 @@ impl TcpSender {
         p.hdr.seq = 0;
         p.hdr.ack = 0;
         p.hdr.flags = tcp_flags::SYN;
-        if self.cfg.ecn_enabled() {
+        if self.cfg.accecn {
+            // RFC 9768 §3.1.1: an AccECN SYN carries AE, CWR and ECE.
+            accecn::set_syn(&mut p.hdr);
+        } else if self.cfg.ecn_enabled() {
             // RFC 3168 §6.1.1: an ECN-setup SYN carries ECE and CWR.
             p.hdr.flags |= tcp_flags::ECE | tcp_flags::CWR;
         }
@@ -874,7 +882,8 @@ impl TcpSender {
         self.prr_delivered = 0;
         self.prr_out = 0;
         self.cs.ssthresh = self.cc.ssthresh(&self.cs);
-        if self.ecn_ok {
+        // RFC 9768 §3.2.2: in AccECN mode CWR is a bit of the ACE field, not a signal.
+        if self.ecn_ok && self.accecn.is_none() {
             self.send_cwr = true;
         }
     }
@@ -1017,11 +1026,19 @@ impl TcpSender {
             self.spurious_dsacks += 1;
         }
         self.cs.delivered += delivered;
-        // Linux tcp_count_delivered: packets delivered by an ACK carrying ECE.
-        let ece = self.ecn_ok && h.flags & tcp_flags::ECE != 0;
-        if ece {
-            self.cs.delivered_ce += delivered;
-        }
+        // Linux tcp_count_delivered: packets delivered by an ACK carrying ECE; with
+        // AccECN, the CE packets the ACK reports (and any report means congestion).
+        let ece = if let Some(a) = &mut self.accecn {
+            let d = a.on_ack(h, delivered, self.cfg.mss);
+            self.cs.delivered_ce += d;
+            d > 0
+        } else {
+            let ece = self.ecn_ok && h.flags & tcp_flags::ECE != 0;
+            if ece {
+                self.cs.delivered_ce += delivered;
+            }
+            ece
+        };
         let acked_sacked = delivered as u32;
         let is_dupack = !una_advanced
             && h.payload_bytes == 0
@@ -1204,6 +1221,9 @@ impl Endpoint for TcpSender {
             self.rto_at = Some(io.now + self.cfg.initial_rto);
         } else {
             self.ecn_ok = self.cfg.ecn_enabled();
+            if self.cfg.accecn {
+                self.accecn = Some(Box::default());
+            }
             self.established(io);
         }
     }
@@ -1216,7 +1236,19 @@ impl Endpoint for TcpSender {
                     if self.syn_retrans == 0 {
                         self.rtt.sample(io.now.saturating_since(self.syn_sent_at));
                     }
-                    self.ecn_ok = self.cfg.ecn_enabled() && f & tcp_flags::ECE != 0;
+                    self.ecn_ok = if self.cfg.accecn {
+                        // RFC 9768 Table 2: the SYN-ACK says which feedback the peer has.
+                        match accecn::feedback_from_synack(pkt.hdr.ace()) {
+                            Feedback::AccEcn => {
+                                self.accecn = Some(Box::default());
+                                true
+                            }
+                            Feedback::Classic => true,
+                            Feedback::None => false,
+                        }
+                    } else {
+                        self.cfg.ecn_enabled() && f & tcp_flags::ECE != 0
+                    };
                     self.peer_rwnd = pkt.hdr.window as u64;
                     self.ts_recent = pkt.hdr.ts_val;
                     self.rtt.backoff = 0;

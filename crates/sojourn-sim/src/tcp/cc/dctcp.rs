@@ -17,13 +17,24 @@
 //! (draft-briscoe-iccrg-prague-congestion-control): the same α law and window response,
 //! packets sent ECT(1) (the L4S identifier), paced; see docs/transport.md for what of
 //! Prague is not modelled.
+//!
+//! Prague's RTT independence (`prague_rtt_scaling = "rate"`, the draft's §2.3.4 "reduced
+//! RTT dependence", Linux tcp_prague `RTT_CONTROL_RATE`): once out of slow start and past
+//! [`RTT_TRANSITION`] α updates, a flow whose smoothed RTT R is below the target T
+//! (`prague_rtt_target`, 25 ms) grows its window by (R/T)² packets per RTT instead of 1 —
+//! the rate growth 1/T² of a flow with RTT T, whatever R — and updates α at most once per T
+//! (`prague_should_update_ewma`), so that flows of different RTTs converge to the same α.
 
 use super::{CaEvent, CaState, CcState, CongestionControl};
+use sojourn_core::{Duration, Time};
 
 /// α = 1.0 (`DCTCP_MAX_ALPHA`).
 pub const MAX_ALPHA: u32 = 1024;
 /// g = 1/2^4 (`dctcp_shift_g`).
 const SHIFT_G: u32 = 4;
+/// α updates after slow start before RTT independence applies (tcp_prague
+/// `DEFAULT_RTT_TRANSITION` as submitted to netdev; later L4STeam trees use 500).
+pub const RTT_TRANSITION: u32 = 4;
 
 #[derive(Clone, Debug)]
 pub struct Dctcp {
@@ -36,6 +47,12 @@ pub struct Dctcp {
     old_delivered_ce: u64,
     /// cwnd at the last reduction (`loss_cwnd`, for undo).
     loss_cwnd: u32,
+    /// Prague's RTT-independence target in ns (0 = off).
+    rtt_target_ns: u64,
+    /// When α was last updated (`alpha_stamp`).
+    alpha_stamp: Time,
+    /// α updates since slow start ended (tcp_prague's `round`).
+    rounds: u32,
 }
 
 impl Dctcp {
@@ -47,7 +64,36 @@ impl Dctcp {
             old_delivered: 0,
             old_delivered_ce: 0,
             loss_cwnd: 0,
+            rtt_target_ns: 0,
+            alpha_stamp: Time::ZERO,
+            rounds: 0,
         }
+    }
+
+    /// TCP Prague with RTT independence towards `target` (no effect on DCTCP).
+    pub fn with_rtt_target(mut self, target: Duration) -> Dctcp {
+        if self.prague {
+            self.rtt_target_ns = target.0;
+        }
+        self
+    }
+
+    /// RTT independence applies now (tcp_prague `prague_is_rtt_indep`). Without a target
+    /// (DCTCP, or Prague without scaling) its two effects vanish by themselves: no RTT is
+    /// below 0 and no interval is shorter than 0.
+    fn rtt_indep(&self, st: &CcState) -> bool {
+        !st.in_slow_start() && self.rounds >= RTT_TRANSITION
+    }
+
+    /// Packets to ACK per +1 packet of cwnd in congestion avoidance: cwnd, or with RTT
+    /// independence and R < T, cwnd·T²/R² (an increase of (R/T)² per RTT), rounded.
+    fn ai_packets_per_increase(&self, st: &CcState, w: u32) -> u32 {
+        let r = st.srtt_ns as u128;
+        let t = self.rtt_target_ns as u128;
+        if !self.rtt_indep(st) || r == 0 || r >= t {
+            return w;
+        }
+        ((w as u128 * t * t + r * r / 2) / (r * r)).min(u32::MAX as u128) as u32
     }
 
     /// α as a fraction.
@@ -81,6 +127,8 @@ impl CongestionControl for Dctcp {
     fn init(&mut self, st: &mut CcState) {
         self.alpha = MAX_ALPHA;
         self.loss_cwnd = 0;
+        self.alpha_stamp = st.now;
+        self.rounds = 0;
         self.reset(st);
     }
 
@@ -102,13 +150,18 @@ impl CongestionControl for Dctcp {
                 return;
             }
         }
-        let w = st.cwnd;
+        let w = self.ai_packets_per_increase(st, st.cwnd);
         st.cong_avoid_ai(w, acked);
     }
 
     /// `dctcp_update_alpha`: once per window, α ← (1 − g)·α + g·F.
     fn in_ack_event(&mut self, st: &mut CcState, _ece: bool) {
         if st.snd_una < self.next_seq {
+            return;
+        }
+        // Prague's RTT independence: α at most once per target RTT; the packets of the
+        // rounds in between count into the next update.
+        if self.rtt_indep(st) && st.now.saturating_since(self.alpha_stamp).0 < self.rtt_target_ns {
             return;
         }
         let delivered = st.delivered - self.old_delivered;
@@ -122,6 +175,10 @@ impl CongestionControl for Dctcp {
         let f = (delivered_ce << (10 - SHIFT_G)) / delivered.max(1);
         alpha = (alpha as u64 + f).min(MAX_ALPHA as u64) as u32;
         self.alpha = alpha;
+        self.alpha_stamp = st.now;
+        if !st.in_slow_start() {
+            self.rounds = self.rounds.saturating_add(1);
+        }
         self.reset(st);
     }
 
@@ -157,6 +214,7 @@ impl CongestionControl for Dctcp {
 mod tests {
     use super::*;
     use crate::tcp::cc::test_state;
+    use sojourn_core::{Duration, Time};
 
     /// Ends `n` observation windows of `per_window` delivered packets, `ce` of them by
     /// ECE-carrying ACKs; returns α (1/1024) after each.
@@ -313,5 +371,164 @@ mod tests {
         let mut seen = Vec::new();
         d.observe(&mut |k, v| seen.push((k.to_string(), v)));
         assert_eq!(seen, [("dctcp_alpha".to_string(), 0.25)]);
+    }
+
+    /// Ends one observation window at `now_ms`: `delivered` packets, `ce` of them CE.
+    fn end_window(d: &mut Dctcp, st: &mut CcState, delivered: u64, ce: u64, now_ms: u64) {
+        st.now = Time(now_ms * 1_000_000);
+        st.delivered += delivered;
+        st.delivered_ce += ce;
+        st.snd_una = st.snd_una.max(d.next_seq);
+        st.snd_nxt = st.snd_una + delivered * 1448;
+        d.in_ack_event(st, ce > 0);
+    }
+
+    fn prague(target_ms: u64) -> (Dctcp, CcState) {
+        let mut st = test_state(10);
+        st.snd_nxt = 1 + 10 * 1448;
+        let mut d = Dctcp::new(true).with_rtt_target(Duration::from_ms(target_ms));
+        d.init(&mut st);
+        (d, st)
+    }
+
+    #[test]
+    fn prague_window_response_to_a_known_marking_fraction() {
+        // One packet in 8 marked (F = 1/8), windows of 64 packets: α from 1024 by hand,
+        // in the kernel's integers: 1024 − 64 + (8·64)/64 = 968; 968 − 60 + 8 = 916;
+        // 916 − 57 + 8 = 867.
+        let (mut d, mut st) = prague(25);
+        assert_eq!(d.name(), "prague");
+        let a: Vec<u32> = (1..=3)
+            .map(|i| {
+                end_window(&mut d, &mut st, 64, 8, i);
+                d.alpha
+            })
+            .collect();
+        assert_eq!(a, [968, 916, 867]);
+        // The window response to the next mark: cwnd 100 → 100 − ⌊100·867 / 2048⌋ = 58.
+        st.cwnd = 100;
+        assert_eq!(d.ssthresh(&st), 58);
+        // In the long run α settles where α >> 4 = 8: at 143 (143/1024 = 0.14, the integer
+        // law's bias above F = 0.125), and the response to a mark is 100 → 94, close to
+        // 100·(1 − F/2) = 93.75.
+        for i in 4..200 {
+            end_window(&mut d, &mut st, 64, 8, i);
+        }
+        assert_eq!(d.alpha, 143);
+        assert_eq!(d.ssthresh(&st), 94);
+    }
+
+    #[test]
+    fn prague_rtt_independence_scales_the_additive_increase() {
+        // Out of slow start, RTT 5 ms, target 25 ms.
+        let (mut d, mut st) = prague(25);
+        st.ssthresh = 5;
+        st.srtt_ns = 5_000_000;
+        let acks_per_increase = |d: &mut Dctcp, st: &mut CcState| {
+            let w = st.cwnd;
+            let mut n = 0;
+            while st.cwnd == w {
+                d.cong_avoid(st, 1);
+                n += 1;
+                assert!(n < 100_000, "no growth");
+            }
+            st.cwnd = w;
+            st.cwnd_cnt = 0;
+            n
+        };
+        // Before RTT_TRANSITION (4) α updates after slow start: Reno's +1 per cwnd ACKed.
+        assert_eq!(acks_per_increase(&mut d, &mut st), 10);
+        for i in 1..=4 {
+            end_window(&mut d, &mut st, 10, 0, 30 * i);
+        }
+        // Now (R/T)² = (5/25)² = 1/25 packet per RTT: one more packet per 25 windows of
+        // 10 packets = 250 ACKed.
+        assert_eq!(acks_per_increase(&mut d, &mut st), 250);
+        // RTT 12.5 ms: (1/2)² = 1/4 per RTT: 40 ACKed.
+        st.srtt_ns = 12_500_000;
+        assert_eq!(acks_per_increase(&mut d, &mut st), 40);
+        // RTT 10 ms: 0.16 per RTT, 62.5 ACKed, rounded to 63.
+        st.srtt_ns = 10_000_000;
+        assert_eq!(acks_per_increase(&mut d, &mut st), 63);
+        // At or above the target: unscaled.
+        st.srtt_ns = 25_000_000;
+        assert_eq!(acks_per_increase(&mut d, &mut st), 10);
+        st.srtt_ns = 80_000_000;
+        assert_eq!(acks_per_increase(&mut d, &mut st), 10);
+        // Slow start is never scaled: +1 per ACK.
+        st.srtt_ns = 5_000_000;
+        st.ssthresh = 1000;
+        d.cong_avoid(&mut st, 1);
+        assert_eq!(st.cwnd, 11);
+        // Without RTT independence (and for DCTCP, which ignores the target): Reno's rate.
+        for mut d in [
+            Dctcp::new(true),
+            Dctcp::new(false).with_rtt_target(Duration::from_ms(25)),
+        ] {
+            let mut st = test_state(10);
+            d.init(&mut st);
+            st.ssthresh = 5;
+            st.srtt_ns = 5_000_000;
+            for i in 1..=4 {
+                end_window(&mut d, &mut st, 10, 0, 30 * i);
+            }
+            assert_eq!(acks_per_increase(&mut d, &mut st), 10);
+        }
+    }
+
+    #[test]
+    fn the_experiment_switches_prague_rtt_independence() {
+        use crate::tcp::cc::{build, AnyCc, CcKind};
+        let target = |cc, scaling| {
+            let cfg = crate::tcp::TcpConfig {
+                cc,
+                prague_rtt_scaling: scaling,
+                prague_rtt_target: Duration::from_ms(30),
+                ..Default::default()
+            };
+            match build(&cfg, 1) {
+                AnyCc::Dctcp(d) => d.rtt_target_ns,
+                _ => unreachable!(),
+            }
+        };
+        assert_eq!(target(CcKind::Prague, true), 30_000_000);
+        assert_eq!(target(CcKind::Prague, false), 0);
+        assert_eq!(
+            target(CcKind::Dctcp, true),
+            0,
+            "DCTCP has no RTT independence"
+        );
+    }
+
+    #[test]
+    fn prague_rtt_independence_updates_alpha_once_per_target_rtt() {
+        let (mut d, mut st) = prague(25);
+        st.ssthresh = 5;
+        st.srtt_ns = 5_000_000;
+        for i in 1..=4 {
+            end_window(&mut d, &mut st, 10, 0, 25 * i);
+        }
+        // 1024 decays by 1/16 four times: 960, 900, 844, 792.
+        assert_eq!(d.alpha, 792);
+        // Windows end every 5 ms (the RTT); α waits until 25 ms have passed since its last
+        // update (at 100 ms), then takes every packet since: 5 windows of 10, 5 CE in the
+        // first: F = 5/50 → 792 − 49 + (5·64)/50 = 792 − 49 + 6 = 749.
+        end_window(&mut d, &mut st, 10, 5, 105);
+        for t in [110, 115, 120] {
+            end_window(&mut d, &mut st, 10, 0, t);
+            assert_eq!(d.alpha, 792, "held at {t} ms");
+        }
+        end_window(&mut d, &mut st, 10, 0, 125);
+        assert_eq!(d.alpha, 749);
+        // Without RTT independence the same windows update α every time.
+        let (mut d, mut st) = prague(25);
+        d.rtt_target_ns = 0;
+        st.ssthresh = 5;
+        for i in 1..=4 {
+            end_window(&mut d, &mut st, 10, 0, 25 * i);
+        }
+        end_window(&mut d, &mut st, 10, 5, 105);
+        // 792 − 49 + (5·64)/10 = 775.
+        assert_eq!(d.alpha, 775);
     }
 }

@@ -193,15 +193,20 @@ pub trait CongestionControl {
 }
 
 pub use sojourn_experiment::transport::CcKind;
+use sojourn_experiment::transport::TcpConfig;
 
-/// The algorithm `kind` names, seeded (BBR draws its random phase from `seed`).
-pub fn build(kind: CcKind, seed: u64) -> AnyCc {
-    match kind {
+/// The algorithm `cfg.cc` names with its options, seeded (BBR draws its random phase
+/// from `seed`).
+pub fn build(cfg: &TcpConfig, seed: u64) -> AnyCc {
+    match cfg.cc {
         CcKind::NewReno => AnyCc::NewReno(newreno::NewReno),
         CcKind::Cubic => AnyCc::Cubic(Box::new(cubic::Cubic::new())),
         CcKind::Bbr => AnyCc::Bbr(Box::new(bbr::Bbr::new(seed))),
         CcKind::Vegas => AnyCc::Vegas(Box::default()),
         CcKind::Dctcp => AnyCc::Dctcp(dctcp::Dctcp::new(false)),
+        CcKind::Prague if cfg.prague_rtt_scaling => {
+            AnyCc::Dctcp(dctcp::Dctcp::new(true).with_rtt_target(cfg.prague_rtt_target))
+        }
         CcKind::Prague => AnyCc::Dctcp(dctcp::Dctcp::new(true)),
     }
 }

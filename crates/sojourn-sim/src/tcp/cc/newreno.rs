@@ -88,7 +88,11 @@ mod tests {
         for n in ["newreno", "cubic", "bbr", "vegas"] {
             let k = CcKind::parse(n).unwrap();
             assert_eq!(k.name(), n);
-            assert_eq!(crate::tcp::cc::build(k, 1).name(), n);
+            let cfg = crate::tcp::TcpConfig {
+                cc: k,
+                ..Default::default()
+            };
+            assert_eq!(crate::tcp::cc::build(&cfg, 1).name(), n);
         }
         assert_eq!(CcKind::parse("bic"), None);
     }
