@@ -67,7 +67,7 @@ fn qdisc_cost(kind: &str, flows: u32, iters: u64) -> Option<f64> {
     let mk = |uid: u64, flow: u32| {
         let mut p = Packet::synthetic(uid, flow, 1514);
         p.ecn = Ecn::Ect0;
-        p.socket = flow + 1;
+        p.sk = flow + 1;
         // One host pair per flow, so CAKE's host isolation sees distinct hosts (with all
         // flows towards one host, triple-isolate divides the quantum by the host load,
         // as Linux does, and each packet costs many DRR rotations).
@@ -340,8 +340,8 @@ fn scale_run(exp: &sojourn_experiment::Experiment) -> ScaleRun {
         created: sim.acct.created,
         events: sim.events_processed,
         counts: sim.event_counts,
-        rtos: sim.flows.records.iter().map(|r| r.rtos).sum(),
-        retransmits: sim.flows.records.iter().map(|r| r.retransmits).sum(),
+        rtos: sim.flows.iter().map(|r| r.rtos).sum(),
+        retransmits: sim.flows.iter().map(|r| r.retransmits).sum(),
     }
 }
 

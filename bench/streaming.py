@@ -1,10 +1,11 @@
-"""Memory and speed of a run that streams its time series and packet log to disk
-(`sojourn run`, `sojourn.run(out=...)`) against one that holds them in memory
+"""Memory and speed of a run that streams its time series, packet log and flow records to
+disk (`sojourn run`, `sojourn.run(out=...)`) against one that holds them in memory
 (`sojourn.run()` without `out`), at two lengths of the same experiment (docs/limits.md).
 
     python bench/streaming.py                 # 10 s and 40 s of a 1 Gbit/s bottleneck
     python bench/streaming.py 20s 80s
     python bench/streaming.py --streamed-only 40s 160s
+    python bench/streaming.py --transfers 80s 320s   # 2,000 short transfers per second
 
 Each run is a fresh child process; its peak resident memory is its own VmHWM (Linux).
 Wall times are compared as ratios within one invocation (the machine is shared)."""
@@ -37,6 +38,24 @@ packets = ["bottleneck"]
 flows = true
 """
 
+# Many short transfers: Poisson arrivals of 10-kB transfers, 2,000 per second (160 Mbit/s
+# offered) on a 1 Gbit/s bottleneck (flow records; each receiver lingers 60 s after its
+# FIN, so ~120,000 connections are held at any time after the first minute). On a link
+# the load exceeds, open transfers pile up without bound whatever is streamed.
+TRANSFERS = """\
+name = "bench-transfers"
+seed = 3
+[topology]
+kind = "dumbbell"
+pairs = 1
+bottleneck = { rate = "1Gbit", delay = "5ms", qdisc = { kind = "fq_codel" } }
+[[workload]]
+kind = "poisson"
+pair = 0
+interval = "0.5ms"
+size = "10kB"
+"""
+
 CHILD = """\
 import sys, time, sojourn
 exp, duration, out = sys.argv[1:4]
@@ -48,16 +67,16 @@ else:
     r = sojourn.run(exp, duration=duration, out=out)
 wall = time.perf_counter() - t0
 hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1]
-print(wall, int(hwm) / 1024, r.summary["links"]["bottleneck"]["tx_packets"])
+print(wall, int(hwm) / 1024, r.summary["links"]["bottleneck"]["tx_packets"], r.summary["flows"]["count"])
 """
 
 
-def one(exp: Path, duration: str, streamed: bool, work: Path) -> tuple[float, float, int]:
+def one(exp: Path, duration: str, streamed: bool, work: Path) -> tuple[float, float, int, int]:
     out = str(work / f"{duration}-{'s' if streamed else 'm'}")
     argv = [sys.executable, "-c", CHILD, str(exp), duration] + ([out] if streamed else ["-", out])
     r = subprocess.run(argv, capture_output=True, text=True, check=True)
-    w, mb, pk = r.stdout.split()
-    return float(w), float(mb), int(pk)
+    w, mb, pk, fl = r.stdout.split()
+    return float(w), float(mb), int(pk), int(fl)
 
 
 def main() -> None:
@@ -67,14 +86,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as td:
         work = Path(td)
         exp = work / "exp.toml"
-        exp.write_text(EXP)
+        exp.write_text(TRANSFERS if "--transfers" in args else EXP)
         rows = {}
         for d in durs:
             for streamed in modes:
                 rows[(d, streamed)] = one(exp, d, streamed, work)
-                w, mb, pk = rows[(d, streamed)]
+                w, mb, pk, fl = rows[(d, streamed)]
                 print(f"{d:>6} {'streamed' if streamed else 'in memory':>9}: peak {mb:7.1f} MB, "
-                      f"{pk} packets logged, wall {w:6.2f} s", flush=True)
+                      f"{pk} bottleneck packets, {fl} flows, wall {w:6.2f} s", flush=True)
         a, b = durs[0], durs[-1]
         for streamed in modes:
             print(f"{'streamed' if streamed else 'in memory':>9}: peak RSS {b}/{a} = "

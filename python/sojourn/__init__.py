@@ -32,6 +32,7 @@ from .api import (
     validate,
 )
 from .api import _engine_or_fail, _run_staged  # noqa: F401  (callers: sojourn._engine_or_fail, cli)
+from .api import _emulate_staged as _emulate_staged_forwarder
 from .api import emulate as _emulate_forwarder
 from .results import Result
 from .tidy import load
@@ -48,12 +49,14 @@ def emulate(
     progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
     base_dir: Optional[Union[str, Path]] = None,
     kernel: bool = False,
+    out: Optional[Union[str, Path]] = None,
 ) -> Result:
     """Runs one experiment live: :func:`sojourn.api.emulate` (sojourn's forwarder with the
     simulator's disciplines, docs/emulate.md), or with ``kernel=True`` the kernel's own
     disciplines and classifiers (tc and nft put on the hosts' devices by ``sojourn deploy
     apply``; :mod:`sojourn.kernel_engine`, docs/deploy.md), ``result.summary["engine"] ==
-    "kernel"``. Arguments and result as for :func:`run`. (The choice is made here, in the
+    "kernel"``. Arguments and result as for :func:`run` (with ``out`` the results are
+    written there and the time series streams to disk while the run proceeds). (The choice is made here, in the
     facade, so that ``api`` and ``kernel_engine``, which uses ``api``, import no circle.)
 
     Example::
@@ -65,9 +68,19 @@ def emulate(
         from .kernel_engine import emulate_kernel
 
         return emulate_kernel(source, seed=seed, duration=duration, overrides=overrides, progress=progress,
-                              base_dir=base_dir)
+                              base_dir=base_dir, out=out)
     return _emulate_forwarder(source, seed=seed, duration=duration, overrides=overrides, progress=progress,
-                              base_dir=base_dir)
+                              base_dir=base_dir, out=out)
+
+
+def _emulate_staged(source: Source, kernel: bool = False, **kw: Any) -> Result:
+    """:func:`emulate` with ``out`` left staged (``Result.write`` publishes it, with the
+    report): the CLI's writer."""
+    if kernel:
+        from .kernel_engine import emulate_kernel
+
+        return emulate_kernel(source, publish=False, **kw)
+    return _emulate_staged_forwarder(source, **kw)
 
 
 def sweep(path: Union[str, Path], out: Union[str, Path], jobs: Optional[int] = None,

@@ -27,9 +27,10 @@ def run(
 ) -> dict[str, Any]:
     """Runs one experiment: summary_json (str) and the flows, timeseries, series_names,
     histograms and packets tables as [(name, dtype, data)] columns (packets may be None).
-    With ``sink``, the time series and packet log are handed to ``sink(kind, columns,
-    names)`` in chunks of ``chunk_rows`` rows while the run proceeds ("timeseries" with the
-    series names known so far, "packets" with None) and the result holds the rest; without
+    With ``sink``, the time series, packet log and finished flows' records are handed to
+    ``sink(kind, columns, names)`` in chunks of ``chunk_rows`` rows while the run proceeds
+    ("timeseries" with the series names known so far, "packets" and "flows" with None;
+    flow records in the order the flows finished) and the result holds the rest; without
     it a run whose tables would not fit in memory is refused with the estimate."""
 
 def emulate(
@@ -38,10 +39,13 @@ def emulate(
     seed: Optional[int] = None,
     progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
     kernel_hook: Optional[Callable[[str, list[tuple[str, str, str]]], None]] = None,
+    sink: Optional[Callable[[str, list, Optional[list]], None]] = None,
+    chunk_rows: int = 65536,
 ) -> dict[str, Any]:
     """Runs one experiment live (Linux, root): the same tables as :func:`run`.
     ``kernel_hook(stage, [(node, namespace, device)])`` is called with stage ``"setup"``
-    before traffic starts and ``"collect"`` after it ended (the kernel engine)."""
+    before traffic starts and ``"collect"`` after it ended (the kernel engine). With
+    ``sink``, the time series is handed out while the run proceeds, as :func:`run` does."""
 
 def emulate_check(cfg: dict[str, Any], base_dir: str) -> None:
     """Raises ConfigError for what the live engine would refuse; creates nothing."""

@@ -1,4 +1,4 @@
-"""Streaming a run's time series and packet log to Parquet while it proceeds.
+"""Streaming a run's time series, packet log and flow records to Parquet while it proceeds.
 
 The engine hands the rows over in chunks of :data:`CHUNK_ROWS` (``_engine.run(sink=...)``,
 between events, about every 65k events); :class:`RunStream` buffers them per table and
@@ -14,15 +14,23 @@ with fewer rows than one row group is written by ``write_table`` itself. So both
 the same file bytes, with one exception: the time series' ``entity``/``metric`` dictionaries
 of a row group hold the series known when it is written, so a series that first appears
 after the first row group makes the earlier row groups' dictionaries shorter (same values).
+
+Flow records arrive as flows finish, not in flow-id order (a long transfer finishes after
+later short ones; a bulk flow never does). ``flows.parquet`` is in flow-id order with row
+group ``g`` holding flows ``g·R .. (g+1)·R−1`` (ids are dense), so :class:`_FlowStream`
+spills each chunk, sorted and cut at those boundaries, to small Arrow IPC files in the
+staging directory, and at the end writes each row group from its spilled pieces plus the
+records the engine still held: one row group in memory at a time, the same bytes.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 #: Rows per chunk handed over by the engine (a multiple of parquet-cpp's 1024-row write
@@ -144,25 +152,109 @@ class _TableStream:
             self.writer = None
 
 
+def _sorted_by_flow(t: pa.Table) -> pa.Table:
+    ids = t.column("flow").to_numpy()
+    if len(ids) > 1 and (np.diff(ids.astype(np.int64)) < 0).any():
+        t = t.take(pa.array(np.argsort(ids, kind="stable")))
+    return t.combine_chunks()
+
+
+class _FlowStream:
+    """``flows.parquet`` from finished flows' records (any order) and, at the end, the
+    records still held (in id order). ``finish`` returns the whole table when there are
+    fewer rows than one row group (the caller writes it with ``pq.write_table``), else
+    None after writing the file row group by row group."""
+
+    def __init__(self, path: Path, rg_rows: int):
+        self.path = path
+        self.rg_rows = rg_rows
+        self.spill_dir = path.parent / ".flows-spill"
+        self.pieces: Dict[int, List[Path]] = {}
+        self.spilled = 0
+
+    def add(self, rows: pa.Table) -> None:
+        if not rows.num_rows:
+            return
+        rows = _sorted_by_flow(rows)
+        groups = rows.column("flow").to_numpy() // self.rg_rows
+        cuts = [0, *(np.flatnonzero(np.diff(groups)) + 1).tolist(), len(groups)]
+        self.spill_dir.mkdir(exist_ok=True)
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            g = int(groups[a])
+            f = self.spill_dir / f"{g}-{len(self.pieces.get(g, ()))}.arrow"
+            with pa.OSFile(str(f), "wb") as sink, ipc.new_file(sink, rows.schema) as w:
+                w.write_table(rows.slice(a, b - a))
+            self.pieces.setdefault(g, []).append(f)
+        self.spilled += rows.num_rows
+
+    def _group(self, g: int, held: pa.Table) -> pa.Table:
+        parts = []
+        for f in self.pieces.pop(g, []):
+            with pa.OSFile(str(f), "rb") as src:
+                parts.append(ipc.open_file(src).read_all())
+            f.unlink()
+        parts.append(held)
+        return _sorted_by_flow(pa.concat_tables(parts))
+
+    def finish(self, held: pa.Table) -> Optional[pa.Table]:
+        if not self.spilled:
+            return held
+        total = self.spilled + held.num_rows
+        ids = held.column("flow").to_numpy()
+        groups = (total + self.rg_rows - 1) // self.rg_rows
+        if groups <= 1:
+            t = self._group(0, held)
+            self.close()
+            return t
+        bounds = np.searchsorted(ids, np.arange(groups + 1, dtype=np.int64) * self.rg_rows)
+        writer = None
+        try:
+            for g in range(groups):
+                a, b = int(bounds[g]), int(bounds[g + 1])
+                t = self._group(g, held.slice(a, b - a))
+                want = min(self.rg_rows, total - g * self.rg_rows)
+                if t.num_rows != want:  # pragma: no cover - an engine bug
+                    raise RuntimeError(f"flows.parquet row group {g}: {t.num_rows} rows, expected {want}")
+                if writer is None:
+                    writer = pq.ParquetWriter(self.path, t.schema, compression=COMPRESSION)
+                writer.write_table(t)
+        finally:
+            if writer is not None:
+                writer.close()
+        self.close()
+        return None
+
+    def close(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.spill_dir, ignore_errors=True)
+        self.pieces.clear()
+
+
 class RunStream:
-    """The engine's ``sink``: buffers and writes ``timeseries.parquet`` and
-    ``packets.parquet`` into ``staging`` (the run's hidden partial directory)."""
+    """The engine's ``sink``: buffers and writes ``timeseries.parquet``,
+    ``packets.parquet`` and ``flows.parquet`` into ``staging`` (the run's hidden partial
+    directory)."""
 
     def __init__(self, staging: Path, rg_rows: Optional[int] = None):
         rg = rg_rows or row_group_rows()
         self.staging = Path(staging)
         self.timeseries = _TableStream(self.staging / "timeseries.parquet", rg, named=True)
         self.packets = _TableStream(self.staging / "packets.parquet", rg, named=False)
+        self.flows = _FlowStream(self.staging / "flows.parquet", rg)
 
     def __call__(self, kind: str, cols: list, names: Optional[list]) -> None:
         if kind == "timeseries":
             self.timeseries.add(arrow_table(cols), arrow_table(names) if names is not None else None)
         elif kind == "packets":
             self.packets.add(arrow_table(cols))
-        else:  # pragma: no cover - the engine sends only these two
+        elif kind == "flows":
+            self.flows.add(arrow_table(cols))
+        else:  # pragma: no cover - the engine sends only these three
             raise ValueError(f"unknown stream {kind!r}")
 
     def close(self) -> None:
         """Closes the files (on an aborted run; the staging directory is removed after)."""
         self.timeseries.close()
         self.packets.close()
+        self.flows.close()

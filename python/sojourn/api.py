@@ -126,18 +126,10 @@ def _run_staged(source: Source, seed: Optional[int] = None, duration: Optional[s
     eng = _engine_or_fail()
     seed = check_seed(seed)
     cfg, name, base = _prepare(source, overrides, duration, base_dir)
-    stream = None
-    if out is not None:
-        from . import _outdir
-        from ._stream import CHUNK_ROWS, RunStream, row_group_rows
-
-        rg = row_group_rows()
-        out_path = _outdir.prepare(out).path
-        _outdir.clean_stale_partials(out_path)
-        stream = RunStream(_outdir.staging_dir(out_path), rg)
+    stream = open_stream(out)
     t0 = time.perf_counter()
     try:
-        kw: dict = {} if stream is None else {"sink": stream, "chunk_rows": CHUNK_ROWS}
+        kw = stream_kwargs(stream)
         if progress is True:
             from .progress import RunProgress
 
@@ -147,11 +139,7 @@ def _run_staged(source: Source, seed: Optional[int] = None, duration: Optional[s
             raw = eng.run(cfg, str(base), seed, progress or None, **kw)
         res = Result.from_engine(raw, stream=stream)
     except BaseException as e:
-        if stream is not None:
-            import shutil
-
-            stream.close()
-            shutil.rmtree(stream.staging, ignore_errors=True)
+        discard_stream(stream)
         if isinstance(e, eng.ConfigError):
             raise _wrap_engine_error(name, e) from None
         raise
@@ -170,6 +158,36 @@ def _run_staged(source: Source, seed: Optional[int] = None, duration: Optional[s
     return res
 
 
+def open_stream(out: Optional[Union[str, Path]]) -> Any:
+    """The streaming writer (:class:`sojourn._stream.RunStream`) of a run whose results go
+    to ``out``, writing into a staging directory there; None without ``out``."""
+    if out is None:
+        return None
+    from . import _outdir
+    from ._stream import RunStream, row_group_rows
+
+    rg = row_group_rows()
+    out_path = _outdir.prepare(out).path
+    _outdir.clean_stale_partials(out_path)
+    return RunStream(_outdir.staging_dir(out_path), rg)
+
+
+def stream_kwargs(stream: Any) -> dict:
+    """The engine's ``sink``/``chunk_rows`` arguments for ``stream`` (none without)."""
+    from ._stream import CHUNK_ROWS
+
+    return {} if stream is None else {"sink": stream, "chunk_rows": CHUNK_ROWS}
+
+
+def discard_stream(stream: Any) -> None:
+    """Closes a run's writer and removes its staging directory (a run that failed)."""
+    if stream is not None:
+        import shutil
+
+        stream.close()
+        shutil.rmtree(stream.staging, ignore_errors=True)
+
+
 class PrivilegeError(PermissionError):
     """The live engine may not create network namespaces (it needs root)."""
 
@@ -185,6 +203,7 @@ def emulate(
     overrides: Optional[Mapping[str, Any]] = None,
     progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
     base_dir: Optional[Union[str, Path]] = None,
+    out: Optional[Union[str, Path]] = None,
 ) -> Result:
     """Runs one experiment live and returns the same :class:`Result` as :func:`run`.
 
@@ -199,24 +218,44 @@ def emulate(
     ``KeyboardInterrupt`` (or any exception a signal handler raises) stops the run after
     removing every namespace and device it created.
 
+    ``out``: the results go into this directory, as for :func:`run`; the time series is
+    then streamed to disk while the run proceeds (the same writer as a simulated run's).
+
     Example::
 
         res = sojourn.emulate("experiments/emulate/fq-codel.toml", duration="5s")
         res.summary["links"]["bottleneck"]["sojourn_ms"]["mean"]
     """
+    res = _emulate_staged(source, seed, duration, overrides, progress, base_dir, out)
+    if out is not None:
+        res.write(out)
+    return res
+
+
+def _emulate_staged(source: Source, seed: Optional[int] = None, duration: Optional[str] = None,
+                    overrides: Optional[Mapping[str, Any]] = None,
+                    progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
+                    base_dir: Optional[Union[str, Path]] = None,
+                    out: Optional[Union[str, Path]] = None) -> Result:
+    """:func:`emulate`; with ``out``, the time series streams into a staging directory
+    inside ``out`` (``Result.staged``) that :meth:`Result.write` publishes."""
     eng = _live_engine()
     cfg, name, base = _prepare(source, overrides, duration, base_dir)
+    stream = open_stream(out)
     t0 = time.perf_counter()
     try:
-        raw = eng.emulate(cfg, str(base), seed, progress)
-    except eng.ConfigError as e:
-        raise _wrap_engine_error(name, e) from None
-    except eng.PrivilegeError as e:
-        raise PrivilegeError(str(e)) from None
-    except eng.EmulateError as e:
-        raise EmulateError(str(e)) from None
+        raw = eng.emulate(cfg, str(base), seed, progress, **stream_kwargs(stream))
+        res = Result.from_engine(raw, stream=stream)
+    except BaseException as e:
+        discard_stream(stream)
+        if isinstance(e, eng.ConfigError):
+            raise _wrap_engine_error(name, e) from None
+        if isinstance(e, eng.PrivilegeError):
+            raise PrivilegeError(str(e)) from None
+        if isinstance(e, eng.EmulateError):
+            raise EmulateError(str(e)) from None
+        raise
     wall = time.perf_counter() - t0
-    res = Result.from_engine(raw)
     pkts = sum(l.get("tx_packets", 0) for l in res.summary.get("links", {}).values())
     res.perf = {
         "wall_seconds": wall,

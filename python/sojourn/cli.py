@@ -128,8 +128,9 @@ def cmd_emulate(a: argparse.Namespace) -> int:
     import signal
 
     import sojourn
+    from . import _outdir
     from .progress import RunProgress
-    from .report import print_run, write_run_report
+    from .report import print_run
 
     if a.cleanup:
         if a.experiment:
@@ -147,9 +148,10 @@ def cmd_emulate(a: argparse.Namespace) -> int:
         return _err("emulate: an experiment file is required (or --cleanup)")
     if not a.out:
         return _err("emulate: --out DIR is required")
-    out_path = Path(a.out)
-    if out_path.exists() and not out_path.is_dir():
-        return _err(f"--out: {a.out} exists and is not a directory")
+    try:
+        out_dir = _outdir.prepare(a.out)  # before any work: a bad --out is refused at once
+    except ConfigError as e:
+        return _err(str(e))
 
     def on_term(signum, frame):
         raise _Terminated()
@@ -165,26 +167,34 @@ def cmd_emulate(a: argparse.Namespace) -> int:
         else:
             sojourn.emulate_check(a.experiment, overrides=overrides, duration=a.duration)
         with RunProgress(Path(a.experiment).name + (" (kernel)" if a.kernel else " (live)"), quiet=a.quiet) as prog:
-            res = sojourn.emulate(a.experiment, seed=a.seed, duration=a.duration, overrides=overrides, progress=prog,
-                                  kernel=a.kernel)
+            # The time series streams into a staging directory of a.out while the run
+            # proceeds; the results and the report become visible together below.
+            res = sojourn._emulate_staged(a.experiment, seed=a.seed, duration=a.duration, overrides=overrides,
+                                          progress=prog, kernel=a.kernel, out=a.out)
     except ConfigError as e:
+        out_dir.undo()
         return _err(str(e))
     except sojourn.PrivilegeError as e:
+        out_dir.undo()
         return _err(str(e))
     except sojourn.EmulateError as e:
+        out_dir.undo()
         print(f"sojourn: emulate failed: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        out_dir.undo()
         print("sojourn: interrupted; namespaces removed, nothing written", file=sys.stderr)
         return 130
     except _Terminated:
+        out_dir.undo()
         print("sojourn: terminated; namespaces removed, nothing written", file=sys.stderr)
         return 143
+    except BaseException:
+        out_dir.undo()
+        raise
     finally:
         signal.signal(signal.SIGTERM, old)
-    out = res.write(a.out)
-    if not a.no_report:
-        write_run_report(res, out)
+    out = res.write(a.out, extra=None if a.no_report else (lambda staging: _write_reports(res, staging)))
     if not a.quiet:
         print_run(res)
         print(f"results in {out}/ (summary.json, flows.parquet, timeseries.parquet{', report.md' if not a.no_report else ''})")

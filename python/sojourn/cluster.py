@@ -7,13 +7,17 @@ with it:
 * :func:`referenced_files` finds the files an experiment names (a link's ``trace``, an
   empirical size distribution's ``file``); :func:`pack_files` reads them on the client,
   so their bytes travel with the task;
-* :func:`run_shipped` runs on a worker: it writes those bytes into a private temporary
-  directory, runs the point, writes the run directory there with
-  :meth:`sojourn.Result.write` (the very writer of a local run) and returns its files as
-  bytes;
-* :func:`install_run` writes the returned files into ``OUT/runs/<point>/seed-<n>/`` on the
-  client with the same staged, ``summary.json``-last protocol, so resumption after a crash
-  or SIGKILL works as for the local pool;
+* :func:`run_shipped` runs on a worker: it writes those bytes into a private directory in
+  the worker's local directory, runs the point with the local pool's streaming writer
+  (time series, packet log and flow records go to Parquet row groups while the run
+  proceeds, so the worker's memory does not grow with the run) and writes the run
+  directory there with :meth:`sojourn.Result.write`; it returns only the directory's
+  listing;
+* :func:`fetch_run` copies that directory to the client in pieces of
+  :data:`FETCH_BYTES` (tasks pinned to that worker, :func:`read_piece`), through
+  :func:`install_run` into ``OUT/runs/<point>/seed-<n>/`` with the same staged,
+  ``summary.json``-last protocol (resumption after a crash or SIGKILL works as for the
+  local pool), then removes it from the worker: the client holds one piece at a time;
 * :func:`connect` turns ``--cluster ADDRESS`` into a ``distributed.Client``.
 
 ``distributed`` (and ``dask_jobqueue`` for ``slurm:N``) are imported only here, only when a
@@ -28,7 +32,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 from ._config import ConfigError
 
@@ -39,6 +43,10 @@ PathLike = Union[str, "os.PathLike[str]"]
 MAX_SHIPPED_BYTES = 256 * 1024 * 1024
 #: How often (seconds) a run on a worker checks whether its task was cancelled.
 CANCEL_POLL_S = 1.0
+#: Bytes per piece when the client copies a run directory from its worker.
+FETCH_BYTES = 8 * 1024 * 1024
+#: Name prefix of a task's private directory on a worker (:func:`remove_run` checks it).
+TASK_PREFIX = "sojourn-task-"
 
 
 # ------------------------------------------------------------------------------------
@@ -128,12 +136,34 @@ def _cancel_check():
     return progress
 
 
+def _task_root() -> Path:
+    """Where a task's directory goes: the Dask worker's own local directory (removed with
+    the worker), else the system's temporary directory."""
+    try:
+        from distributed import get_worker
+
+        return Path(get_worker().local_directory)
+    except Exception:  # not in a Dask task
+        return Path(tempfile.gettempdir())
+
+
+def _worker_address() -> Optional[str]:
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except Exception:  # not in a Dask task
+        return None
+
+
 def run_shipped(cfg: dict, files: dict[str, bytes], seed: int, engine_hash: Optional[str]) -> dict:
     """Runs one (point, seed) wherever this is called (a Dask worker) and returns
-    ``{"status": "done", "files": {relative path: bytes}, "wall_s": ...}`` (or
-    ``"failed"`` with an error, or ``"aborted"``).
+    ``{"status": "done", "dir": run directory on this machine, "files": {relative path:
+    size}, "worker": this worker's address, "wall_s": ...}`` (or ``"failed"`` with an
+    error, or ``"aborted"``). The run directory stays on the worker until
+    :func:`fetch_run` has copied it and :func:`remove_run` removes it.
 
-    The files the experiment refers to are written into a private temporary directory and
+    The files the experiment refers to are written into the task's private directory and
     the experiment's file names are pointed at them for the engine; the run directory
     records the experiment as the client gave it (``experiment.json``), so its files are
     byte-identical to a local run's. ``engine_hash`` is the client's engine build: a
@@ -148,8 +178,9 @@ def run_shipped(cfg: dict, files: dict[str, bytes], seed: int, engine_hash: Opti
         return {"status": "failed", "error": f"the worker on {socket.gethostname()} has another sojourn engine build "
                                              f"({(mine or 'unknown')[:12]}, client {engine_hash[:12]}); install the same "
                                              "sojourn on every worker (outputs must be identical)"}
-    with tempfile.TemporaryDirectory(prefix="sojourn-task-") as tmp:
-        root = Path(tmp)
+    root = Path(tempfile.mkdtemp(prefix=TASK_PREFIX, dir=_task_root()))
+    done = False
+    try:
         inputs = root / "in"
         inputs.mkdir()
         local = copy.deepcopy(cfg)
@@ -163,21 +194,73 @@ def run_shipped(cfg: dict, files: dict[str, bytes], seed: int, engine_hash: Opti
         for t, k in _file_slots(local):
             if t[k] in where:
                 t[k] = where[t[k]]
+        out = root / "out"
         try:
-            res = api.run(local, seed=seed, base_dir=inputs, progress=_cancel_check())
+            # Streamed into a staging directory of `out`, as a local sweep's run is.
+            res = api._run_staged(local, seed=seed, base_dir=inputs, progress=_cancel_check(), out=out)
         except KeyboardInterrupt:
             return {"status": "aborted"}
         except Exception as e:  # a failed run must not take the sweep down
             return {"status": "failed", "error": f"{type(e).__name__}: {e}"}
         # As sojourn.run records it from the client's dict (the file names as written).
         res.experiment = {k: v for k, v in cfg.items() if k != "seed"}
-        out = root / "out"
         res.write(out)
-        result = {}
-        for p in sorted(out.rglob("*")):
-            if p.is_file():
-                result[p.relative_to(out).as_posix()] = p.read_bytes()
-    return {"status": "done", "files": result, "wall_s": time.perf_counter() - t0}
+        shutil.rmtree(inputs, ignore_errors=True)
+        listing = {p.relative_to(out).as_posix(): p.stat().st_size for p in sorted(out.rglob("*")) if p.is_file()}
+        done = True
+        return {"status": "done", "dir": str(out), "files": listing, "worker": _worker_address(),
+                "wall_s": time.perf_counter() - t0}
+    finally:
+        if not done:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def read_piece(run_dir: str, rel: str, offset: int, size: int) -> bytes:
+    """Up to ``size`` bytes at ``offset`` of file ``rel`` of a run directory that
+    :func:`run_shipped` left on this worker."""
+    p = Path(run_dir) / rel
+    if Path(rel).is_absolute() or ".." in Path(rel).parts or Path(run_dir).parent.name[:len(TASK_PREFIX)] != TASK_PREFIX:
+        raise ValueError(f"not a shipped run's file: {run_dir} {rel}")
+    with open(p, "rb") as f:
+        f.seek(offset)
+        return f.read(size)
+
+
+def remove_run(run_dir: str) -> None:
+    """Removes a task's private directory (the parent of ``run_dir``) from this worker."""
+    root = Path(run_dir).parent
+    if root.name.startswith(TASK_PREFIX):
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def fetch_run(client: Any, r: dict, out: Path) -> None:
+    """Copies the run directory that :func:`run_shipped` reported in ``r`` from its worker
+    into ``out`` (:func:`install_run`), :data:`FETCH_BYTES` at a time, then removes it from
+    the worker (also when the copy fails)."""
+    pin = {"workers": [r["worker"]], "allow_other_workers": False} if r.get("worker") else {}
+
+    def read(rel: str) -> Iterator[bytes]:
+        size, offset = r["files"][rel], 0
+        while offset < size:
+            f = client.submit(read_piece, r["dir"], rel, offset, FETCH_BYTES, pure=False, **pin)
+            try:
+                data = f.result()
+            finally:
+                f.release()
+            if not data:
+                raise OSError(f"{rel} ended at {offset} of {size} bytes on the worker")
+            offset += len(data)
+            yield data
+
+    try:
+        install_run(out, list(r["files"]), read)
+    finally:
+        try:
+            from distributed import fire_and_forget
+
+            fire_and_forget(client.submit(remove_run, r["dir"], pure=False, **pin))
+        except Exception:  # the worker is gone: so is its local directory
+            pass
 
 
 def _engine_hash() -> Optional[str]:
@@ -194,8 +277,9 @@ def _engine_hash() -> Optional[str]:
 # ------------------------------------------------------------------------------------
 
 
-def install_run(out: Path, files: dict[str, bytes]) -> None:
-    """Writes a run directory returned by :func:`run_shipped` into ``out`` atomically, like
+def install_run(out: Path, files: list, read: Callable[[str], Iterator[bytes]]) -> None:
+    """Writes the run directory files ``files`` (relative paths) whose bytes ``read(rel)``
+    yields piece by piece (:func:`fetch_run`) into ``out`` atomically, like
     :meth:`sojourn.Result.write`: ``summary.json`` (the completeness marker) removed
     first, everything staged in a hidden directory named after this process, renamed into
     place, ``summary.json`` last; files of an earlier partial attempt that the new run
@@ -211,13 +295,15 @@ def install_run(out: Path, files: dict[str, bytes]) -> None:
     (out / SUMMARY).unlink(missing_ok=True)
     staging = staging_dir(out)
     try:
-        for rel, data in files.items():
+        for rel in files:
             parts = Path(rel).parts
             if Path(rel).is_absolute() or ".." in parts or not parts:
                 raise ValueError(f"a returned run holds an unsafe path {rel!r}")
             p = staging / rel
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(data)
+            with open(p, "wb") as f:
+                for piece in read(rel):
+                    f.write(piece)
         tops = {Path(rel).parts[0] for rel in files}
         for e in list(out.iterdir()):
             if e.name not in tops and not e.name.startswith(PARTIAL_PREFIX) and not e.name.startswith("."):

@@ -150,10 +150,14 @@ def _trials(ps: Mapping[str, _d.Plan], name: str) -> None:
 def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] = None,
                    overrides: Optional[Mapping[str, Any]] = None,
                    progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
-                   base_dir: Optional[Union[str, Path]] = None):
+                   base_dir: Optional[Union[str, Path]] = None, out: Optional[Union[str, Path]] = None,
+                   publish: bool = True):
     """Runs one experiment with the kernel's qdiscs and nft rules (module docstring); returns
-    a :class:`sojourn.Result` with ``summary["engine"] == "kernel"``."""
-    from .api import EmulateError, PrivilegeError, _live_engine, _prepare, _wrap_engine_error
+    a :class:`sojourn.Result` with ``summary["engine"] == "kernel"``; with ``out`` its time
+    series streams to disk while the run proceeds and the result is written there (with
+    ``publish=False`` it stays staged: ``Result.write`` publishes it)."""
+    from .api import (EmulateError, PrivilegeError, _live_engine, _prepare, _wrap_engine_error, discard_stream,
+                      open_stream, stream_kwargs)
     from .results import Result
 
     eng = _live_engine()
@@ -182,19 +186,23 @@ def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] =
                 clock.setdefault("collect", time.monotonic())
                 applied[node]["tc_stats"] = _tc_stats(ns, dev)
 
+    stream = open_stream(out)
     t0 = time.perf_counter()
     try:
-        raw = eng.emulate(wire, str(base), seed, progress, hook)
-    except eng.ConfigError as e:
-        raise _wrap_engine_error(name, e) from None
-    except eng.PrivilegeError as e:
-        raise PrivilegeError(str(e)) from None
-    except eng.EmulateError as e:
-        raise EmulateError(str(e)) from None
-    except (_apply.DeployError, OSError) as e:
-        raise EmulateError(f"kernel set-up: {e}") from None
+        raw = eng.emulate(wire, str(base), seed, progress, hook, **stream_kwargs(stream))
+        res = Result.from_engine(raw, stream=stream)
+    except BaseException as e:
+        discard_stream(stream)
+        if isinstance(e, eng.ConfigError):
+            raise _wrap_engine_error(name, e) from None
+        if isinstance(e, eng.PrivilegeError):
+            raise PrivilegeError(str(e)) from None
+        if isinstance(e, eng.EmulateError):
+            raise EmulateError(str(e)) from None
+        if isinstance(e, (_apply.DeployError, OSError)):
+            raise EmulateError(f"kernel set-up: {e}") from None
+        raise
     wall = time.perf_counter() - t0
-    res = Result.from_engine(raw)
     s = res.summary
     s["engine"] = "kernel"
     m = _d._prepare(cfg, None, base)[2]
@@ -234,6 +242,8 @@ def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] =
         res.histograms_table = res.histograms_table.slice(0, 0)
     pkts = sum(l.get("tx_packets", 0) for l in links.values())
     res.perf = {"wall_seconds": wall, "link_packets_per_second": pkts / wall if wall > 0 else None}
+    if out is not None and publish:
+        res.write(out)
     return res
 
 

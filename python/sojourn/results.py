@@ -48,7 +48,7 @@ class Result:
     """
 
     summary: dict
-    flows_table: pa.Table
+    flows_table: Optional[pa.Table]
     timeseries_table: Optional[pa.Table]
     packets_table: Optional[pa.Table] = None
     perf: dict = field(default_factory=dict)
@@ -56,8 +56,8 @@ class Result:
     histograms_table: Optional[pa.Table] = None
     experiment: Optional[dict] = None
     #: Tables streamed to disk during the run instead of held in memory (``"timeseries"``,
-    #: ``"packets"`` -> their Parquet file); their ``*_table`` field is then None and
-    #: :attr:`timeseries` / :attr:`packets` read the file.
+    #: ``"packets"``, ``"flows"`` -> their Parquet file); their ``*_table`` field is then
+    #: None and :attr:`timeseries` / :attr:`packets` / :attr:`flows` read the file.
     files: dict = field(default_factory=dict)
     #: The hidden staging directory a streamed run wrote into, until :meth:`write`
     #: publishes it.
@@ -65,12 +65,12 @@ class Result:
 
     @property
     def flows(self) -> pd.DataFrame:
-        return self.flows_table.to_pandas()
+        return self.table("flows").to_pandas()
 
     def table(self, kind: str) -> Optional[pa.Table]:
-        """``"timeseries"`` or ``"packets"`` as an Arrow table, read from its file when the
-        run streamed it to disk (None when packets were not logged)."""
-        t = self.timeseries_table if kind == "timeseries" else self.packets_table
+        """``"timeseries"``, ``"packets"`` or ``"flows"`` as an Arrow table, read from its
+        file when the run streamed it to disk (None when packets were not logged)."""
+        t = {"timeseries": self.timeseries_table, "packets": self.packets_table, "flows": self.flows_table}[kind]
         if t is None and kind in self.files:
             t = pq.read_table(self.files[kind])
         return t
@@ -105,6 +105,7 @@ class Result:
         then only their last rows, and the tables that reached a row group stay on disk."""
         text = raw["summary_json"]
         files: dict = {}
+        flows = _arrow_table(raw["flows"])
         if stream is None:
             ts = _timeseries_table(raw["timeseries"], raw["series_names"])
             packets = None if raw.get("packets") is None else _arrow_table(raw["packets"])
@@ -117,9 +118,12 @@ class Result:
                 packets = stream.packets.finish(_arrow_table(raw["packets"]))
                 if packets is None:
                     files["packets"] = stream.packets.path
+            flows = stream.flows.finish(flows)
+            if flows is None:
+                files["flows"] = stream.flows.path
         return cls(
             summary=json.loads(text),
-            flows_table=_arrow_table(raw["flows"]),
+            flows_table=flows,
             timeseries_table=ts,
             packets_table=packets,
             perf=perf or {},
@@ -150,8 +154,8 @@ class Result:
         reuse = self.staged is not None and self.staged.is_dir() and self.staged.parent.resolve() == out.resolve()
         staging = self.staged if reuse else staging_dir(out)
         try:
-            pq.write_table(self.flows_table, staging / "flows.parquet", compression=COMPRESSION)
-            for kind, table in (("timeseries", self.timeseries_table), ("packets", self.packets_table)):
+            for kind, table in (("flows", self.flows_table), ("timeseries", self.timeseries_table),
+                                ("packets", self.packets_table)):
                 dst = staging / f"{kind}.parquet"
                 if table is not None:
                     pq.write_table(table, dst, compression=COMPRESSION)

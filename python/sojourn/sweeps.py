@@ -670,15 +670,16 @@ def _run_plan_locked(plan: Plan, out: Path, jobs: Optional[int], quiet: bool, co
 
 
 def _run_on_cluster(conn: Any, plan: Plan, out: Path, pending: list, finished: Callable, disp: "_Display") -> None:
-    """Submits every pending run to the Dask cluster and installs each returned run
-    directory as it arrives (client-side, atomic: :func:`sojourn.cluster.install_run`).
+    """Submits every pending run to the Dask cluster and copies each finished run
+    directory from its worker as it arrives (client-side, atomic, piece by piece:
+    :func:`sojourn.cluster.fetch_run`).
     Interrupted (Ctrl-C): the tasks are cancelled; runs already executing stop at their
     next progress tick (:func:`sojourn.cluster._cancel_check`)."""
     import uuid
 
     from distributed import as_completed
 
-    from .cluster import _engine_hash, install_run, pack_files, run_shipped, running_count
+    from .cluster import _engine_hash, fetch_run, pack_files, run_shipped, running_count
 
     client = conn.client
     session = uuid.uuid4().hex[:12]
@@ -717,8 +718,9 @@ def _run_on_cluster(conn: Any, plan: Plan, out: Path, pending: list, finished: C
                     r = {"status": "failed", "error": f"{type(r).__name__}: {r}"}
                 elif r.get("status") == "done":
                     try:
-                        install_run(out / run_dir(p.name, s), r.pop("files"))
-                    except OSError as e:
+                        fetch_run(client, r, out / run_dir(p.name, s))
+                        r = {k: v for k, v in r.items() if k not in ("dir", "files", "worker")}
+                    except Exception as e:  # OSError here, or the worker lost mid-copy
                         r = {"status": "failed", "error": f"writing {run_dir(p.name, s)}: {e}"}
                 elif r.get("status") == "aborted":
                     r = {"status": "failed", "error": "stopped on its worker"}

@@ -120,6 +120,8 @@ for typo, right, q in [("tagret", "target", "codel"), ("quantumm", "quantum", "f
                        ("flow_limt", "flow_limit", "fq"), ("quantun", "quantum", "fq")]:
     s(f"hint-{q}-{typo}", f"{Q}={{kind=\"{q}\", {typo}=1}}", f'did you mean "{right}"')
 s("hint-link-dealy", f"{B}.dealy=\"5ms\"", 'did you mean "delay"', cli=True)
+s("hint-link-bandwith", f"{B}.bandwith=\"5Mbit\"", 'did you mean "rate"')
+s("hint-link-latency", f"{B}.latency=\"5ms\"", 'did you mean "delay"')
 s("hint-link-los", f"{B}.los=0.1", 'did you mean "loss"')
 s("hint-link-rat", f"{B}.rat=\"5Mbit\"", 'did you mean "rate"')
 s("hint-record-packet", "record.packet=true", 'did you mean "packets"')
@@ -220,6 +222,10 @@ s("wl-cbr-rate-zero", f"{W0}.rate=\"0bit\"", "")
 s("wl-start-after-stop", f"{W0}={{kind=\"cbr\", pair=0, rate=\"1Mbit\", start=\"1s\", stop=\"0.5s\"}}", "")
 s("wl-count-zero", f"{W1}.count=0", "out of range")
 s("wl-count-huge", f"{W1}.count=10000000", "needs ~")
+# 2,000 transfers per second for a million hours: each finished transfer keeps 32 B (its FCT
+# and goodput for summary.json), ~230 TB; refused up front with the transfer count.
+add("wl-transfers-million-hours", "cli", ["run", "{base}", "--out", "{out}", "--set", 'duration="1000000h"',
+    "--set", 'workload[1]={kind="poisson", pair=1, interval="0.5ms", size="10kB"}'], "~7200000000000 transfers")
 s("wl-from-unknown-node", f"{W0}={{kind=\"cbr\", from=\"x\", to=\"d0\", rate=\"1Mbit\"}}", "x")
 s("wl-onoff-no-times", f"{W0}={{kind=\"onoff\", pair=0, rate=\"1Mbit\"}}", "on_time")
 s("wl-distribution-bad", f"{W0}={{kind=\"onoff\", pair=0, rate=\"1Mbit\", on_time=\"1s\", off_time=\"1s\", distribution=\"pareto\"}}", "unknown value")

@@ -220,3 +220,71 @@ def test_ctrl_c_during_a_streamed_cli_run_leaves_nothing(exp, tmp_path):
     assert p.returncode == 130, err
     assert "nothing written" in err
     assert not out.exists()  # --out was created by this run: removed with everything in it
+
+
+# Many short transfers (Poisson arrivals, 2,000 in the first 10 s) next to a bulk flow that
+# lives the whole run; receivers linger 60 s after the FIN (TIME_WAIT), so by 75 s every
+# transfer's record is final and handed out while the run proceeds.
+TRANSFERS = """\
+name = "stream-flows"
+duration = "75s"
+seed = 4
+
+[topology]
+kind = "dumbbell"
+pairs = 2
+bottleneck = { rate = "100Mbit", delay = "5ms", qdisc = { kind = "fq_codel" } }
+
+[[workload]]
+kind = "bulk"
+pair = 0
+
+[[workload]]
+kind = "poisson"
+pair = 1
+interval = "5ms"
+stop = "10s"
+size = "10kB"
+"""
+
+
+def test_streamed_flow_records_give_the_in_memory_flows_file(tmp_path):
+    exp = tmp_path / "flows.toml"
+    exp.write_text(TRANSFERS)
+    mem = sojourn.run(exp)
+    assert mem.flows_table.num_rows > 1_900
+    a = mem.write(tmp_path / "mem")
+    res = sojourn.run(exp, out=tmp_path / "s")
+    for name in ("flows.parquet", "summary.json", "timeseries.parquet"):
+        assert (a / name).read_bytes() == (tmp_path / "s" / name).read_bytes(), name
+    assert not (tmp_path / "s" / ".flows-spill").exists()
+    assert res.flows["flow"].tolist() == list(range(mem.flows_table.num_rows))
+
+
+def test_flow_row_groups_equal_pyarrow_writing_the_whole_table(tmp_path):
+    # The writer alone, with row groups of 1,000 rows: 5,500 records arriving in a
+    # shuffled order, 5,000 of them as "finished" chunks and 500 held at the end (in id
+    # order), give the bytes pyarrow writes for the whole table sorted by flow id.
+    import numpy as np
+    import pyarrow as pa
+
+    from sojourn._stream import _FlowStream
+
+    n = 5_500
+    rng = np.random.default_rng(7)
+    ids = rng.permutation(n).astype(np.uint32)
+    t = pa.table({"flow": ids, "kind": [f"k{i % 3}" for i in ids], "fct_s": ids * 0.5,
+                  "completed": (ids % 2 == 0)})
+    held = sorted(ids[5_000:].tolist())
+    done = t.slice(0, 5_000)
+    fs = _FlowStream(tmp_path / "flows.parquet", 1_000)
+    for k in range(0, 5_000, 700):
+        fs.add(done.slice(k, 700))
+    last = t.take(pa.array(np.argsort(ids)[held]))
+    assert last.column("flow").to_pylist() == held
+    assert fs.finish(last) is None
+    whole = t.take(pa.array(np.argsort(ids)))
+    pq.write_table(whole, tmp_path / "whole.parquet", row_group_size=1_000, compression="zstd")
+    assert (tmp_path / "flows.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
+    assert pq.ParquetFile(tmp_path / "flows.parquet").metadata.num_row_groups == 6
+    assert not fs.spill_dir.exists()

@@ -120,6 +120,11 @@ def test_referenced_files_are_found_where_the_engine_reads_them(tmp_path):
     assert cl.referenced_files(cfg) == ["t/up.trace", "/abs/down.trace", "c.cdf"]
 
 
+def _task_dirs(dask_worker) -> list:
+    """The task directories left in a worker's local directory (run by ``client.run``)."""
+    return sorted(p.name for p in Path(dask_worker.local_directory).glob("sojourn-task-*"))
+
+
 def test_cluster_outputs_are_byte_identical_to_the_local_pool_and_inputs_travel(tmp_path, dask_cluster, monkeypatch):
     f = _write_shipped(tmp_path)
     local = tmp_path / "local"
@@ -146,8 +151,18 @@ def test_cluster_outputs_are_byte_identical_to_the_local_pool_and_inputs_travel(
             return files
 
         monkeypatch.setattr(cl, "pack_files", pack_then_remove)
+        # Run directories come back from the workers in pieces of 4 KiB (the client holds
+        # one piece at a time), and each worker's copy is removed after.
+        monkeypatch.setattr(cl, "FETCH_BYTES", 4096)
         remote = tmp_path / "remote"
         runs_remote = sojourn.sweep(f, remote, cluster=client)
+
+        for _ in range(100):  # removal is fire-and-forget: up to ~10 s
+            left = [d for ds in client.run(_task_dirs).values() for d in ds]
+            if not left:
+                break
+            time.sleep(0.1)
+        assert left == []
     assert calls == [["inputs/cell.trace", "inputs/sizes.cdf"]] * 2
     assert not (tmp_path / "inputs").exists()
 

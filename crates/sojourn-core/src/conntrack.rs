@@ -92,7 +92,7 @@ impl Conntrack {
     /// engine whose flow ids are dense and shared by both directions, like the simulator).
     #[inline]
     pub fn account(&mut self, pkt: &Packet, original: bool) -> u64 {
-        self.account_conn(pkt.flow, pkt, original)
+        self.account_conn(pkt.conversation(), pkt, original)
     }
 }
 

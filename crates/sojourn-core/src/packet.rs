@@ -365,10 +365,10 @@ pub const SEGMENT_UID_SHIFT: u32 = 48;
 pub struct Packet {
     /// Unique within a run; used for logs and the conservation check.
     pub uid: u64,
-    /// Dense id of the flow (stream or connection) this packet belongs to.
-    pub flow: u32,
-    /// Dense id of the endpoint that will receive this packet.
-    pub to_endpoint: u32,
+    /// Engine-owned tag, opaque to the core: the engine's own identity of this packet (the
+    /// simulator packs its flow id and the receiving endpoint's id here; a forwarder its
+    /// connection id). The core reads only [`Packet::conversation`], the low 32 bits.
+    pub tag: u64,
     pub key: FlowKey,
     /// Symmetric flow hash (the simulator's `skb_get_hash`).
     pub hash: u32,
@@ -387,8 +387,9 @@ pub struct Packet {
     pub departure_at: Time,
     /// Sender's pacing rate in bit/s (`sk->sk_pacing_rate`, read by fq); zero if unknown.
     pub pacing_rate_bps: u64,
-    /// Socket id for sch_fq's per-socket flows (0 for forwarded traffic).
-    pub socket: u32,
+    /// The local socket that sent the packet (Linux `skb->sk`), as a non-zero identity the
+    /// engine chooses; 0 for forwarded traffic. sch_fq keys per-socket flows by it.
+    pub sk: u32,
     /// Connection-tracking byte count of this packet's connection, both directions, IP
     /// lengths, current packet included (nftables `ct bytes`), stamped by the node's
     /// conntrack hook when one is enabled; 0 otherwise. Read by age-based classifiers.
@@ -406,6 +407,14 @@ pub struct Packet {
 }
 
 impl Packet {
+    /// The conversation (connection or stream) the packet belongs to, as the engine numbers
+    /// them: the low 32 bits of [`Packet::tag`]. Disciplines use it only to label per-flow
+    /// observations (`flow{n}`) and to tell whether two packets share a conversation.
+    #[inline]
+    pub fn conversation(&self) -> u32 {
+        self.tag as u32
+    }
+
     /// `INET_ECN_set_ce`: marks ECT(0), ECT(1) or already-CE packets and returns true;
     /// returns false (caller must drop instead) for Not-ECT.
     #[inline]
@@ -475,7 +484,7 @@ impl Packet {
         seg
     }
 
-    /// A bare packet for tests and benchmarks.
+    /// A bare packet for tests and benchmarks, in conversation `flow`.
     pub fn synthetic(uid: u64, flow: u32, len_bytes: u32) -> Packet {
         let key = FlowKey {
             src_addr: Addr::v4(flow),
@@ -486,7 +495,7 @@ impl Packet {
         };
         Packet {
             uid,
-            flow,
+            tag: flow as u64,
             key,
             hash: key.hash(0),
             len_bytes,

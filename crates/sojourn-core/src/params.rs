@@ -385,14 +385,29 @@ impl<'a> Params<'a> {
     }
 }
 
-/// The closest candidate within edit distance 2, for "did you mean" hints.
+/// The closest candidate within edit distance 2, for "did you mean" hints; a word other
+/// tools use for a key (`bandwidth` or `bw` for a link's `rate`, tc's `latency` for
+/// `delay`), or a misspelling of one, names that key when the table accepts it.
 pub fn closest<'b>(word: &str, candidates: &[&'b str]) -> Option<&'b str> {
+    const SYNONYMS: [(&str, &str); 4] = [
+        ("bandwidth", "rate"),
+        ("bw", "rate"),
+        ("speed", "rate"),
+        ("latency", "delay"),
+    ];
     candidates
         .iter()
         .map(|c| (levenshtein(word, c), *c))
         .filter(|(d, _)| *d <= 2)
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
+        .or_else(|| {
+            let lower = word.to_ascii_lowercase();
+            SYNONYMS
+                .iter()
+                .filter(|(w, _)| levenshtein(&lower, w) <= 2.min(w.len() / 3))
+                .find_map(|(_, key)| candidates.iter().find(|c| *c == key).copied())
+        })
 }
 
 fn levenshtein(a: &str, b: &str) -> usize {
@@ -421,6 +436,22 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect(),
         )
+    }
+
+    #[test]
+    fn hints_name_the_key_other_tools_call_bandwidth_or_latency() {
+        let link = ["rate", "delay", "qdisc"];
+        assert_eq!(closest("bandwith", &link), Some("rate"));
+        assert_eq!(closest("Bandwidth", &link), Some("rate"));
+        assert_eq!(closest("latency", &link), Some("delay"));
+        assert_eq!(closest("bw", &link), Some("rate"));
+        // Only when the table has that key, and a near spelling wins over a synonym.
+        assert_eq!(closest("bandwidth", &["delay"]), None);
+        assert_eq!(
+            closest("bandwith", &["bandwidth", "rate"]),
+            Some("bandwidth")
+        );
+        assert_eq!(closest("bx", &link), None);
     }
 
     #[test]

@@ -172,11 +172,20 @@ pub struct Plan {
     /// Links whose time series ([`ForwarderReport::series`]) are sampled every
     /// `sample_interval`, by the simulator's own builder ([`TimeSeries::push_link`]).
     pub series_links: Vec<usize>,
+    /// Where the time series go while the run proceeds (`run`'s streaming writer): every
+    /// [`SERIES_OUTBOX_ROWS`] rows are moved there, so the forwarder does not hold them to
+    /// the end; [`ForwarderReport::series`] then holds only the rows after the last move.
+    pub series_outbox: Option<SeriesOutbox>,
     /// Links whose dequeues and drops go into [`ForwarderReport::packets`] (the
     /// simulator's packet log), a deterministic `packet_sample` fraction by packet number.
     pub packet_log_links: Vec<usize>,
     pub packet_sample: f64,
 }
+
+/// Time-series rows handed from the forwarder's thread to the run's, in order.
+pub type SeriesOutbox = Arc<std::sync::Mutex<Vec<TimeSeries>>>;
+/// Rows the forwarder gathers before moving them to its [`Plan::series_outbox`].
+pub const SERIES_OUTBOX_ROWS: usize = 4096;
 
 impl Plan {
     /// A plan with defaults for everything but the topology.
@@ -199,6 +208,7 @@ impl Plan {
             measure_from: None,
             measure_until: None,
             series_links: Vec::new(),
+            series_outbox: None,
             packet_log_links: Vec::new(),
             packet_sample: 1.0,
         }
@@ -675,6 +685,7 @@ pub struct Forwarder {
     series_until: Time,
     series: TimeSeries,
     series_links: Vec<usize>,
+    series_outbox: Option<SeriesOutbox>,
     packets: PacketLog,
     packet_sample: f64,
 }
@@ -804,6 +815,7 @@ impl Forwarder {
             packets: PacketLog::default(),
             packet_sample: plan.packet_sample,
             series_links: plan.series_links.clone(),
+            series_outbox: plan.series_outbox.clone(),
         })
     }
 
@@ -856,7 +868,7 @@ impl Forwarder {
             link.rep.measured.drops[reason as usize] += 1;
         }
         let mut reply = false;
-        if let Some(c) = self.flows.conns.get_mut(p.flow as usize) {
+        if let Some(c) = self.flows.conns.get_mut(p.conversation() as usize) {
             reply = c.key != p.key;
             if reply {
                 c.drops_reply += 1;
@@ -944,7 +956,7 @@ impl Forwarder {
                     let reply = self
                         .flows
                         .conns
-                        .get(p.flow as usize)
+                        .get(p.conversation() as usize)
                         .is_some_and(|c| c.key != p.key);
                     log_packet(
                         &mut self.packets,
@@ -1091,7 +1103,7 @@ impl Forwarder {
         p.hash = p.key.hash(self.hash_salt);
         p.created_at = now;
         let (flow, original) = self.flows.lookup(p.key, h.tcp_flags, now.as_ns());
-        p.flow = flow;
+        p.tag = flow as u64;
         if let Some(ct) = &mut self.conntrack {
             p.ct_bytes = ct.account(&p, original);
         }
@@ -1267,6 +1279,12 @@ impl Forwarder {
                         &mut l.prev_counts,
                         iv.as_secs_f64(),
                     );
+                }
+                if let Some(o) = &self.series_outbox {
+                    if self.series.len() >= SERIES_OUTBOX_ROWS {
+                        let rows = self.series.drain_front(usize::MAX);
+                        o.lock().unwrap_or_else(|e| e.into_inner()).push(rows);
+                    }
                 }
             }
         }
@@ -1492,7 +1510,7 @@ fn log_packet(
 ) {
     let mut q = *p;
     q.uid >>= SLOT_BITS;
-    q.flow = (p.flow << 1) | reply as u32;
+    q.tag = ((p.conversation() << 1) | reply as u32) as u64;
     log.push(t, li as u32, &q, reason, sample);
 }
 

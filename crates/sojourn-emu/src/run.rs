@@ -466,6 +466,23 @@ pub fn run_with(
     progress: &mut dyn FnMut(&Progress) -> bool,
     hook: &mut dyn FnMut(Stage, &LivePlan) -> Result<(), String>,
 ) -> Result<RunOutput, EmuError> {
+    run_streaming(exp, seed, 0, progress, hook, &mut |_| true)
+}
+
+/// [`run_with`], handing the time series out while the run proceeds in chunks of exactly
+/// `chunk_rows` rows, as the simulator's `sojourn_sim::run_streaming` does (the same
+/// [`sojourn_sim::Chunk::TimeSeries`]; the streaming writer is shared): the forwarder's
+/// link series and the load generator's flow series are merged in time order as they
+/// arrive ([`SeriesMerger`]), so the rows are those [`run`] returns. `sink` returns false
+/// to abort. `chunk_rows = 0` hands nothing out.
+pub fn run_streaming(
+    exp: &Experiment,
+    seed: u64,
+    chunk_rows: usize,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+    hook: &mut dyn FnMut(Stage, &LivePlan) -> Result<(), String>,
+    sink: &mut dyn FnMut(sojourn_sim::Chunk) -> bool,
+) -> Result<RunOutput, EmuError> {
     check(exp).map_err(EmuError::Refused)?;
     if !sock::have_net_admin() {
         return Err(EmuError::Privilege(PRIVILEGE_MESSAGE.into()));
@@ -477,7 +494,11 @@ pub fn run_with(
     hook(Stage::Setup, &lp).map_err(EmuError::Failed)?;
 
     let stop = Arc::new(AtomicBool::new(false));
-    let fplan = forwarder_plan(exp, &lp, seed);
+    let mut fplan = forwarder_plan(exp, &lp, seed);
+    let outbox = forward::SeriesOutbox::default();
+    if chunk_rows > 0 {
+        fplan.series_outbox = Some(outbox.clone());
+    }
     let fwd = forward::spawn(fplan, stop.clone()).map_err(|e| failed(format!("forwarder: {e}")))?;
     let epoch = fwd.epoch_monotonic_ns;
 
@@ -499,8 +520,9 @@ pub fn run_with(
             return Err(failed(format!("load generator: {e}")));
         }
     };
-    let mut ts = TimeSeries::default();
     let interval = exp.record.interval;
+    let flow_series = exp.record.flow_series && !interval.is_zero();
+    let mut merger = SeriesMerger::new(flow_series);
     let mut next_sample = Time::ZERO + interval;
     let mut aborted = false;
     loop {
@@ -508,9 +530,29 @@ pub fn run_with(
         if now >= end {
             break;
         }
-        if exp.record.flow_series && !interval.is_zero() && now >= next_sample {
+        if flow_series && now >= next_sample {
+            let mut ts = TimeSeries::default();
             load.sample(&mut ts, next_sample, interval);
+            merger.add_flows(&ts, next_sample + interval);
             next_sample += interval;
+        }
+        if chunk_rows > 0 {
+            let moved = std::mem::take(&mut *outbox.lock().unwrap_or_else(|e| e.into_inner()));
+            for rows in &moved {
+                merger.add_links(rows);
+            }
+            merger.advance();
+            while merger.out.len() >= chunk_rows {
+                let (rows, names) =
+                    sojourn_sim::output::timeseries_columns(merger.out.drain_front(chunk_rows));
+                if !sink(sojourn_sim::Chunk::TimeSeries { rows, names }) {
+                    aborted = true;
+                    break;
+                }
+            }
+            if aborted {
+                break;
+            }
         }
         if !progress(&Progress {
             elapsed_s: now.as_secs_f64(),
@@ -538,7 +580,105 @@ pub fn run_with(
         return Err(EmuError::Aborted);
     }
     let wall = wall0.elapsed().as_secs_f64();
-    Ok(collect(exp, seed, &lp, &report, result, ts, wall))
+    // The forwarder's last rows: moved before it stopped, then those it held.
+    for rows in std::mem::take(&mut *outbox.lock().unwrap_or_else(|e| e.into_inner())) {
+        merger.add_links(&rows);
+    }
+    merger.add_links(&report.series);
+    Ok(collect(
+        exp,
+        seed,
+        &lp,
+        &report,
+        result,
+        merger.finish(),
+        wall,
+    ))
+}
+
+/// Merges the load generator's flow series and the forwarder's link series in time order
+/// while they arrive, as [`TimeSeries::merge`] merges the whole tables (on equal times the
+/// flows' rows first), so the rows and series ids are the same. Each source's rows come in
+/// non-decreasing time; a row is emitted once neither source can still produce an earlier
+/// one: the flows' next sample time is known, the forwarder's rows are bounded by the
+/// newest it has sent.
+pub struct SeriesMerger {
+    /// The merged rows not yet handed out.
+    pub out: TimeSeries,
+    flows: std::collections::VecDeque<(u64, String, String, f64)>,
+    links: std::collections::VecDeque<(u64, String, String, f64)>,
+    /// No flow row will be earlier than this (ns); `u64::MAX` once none will come.
+    flows_bound: u64,
+    /// No link row will be earlier than this (the newest seen).
+    links_bound: u64,
+}
+
+impl SeriesMerger {
+    /// `flow_series`: the load generator samples flows (else only links have rows).
+    pub fn new(flow_series: bool) -> SeriesMerger {
+        SeriesMerger {
+            out: TimeSeries::default(),
+            flows: Default::default(),
+            links: Default::default(),
+            flows_bound: if flow_series { 0 } else { u64::MAX },
+            links_bound: 0,
+        }
+    }
+
+    fn rows(ts: &TimeSeries) -> impl Iterator<Item = (u64, String, String, f64)> + '_ {
+        (0..ts.len()).map(move |k| {
+            let (e, m) = &ts.names[ts.series[k] as usize];
+            (ts.t_ns[k], e.clone(), m.clone(), ts.value[k])
+        })
+    }
+
+    /// Flow rows of one sample; `next` is the time of the next sample (no later row is
+    /// earlier).
+    pub fn add_flows(&mut self, ts: &TimeSeries, next: Time) {
+        self.flows.extend(Self::rows(ts));
+        self.flows_bound = self.flows_bound.max(next.as_ns());
+    }
+
+    /// Link rows from the forwarder, in its order.
+    pub fn add_links(&mut self, ts: &TimeSeries) {
+        self.links.extend(Self::rows(ts));
+        if let Some(&(t, ..)) = self.links.back() {
+            self.links_bound = self.links_bound.max(t);
+        }
+    }
+
+    /// Moves every row that can no longer be preceded by another into `out`.
+    pub fn advance(&mut self) {
+        self.emit(self.flows_bound.min(self.links_bound));
+    }
+
+    /// Everything, merged (the sources have ended).
+    pub fn finish(mut self) -> TimeSeries {
+        self.emit(u64::MAX);
+        self.out
+    }
+
+    fn emit(&mut self, limit: u64) {
+        loop {
+            let f = self.flows.front().map(|r| r.0).filter(|&t| t < limit);
+            let l = self.links.front().map(|r| r.0).filter(|&t| t < limit);
+            // A head at or past `limit` (or none: later rows are past it) comes after the
+            // other, earlier head.
+            let from_flows = match (f, l) {
+                (Some(a), Some(b)) => a <= b,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let r = if from_flows {
+                self.flows.pop_front()
+            } else {
+                self.links.pop_front()
+            };
+            let Some((t, e, m, v)) = r else { break };
+            self.out.push(Time(t), &e, &m, v);
+        }
+    }
 }
 
 /// Capacity of a rate model over [a, b), in bits (integrating schedules and traces as
@@ -586,7 +726,7 @@ fn collect(
     lp: &LivePlan,
     rep: &forward::ForwarderReport,
     load: LoadResult,
-    mut ts: TimeSeries,
+    ts: TimeSeries,
     wall_s: f64,
 ) -> RunOutput {
     // The simulator's period: flows and links end at the run's duration (the forwarder
@@ -596,8 +736,7 @@ fn collect(
     let fct_from = exp.record.fct_from;
     let recorded: Option<&Vec<String>> = exp.record.links.as_ref();
     // Time series: the links' (sampled in the forwarder by the simulator's builder) and
-    // the flows' (the load generator's TCP_INFO samples).
-    ts.merge(&rep.series);
+    // the flows' (the load generator's TCP_INFO samples), merged (`SeriesMerger`).
 
     let mut links = Map::new();
     for (li, l) in exp.links.iter().enumerate() {
@@ -773,6 +912,68 @@ mod tests {
     use crate::forward::ConnReport;
     use crate::loadgen::ConnKey;
     use sojourn_core::{Addr, FlowKey};
+
+    /// Rows of a time series as (t, entity, metric, value, series id).
+    fn rows(ts: &TimeSeries) -> Vec<(u64, String, String, u64, u32)> {
+        (0..ts.len())
+            .map(|k| {
+                let (e, m) = &ts.names[ts.series[k] as usize];
+                (
+                    ts.t_ns[k],
+                    e.clone(),
+                    m.clone(),
+                    ts.value[k].to_bits(),
+                    ts.series[k],
+                )
+            })
+            .collect()
+    }
+
+    /// The merge while the rows arrive gives the rows and series ids of merging the whole
+    /// tables at the end (`TimeSeries::merge`, on equal times the flows' rows first): flow
+    /// samples every 10 ms, link rows every 5 ms (two links), moved by the forwarder in
+    /// chunks that split a sample time, drained at arbitrary points.
+    #[test]
+    fn streamed_merge_equals_the_merge_of_the_whole_series() {
+        let ms = |n: u64| Time(n * 1_000_000);
+        let mut flows_whole = TimeSeries::default();
+        let mut links_whole = TimeSeries::default();
+        let mut merger = SeriesMerger::new(true);
+        let mut out = Vec::new();
+        let mut link_chunk = TimeSeries::default();
+        for step in 1..=40u64 {
+            // The forwarder samples at 5 ms; it moves 3 rows at a time (mid-sample).
+            for l in ["bottleneck", "reverse"] {
+                let v = (step * 7 + l.len() as u64) as f64;
+                links_whole.push(ms(5 * step), l, "queue_packets", v);
+                link_chunk.push(ms(5 * step), l, "queue_packets", v);
+                if link_chunk.len() == 3 {
+                    merger.add_links(&std::mem::take(&mut link_chunk));
+                }
+            }
+            // The load generator samples at 10 ms; a new flow appears at 100 ms.
+            if step % 2 == 0 {
+                let mut ts = TimeSeries::default();
+                for f in 0..(1 + u64::from(step >= 20)) {
+                    let e = format!("flow{f}");
+                    ts.push(ms(5 * step), &e, "cwnd_bytes", (step * 100 + f) as f64);
+                    flows_whole.push(ms(5 * step), &e, "cwnd_bytes", (step * 100 + f) as f64);
+                }
+                merger.add_flows(&ts, ms(5 * step + 10));
+            }
+            merger.advance();
+            if step % 3 == 0 {
+                let n = merger.out.len() / 2;
+                out.extend(rows(&merger.out.drain_front(n)));
+            }
+        }
+        merger.add_links(&link_chunk);
+        out.extend(rows(&merger.finish()));
+        let mut whole = flows_whole.clone();
+        whole.merge(&links_whole);
+        assert_eq!(out.len(), 40 * 2 + 20 + 11); // links, flow0, flow1 from 100 ms
+        assert_eq!(out, rows(&whole));
+    }
 
     fn key(port: u16) -> FlowKey {
         FlowKey {

@@ -155,7 +155,7 @@ pub fn flow_key(h: &Headers) -> FlowKey {
 }
 
 /// A [`Packet`] for a frame of `len_bytes` (the frame length a qdisc sees: Ethernet
-/// header included, no FCS) with headers `h`; identity fields (`uid`, `flow`, `hash`) and
+/// header included, no FCS) with headers `h`; identity fields (`uid`, `tag`, `hash`) and
 /// times are the caller's.
 pub fn packet(h: &Headers, len_bytes: u32) -> Packet {
     let mut p = Packet {

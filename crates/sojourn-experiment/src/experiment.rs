@@ -7,7 +7,7 @@
 use crate::link::{load_trace, LinkRate, TraceSpec};
 pub use crate::routing::{Routes, NO_ROUTE};
 use crate::transport::TcpConfig;
-use crate::workload::{self, WorkloadPlan};
+use crate::workload::{self, TcpKind, TcpPlan, WorkloadPlan};
 use sojourn_core::params::{join, ConfError, ConfResult, Params, Table, Value};
 use sojourn_core::qdisc::{BuildCtx, QdiscSpec};
 use sojourn_core::units;
@@ -250,10 +250,16 @@ pub const BYTES_PER_TCP_FLOW: f64 = 16.0 * 1024.0;
 /// recording then costs at most [`STREAM_BUFFER_BYTES`], whatever the duration.
 pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
     let (mut udp, mut tcp) = (0usize, 0usize);
+    let (mut transfers, mut lingering) = (0.0, 0.0);
     for w in &exp.workloads {
         match w {
             WorkloadPlan::Udp(u) => udp += u.flows.len(),
-            WorkloadPlan::Tcp(t) => tcp += t.flows.len(),
+            WorkloadPlan::Tcp(t) => {
+                tcp += t.flows.len();
+                let (n, rate) = transfers_of(exp, t);
+                transfers += n;
+                lingering += (rate * TCP_HELD_AFTER_FIN_S).min(n);
+            }
         }
     }
     let records = recording_bytes(exp, udp + tcp);
@@ -263,8 +269,68 @@ pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
         + BYTES_PER_UDP_FLOW * udp as f64
         + BYTES_PER_TCP_FLOW * tcp as f64
         + routing_bytes(exp)
-        + records.min(STREAM_BUFFER_BYTES);
+        + records.min(STREAM_BUFFER_BYTES)
+        + BYTES_PER_FINISHED_TRANSFER * transfers
+        + BYTES_PER_CLOSING_TRANSFER * lingering;
     (bytes, udp, tcp)
+}
+
+/// What a streamed run keeps of each finished transfer: its FCT and goodput for
+/// summary.json's exact percentiles (2 × 8 B, budgeted twice for the vectors' growth); the
+/// record itself goes to `flows.parquet` (docs/limits.md).
+pub const BYTES_PER_FINISHED_TRANSFER: f64 = 32.0;
+/// A transfer's connection is held from its start until its receiver's 60 s linger after
+/// the FIN ends (Linux's TIME_WAIT length) and its record is handed out: measured ~2.5 KB
+/// each (2,000 transfers/s: 441 MB at 80 s, ~125,000 held), budgeted at 4 KiB.
+pub const BYTES_PER_CLOSING_TRANSFER: f64 = 4.0 * 1024.0;
+/// Seconds a transfer's connection stays after its data: the receiver's linger (60 s)
+/// plus a second for the transfer itself.
+pub const TCP_HELD_AFTER_FIN_S: f64 = 61.0;
+/// A transfer held to the end of a run that returns its tables in memory (`sojourn.run()`
+/// without `out`): its record, its `flows.parquet` row being built and its connection while
+/// it lingers; measured ~1.9 KB (160,000 transfers: 440 MB, 40,000: 208 MB).
+pub const BYTES_PER_TRANSFER_IN_MEMORY: f64 = 2.5 * 1024.0;
+
+/// Transfers all TCP workloads open over the run ([`transfers_of`]).
+pub fn transfer_count(exp: &Experiment) -> f64 {
+    exp.workloads
+        .iter()
+        .map(|w| match w {
+            WorkloadPlan::Tcp(t) => transfers_of(exp, t).0,
+            WorkloadPlan::Udp(_) => 0.0,
+        })
+        .sum()
+}
+
+/// Transfers a TCP workload opens over its active time beyond its one flow per entry, and
+/// their rate per second: open loops (`poisson`, `small_files`) at the mean arrival rate;
+/// closed loops (`actors`, `request_response` without a count) at most one per mean think
+/// time (at least 1 ms: a transfer takes a round trip), so an upper bound.
+pub fn transfers_of(exp: &Experiment, t: &TcpPlan) -> (f64, f64) {
+    let stop = t.stop.unwrap_or(exp.duration).min(exp.duration);
+    let window = if stop > t.start {
+        (stop - t.start).as_secs_f64()
+    } else {
+        0.0
+    };
+    let entries = t.flows.len() as f64;
+    // Closed loops: a transfer takes at least about a millisecond (a round trip).
+    let per_s = |gap: Duration| 1.0 / gap.as_secs_f64().max(1e-3);
+    let rate = entries
+        * match &t.kind {
+            TcpKind::Poisson { interval, .. } => 1.0 / interval.mean().as_secs_f64().max(1e-9),
+            TcpKind::Actors { think, .. } => per_s(think.mean()),
+            TcpKind::RequestResponse { think, count, .. } => {
+                let r = per_s(think.mean());
+                if *count > 0 {
+                    r.min(*count as f64 / window.max(1e-9))
+                } else {
+                    r
+                }
+            }
+            TcpKind::Bulk | TcpKind::Transfer { .. } | TcpKind::Thin { .. } => 0.0,
+        };
+    (rate * window, rate)
 }
 
 /// The routing table: 4 bytes per pair of core nodes (nodes with more than one neighbour,
@@ -319,7 +385,8 @@ fn recording_bytes(exp: &Experiment, flows: usize) -> f64 {
 /// tables) when they do not fit; a streamed run never needs this.
 pub fn check_in_memory(exp: &Experiment) -> ConfResult<()> {
     let (streamed, udp, tcp) = memory_estimate(exp);
-    let rec = recording_bytes(exp, udp + tcp);
+    let transfers = transfer_count(exp);
+    let rec = recording_bytes(exp, udp + tcp) + BYTES_PER_TRANSFER_IN_MEMORY * transfers;
     let need = streamed - rec.min(STREAM_BUFFER_BYTES) + rec;
     let Some((have, whose)) = memory_budget().map_err(|m| ConfError::new("", m))? else {
         return Ok(());
@@ -328,10 +395,10 @@ pub fn check_in_memory(exp: &Experiment) -> ConfResult<()> {
         return Err(ConfError::new(
             "duration",
             format!(
-                "{} of simulated time with its time series and packet log held in memory \
-                 (~{}) needs ~{}; {whose} {}. Give an output directory (sojourn.run(..., \
-                 out=DIR), or `sojourn run`), which streams them to disk, or set \
-                 SOJOURN_MEMORY=<size> to override (docs/limits.md)",
+                "{} of simulated time with its flow records, time series and packet log \
+                 held in memory (~{}) needs ~{}; {whose} {}. Give an output directory \
+                 (sojourn.run(..., out=DIR), or `sojourn run`), which streams them to disk, \
+                 or set SOJOURN_MEMORY=<size> to override (docs/limits.md)",
                 exp.duration,
                 gb(rec),
                 gb(need),
@@ -366,6 +433,7 @@ fn gb(b: f64) -> String {
 
 fn check_memory(exp: &Experiment) -> ConfResult<()> {
     let (need, udp, tcp) = memory_estimate(exp);
+    let transfers = transfer_count(exp);
     let budget = memory_budget().map_err(|m| ConfError::new("", m))?;
     let Some((have, whose)) = budget else {
         return Ok(());
@@ -382,7 +450,10 @@ fn check_memory(exp: &Experiment) -> ConfResult<()> {
                 "topology",
             )
         } else {
-            (format!("{tcp} TCP and {udp} UDP flows, "), "workload")
+            (
+                format!("{tcp} TCP and {udp} UDP flows, ~{transfers:.0} transfers, "),
+                "workload",
+            )
         };
         return Err(ConfError::new(
             path,

@@ -204,7 +204,9 @@ fn validate<'py>(
 /// memory); with `sink`, `sink(kind, columns, names)` receives them in chunks of exactly
 /// `chunk_rows` rows while the run proceeds (`kind` "timeseries" with the series names
 /// known so far, or "packets" with `names` None) and the result holds only the rows after
-/// the last chunk.
+/// the last chunk; `kind` "flows" (`names` None) brings finished flows' records, in the
+/// order they finished (at most `chunk_rows` each), and the result's `flows` holds only
+/// the others.
 #[pyfunction]
 #[pyo3(signature = (cfg, base_dir, seed=None, progress=None, sink=None, chunk_rows=65536))]
 fn run<'py>(
@@ -264,6 +266,9 @@ fn run<'py>(
                         sojourn_sim::Chunk::Packets(rows) => {
                             f.call1(py, ("packets", columns(py, rows)?, py.None()))?;
                         }
+                        sojourn_sim::Chunk::Flows(rows) => {
+                            f.call1(py, ("flows", columns(py, rows)?, py.None()))?;
+                        }
                     }
                     Ok(())
                 })();
@@ -307,12 +312,14 @@ fn output_dict<'py>(py: Python<'py>, out: &sojourn_sim::RunOutput) -> PyResult<B
 }
 
 /// Runs one experiment live (docs/emulate.md): real kernel TCP in network namespaces
-/// through the user-space forwarder. Same arguments and result as `run`. Pending Python
+/// through the user-space forwarder. Same arguments and result as `run` (`sink` receives
+/// the time series in chunks of `chunk_rows` rows while the run proceeds). Pending Python
 /// signal handlers run about every 100 ms; one that raises stops the run, and every
 /// namespace and device is removed before the exception propagates.
 #[cfg(target_os = "linux")]
 #[pyfunction]
-#[pyo3(signature = (cfg, base_dir, seed=None, progress=None, kernel_hook=None))]
+#[pyo3(signature = (cfg, base_dir, seed=None, progress=None, kernel_hook=None, sink=None, chunk_rows=65536))]
+#[allow(clippy::too_many_arguments)]
 fn emulate<'py>(
     py: Python<'py>,
     cfg: &Bound<'py, PyDict>,
@@ -320,6 +327,8 @@ fn emulate<'py>(
     seed: Option<u64>,
     progress: Option<Py<PyAny>>,
     kernel_hook: Option<Py<PyAny>>,
+    sink: Option<Py<PyAny>>,
+    chunk_rows: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
     use sojourn_emu::run::EmuError;
     let exp = parse(cfg, base_dir)?;
@@ -362,8 +371,29 @@ fn emulate<'py>(
         }
         true
     };
-    let res = sojourn_emu::run::run_with(&exp, seed, &mut cb, &mut hook);
+    let mut sink_err: Option<PyErr> = None;
+    let mut hand_out = |c: sojourn_sim::Chunk| -> bool {
+        let Some(f) = &sink else { return true };
+        let r = match &c {
+            sojourn_sim::Chunk::TimeSeries { rows, names } => columns(py, rows)
+                .and_then(|r| Ok((r, columns(py, names)?)))
+                .and_then(|(r, n)| f.call1(py, ("timeseries", r, n)).map(|_| ())),
+            _ => Ok(()), // the live engine hands out only its time series
+        };
+        match r {
+            Ok(()) => true,
+            Err(e) => {
+                sink_err = Some(e);
+                false
+            }
+        }
+    };
+    let rows = if sink.is_some() { chunk_rows } else { 0 };
+    let res = sojourn_emu::run::run_streaming(&exp, seed, rows, &mut cb, &mut hook, &mut hand_out);
     if let Some(e) = hook_err {
+        return Err(e);
+    }
+    if let Some(e) = sink_err {
         return Err(e);
     }
     match res {

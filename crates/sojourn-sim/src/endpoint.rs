@@ -11,6 +11,20 @@ use crate::flows::FlowTable;
 use crate::udp::{UdpSink, UdpSource};
 use sojourn_core::{Packet, Time};
 
+/// The simulator's [`Packet::tag`]: its flow id in the low 32 bits (the packet's
+/// [`Packet::conversation`]) and the id of the endpoint that receives it in the high 32.
+/// The core never looks inside; only the simulator numbers flows and endpoints.
+#[inline]
+pub fn packet_tag(flow: u32, to_endpoint: u32) -> u64 {
+    flow as u64 | (to_endpoint as u64) << 32
+}
+
+/// The endpoint that receives `pkt` (see [`packet_tag`]).
+#[inline]
+pub fn receiver_of(pkt: &Packet) -> u32 {
+    (pkt.tag >> 32) as u32
+}
+
 /// Something an endpoint tells the engine.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Note {

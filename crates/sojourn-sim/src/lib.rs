@@ -56,14 +56,20 @@ pub enum Chunk {
     TimeSeries { rows: Columns, names: Columns },
     /// `chunk_rows` packet-log rows (the `packets.parquet` columns).
     Packets(Columns),
+    /// `chunk_rows` finished flows' rows (the `flows.parquet` columns) in the order they
+    /// finished, not by flow id: the writer puts them in order.
+    Flows(Columns),
 }
 
-/// Like [`run`], but hands the time series and the packet log out in chunks of exactly
-/// `chunk_rows` rows as they fill (checked between events, about every 2^16 events), so
-/// memory stays flat however long the run: `sink` writes them (to Parquet row groups) and
-/// returns false to abort. The returned output holds only the rows after the last chunk;
-/// the chunks, in order, followed by those rows are the whole tables (the same rows [`run`]
-/// returns). `chunk_rows = 0` hands nothing out.
+/// Like [`run`], but hands the time series, the packet log and the records of finished
+/// flows out in chunks of exactly `chunk_rows` rows as they fill (checked between events,
+/// about every 2^16 events), so memory stays flat however long the run: `sink` writes them
+/// (to Parquet row groups) and returns false to abort. The returned output holds only the
+/// rows after the last chunk; the chunks, in order, followed by those rows are the whole
+/// tables (the same rows [`run`] returns; flow rows sorted by `flow`). A flow's record is
+/// final once its endpoints closed and none of its packets is in the network
+/// ([`flows::FlowTable::release`]); summary.json is the same as [`run`]'s. `chunk_rows = 0`
+/// hands nothing out.
 pub fn run_streaming(
     exp: &Experiment,
     seed: u64,
@@ -74,8 +80,25 @@ pub fn run_streaming(
     let mut sim = Sim::new(exp, seed);
     sim.start_apps();
     let link_names: Vec<String> = sim.links.iter().map(|l| l.name.clone()).collect();
+    let (warm, end, fct_from) = (sim.warmup_end, sim.end, exp.record.fct_from);
+    let mut released = output::FlowSummary::default();
+    if chunk_rows > 0 {
+        sim.release_final_flows();
+    }
     let ok = sim.run_ticks(&mut |sim: &mut Sim| {
         if chunk_rows > 0 {
+            while sim.flows.release(sim.now) >= chunk_rows {
+                let recs = sim.flows.take_released(chunk_rows);
+                for r in &recs {
+                    released.add(r, warm, end, fct_from);
+                }
+                let nodes = &sim.nodes;
+                let cols =
+                    output::flow_columns(&recs, |n| nodes[n as usize].name.clone(), end, fct_from);
+                if !sink(Chunk::Flows(cols)) {
+                    return false;
+                }
+            }
             while sim.series.len() >= chunk_rows {
                 let (rows, names) = output::timeseries_columns(sim.series.drain_front(chunk_rows));
                 if !sink(Chunk::TimeSeries { rows, names }) {
@@ -98,7 +121,20 @@ pub fn run_streaming(
     if let Err(e) = sim.check_conservation() {
         panic!("sojourn engine bug: {e}");
     }
-    Some(output::collect(&mut sim, exp.record.fct_from))
+    // Records released since the last chunk go out too (a last, shorter chunk).
+    sim.flows.release(sim.now);
+    let recs = sim.flows.take_released(usize::MAX);
+    if !recs.is_empty() {
+        for r in &recs {
+            released.add(r, warm, end, fct_from);
+        }
+        let nodes = &sim.nodes;
+        let cols = output::flow_columns(&recs, |n| nodes[n as usize].name.clone(), end, fct_from);
+        if !sink(Chunk::Flows(cols)) {
+            return None;
+        }
+    }
+    Some(output::collect_after_release(&mut sim, fct_from, released))
 }
 
 /// Convenience for tests: parse TOML text and run it with its own seed.

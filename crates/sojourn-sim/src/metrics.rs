@@ -155,7 +155,7 @@ impl PacketLog {
         self.t_ns.push(now.0);
         self.link.push(link);
         self.uid.push(p.uid);
-        self.flow.push(p.flow);
+        self.flow.push(p.conversation());
         self.len_bytes.push(p.len_bytes);
         self.event.push(reason.map(|r| r as u8).unwrap_or(255));
         self.sojourn_ns.push((now - p.enqueued_at).0);

@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value as J};
 use sojourn_core::hist::Histogram;
 use sojourn_core::qdisc::DropReason;
 use sojourn_core::{Qdisc, Time};
+use std::borrow::Borrow;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -157,14 +158,61 @@ pub fn histogram_columns<'a>(links: impl Iterator<Item = (&'a str, &'a Histogram
     out
 }
 
+/// summary.json's `flows` block, accumulated one record at a time: a streamed run adds each
+/// flow record as it is handed out and the rest at the end, so what stays per finished flow
+/// is its FCT and goodput (16 B; the percentiles are exact nearest ranks).
+#[derive(Clone, Debug, Default)]
+pub struct FlowSummary {
+    count: usize,
+    sized: usize,
+    completed: usize,
+    fcts: Vec<f64>,
+    goodputs: Vec<f64>,
+}
+
+impl FlowSummary {
+    /// Adds `r` if it started after the warm-up (`warm`); `end` closes unfinished flows.
+    pub fn add(&mut self, r: &FlowRecord, warm: Time, end: Time, fct_from: FctFrom) {
+        if r.start < warm {
+            return;
+        }
+        self.count += 1;
+        if r.size_bytes > 0 {
+            self.sized += 1;
+            if let Some(f) = fct_of(r, fct_from) {
+                self.completed += 1;
+                self.fcts.push(f);
+            }
+        }
+        let from = r.first_byte.unwrap_or(r.start).max(warm);
+        let d = (r.end.unwrap_or(end) - from).as_secs_f64();
+        if d > 0.0 {
+            self.goodputs.push(r.delivered_bytes as f64 * 8.0 / d);
+        }
+    }
+
+    /// The block (`count`, `sized`, `completed`, `fct_s`, `goodput_bps` described).
+    pub fn json(mut self, fct_from: FctFrom) -> J {
+        json!({
+            "count": self.count,
+            "sized": self.sized,
+            "completed": self.completed,
+            "fct_definition": match fct_from { FctFrom::Connect => "connect", FctFrom::FirstByte => "first_byte" },
+            "fct_s": describe(&mut self.fcts),
+            "goodput_bps": describe(&mut self.goodputs),
+        })
+    }
+}
+
 /// `flows.parquet` columns (docs/output-schema.md), for every engine: `node_name` maps a
 /// node id to its name, `end` closes flows that did not finish (goodput).
-pub fn flow_columns(
-    r: &[FlowRecord],
+pub fn flow_columns<R: Borrow<FlowRecord>>(
+    r: &[R],
     node_name: impl Fn(u32) -> String,
     end: Time,
     fct_from: FctFrom,
 ) -> Columns {
+    let r: Vec<&FlowRecord> = r.iter().map(|x| x.borrow()).collect();
     let mut c = Columns::default();
     let mut add = |n: &str, col: Column| c.0.push((n.to_string(), col));
     add("flow", Column::U32(r.iter().map(|x| x.flow).collect()));
@@ -353,6 +401,12 @@ pub fn packet_columns(pl: PacketLog, link_name: impl Fn(u32) -> String) -> Colum
 
 /// Builds the outputs of a finished simulation.
 pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
+    collect_after_release(sim, fct_from, FlowSummary::default())
+}
+
+/// [`collect`] for a run that handed finished flow records out ([`crate::run_streaming`]):
+/// `released` summarises them, and `flows` holds only the records still held.
+pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSummary) -> RunOutput {
     let exp = &sim.exp;
     let end = sim.end;
     let warm = sim.warmup_end;
@@ -395,24 +449,10 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
     }
 
     // Flows that started after warm-up.
-    let recs: Vec<&FlowRecord> = sim
-        .flows
-        .records
-        .iter()
-        .filter(|r| r.start >= warm)
-        .collect();
-    let sized: Vec<&&FlowRecord> = recs.iter().filter(|r| r.size_bytes > 0).collect();
-    let mut fcts: Vec<f64> = sized.iter().filter_map(|r| fct_of(r, fct_from)).collect();
-    let mut goodputs: Vec<f64> = recs
-        .iter()
-        .filter_map(|r| {
-            let from = r.first_byte.unwrap_or(r.start).max(warm);
-            let to = r.end.unwrap_or(end);
-            let d = (to - from).as_secs_f64();
-            (d > 0.0).then(|| r.delivered_bytes as f64 * 8.0 / d)
-        })
-        .collect();
-    let completed = sized.iter().filter(|r| r.end.is_some()).count();
+    let mut flow_summary = released;
+    for r in sim.flows.iter() {
+        flow_summary.add(r, warm, end, fct_from);
+    }
     let summary = json!({
         "schema": "sojourn.summary",
         "schema_version": SCHEMA_VERSION,
@@ -431,22 +471,11 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
             "conserved": a.created == a.delivered + a.dropped + inside,
         },
         "links": links,
-        "flows": {
-            "count": recs.len(),
-            "sized": sized.len(),
-            "completed": completed,
-            "fct_definition": match fct_from { FctFrom::Connect => "connect", FctFrom::FirstByte => "first_byte" },
-            "fct_s": describe(&mut fcts),
-            "goodput_bps": describe(&mut goodputs),
-        },
+        "flows": flow_summary.json(fct_from),
     });
 
-    let flows = flow_columns(
-        &sim.flows.records,
-        |n| sim.nodes[n as usize].name.clone(),
-        end,
-        fct_from,
-    );
+    let held: Vec<&FlowRecord> = sim.flows.iter().collect();
+    let flows = flow_columns(&held, |n| sim.nodes[n as usize].name.clone(), end, fct_from);
 
     let (timeseries, series_names) = timeseries_columns(std::mem::take(&mut sim.series));
     let packets = if sim.exp.record.packet_links.is_empty() {

@@ -8,7 +8,7 @@
 use crate::app::AnyApp;
 use crate::classify::{lookup, Conntrack, Hook, MedianPolicy};
 use crate::config::{static_routes, Experiment, Routes};
-use crate::endpoint::{AnyEndpoint, Endpoint, Io, Note};
+use crate::endpoint::{receiver_of, AnyEndpoint, Endpoint, Io, Note};
 use crate::event::{Event, EventQueue};
 use crate::flows::FlowTable;
 use crate::link::{Link, TxFate};
@@ -85,8 +85,6 @@ pub struct Sim {
     endpoints: Vec<EndpointSlot>,
     free_endpoints: Vec<u32>,
     pub flows: FlowTable,
-    /// Owning application of each flow (`u32::MAX` for none).
-    flow_owner: Vec<u32>,
     /// Nodes with an adaptive classifier (`adapt`): told of every finished flow.
     adaptive_nodes: Vec<u32>,
     apps: Vec<Option<AnyApp>>,
@@ -105,7 +103,6 @@ pub struct Sim {
     packet_sample: f64,
     /// Previous sample's counters per sampled link: (tx_bytes, drops, marks).
     prev_link: Vec<LinkCounts>,
-    prev_flow_bytes: Vec<u64>,
     pub exp: Experiment,
 }
 
@@ -190,7 +187,6 @@ impl Sim {
             endpoints: Vec::new(),
             free_endpoints: Vec::new(),
             flows: FlowTable::default(),
-            flow_owner: Vec::new(),
             adaptive_nodes,
             apps: Vec::new(),
             drops: Drops::new(),
@@ -207,7 +203,6 @@ impl Sim {
             sampled_links,
             flow_series: exp.record.flow_series,
             packet_sample: exp.record.packet_sample,
-            prev_flow_bytes: Vec::new(),
             exp: exp.clone(),
         };
         // Links leaving a host that terminates flows are that host's NIC: their
@@ -245,6 +240,7 @@ impl Sim {
             scheduled: Time::MAX,
             live: true,
         };
+        self.flows.endpoint_opened(flow);
         if let Some(id) = self.free_endpoints.pop() {
             self.endpoints[id as usize] = slot;
             id
@@ -296,15 +292,18 @@ impl Sim {
 
     /// Declares `app` the owner of `flow`, to be told when it completes.
     pub fn set_flow_owner(&mut self, flow: u32, app: u32) {
-        if self.flow_owner.len() <= flow as usize {
-            self.flow_owner.resize(flow as usize + 1, u32::MAX);
-        }
-        self.flow_owner[flow as usize] = app;
+        self.flows.get_mut(flow).owner = app;
     }
 
     /// Access to an endpoint (tests, observers).
     pub fn endpoint(&self, id: u32) -> &AnyEndpoint {
         &self.endpoints[id as usize].ep
+    }
+
+    /// A streamed run: flow records are handed out once final ([`FlowTable::release`]).
+    pub fn release_final_flows(&mut self) {
+        self.flows
+            .set_release(self.flow_series.then_some(self.sample_interval));
     }
 
     /// Mutable access to an endpoint (wiring connections at creation).
@@ -333,7 +332,9 @@ impl Sim {
                 pkt.created_at = self.now;
                 self.acct.created += 1;
                 // Wire packets: a GSO buffer counts its segments.
-                self.flows.get_mut(pkt.flow).pkts_sent += pkt.wire_packets() as u64;
+                let rec = self.flows.get_mut(pkt.conversation());
+                rec.pkts_sent += pkt.wire_packets() as u64;
+                rec.in_network += 1;
                 self.forward(node, pkt, true);
             }
             out.clear();
@@ -351,10 +352,9 @@ impl Sim {
                                 self.adaptive_finished(flow);
                             }
                         }
-                        if let Some(&app) = self.flow_owner.get(flow as usize) {
-                            if app != u32::MAX {
-                                self.with_app(app, |a, sim| a.on_flow_complete(sim, app, flow));
-                            }
+                        let app = self.flows.get(flow).owner;
+                        if app != u32::MAX {
+                            self.with_app(app, |a, sim| a.on_flow_complete(sim, app, flow));
                         }
                     }
                     Note::Closed => {
@@ -362,6 +362,8 @@ impl Sim {
                         if slot.live {
                             slot.live = false;
                             self.free_endpoints.push(id);
+                            let flow = slot.flow;
+                            self.flows.endpoint_closed(flow);
                         }
                         return;
                     }
@@ -400,7 +402,7 @@ impl Sim {
     }
 
     fn conntrack_hook(&mut self, node: u32, pkt: &mut Packet, local: bool) {
-        let original = pkt.key.src_addr.low32() == self.flows.get(pkt.flow).src_node;
+        let original = pkt.key.src_addr.low32() == self.flows.get(pkt.conversation()).src_node;
         let n = &mut self.nodes[node as usize];
         let ct = n.conntrack.as_mut().expect("checked by caller");
         let count = ct.account(pkt, original);
@@ -457,7 +459,8 @@ impl Sim {
 
     fn deliver(&mut self, pkt: &Packet) {
         self.acct.delivered += 1;
-        let rec = self.flows.get_mut(pkt.flow);
+        let rec = self.flows.get_mut(pkt.conversation());
+        rec.in_network -= 1;
         if pkt.hdr.payload_bytes > 0 {
             let d = (self.now - pkt.created_at).as_ns();
             rec.delay_sum_ns += d as u128;
@@ -467,10 +470,10 @@ impl Sim {
         if pkt.ecn == sojourn_core::Ecn::Ce {
             rec.pkts_ce += 1;
         }
-        let id = pkt.to_endpoint;
+        let id = receiver_of(pkt);
         // A packet for an endpoint that has closed (its slot may be reused) is discarded
         // by the host, as a closed socket would; it still counts as delivered.
-        if !self.serves(id, pkt.flow) {
+        if !self.serves(id, pkt.conversation()) {
             return;
         }
         let (ep, mut io) = self.endpoint_io(id);
@@ -485,7 +488,12 @@ impl Sim {
         pkt.enqueued_at = now;
         link.stats.enq_pkts += 1;
         // A qdisc may segment a GSO buffer (CAKE's split_gso): the packets it created count.
-        self.acct.created += link.dev.enqueue(pkt, now, &mut self.drops);
+        let flow = pkt.conversation();
+        let created = link.dev.enqueue(pkt, now, &mut self.drops);
+        if created > 0 {
+            self.acct.created += created;
+            self.flows.get_mut(flow).in_network += created;
+        }
         if !self.drops.is_empty() {
             self.account_drops(l);
         }
@@ -530,8 +538,8 @@ impl Sim {
         // Only the buffer's counters are read here; the whole ~200-byte buffer is copied
         // only for a TSQ completion.
         let p = link.dev.burst_buffer().expect("a burst");
-        let (n, flow, socket) = (p.wire_packets(), p.flow, p.socket);
-        let buffer = if link.notify_tx && socket != 0 {
+        let (n, flow, sk) = (p.wire_packets(), p.conversation(), p.sk);
+        let buffer = if link.notify_tx && sk != 0 {
             Some(*p)
         } else {
             None
@@ -539,6 +547,7 @@ impl Sim {
         if n > 1 {
             // One buffer became n packets (conservation counts wire packets).
             self.acct.created += (n - 1) as u64;
+            self.flows.get_mut(flow).in_network += (n - 1) as u64;
         }
         let mut next_uid = self.next_uid;
         let had_in_flight = !link.in_flight.is_empty();
@@ -569,7 +578,9 @@ impl Sim {
         if lost > 0 {
             link.stats.drops[DropReason::LinkLoss as usize] += lost;
             self.acct.dropped += lost;
-            self.flows.records[flow as usize].pkts_dropped += lost;
+            let rec = self.flows.get_mut(flow);
+            rec.pkts_dropped += lost;
+            rec.in_network -= lost;
         }
         if !had_in_flight {
             if let Some(&(at, _)) = link.in_flight.front() {
@@ -601,7 +612,9 @@ impl Sim {
             let link = &mut self.links[l as usize];
             link.stats.drops[d.reason as usize] += 1;
             self.acct.dropped += 1;
-            self.flows.records[d.pkt.flow as usize].pkts_dropped += 1;
+            let rec = self.flows.get_mut(d.pkt.conversation());
+            rec.pkts_dropped += 1;
+            rec.in_network -= 1;
             if link.log_packets {
                 self.packet_log
                     .push(now, l, &d.pkt, Some(d.reason), self.packet_sample);
@@ -610,8 +623,8 @@ impl Sim {
             // to the socket as on a completion (Linux sock_wfree/tcp_wfree).
             // The endpoint may not send from here (the engine is inside the enqueue): only
             // its timer is re-armed.
-            if notify && d.pkt.socket != 0 && self.serves(d.pkt.socket - 1, d.pkt.flow) {
-                let id = d.pkt.socket - 1;
+            if notify && d.pkt.sk != 0 && self.serves(d.pkt.sk - 1, d.pkt.conversation()) {
+                let id = d.pkt.sk - 1;
                 let (ep, mut io) = self.endpoint_io(id);
                 ep.on_host_drop(&d.pkt, &mut io);
                 let slot = &mut self.endpoints[id as usize];
@@ -713,7 +726,7 @@ impl Sim {
             }
             // TSQ needs the packet after the next transmission starts (which may push onto
             // `in_flight`): copy it only when a sending socket is waiting for it.
-            let done = (notify && pkt.socket != 0).then_some(*pkt);
+            let done = (notify && pkt.sk != 0).then_some(*pkt);
             self.start_tx(l);
             if let Some(pkt) = done {
                 self.notify_tx_complete(&pkt);
@@ -733,7 +746,9 @@ impl Sim {
             TxFate::Lost => {
                 link.stats.drops[DropReason::LinkLoss as usize] += 1;
                 self.acct.dropped += 1;
-                self.flows.records[pkt.flow as usize].pkts_dropped += 1;
+                let rec = self.flows.get_mut(pkt.conversation());
+                rec.pkts_dropped += 1;
+                rec.in_network -= 1;
                 self.start_tx(l);
                 if notify {
                     self.notify_tx_complete(&pkt);
@@ -766,13 +781,13 @@ impl Sim {
 
     fn notify_tx_complete(&mut self, pkt: &Packet) {
         // TSQ completion goes to the endpoint that sent the packet: the one on the packet's
-        // source host serving this flow. Senders keep their own endpoint id in `socket`.
-        let id = pkt.socket;
+        // source host serving this flow. Senders set `sk` to their own endpoint id + 1.
+        let id = pkt.sk;
         if id == 0 {
             return;
         }
         let id = id - 1;
-        if !self.serves(id, pkt.flow) {
+        if !self.serves(id, pkt.conversation()) {
             return;
         }
         let (ep, mut io) = self.endpoint_io(id);
@@ -975,9 +990,6 @@ impl Sim {
             );
         }
         if self.flow_series {
-            if self.prev_flow_bytes.len() < self.flows.len() {
-                self.prev_flow_bytes.resize(self.flows.len(), 0);
-            }
             for slot in &self.endpoints {
                 if !slot.live {
                     continue;
@@ -988,16 +1000,16 @@ impl Sim {
                 slot.ep
                     .observe(&mut |metric, v| series.push(now, &entity, metric, v));
             }
-            for (f, rec) in self.flows.records.iter().enumerate() {
+            for rec in self.flows.iter_mut() {
                 if rec.end.is_some_and(|e| e + self.sample_interval < now) || rec.start > now {
                     continue;
                 }
-                let prev = self.prev_flow_bytes[f];
-                let d = rec.delivered_bytes - prev;
-                self.prev_flow_bytes[f] = rec.delivered_bytes;
+                let d = rec.delivered_bytes - rec.sampled_bytes;
+                rec.sampled_bytes = rec.delivered_bytes;
                 if now > Time::ZERO {
+                    let entity = format!("flow{}", rec.flow);
                     self.series
-                        .push(now, &format!("flow{f}"), "goodput_bps", d as f64 * 8.0 / dt);
+                        .push(now, &entity, "goodput_bps", d as f64 * 8.0 / dt);
                 }
             }
         }

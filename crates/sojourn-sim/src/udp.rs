@@ -5,7 +5,7 @@
 //! during "on" periods and is silent during "off" periods, with exponential or fixed
 //! period lengths drawn from the flow's own random stream.
 
-use crate::endpoint::{Endpoint, Io};
+use crate::endpoint::{packet_tag, Endpoint, Io};
 use sojourn_core::packet::{Ecn, FlowKey};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, Packet, Time};
@@ -102,8 +102,7 @@ impl Endpoint for UdpSource {
             }
         }
         let pkt = Packet {
-            flow: self.flow,
-            to_endpoint: self.peer_endpoint,
+            tag: packet_tag(self.flow, self.peer_endpoint),
             key: self.key,
             hash: self.hash,
             len_bytes: self.packet_bytes,

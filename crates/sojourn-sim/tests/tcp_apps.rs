@@ -227,3 +227,126 @@ fn request_response_transactions() {
     }
     assert_eq!(out.summary["flows"]["completed"], 20);
 }
+
+/// A streamed run hands each flow's record out once nothing can change it (endpoints
+/// closed, no packet of it in the network, past its last per-flow sample): the chunks plus
+/// the records still held at the end, sorted by flow id, are exactly the rows of the run
+/// that keeps every record, and summary.json and the time series are the same. A bulk
+/// flow that lives the whole run (flow 0) does not hold the later ones back. A receiver
+/// lingers 60 s after the FIN (Linux's TIME_WAIT length), so the transfers stop at 20 s
+/// and the run lasts 85 s.
+#[test]
+fn streamed_flow_records_are_the_in_memory_rows() {
+    let text = format!(
+        r#"
+        duration = "85s"
+        seed = 5
+        {DUMBBELL}
+        [[workload]]
+        kind = "bulk"
+        pair = 0
+        [[workload]]
+        kind = "poisson"
+        pair = 1
+        interval = "10ms"
+        stop = "20s"
+        size = {{ dist = "pareto", alpha = 1.2, min = "2kB", max = "200kB" }}
+        [[workload]]
+        kind = "request_response"
+        pair = 0
+        response_size = "20kB"
+        think = "50ms"
+        stop = "20s"
+        [record]
+        interval = "100ms"
+        flows = true
+        "#
+    );
+    let exp = sojourn_sim::config::from_toml(&text, std::path::Path::new(".")).unwrap();
+    let whole = sojourn_sim::run(&exp, exp.seed, &mut |_| true).unwrap();
+    let mut chunks: Vec<sojourn_sim::Columns> = Vec::new();
+    let mut ts_rows = 0usize;
+    let streamed = sojourn_sim::run_streaming(&exp, exp.seed, 64, &mut |_| true, &mut |c| {
+        match c {
+            sojourn_sim::Chunk::Flows(cols) => chunks.push(cols),
+            sojourn_sim::Chunk::TimeSeries { rows, .. } => ts_rows += rows.rows(),
+            sojourn_sim::Chunk::Packets(_) => {}
+        }
+        true
+    })
+    .unwrap();
+    assert_eq!(streamed.summary, whole.summary);
+    assert_eq!(
+        ts_rows + streamed.timeseries.rows(),
+        whole.timeseries.rows()
+    );
+    let total = whole.flows.rows();
+    assert!(total > 2_000, "{total} flows");
+    // Held at the end: the flows still open (the bulk flow, transfers in progress), a
+    // handful, not the ~2,000 finished ones.
+    let held = streamed.flows.rows();
+    assert!(held < 50, "{held} of {total} records still held at the end");
+    chunks.push(streamed.flows);
+    // Concatenate and sort by flow id.
+    let flow_ids: Vec<u64> = chunks.iter().flat_map(|c| col_u64(c, "flow")).collect();
+    let mut order: Vec<usize> = (0..flow_ids.len()).collect();
+    order.sort_by_key(|&i| flow_ids[i]);
+    let names: Vec<String> = whole.flows.0.iter().map(|(n, _)| n.clone()).collect();
+    for name in names {
+        let col = |c: &sojourn_sim::Columns| c.get(&name).unwrap().clone();
+        let joined = chunks.iter().map(col).reduce(cat).unwrap();
+        assert_eq!(
+            bits(permute(joined, &order)),
+            bits(col(&whole.flows)),
+            "column {name}"
+        );
+    }
+}
+
+fn cat(a: sojourn_sim::Column, b: sojourn_sim::Column) -> sojourn_sim::Column {
+    use sojourn_sim::Column::*;
+    match (a, b) {
+        (U64(mut x), U64(y)) => {
+            x.extend(y);
+            U64(x)
+        }
+        (U32(mut x), U32(y)) => {
+            x.extend(y);
+            U32(x)
+        }
+        (F64(mut x), F64(y)) => {
+            x.extend(y);
+            F64(x)
+        }
+        (Str(mut x), Str(y)) => {
+            x.extend(y);
+            Str(x)
+        }
+        (Bool(mut x), Bool(y)) => {
+            x.extend(y);
+            Bool(x)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+fn permute(c: sojourn_sim::Column, order: &[usize]) -> sojourn_sim::Column {
+    use sojourn_sim::Column::*;
+    match c {
+        U64(v) => U64(order.iter().map(|&i| v[i]).collect()),
+        U32(v) => U32(order.iter().map(|&i| v[i]).collect()),
+        F64(v) => F64(order.iter().map(|&i| v[i]).collect()),
+        Str(v) => Str(order.iter().map(|&i| v[i].clone()).collect()),
+        Bool(v) => Bool(order.iter().map(|&i| v[i]).collect()),
+    }
+}
+
+/// F64 columns compared by their bits (NaN: no FCT).
+fn bits(c: sojourn_sim::Column) -> sojourn_sim::Column {
+    match c {
+        sojourn_sim::Column::F64(v) => {
+            sojourn_sim::Column::U64(v.iter().map(|x| x.to_bits()).collect())
+        }
+        other => other,
+    }
+}

@@ -269,7 +269,7 @@ fn random_configurations_conserve_and_deliver_exactly() {
         sim.check_conservation()
             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         let mut completed = 0;
-        for rec in &sim.flows.records {
+        for rec in sim.flows.iter() {
             if rec.size_bytes > 0 {
                 assert!(
                     rec.delivered_bytes <= rec.size_bytes,

@@ -497,7 +497,7 @@ mod tests {
             }
         }
         let order: Vec<u32> = (0..15)
-            .map(|_| q.dequeue(Time(1), &mut d).packet().unwrap().flow)
+            .map(|_| q.dequeue(Time(1), &mut d).packet().unwrap().conversation())
             .collect();
         let expect: Vec<u32> = [5, 15, 30].iter().flat_map(|&f| [f; 5]).collect();
         assert_eq!(order, expect);
@@ -557,9 +557,9 @@ mod tests {
             uid += 1;
             q.enqueue(p, now, &mut d);
             let got = q.dequeue(now, &mut d).packet().unwrap();
-            assert_eq!(got.flow, 1, "level 0 first");
+            assert_eq!(got.conversation(), 1, "level 0 first");
             let _ = q.dequeue(now, &mut d); // one level-1 packet per ms
-            small_dropped += d.drain().filter(|x| x.pkt.flow == 1).count();
+            small_dropped += d.drain().filter(|x| x.pkt.conversation() == 1).count();
         }
         assert_eq!(small_dropped, 0);
         let mut probes = Vec::new();
@@ -736,7 +736,7 @@ mod tests {
                 }
             }
             if let Some(p) = q.dequeue(now, &mut d).packet() {
-                if p.flow == 1 {
+                if p.conversation() == 1 {
                     backlog_long -= 1;
                 } else {
                     sum += (now - p.enqueued_at).as_ns();

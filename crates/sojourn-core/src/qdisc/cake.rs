@@ -2047,7 +2047,7 @@ mod tests {
             for _ in 0..depth {
                 let mut p = *f;
                 p.uid = uid;
-                p.flow = i as u32;
+                p.tag = i as u64;
                 p.enqueued_at = now;
                 uid += 1;
                 q.enqueue(p, now, &mut drops);
@@ -2060,9 +2060,9 @@ mod tests {
             if k >= n / 10 {
                 bytes[group(&p)] += p.len_bytes as u64;
             }
-            let mut r = by_flow[&p.flow];
+            let mut r = by_flow[&p.conversation()];
             r.uid = uid;
-            r.flow = p.flow;
+            r.tag = p.tag;
             r.enqueued_at = now;
             uid += 1;
             q.enqueue(r, now, &mut drops);
@@ -2241,7 +2241,7 @@ mod tests {
             for _ in 0..8 {
                 let mut p = *f;
                 p.uid = uid;
-                p.flow = i as u32;
+                p.tag = i as u64;
                 p.ecn = Ecn::Ect0;
                 p.enqueued_at = now;
                 uid += 1;
@@ -2256,7 +2256,7 @@ mod tests {
         while now < end {
             if next_voice <= now {
                 let mut v = pkt(uid, 1, 300, 5000, 200);
-                v.flow = 99;
+                v.tag = 99;
                 v.dscp = 46;
                 v.enqueued_at = next_voice;
                 uid += 1;
@@ -2267,14 +2267,14 @@ mod tests {
             if wake <= now && link_free <= now {
                 match q.dequeue(now, &mut drops) {
                     Dequeue::Packet(p) => {
-                        if p.flow == 99 {
+                        if p.conversation() == 99 {
                             if now > Time(1_000_000_000) {
                                 delays.push((now - p.enqueued_at).as_millis_f64());
                             }
                         } else {
-                            let mut r = be[p.flow as usize];
+                            let mut r = be[p.conversation() as usize];
                             r.uid = uid;
-                            r.flow = p.flow;
+                            r.tag = p.tag;
                             r.ecn = Ecn::Ect0;
                             r.enqueued_at = now;
                             uid += 1;
@@ -2289,10 +2289,10 @@ mod tests {
             }
             // Replace BE packets dropped by COBALT so the backlog persists.
             for d in drops.drain().collect::<Vec<_>>() {
-                if d.pkt.flow != 99 {
-                    let mut r = be[d.pkt.flow as usize];
+                if d.pkt.conversation() != 99 {
+                    let mut r = be[d.pkt.conversation() as usize];
                     r.uid = uid;
-                    r.flow = d.pkt.flow;
+                    r.tag = d.pkt.tag;
                     r.enqueued_at = now;
                     uid += 1;
                     q.enqueue(r, now, &mut drops);

@@ -379,7 +379,7 @@ mod tests {
 
     fn p(uid: u64) -> Packet {
         let mut p = pkt(uid, 1, 1000);
-        p.socket = 1;
+        p.sk = 1;
         p
     }
 
@@ -656,8 +656,8 @@ mod tests {
                 let mut q = cocoa(8, literal);
                 // A mix of socket (odd flows) and forwarded (even flows) traffic.
                 let stamp = |p: &mut Packet, _now: Time| {
-                    if p.flow % 2 == 1 {
-                        p.socket = p.flow + 1;
+                    if p.conversation() % 2 == 1 {
+                        p.sk = p.conversation() + 1;
                     }
                 };
                 let limit_ok = |q: &Cocoa| {

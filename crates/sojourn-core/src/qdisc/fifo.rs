@@ -69,7 +69,7 @@ impl Qdisc for Fifo {
                 if self.queue.len() as u64 >= self.limit {
                     if let Some(head) = self.queue.pop_front() {
                         self.backlog_bytes -= head.len_bytes as u64;
-                        let same_flow = head.flow == pkt.flow;
+                        let same_flow = head.conversation() == pkt.conversation();
                         drops.push(head, DropReason::HeadDrop);
                         self.push(pkt);
                         return if same_flow {

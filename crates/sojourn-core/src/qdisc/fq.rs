@@ -5,7 +5,7 @@
 //! the kernel; the code is our own. Every deviation is listed in docs/disciplines/fq.md.
 //!
 //! In short:
-//! - A *flow* is a socket (`pkt.socket != 0`, locally generated traffic) or, for forwarded
+//! - A *flow* is a socket (`pkt.sk != 0`, locally generated traffic) or, for forwarded
 //!   packets, the pseudo-flow `pkt.hash & orphan_mask` (so at most 1024 routed flows).
 //! - Each flow queues its packets ordered by `time_to_send` (the EDT stamp
 //!   `pkt.departure_at`, else the enqueue time), and has a byte `credit`.
@@ -360,7 +360,7 @@ struct Queued {
 
 struct Flow<S> {
     key: u64,
-    /// `pkt.flow` of the packet that created this flow (for observe labels).
+    /// `pkt.conversation()` of the packet that created this flow (for observe labels).
     label: u32,
     /// Bumped when the slot is freed, to recognise stale GC entries.
     generation: u32,
@@ -551,8 +551,8 @@ impl<P: FlowPolicy> FqSched<P> {
     /// Socket flows are keyed by socket; everything else by `hash & orphan_mask`.
     #[inline]
     fn key_of(&self, pkt: &Packet) -> (u64, bool) {
-        if pkt.socket != 0 {
-            (SOCKET_KEY | pkt.socket as u64, false)
+        if pkt.sk != 0 {
+            (SOCKET_KEY | pkt.sk as u64, false)
         } else {
             let k = (pkt.hash & self.cfg.orphan_mask) as u64;
             (k, !self.orphan_table.is_empty())
@@ -582,7 +582,7 @@ impl<P: FlowPolicy> FqSched<P> {
             Some(i) => {
                 let f = &mut self.flows[i as usize];
                 f.key = key;
-                f.label = pkt.flow;
+                f.label = pkt.conversation();
                 f.credit = self.cfg.initial_quantum_bytes as i64;
                 f.band = 0;
                 f.state = ListState::Detached;
@@ -595,7 +595,7 @@ impl<P: FlowPolicy> FqSched<P> {
             None => {
                 self.flows.push(Flow {
                     key,
-                    label: pkt.flow,
+                    label: pkt.conversation(),
                     generation: 0,
                     queue: VecDeque::new(),
                     credit: self.cfg.initial_quantum_bytes as i64,
@@ -940,7 +940,7 @@ impl<P: FlowPolicy> Qdisc for FqSched<P> {
             let mut rate = self.cfg.maxrate_bytes_per_s.unwrap_or(u64::MAX);
             let mut pace_len = plen as u64;
             if pkt.departure_at == Time::ZERO {
-                if pkt.socket != 0 && pkt.pacing_rate_bps != 0 {
+                if pkt.sk != 0 && pkt.pacing_rate_bps != 0 {
                     rate = rate.min(pkt.pacing_rate_bps / 8);
                 }
                 if rate <= self.cfg.low_rate_threshold_bytes_per_s {
@@ -1015,7 +1015,7 @@ mod tests {
     /// A locally generated packet of socket `sk` (flow id = socket id).
     fn sock(uid: u64, sk: u32, len: u32) -> Packet {
         let mut p = pkt(uid, sk, len);
-        p.socket = sk;
+        p.sk = sk;
         p
     }
 
@@ -1142,7 +1142,7 @@ mod tests {
             enq(&mut q, sock(100 + i, 2, MTU), Time(0), &mut d);
         }
         let order: Vec<u32> = (0..40)
-            .map(|_| q.dequeue(Time(0), &mut d).packet().unwrap().socket)
+            .map(|_| q.dequeue(Time(0), &mut d).packet().unwrap().sk)
             .collect();
         let mut expect = vec![1; 10];
         expect.extend([2; 10]);
@@ -1174,10 +1174,10 @@ mod tests {
         let mut bytes = [0f64; 5];
         for _ in 0..30_000 {
             let p = q.dequeue(Time(0), &mut d).packet().unwrap();
-            let i = p.socket as usize - 1;
+            let i = p.sk as usize - 1;
             bytes[i] += p.len_bytes as f64;
             uid += 1;
-            enq(&mut q, sock(uid, p.socket, p.len_bytes), Time(0), &mut d);
+            enq(&mut q, sock(uid, p.sk, p.len_bytes), Time(0), &mut d);
         }
         let j = jain(&bytes);
         assert!(j >= 0.99, "Jain index {j} for {bytes:?}");
@@ -1358,9 +1358,9 @@ mod tests {
         let mut bytes = [0f64; 3];
         for _ in 0..50_000 {
             let p = q.dequeue(Time(0), &mut d).packet().unwrap();
-            bytes[p.socket as usize - 1] += p.len_bytes as f64;
+            bytes[p.sk as usize - 1] += p.len_bytes as f64;
             uid += 1;
-            let mut n = sock(uid, p.socket, 1000);
+            let mut n = sock(uid, p.sk, 1000);
             n.priority = p.priority;
             enq(&mut q, n, Time(0), &mut d);
         }
@@ -1423,18 +1423,18 @@ mod tests {
 
     /// Gives the property test's packets sockets, pacing rates and EDT stamps.
     fn stamp(p: &mut Packet, now: Time) {
-        match p.flow % 4 {
+        match p.conversation() % 4 {
             0 => {}
             1 => {
-                p.socket = p.flow + 1;
-                p.pacing_rate_bps = 2_000_000 + 1_000_000 * (p.flow as u64 % 7);
+                p.sk = p.conversation() + 1;
+                p.pacing_rate_bps = 2_000_000 + 1_000_000 * (p.conversation() as u64 % 7);
             }
             2 => {
-                p.socket = p.flow + 1;
+                p.sk = p.conversation() + 1;
                 p.pacing_rate_bps = 300_000;
             }
             _ => {
-                p.socket = p.flow + 1;
+                p.sk = p.conversation() + 1;
                 p.departure_at = now + Duration((p.uid * 7919) % 3_000_000);
             }
         }

@@ -765,15 +765,15 @@ mod tests {
             }
             let p = q.dequeue(now, &mut d).packet().expect("backlogged");
             for x in d.drain() {
-                match bulk.iter().position(|&f| f == x.pkt.flow) {
+                match bulk.iter().position(|&f| f == x.pkt.conversation()) {
                     Some(i) => inside[i] -= 1,
                     None => sparse_drops += 1,
                 }
             }
-            if p.flow == sparse {
+            if p.conversation() == sparse {
                 sojourns.push(now - p.enqueued_at);
             } else {
-                inside[bulk.iter().position(|&f| f == p.flow).unwrap()] -= 1;
+                inside[bulk.iter().position(|&f| f == p.conversation()).unwrap()] -= 1;
             }
             now += tx_time(p.len_bytes as u64, rate);
         }
@@ -857,7 +857,7 @@ mod tests {
                 }
             }
             let p = q.dequeue(Time::ZERO, &mut d).packet().unwrap();
-            let i = flows.iter().position(|&f| f == p.flow).unwrap();
+            let i = flows.iter().position(|&f| f == p.conversation()).unwrap();
             inside[i] -= 1;
             bytes[i] += p.len_bytes as f64;
             pkts[i] += 1.0;
@@ -890,7 +890,7 @@ mod tests {
         let order: Vec<usize> = (0..8)
             .map(|_| {
                 let p = q.dequeue(Time::ZERO, &mut d).packet().unwrap();
-                f.iter().position(|&x| x == p.flow).unwrap()
+                f.iter().position(|&x| x == p.conversation()).unwrap()
             })
             .collect();
         assert_eq!(order, vec![0, 0, 1, 1, 0, 0, 1, 1]);
@@ -949,7 +949,7 @@ mod tests {
         }
         assert!(d.is_empty());
         q.enqueue(p_at(1000, f[2], 100, Time::ZERO), Time::ZERO, &mut d);
-        let victims: Vec<u32> = d.as_slice().iter().map(|x| x.pkt.flow).collect();
+        let victims: Vec<u32> = d.as_slice().iter().map(|x| x.pkt.conversation()).collect();
         assert_eq!(victims, vec![pair[0]; 5]);
         // Each of the three flows entered new_flows once (tc -s "new_flow_count 3").
         assert_eq!(q.new_flow_count(), 3);
@@ -1054,14 +1054,14 @@ mod tests {
         }
         // 16 packets from new_flows (deficit 1514 → −86), the 17th after moving to old.
         for _ in 0..17 {
-            assert_eq!(q.dequeue(t, &mut d).packet().unwrap().flow, b);
+            assert_eq!(q.dequeue(t, &mut d).packet().unwrap().conversation(), b);
         }
         assert_eq!((q.new_flows_len(), q.old_flows_len()), (0, 1));
         q.enqueue(p_at(1000, s, 200, t), t, &mut d);
         assert_eq!(q.new_flows_len(), 1);
         assert_eq!(q.dequeue(t, &mut d).packet().unwrap().uid, 1000);
         // S is found empty at the head of new_flows during this call; B is served.
-        assert_eq!(q.dequeue(t, &mut d).packet().unwrap().flow, b);
+        assert_eq!(q.dequeue(t, &mut d).packet().unwrap().conversation(), b);
         let old_len = q.old_flows_len();
         q.enqueue(p_at(1001, s, 200, t), t, &mut d);
         let new_len = q.new_flows_len();

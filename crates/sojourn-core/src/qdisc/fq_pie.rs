@@ -440,7 +440,7 @@ mod tests {
             }
             if dequeue_next {
                 let p = q.dequeue(now, &mut d).packet().expect("packet");
-                *r.delivered_bytes.entry(p.flow).or_default() += p.len_bytes as u64;
+                *r.delivered_bytes.entry(p.conversation()).or_default() += p.len_bytes as u64;
                 link_free = now + SERVICE * p.len_bytes as u64 / 1514;
             } else {
                 let (flow, len, ia) = sources[si];
@@ -453,7 +453,7 @@ mod tests {
             }
             for x in d.drain() {
                 match x.reason {
-                    DropReason::Early => *r.early.entry(x.pkt.flow).or_default() += 1,
+                    DropReason::Early => *r.early.entry(x.pkt.conversation()).or_default() += 1,
                     DropReason::Overlimit => r.overlimit += 1,
                     other => panic!("unexpected drop reason {other:?}"),
                 }
@@ -618,7 +618,7 @@ mod tests {
         // Dequeue 300 kB (before any update: no AQM involvement).
         while bytes[0] + bytes[1] < 300_000 {
             let p = q.dequeue(Time(1), &mut d).packet().unwrap();
-            bytes[usize::from(p.flow == f[1])] += p.len_bytes as u64;
+            bytes[usize::from(p.conversation() == f[1])] += p.len_bytes as u64;
         }
         let share = bytes[0] as f64 / (bytes[0] + bytes[1]) as f64;
         assert!((share - 0.5).abs() < 0.01, "{bytes:?}");

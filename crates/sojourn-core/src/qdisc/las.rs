@@ -188,7 +188,10 @@ mod tests {
             q.enqueue(pkt(i, 1, 1500), Time(0), &mut d);
         }
         for _ in 0..20 {
-            assert_eq!(q.dequeue(Time(1), &mut d).packet().unwrap().flow, 1);
+            assert_eq!(
+                q.dequeue(Time(1), &mut d).packet().unwrap().conversation(),
+                1
+            );
         }
         assert_eq!(q.attained_bytes(old), Some(20 * 1500));
         // A new flow's 10 packets all leave before the old flow's next one: its attained
@@ -197,7 +200,7 @@ mod tests {
             q.enqueue(pkt(100 + i, 2, 1500), Time(2), &mut d);
         }
         let next: Vec<u32> = (0..12)
-            .map(|_| q.dequeue(Time(3), &mut d).packet().unwrap().flow)
+            .map(|_| q.dequeue(Time(3), &mut d).packet().unwrap().conversation())
             .collect();
         assert_eq!(&next[..10], &[2; 10]);
         assert_eq!(&next[10..], &[1, 1]);
@@ -210,7 +213,10 @@ mod tests {
         for i in 0..30 {
             q.enqueue(pkt(i, (i % 3) as u32, 1000), Time(0), &mut d);
         }
-        let order: Vec<u32> = drain(&mut q, Time(1)).iter().map(|p| p.flow).collect();
+        let order: Vec<u32> = drain(&mut q, Time(1))
+            .iter()
+            .map(|p| p.conversation())
+            .collect();
         let expect: Vec<u32> = (0..30).map(|i| i % 3).collect();
         assert_eq!(order, expect, "packet-by-packet round robin among ties");
         // With unequal sizes LAS equalises bytes, not packets: a 500-B flow gets two
@@ -224,7 +230,7 @@ mod tests {
         let out = drain(&mut q, Time(1));
         let (mut a, mut b) = (0i64, 0i64);
         for p in &out[..40] {
-            if p.flow == 1 {
+            if p.conversation() == 1 {
                 a += 1000
             } else {
                 b += 500
@@ -294,7 +300,7 @@ mod tests {
         let mut t = 0u64;
         while let Some(p) = q.dequeue(Time(t), &mut d).packet() {
             t += p.len_bytes as u64;
-            done[p.flow as usize] = t as f64;
+            done[p.conversation() as usize] = t as f64;
         }
         done
     }

@@ -900,10 +900,10 @@ mod tests {
         }
         // One dequeue (from A), which uses A's whole allot (1514 B = 190 units).
         let first = q.dequeue(Time(0), &mut d).packet().unwrap();
-        assert_eq!(first.flow, f[0]);
+        assert_eq!(first.conversation(), f[0]);
         q.enqueue(pkt(uid, f[2], 1514), Time(0), &mut d);
         let order: Vec<u32> = (0..3)
-            .map(|_| q.dequeue(Time(0), &mut d).packet().unwrap().flow)
+            .map(|_| q.dequeue(Time(0), &mut d).packet().unwrap().conversation())
             .collect();
         assert_eq!(order, vec![f[1], f[2], f[0]]);
     }
@@ -933,8 +933,8 @@ mod tests {
         let mut seq = vec![];
         for _ in 0..(10 + 24 * 4) {
             let p = q.dequeue(Time(0), &mut d).packet().unwrap();
-            bytes[(p.flow == f[1]) as usize] += p.len_bytes as u64;
-            seq.push(p.flow);
+            bytes[(p.conversation() == f[1]) as usize] += p.len_bytes as u64;
+            seq.push(p.conversation());
         }
         // First round: A one packet, then B 24 packets.
         assert_eq!(seq[0], f[0]);
@@ -964,7 +964,7 @@ mod tests {
             q.enqueue(pkt(100 + i, f[1], 9), Time(0), &mut d);
         }
         let seq: Vec<u32> = (0..6)
-            .map(|_| q.dequeue(Time(0), &mut d).packet().unwrap().flow)
+            .map(|_| q.dequeue(Time(0), &mut d).packet().unwrap().conversation())
             .collect();
         assert_eq!(seq, vec![f[0], f[1], f[0], f[1], f[0], f[1]]);
     }
@@ -1258,7 +1258,7 @@ mod tests {
         assert!(drops.len() > 100, "{}", drops.len());
         assert!(drops
             .iter()
-            .all(|x| x.pkt.flow == fat && x.reason == DropReason::Early));
+            .all(|x| x.pkt.conversation() == fat && x.reason == DropReason::Early));
         assert_eq!(q.ecn_marks(), 0);
         // The fat slot is held near the RED thresholds, far below depth.
         let fb = q.bucket_of(&pkt(0, fat, 1));
@@ -1274,7 +1274,7 @@ mod tests {
         // With ecn and without harddrop even hard marks are CE marks: no early drops; the
         // fat flow is stopped only by the packet limits.
         assert!(drops.iter().all(|x| x.reason != DropReason::Early));
-        assert!(drops.iter().all(|x| x.pkt.flow == fat));
+        assert!(drops.iter().all(|x| x.pkt.conversation() == fat));
         // harddrop: above max, drop even ECT packets.
         let mut q = red_sfq(&[("ecn", Value::Bool(true)), ("harddrop", Value::Bool(true))]);
         let (drops, _, _) = fat_and_thin(&mut q, true);

@@ -166,7 +166,7 @@ mod tests {
         let mut t = 0;
         while let Some(p) = q.dequeue(Time(t), &mut d).packet() {
             t += p.len_bytes as u64;
-            done[p.flow as usize] = t;
+            done[p.conversation() as usize] = t;
         }
         assert!(d.is_empty());
         done
@@ -235,14 +235,17 @@ mod tests {
             q.enqueue(rp(k, 1, 1500, (19 - k) * 1446), Time(0), &mut d);
         }
         for _ in 0..5 {
-            assert_eq!(q.dequeue(Time(0), &mut d).packet().unwrap().flow, 1);
+            assert_eq!(
+                q.dequeue(Time(0), &mut d).packet().unwrap().conversation(),
+                1
+            );
         }
         // Flow 1 has 15 packets (21.7 kB) left; a 3-packet job arrives and goes first.
         for k in 0..3u64 {
             q.enqueue(rp(100 + k, 2, 1500, (2 - k) * 1446), Time(1), &mut d);
         }
         let next: Vec<u32> = (0..4)
-            .map(|_| q.dequeue(Time(2), &mut d).packet().unwrap().flow)
+            .map(|_| q.dequeue(Time(2), &mut d).packet().unwrap().conversation())
             .collect();
         assert_eq!(next, vec![2, 2, 2, 1]);
     }

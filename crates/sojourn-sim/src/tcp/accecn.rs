@@ -6,7 +6,8 @@
 //!   with a SYN-ACK whose (AE, CWR, ECE) encode the IP-ECN field the SYN arrived with
 //!   (Table 3: Not-ECT 0b010, ECT(1) 0b011, ECT(0) 0b100, CE 0b110); a receiver with only
 //!   RFC 3168 ECN answers ECE alone (0b001) and the connection falls back to classic ECN;
-//!   one without ECN answers 0b000 (Table 2; 0b101 and 0b111 also mean classic ECN).
+//!   one without ECN answers 0b000. Table 2's other rows: 0b111 (a broken reflector of the
+//!   SYN's flags) means no ECN, 0b101 (reserved) AccECN, as Linux reads them.
 //! - **Receiver** (§3.2.1): `r.cep` counts CE-marked packets from 5 (so that a zeroed ACE
 //!   field betrays a middlebox), `r.ceb`, `r.e0b`, `r.e1b` count payload bytes by IP-ECN
 //!   codepoint from 0, 1 and 1 (Linux `TCP_ACCECN_*_INIT_OFFSET`). Every ACK carries ACE =
@@ -61,13 +62,15 @@ pub fn synack_ace(syn_ecn: Ecn) -> u8 {
     }
 }
 
-/// What an AccECN SYN's sender makes of the SYN-ACK's (AE, CWR, ECE) (RFC 9768 Table 2).
+/// What an AccECN SYN's sender makes of the SYN-ACK's (AE, CWR, ECE) (RFC 9768 Table 2;
+/// Linux `tcp_ecn_rcv_synack`).
 pub fn feedback_from_synack(ace: u8) -> Feedback {
     match ace & 7 {
-        0b000 => Feedback::None,
-        // ECE alone: an RFC 3168 server; 0b101 (an ECN-nonce server) and 0b111 (a broken
-        // reflector) fall back to classic ECN as well.
-        0b001 | 0b101 | 0b111 => Feedback::Classic,
+        // No ECN at the server, or one that reflects the SYN's three flags (broken).
+        0b000 | 0b111 => Feedback::None,
+        // ECE alone: an RFC 3168 server.
+        0b001 => Feedback::Classic,
+        // The four IP-ECN reflections of Table 3, and the reserved 0b101.
         _ => Feedback::AccEcn,
     }
 }
@@ -306,7 +309,7 @@ mod tests {
         use Feedback::*;
         assert_eq!(
             f,
-            [None, Classic, AccEcn, AccEcn, AccEcn, Classic, AccEcn, Classic]
+            [None, Classic, AccEcn, AccEcn, AccEcn, AccEcn, AccEcn, None]
         );
         let mut h = TransportHeader::default();
         set_syn(&mut h);

@@ -12,7 +12,7 @@
 use super::sender::Source;
 use super::{open, IntervalDist, TcpConfig};
 use crate::app::App;
-use crate::endpoint::{AnyEndpoint, Endpoint, Io};
+use crate::endpoint::{packet_tag, AnyEndpoint, Endpoint, Io};
 use crate::flows::{FlowKind, FlowRecord};
 use crate::sim::Sim;
 use crate::udp::{UdpSink, UDP_OVERHEAD_BYTES};
@@ -222,8 +222,7 @@ impl Endpoint for ThinUdpSource {
                 left -= payload;
                 let len = payload + self.overhead_bytes;
                 io.send(Packet {
-                    flow: self.flow,
-                    to_endpoint: self.peer,
+                    tag: packet_tag(self.flow, self.peer),
                     key: self.key,
                     hash: self.hash,
                     len_bytes: len,

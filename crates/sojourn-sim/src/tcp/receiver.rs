@@ -31,7 +31,7 @@
 
 use super::accecn::{self, AccEcnReceiver};
 use super::TcpConfig;
-use crate::endpoint::{Endpoint, Io, Note};
+use crate::endpoint::{packet_tag, Endpoint, Io, Note};
 use sojourn_core::packet::{tcp_flags, FlowKey, SackBlock, TransportHeader};
 use sojourn_core::{Duration, Packet, Time};
 
@@ -214,8 +214,7 @@ impl TcpReceiver {
             }
         }
         let p = Packet {
-            flow: self.flow,
-            to_endpoint: self.peer,
+            tag: packet_tag(self.flow, self.peer),
             key: self.key,
             hash: self.hash,
             len_bytes: len,

@@ -34,7 +34,7 @@ use super::cc::{
 use super::rtt::RttEstimator;
 use super::scoreboard::{Scoreboard, Seg, EVER_RETRANS, FIN, RETRANS, SACKED};
 use super::{IntervalDist, TcpConfig};
-use crate::endpoint::{Endpoint, Io, Note};
+use crate::endpoint::{packet_tag, Endpoint, Io, Note};
 use sojourn_core::packet::{tcp_flags, Ecn, FlowKey, TransportHeader};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, Packet, Time};
@@ -310,11 +310,10 @@ impl TcpSender {
 
     fn base_packet(&self, now: Time) -> Packet {
         Packet {
-            flow: self.flow,
-            to_endpoint: self.peer,
+            tag: packet_tag(self.flow, self.peer),
             key: self.key,
             hash: self.hash,
-            socket: self.me + 1,
+            sk: self.me + 1,
             pacing_rate_bps: self.cs.pacing_rate_bps,
             // A sender that paces itself stamps its departure time (EDT, Linux >= 4.20), so
             // sch_fq honours the sender's schedule instead of pacing a second time.

@@ -1,0 +1,71 @@
+//! The up-front count of transfers in the memory estimate (docs/limits.md): open loops at
+//! their mean arrival rate over their active time, closed loops bounded by one per think
+//! time, a fixed number of transactions as given.
+
+use sojourn_experiment::experiment::{from_toml, transfer_count};
+use std::path::Path;
+
+fn transfers(workload: &str, duration: &str) -> f64 {
+    let text = format!(
+        r#"
+        duration = "{duration}"
+        [topology]
+        kind = "dumbbell"
+        pairs = 2
+        bottleneck = {{ rate = "100Mbit", delay = "5ms" }}
+        [[workload]]
+        {workload}
+        "#
+    );
+    transfer_count(&from_toml(&text, Path::new(".")).unwrap())
+}
+
+#[test]
+fn poisson_arrivals_over_the_active_time() {
+    // 2,000 arrivals per second (mean gap 0.5 ms) for 80 s: 160,000.
+    let n = transfers(
+        r#"kind = "poisson"
+        pair = 0
+        interval = "0.5ms"
+        size = "10kB""#,
+        "80s",
+    );
+    assert!((n - 160_000.0).abs() < 1.0, "{n}");
+    // Started at 10 s and stopped at 30 s, on both pairs: 2 × 20 s × 100/s.
+    let n = transfers(
+        r#"kind = "poisson"
+        pairs = "all"
+        interval = "10ms"
+        start = "10s"
+        stop = "30s"
+        size = "10kB""#,
+        "80s",
+    );
+    assert!((n - 4_000.0).abs() < 1e-6, "{n}");
+}
+
+#[test]
+fn closed_loops_are_bounded_by_their_think_time() {
+    // 8 actors thinking 1 s on average for 200 s: at most 1,600 transfers.
+    let n = transfers(
+        r#"kind = "actors"
+        pair = 0
+        count = 8
+        think = "1s"
+        size = "50kB""#,
+        "200s",
+    );
+    assert!((n - 1_600.0).abs() < 1e-6, "{n}");
+    // Ten transactions are ten, however long the run.
+    let n = transfers(
+        r#"kind = "request_response"
+        pair = 0
+        response_size = "1kB"
+        think = "10ms"
+        transactions = 10"#,
+        "1000s",
+    );
+    assert!((n - 10.0).abs() < 1e-6, "{n}");
+    // A bulk flow is one flow, no transfers beyond it.
+    assert_eq!(transfers(r#"kind = "bulk""#, "1000000h"), 0.0);
+}
