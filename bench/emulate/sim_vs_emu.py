@@ -12,8 +12,18 @@ for docs/emulate.md ("Simulator vs emulation"):
    mean FCT of the flows started after warm-up that completed, and the age-based gain
    (mean FCT without / with the classifier) from both engines.
 
+Besides the means, both parts compare distributions: the bottleneck's per-packet sojourn
+histogram (``histograms.parquet``: quantiles and the largest CDF difference, the
+Kolmogorov-Smirnov distance D) and every flow's own sojourn quantiles (``packets.parquet``
+of the bottleneck, a ``--packet-sample`` fraction of packets) for ``aqm``; the FCT
+distribution (log-spaced histogram, quantiles, two-sample KS D) and the mean FCT by size
+class for ``seed000``.
+
     sudo python bench/emulate/sim_vs_emu.py [--part aqm|seed000|all] [--duration 30s]
-        [--warmup 10s] [--repeats 1] [--out DIR]
+        [--warmup 10s] [--repeats 1] [--seed-duration 60s] [--out DIR]
+
+The defaults take about 7 minutes of wall time (6 live AQM runs of 30 s, 2 live seed-000
+runs of 60 s, the simulator runs and set-up between them).
 
 Live runs need root and take their duration of wall time each. Every live row reports the
 machine's 1-minute load average before and after it (the live engine shares the two cores
@@ -30,7 +40,11 @@ import sys
 import tomllib
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 import sojourn
+from sojourn import stats
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,6 +64,8 @@ pairs = "all"
 [record]
 interval = "100ms"
 flows = true
+packets = ["bottleneck"]
+packet_sample = {sample}
 """
 
 # Seed 000's age-based classifier (experiments/repro/age-based/ci-1g.sweep.toml,
@@ -85,6 +101,47 @@ def mean_srtt_ms(res, warmup_s: float) -> float:
     return float(v.mean()) if len(v) else float("nan")
 
 
+QS = (0.1, 0.5, 0.9, 0.99)
+
+
+def sojourn_hist(res, link: str) -> pd.DataFrame:
+    h = res.histograms
+    if h is None or h.empty:
+        return pd.DataFrame(columns=["lo_ns", "hi_ns", "count"])
+    return h[h["link"] == link]
+
+
+def ks_hist(a: pd.DataFrame, b: pd.DataFrame) -> float:
+    """Largest difference between two bucketed CDFs (both engines use the same bucket
+    edges, so evaluating both step functions at every edge is exact up to a bucket)."""
+    xa, ya = stats.hist_cdf(a["lo_ns"], a["hi_ns"], a["count"])
+    xb, yb = stats.hist_cdf(b["lo_ns"], b["hi_ns"], b["count"])
+    if len(xa) == 0 or len(xb) == 0:
+        return float("nan")
+    xs = np.union1d(xa, xb)
+
+    def at(x, y):
+        i = np.searchsorted(x, xs, side="right") - 1
+        return np.where(i >= 0, y[np.clip(i, 0, None)], 0.0)
+
+    return float(np.max(np.abs(at(xa, ya) - at(xb, yb))))
+
+
+def per_flow_sojourn(res, warmup_s: float) -> dict[int, list[float]]:
+    """Each flow's sojourn quantiles (ms) at the bottleneck after warm-up, from the
+    packet log (dequeues only)."""
+    p = res.packets
+    if p is None or p.empty:
+        return {}
+    p = p[(p["event"] == "dequeue") & (p["time_s"] > warmup_s)]
+    out = {}
+    for flow, g in p.groupby("flow"):
+        if int(flow) == 4294967295 or len(g) < 20:
+            continue
+        out[int(flow)] = [float(v) for v in np.quantile(g["sojourn_ms"].to_numpy(), QS)] + [len(g)]
+    return out
+
+
 def secs(d: str) -> float:
     return float(d.rstrip("s"))
 
@@ -95,7 +152,15 @@ def aqm(a) -> list[dict]:
         for q in ["codel", "fq_codel", "pie"]:
             for rep in range(a.repeats):
                 cfg = tomllib.loads(
-                    AQM.format(q=q, rate=rate, duration=a.duration, warmup=a.warmup, flows=a.flows, seed=1 + rep)
+                    AQM.format(
+                        q=q,
+                        rate=rate,
+                        duration=a.duration,
+                        warmup=a.warmup,
+                        flows=a.flows,
+                        seed=1 + rep,
+                        sample=a.packet_sample,
+                    )
                 )
                 sim_res = sojourn.run(cfg)
                 l0 = load1()
@@ -123,6 +188,12 @@ def aqm(a) -> list[dict]:
                     "load_before": l0,
                     "load_after": l1,
                 }
+                hs, he = sojourn_hist(sim_res, "bottleneck"), sojourn_hist(emu_res, "bottleneck")
+                row["sim_q_ms"] = [v / 1e6 for v in stats.hist_quantiles(hs["lo_ns"], hs["hi_ns"], hs["count"], QS)]
+                row["emu_q_ms"] = [v / 1e6 for v in stats.hist_quantiles(he["lo_ns"], he["hi_ns"], he["count"], QS)]
+                row["ks_d"] = ks_hist(hs, he)
+                row["sim_flows"] = per_flow_sojourn(sim_res, w)
+                row["emu_flows"] = per_flow_sojourn(emu_res, w)
                 rows.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
     return rows
@@ -143,6 +214,38 @@ def print_aqm(rows: list[dict]) -> None:
             f"{r['sim_drops']} / {r['emu_drops']} | {r['sim_srtt_ms']:.1f} / {r['emu_srtt_ms']:.1f} | "
             f"{r['load_before']:.1f} → {r['load_after']:.1f} |"
         )
+
+
+def fmt_q(v: list[float]) -> str:
+    return " / ".join(f"{x:.2f}" for x in v)
+
+
+def print_aqm_distributions(rows: list[dict]) -> None:
+    qs = "/".join(f"p{int(q * 100)}" for q in QS)
+    print(f"\nBottleneck sojourn distribution ({qs}, ms) and the KS distance D between the engines' histograms:\n")
+    print(f"| rate | qdisc | seed | sim {qs} | emu {qs} | KS D |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['rate']} | {r['qdisc']} | {r['seed']} | {fmt_q(r['sim_q_ms'])} | {fmt_q(r['emu_q_ms'])} | {r['ks_d']:.3f} |")
+    print(f"\nPer flow at the bottleneck (packet log, {qs} of sojourn in ms; packets logged):\n")
+    print(f"| rate | qdisc | flow | sim {qs} | emu {qs} | packets sim / emu |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        for f in sorted(set(r["sim_flows"]) | set(r["emu_flows"])):
+            s, e = r["sim_flows"].get(f), r["emu_flows"].get(f)
+            cell = lambda v: fmt_q(v[:-1]) if v else "–"  # noqa: E731
+            n = f"{s[-1] if s else 0} / {e[-1] if e else 0}"
+            print(f"| {r['rate']} | {r['qdisc']} | {f} | {cell(s)} | {cell(e)} | {n} |")
+
+
+FCT_BINS_S = [0.0, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, float("inf")]
+SIZE_CLASSES = [(0, 1 << 20, "< 1 MiB"), (1 << 20, 10 << 20, "1–10 MiB"), (10 << 20, 1 << 62, "≥ 10 MiB")]
+
+
+def fct_sample(res, warmup_s: float) -> pd.DataFrame:
+    f = res.flows
+    f = f[(f["start_s"] >= warmup_s) & f["fct_s"].notna() & (f["size_bytes"] > 0)]
+    return f[["size_bytes", "fct_s"]]
 
 
 def seed000(a) -> list[dict]:
@@ -179,8 +282,11 @@ def seed000(a) -> list[dict]:
             row[f"{eng}_completed"] = f["completed"]
             row[f"{eng}_util"] = s["links"]["nic"]["utilisation"]
             row[f"{eng}_sojourn_ms"] = s["links"]["nic"]["sojourn_ms"].get("mean")
+            fs = fct_sample(res, secs(a.seed_warmup))
+            row[f"{eng}_fct"] = fs["fct_s"].tolist()
+            row[f"{eng}_size"] = fs["size_bytes"].tolist()
         rows.append(row)
-        print(json.dumps(row), file=sys.stderr, flush=True)
+        print(json.dumps({k: v for k, v in row.items() if not isinstance(v, list)}), file=sys.stderr, flush=True)
     return rows
 
 
@@ -202,6 +308,40 @@ def print_seed000(rows: list[dict]) -> None:
         for eng, label in ENGINES:
             g = rows[0][f"{eng}_fct_mean_s"] / rows[1][f"{eng}_fct_mean_s"]
             print(f"- age-based gain ({label}): mean FCT pfifo_fast / age-pfifo_fast = {g:.2f}")
+    from scipy.stats import ks_2samp
+
+    edges = " | ".join(
+        f"{lo:g}–{hi:g} s" if hi != float("inf") else f"≥ {lo:g} s" for lo, hi in zip(FCT_BINS_S, FCT_BINS_S[1:])
+    )
+    print("\nFCT distribution of the completed flows (fraction per bin), quantiles and the two-sample KS test against the simulator:\n")
+    print(f"| variant | engine | {edges} | p10 / p50 / p90 / p99 (s) | KS D vs sim (p-value) |")
+    print("|---|---|" + "---|" * (len(FCT_BINS_S) - 1) + "---|---|")
+    for r in rows:
+        for eng, label in ENGINES:
+            x = np.asarray(r[f"{eng}_fct"], dtype=float)
+            if x.size == 0:
+                continue
+            h, _ = np.histogram(x, bins=FCT_BINS_S)
+            frac = " | ".join(f"{v / x.size:.2f}" for v in h)
+            q = " / ".join(f"{v:.3f}" for v in np.quantile(x, QS))
+            if eng == "sim":
+                ks = ""
+            else:
+                t = ks_2samp(x, np.asarray(r["sim_fct"], dtype=float))
+                ks = f"{t.statistic:.3f} ({t.pvalue:.2g})"
+            print(f"| {r['variant']} | {label} | {frac} | {q} | {ks} |")
+    print("\nMean FCT (s) by flow size (completed flows; count in brackets):\n")
+    print("| variant | engine | " + " | ".join(c[2] for c in SIZE_CLASSES) + " |")
+    print("|---|---|" + "---|" * len(SIZE_CLASSES))
+    for r in rows:
+        for eng, label in ENGINES:
+            x = np.asarray(r[f"{eng}_fct"], dtype=float)
+            sz = np.asarray(r[f"{eng}_size"], dtype=float)
+            cells = []
+            for lo, hi, _ in SIZE_CLASSES:
+                m = (sz >= lo) & (sz < hi)
+                cells.append(f"{x[m].mean():.3f} ({int(m.sum())})" if m.any() else "–")
+            print(f"| {r['variant']} | {label} | " + " | ".join(cells) + " |")
 
 
 def main(argv=None) -> int:
@@ -214,12 +354,14 @@ def main(argv=None) -> int:
     ap.add_argument("--seed-duration", default="60s", help="seed-000 run length (the seed ran 6 h)")
     ap.add_argument("--seed-warmup", default="10s")
     ap.add_argument("--threshold", type=int, default=633121, help="ct bytes threshold (B) of the age-based variant")
+    ap.add_argument("--packet-sample", type=float, default=0.25, help="fraction of bottleneck packets logged (per-flow sojourn)")
     ap.add_argument("--out", default=None, help="also write the raw numbers as JSON here")
     a = ap.parse_args(argv)
     out = {}
     if a.part in ("aqm", "all"):
         out["aqm"] = aqm(a)
         print_aqm(out["aqm"])
+        print_aqm_distributions(out["aqm"])
         rs = [r["emu_sojourn_ms"] / r["sim_sojourn_ms"] for r in out["aqm"]]
         print(f"\nemu/sim mean sojourn: median {statistics.median(rs):.2f}, range {min(rs):.2f}–{max(rs):.2f}\n")
     if a.part in ("seed000", "all"):

@@ -9,16 +9,185 @@
 //! - Non-blocking; the forwarder sleeps in `ppoll` on all ports with its next timer.
 //! - Large socket buffers (`SO_RCVBUFFORCE`, root) absorb bursts while the forwarder sleeps.
 
+use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+/// `enum tpacket_versions` (linux/if_packet.h): V1 = 0, V2 = 1, V3 = 2.
+const TPACKET_V2: libc::c_int = 1;
 
 /// A bound, non-blocking AF_PACKET socket.
 pub struct PacketSocket {
     fd: OwnedFd,
     pub ifindex: i32,
+    /// The mmap'd receive ring, when asked for (`PACKET_RX_RING`, TPACKET_V2).
+    ring: Option<RxRing>,
+}
+
+/// How a port's socket receives frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxMode {
+    /// `recvmmsg` in batches of [`MAX_BATCH`]: one system call and one copy per frame
+    /// out of the socket's queue.
+    Mmsg,
+    /// A TPACKET_V2 ring shared with the kernel (`PACKET_RX_RING` + `mmap`): the kernel
+    /// copies each frame into the next free slot as it arrives (in the sending host's
+    /// context) and frees its skb at once; the forwarder walks the ring without a system
+    /// call and copies each frame into its own buffer (frames are held in queues far
+    /// longer than a ring slot may be).
+    Ring,
+}
+
+/// A TPACKET_V2 receive ring (packet(7), Documentation/networking/packet_mmap.rst): `frames`
+/// slots of `frame_bytes` each, `per_block` to a block of `block_bytes`; slot `i` belongs
+/// to user space while its header's `tp_status` has `TP_STATUS_USER`.
+struct RxRing {
+    map: *mut u8,
+    map_bytes: usize,
+    block_bytes: usize,
+    frame_bytes: usize,
+    per_block: usize,
+    frames: usize,
+    /// Next slot to look at (the kernel fills slots in order).
+    head: Cell<usize>,
+    /// Bytes before the Ethernet header that the caller wants too (the virtio header).
+    vnet: usize,
+}
+
+impl RxRing {
+    /// Sets TPACKET_V2 and the ring on `fd` (before `bind`) and maps it. `slot_bytes` is
+    /// the longest thing one frame must hold (virtio header + frame).
+    fn new(fd: RawFd, slot_bytes: usize, vnet: usize, total_bytes: usize) -> io::Result<RxRing> {
+        setopt(fd, libc::SOL_PACKET, libc::PACKET_VERSION, TPACKET_V2)?;
+        // The kernel places the MAC header at TPACKET_ALIGN(32 + 16) (+ the virtio header)
+        // − 14 into the slot: 64 bytes of room in front is enough for both.
+        let frame_bytes = (slot_bytes + 64).next_multiple_of(libc::TPACKET_ALIGNMENT);
+        let page = 4096usize;
+        // The kernel allocates each block as 2^order pages: ask for exactly that.
+        let block_bytes = frame_bytes
+            .next_multiple_of(page)
+            .next_power_of_two()
+            .max(1 << 16);
+        let per_block = block_bytes / frame_bytes;
+        let blocks = (total_bytes / block_bytes).max(2);
+        let req = libc::tpacket_req {
+            tp_block_size: block_bytes as u32,
+            tp_block_nr: blocks as u32,
+            tp_frame_size: frame_bytes as u32,
+            tp_frame_nr: (blocks * per_block) as u32,
+        };
+        // SAFETY: req is a valid tpacket_req of the given length.
+        cvt(unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_PACKET,
+                libc::PACKET_RX_RING,
+                (&req as *const libc::tpacket_req).cast(),
+                std::mem::size_of::<libc::tpacket_req>() as libc::socklen_t,
+            )
+        })?;
+        let map_bytes = blocks * block_bytes;
+        // SAFETY: maps the ring the kernel just allocated for fd; checked below.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_LOCKED,
+                fd,
+                0,
+            )
+        };
+        let map = if map == libc::MAP_FAILED {
+            // MAP_LOCKED may exceed RLIMIT_MEMLOCK; unlocked is as good here (root).
+            // SAFETY: as above.
+            let m = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    map_bytes,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd,
+                    0,
+                )
+            };
+            if m == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            m
+        } else {
+            map
+        };
+        Ok(RxRing {
+            map: map.cast(),
+            map_bytes,
+            block_bytes,
+            frame_bytes,
+            per_block,
+            frames: blocks * per_block,
+            head: Cell::new(0),
+            vnet,
+        })
+    }
+
+    #[inline]
+    fn slot(&self, i: usize) -> *mut u8 {
+        let off = (i / self.per_block) * self.block_bytes + (i % self.per_block) * self.frame_bytes;
+        // SAFETY: off < map_bytes for every i < frames.
+        unsafe { self.map.add(off) }
+    }
+
+    /// As [`PacketSocket::recv_batch`], from the ring.
+    ///
+    /// # Safety
+    /// As [`PacketSocket::recv_batch`].
+    unsafe fn recv_batch(
+        &self,
+        bufs: &[*mut u8],
+        buf_len: usize,
+        lens: &mut [u32],
+        trunc: &mut [bool],
+    ) -> usize {
+        let n = bufs.len().min(lens.len()).min(trunc.len());
+        let mut got = 0;
+        while got < n {
+            let i = self.head.get();
+            let h = self.slot(i);
+            // SAFETY: the slot header is 4-byte aligned (TPACKET_ALIGNMENT) shared memory;
+            // tp_status is its first field, written by the kernel after the frame
+            // (smp_wmb before __packet_set_status): Acquire orders our reads after it.
+            let status = unsafe { &*(h as *const AtomicU32) };
+            if status.load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
+                break;
+            }
+            // SAFETY: the slot is ours until we hand it back; the header is plain data.
+            let hdr = unsafe { std::ptr::read(h as *const libc::tpacket2_hdr) };
+            let start = hdr.tp_mac as usize - self.vnet;
+            let have = hdr.tp_snaplen as usize + self.vnet;
+            let len = hdr.tp_len as usize + self.vnet;
+            let copy = have.min(buf_len);
+            // SAFETY: [start, start + have) lies in the slot (the kernel wrote it there);
+            // bufs[got] has buf_len writable bytes (caller).
+            unsafe { std::ptr::copy_nonoverlapping(h.add(start), bufs[got], copy) };
+            lens[got] = copy as u32;
+            trunc[got] = len > copy;
+            // Hand the slot back once the copy is done (Release orders the copy before).
+            status.store(libc::TP_STATUS_KERNEL, Ordering::Release);
+            self.head.set((i + 1) % self.frames);
+            got += 1;
+        }
+        got
+    }
+}
+
+impl Drop for RxRing {
+    fn drop(&mut self) {
+        // SAFETY: map/map_bytes are exactly what mmap returned; nothing uses them after.
+        unsafe { libc::munmap(self.map.cast(), self.map_bytes) };
+    }
 }
 
 fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
@@ -47,7 +216,16 @@ impl PacketSocket {
     /// Opens and binds a socket to interface `ifname` of the calling thread's namespace.
     /// With `vnet_hdr`, every frame moved is preceded by a 10-byte `virtio_net_hdr`
     /// (`PACKET_VNET_HDR`): GSO buffers and partial checksums pass through intact.
-    pub fn open(ifname: &str, buf_bytes: i32, vnet_hdr: bool) -> io::Result<PacketSocket> {
+    /// With [`RxMode::Ring`], frames are received through a ring of about `ring_bytes`
+    /// whose slots hold `slot_bytes` (virtio header included).
+    pub fn open(
+        ifname: &str,
+        buf_bytes: i32,
+        vnet_hdr: bool,
+        rx: RxMode,
+        ring_bytes: usize,
+        slot_bytes: usize,
+    ) -> io::Result<PacketSocket> {
         let ifindex = crate::netns::ifindex_here(ifname)?;
         // SAFETY: plain socket(2); the fd is owned immediately.
         let raw = cvt(unsafe {
@@ -63,6 +241,15 @@ impl PacketSocket {
         if vnet_hdr {
             setopt(raw, libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1)?;
         }
+        let ring = match rx {
+            RxMode::Mmsg => None,
+            RxMode::Ring => Some(RxRing::new(
+                raw,
+                slot_bytes,
+                if vnet_hdr { VNET_HDR_BYTES } else { 0 },
+                ring_bytes,
+            )?),
+        };
         // Bypass is an optimisation; older kernels without it still work.
         let _ = setopt(raw, libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1);
         if setopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, buf_bytes).is_err() {
@@ -84,7 +271,7 @@ impl PacketSocket {
                 std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
             )
         })?;
-        Ok(PacketSocket { fd, ifindex })
+        Ok(PacketSocket { fd, ifindex, ring })
     }
 
     pub fn raw_fd(&self) -> RawFd {
@@ -105,6 +292,10 @@ impl PacketSocket {
         lens: &mut [u32],
         trunc: &mut [bool],
     ) -> io::Result<usize> {
+        if let Some(r) = &self.ring {
+            // SAFETY: the caller's guarantees are the ring's.
+            return Ok(unsafe { r.recv_batch(bufs, buf_len, lens, trunc) });
+        }
         let n = bufs.len().min(lens.len()).min(trunc.len()).min(MAX_BATCH);
         let mut iov: [libc::iovec; MAX_BATCH] = [libc::iovec {
             iov_base: std::ptr::null_mut(),
@@ -223,6 +414,9 @@ impl PacketSocket {
         Ok(st.drops as u64)
     }
 }
+
+/// `struct virtio_net_hdr` (`PACKET_VNET_HDR`).
+pub const VNET_HDR_BYTES: usize = 10;
 
 /// Most frames moved per system call.
 pub const MAX_BATCH: usize = 64;

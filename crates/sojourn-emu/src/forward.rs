@@ -37,7 +37,7 @@
 //! `__qdisc_run` does). Frame bytes stay in a buffer pool; the [`Packet`] the qdisc
 //! holds carries the buffer's slot in the low 24 bits of `uid`.
 
-use crate::afpacket::{PacketSocket, MAX_BATCH};
+use crate::afpacket::{PacketSocket, RxMode, MAX_BATCH, VNET_HDR_BYTES};
 use crate::netns::Mac;
 use crate::wire;
 use sojourn_core::device::{Device, Poll};
@@ -180,6 +180,12 @@ pub struct Plan {
     /// simulator's packet log), a deterministic `packet_sample` fraction by packet number.
     pub packet_log_links: Vec<usize>,
     pub packet_sample: f64,
+    /// How the ports receive; `None` = what measured best here (docs/emulate.md,
+    /// "Forwarder throughput"): the TPACKET_V2 ring for GSO buffers, `recvmmsg` for MTU
+    /// frames.
+    pub rx: Option<RxMode>,
+    /// Pin the forwarder thread to this CPU (`sched_setaffinity`); `None` = anywhere.
+    pub cpu: Option<usize>,
 }
 
 /// Time-series rows handed from the forwarder's thread to the run's, in order.
@@ -211,6 +217,8 @@ impl Plan {
             series_outbox: None,
             packet_log_links: Vec::new(),
             packet_sample: 1.0,
+            rx: None,
+            cpu: None,
         }
     }
 }
@@ -675,6 +683,7 @@ pub struct Forwarder {
     spin: Option<Duration>,
     realtime_priority: Option<i32>,
     realtime: bool,
+    cpu: Option<usize>,
     ingress: IngressDrops,
     samples: Vec<Sample>,
     /// Measured period boundaries still to pass.
@@ -766,10 +775,33 @@ impl Forwarder {
                 prev_counts: LinkCounts::default(),
             });
         }
+        let pool = if plan.gso {
+            Pool::new(
+                VNET_HDR_BYTES + 65_536 + 256,
+                plan.max_buffers,
+                VNET_HDR_BYTES,
+            )
+        } else {
+            Pool::new(plan.max_frame_bytes.max(64) as usize, plan.max_buffers, 0)
+        };
+        let rx = plan
+            .rx
+            .unwrap_or(if plan.gso { RxMode::Ring } else { RxMode::Mmsg });
+        // A ring's memory is the kernel's, pinned and allocated up front (a socket buffer
+        // only holds what waits): 64 MiB shared by the ports, 2–8 MiB each (16–64 GSO
+        // buffers).
+        let ring_bytes = ((64usize << 20) / plan.ports.len().max(1)).clamp(2 << 20, 8 << 20);
         let mut ports = Vec::with_capacity(plan.ports.len());
         for pp in &plan.ports {
-            let sock = PacketSocket::open(&pp.ifname, 4 << 20, plan.gso)
-                .map_err(|e| ForwardError(format!("AF_PACKET socket on {}: {e}", pp.ifname)))?;
+            let sock = PacketSocket::open(
+                &pp.ifname,
+                4 << 20,
+                plan.gso,
+                rx,
+                ring_bytes,
+                pool.slot_bytes,
+            )
+            .map_err(|e| ForwardError(format!("AF_PACKET socket on {}: {e}", pp.ifname)))?;
             ports.push(Port {
                 rep: PortReport {
                     ifname: pp.ifname.clone(),
@@ -791,11 +823,7 @@ impl Forwarder {
             ports,
             links,
             routes: plan.routes.clone(),
-            pool: if plan.gso {
-                Pool::new(VNET_HDR_LEN + 65_536 + 256, plan.max_buffers, VNET_HDR_LEN)
-            } else {
-                Pool::new(plan.max_frame_bytes.max(64) as usize, plan.max_buffers, 0)
-            },
+            pool,
             drops: Drops::new(),
             flows: Flows::default(),
             conntrack: plan.conntrack.map(Conntrack::new),
@@ -806,6 +834,7 @@ impl Forwarder {
             spin: plan.spin,
             realtime_priority: plan.realtime_priority,
             realtime: false,
+            cpu: plan.cpu,
             ingress: IngressDrops::default(),
             samples: Vec::new(),
             measure_from: plan.measure_from,
@@ -1313,6 +1342,14 @@ impl Forwarder {
             // SAFETY: pid 0 = this thread; param is a valid sched_param.
             self.realtime = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
         }
+        if let Some(c) = self.cpu {
+            // SAFETY: cpu_set_t is plain data; pid 0 = this thread.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(c, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            }
+        }
         let cpu0 = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
         for p in &mut self.ports {
             // Counted from here on (the read resets the kernel's counters).
@@ -1516,7 +1553,6 @@ fn log_packet(
 
 /// `virtio_net_hdr` (include/uapi/linux/virtio_net.h): flags, gso_type, hdr_len,
 /// gso_size, csum_start, csum_offset.
-const VNET_HDR_LEN: usize = 10;
 const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
 
 /// Whether a discipline spec (or any child in it) cuts GSO buffers into segments.

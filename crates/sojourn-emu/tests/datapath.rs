@@ -10,6 +10,7 @@
 
 use sojourn_core::params::{Table, Value};
 use sojourn_core::Duration;
+use sojourn_emu::afpacket::RxMode;
 use sojourn_emu::forward::{self, monotonic_ns, ForwarderReport};
 use sojourn_emu::netns;
 use sojourn_emu::testbed::{self, LinkSpec, Received, Testbed};
@@ -344,6 +345,38 @@ fn loss_and_conservation_with_every_drop_reason_counted() {
     // What b received is what the forwarder sent out of b's port (no loss after it).
     let port_b = &rep.ports[1];
     assert_eq!(got.len() as u64, port_b.tx_frames);
+}
+
+#[test]
+fn the_receive_ring_forwards_every_frame_and_refuses_the_oversize_ones() {
+    let _g = live_or_skip!();
+    let tb = Testbed::new(1500).expect("testbed");
+    let spec = LinkSpec::new(100_000_000, Duration::ZERO, "pfifo");
+    let mut plan = tb.plan(&spec, &spec);
+    plan.rx = Some(RxMode::Ring);
+    // Slots hold 1200-byte frames: 1000-byte payloads (1042-byte frames) fit, 1400-byte
+    // ones (1442) do not and must be counted as oversize, not passed on cut short.
+    plan.max_frame_bytes = 1200;
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");
+    let t0 = monotonic_ns();
+    let rx = testbed::udp_receiver(&tb.ns_b, 9000, u64::MAX, t0 + 2_000_000_000).expect("receiver");
+    let dst = std::net::SocketAddr::from((testbed::B_ADDR, 9000));
+    let small = testbed::udp_send(&tb.ns_a, dst, 1000, 20_000_000, 300, t0 + 1_000_000_000, 0)
+        .expect("sender");
+    let big = testbed::udp_send(&tb.ns_a, dst, 1400, 20_000_000, 50, t0 + 1_500_000_000, 0)
+        .expect("sender");
+    let got = rx.join().unwrap().expect("receiver ok");
+    stop.store(true, Ordering::Relaxed);
+    let rep = h.join().expect("forwarder report");
+    assert!(rep.error.is_none(), "{:?}", rep.error);
+    rep.check_conservation().unwrap();
+    let kernel_drops: u64 = rep.ports.iter().map(|p| p.rx_kernel_drops).sum();
+    assert_eq!((small, big), (300, 50));
+    assert_eq!(kernel_drops, 0, "the ring overflowed at 20 Mbit/s");
+    assert_eq!(rep.ingress_drops.oversize, 50);
+    assert_eq!(got.len(), 300);
+    assert!(got.iter().all(|r| r.bytes == 1000), "a frame was cut short");
 }
 
 fn netns_names() -> String {
