@@ -13,16 +13,16 @@ def fail(msg: str) -> int:
 
 
 def parse_set(items) -> dict:
-    """``--set KEY=VALUE`` items (VALUE in TOML syntax; bare words are strings) as overrides."""
-    from ._config import ConfigError, tomllib
+    """``--set KEY=VALUE`` items (VALUE in TOML syntax; bare words are strings) as overrides,
+    parsed by the engine (crates/sojourn-experiment/src/overrides.rs, the one parser)."""
+    from ._config import ConfigError, _model
 
+    eng = _model()
     out = {}
     for it in items or []:
-        if "=" not in it:
-            raise ConfigError("--set", it, "expected KEY=VALUE (VALUE in TOML syntax, bare words are strings)")
-        k, v = it.split("=", 1)
         try:
-            out[k.strip()] = tomllib.loads(f"v = {v}")["v"]
-        except Exception:
-            out[k.strip()] = v
+            k, v = eng.parse_set(it)
+        except eng.ConfigError as e:
+            raise ConfigError("--set", e.path, e.msg) from None
+        out[k] = v
     return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 import copy
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Mapping, Union
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -30,9 +30,6 @@ PathOrDict = Union[str, Path, Mapping[str, Any]]
 #: How deep tables and arrays may nest (experiment files need about 6 levels; the engine
 #: refuses more than 64, sojourn-py's MAX_DEPTH).
 MAX_DEPTH = 64
-#: The largest list index ``--set``/``set_key`` accepts (``workload[N]``): no experiment
-#: has that many entries in one list, and a larger one would only build a huge list.
-MAX_INDEX = 9999
 #: Experiment and sweep files larger than this are refused before they are parsed.
 MAX_FILE_BYTES = 16 * 1024 * 1024
 
@@ -86,67 +83,39 @@ def load(source: PathOrDict) -> tuple[dict, str, Path]:
     return cfg, name, path.resolve().parent
 
 
-def _split_index(part: str, where: str, dotted: str) -> tuple[str, Optional[int]]:
-    """``"workload[2]"`` -> ``("workload", 2)``; ``"rate"`` -> ``("rate", None)``."""
-    if "[" not in part and "]" not in part:
-        if not part:
-            raise ConfigError(where, dotted, "empty key name (two dots, or a leading/trailing dot)")
-        return part, None
-    name, bracket, rest = part.partition("[")
-    if not bracket or not rest.endswith("]") or not name:
-        raise ConfigError(where, dotted, f"malformed list index in {part!r}; expected NAME[N], e.g. workload[0]")
-    text = rest[:-1].strip()
-    if not text.isdigit():  # also refuses "-1" and "x"
-        raise ConfigError(where, dotted, f"list index {text!r} in {part!r} is not a non-negative integer")
-    idx = int(text)
-    if idx > MAX_INDEX:
-        raise ConfigError(where, dotted, f"list index {idx} is too large (at most {MAX_INDEX})")
-    return name, idx
+def _model():
+    """The engine module, whose sojourn-experiment holds the one override grammar."""
+    try:
+        from . import _engine as eng
+    except ImportError:  # pragma: no cover - the wheel always ships the engine
+        raise ImportError("overrides need sojourn's engine (sojourn._engine): run `pip install .`") from None
+    return eng
+
+
+def check_key(dotted: str, where: str) -> None:
+    """Checks the syntax of a dotted key (``workload[1].rate``) with the engine's parser
+    (crates/sojourn-experiment/src/overrides.rs); :class:`ConfigError` naming ``where``."""
+    eng = _model()
+    try:
+        eng.check_key(dotted)
+    except eng.ConfigError as e:
+        raise ConfigError(where, e.path, e.msg) from None
 
 
 def set_key(cfg: dict, dotted: str, value: Any, where: str = "--set") -> None:
     """Sets ``a.b.c = value`` in a nested dict (creating tables); list items as ``a[2]``.
 
-    An index past the end appends empty tables up to it (at most :data:`MAX_INDEX`), as
-    sojourn-experiment's ``overrides::set_key`` does. Mistakes raise :class:`ConfigError` naming ``where`` (``--set``, a sweep
-    file) and the key: a non-numeric or too large index, a path through a value that is
-    not a table."""
-    if not isinstance(dotted, str) or not dotted.strip():
+    The engine applies it (crates/sojourn-experiment/src/overrides.rs, the one
+    implementation for ``--set``, the API's ``overrides`` and sweep files): an index past
+    the end appends empty tables up to it (at most 9999). Mistakes raise
+    :class:`ConfigError` naming ``where`` (``--set``, a sweep file) and the key: a
+    non-numeric or too large index, a path through a value that is not a table."""
+    if not isinstance(dotted, str):
         raise ConfigError(where, str(dotted), "expected a dotted key such as topology.bottleneck.qdisc")
-    parts = dotted.strip().split(".")
-    cur: Any = cfg
-    walked = ""
-    for i, part in enumerate(parts):
-        last = i == len(parts) - 1
-        name, idx = _split_index(part.strip(), where, dotted)
-        here = f"{walked}.{name}" if walked else name
-        if not isinstance(cur, dict):
-            raise ConfigError(where, dotted, f"{walked} is {_kind(cur)}, not a table, so it has no key {name!r}")
-        if idx is None:
-            if last:
-                cur[name] = value
-                return
-            nxt = cur.setdefault(name, {})
-            cur, walked = nxt, here
-            continue
-        seq = cur.setdefault(name, [])
-        if not isinstance(seq, list):
-            raise ConfigError(where, dotted, f"{here} is {_kind(seq)}, not a list, so it has no entry [{idx}]")
-        while len(seq) <= idx:  # new entries are empty tables (bounded by MAX_INDEX)
-            seq.append({})
-        if last:
-            seq[idx] = value
-            return
-        cur, walked = seq[idx], f"{here}[{idx}]"
-
-
-def _kind(v: Any) -> str:
-    if isinstance(v, bool):
-        return f"a boolean ({v})"
-    if isinstance(v, (int, float)):
-        return f"a number ({v!r})"
-    if isinstance(v, str):
-        return f"a string ({v[:40]!r})"
-    if isinstance(v, list):
-        return "a list"
-    return f"a {type(v).__name__}"
+    eng = _model()
+    try:
+        new = eng.set_key(cfg, dotted, value)
+    except eng.ConfigError as e:
+        raise ConfigError(where, e.path, e.msg) from None
+    cfg.clear()
+    cfg.update(new)

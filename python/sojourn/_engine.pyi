@@ -78,6 +78,15 @@ def size_dist_spec(spec: Any, base_dir: str = ".", key: str = "size") -> dict[st
 def sample_sizes(spec: Any, n: int, seed: int, base_dir: str = ".") -> list[int]:
     """n sizes drawn by the engine's sampler from Rng::from_seed(seed)."""
 
+def parse_set(item: str) -> tuple[str, Any]:
+    """`--set KEY=VALUE` as (KEY, VALUE): VALUE in TOML syntax, bare words are strings."""
+
+def check_key(dotted: str) -> None:
+    """Checks a dotted override key such as "workload[1].rate" (ConfigError if bad)."""
+
+def set_key(cfg: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    """cfg with dotted = value set (tables and list items created), as a new dict."""
+
 def deploy_model(cfg: dict[str, Any], base_dir: str) -> dict[str, Any]:
     """The deployable view of an experiment (sojourn.deploy): name, nodes, links (per
     direction: name, from, to, rate_kind, rate_bps, shaper, delay_ns, loss, qdisc, not_linux

@@ -179,11 +179,10 @@ def _check_set(file: str, where: str, s: Any) -> dict:
 def _check_key(file: str, where: str, key: str) -> None:
     """The syntax of a dotted override key (``workload[1].rate``), checked when the sweep
     file is read: a bad index is named here rather than in every point."""
-    from ._config import _split_index
+    from ._config import check_key
 
     try:
-        for part in key.split("."):
-            _split_index(part.strip(), file, key)
+        check_key(key, file)
     except ConfigError as e:
         raise ConfigError(file, where, e.msg) from None
 

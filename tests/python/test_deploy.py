@@ -204,7 +204,7 @@ def test_printed_script_applies_in_a_namespace_idempotently():
         assert "meta priority set ct bytes map { 0-6331208 : 1:6, 6331209-18446744073709551615 : 1:0 }" in listed
         q = ns.exec("tc", "qdisc", "show", "dev", "sja").stdout
         assert q.startswith("qdisc pfifo_fast 1: root"), q
-        # the kernel turned conntrack byte accounting on for the rule (live_linux.md)
+        # the kernel turned conntrack byte accounting on for the rule (docs/deploy.md, conntrack accounting)
         assert ns.exec("cat", "/proc/sys/net/netfilter/nf_conntrack_acct").stdout.strip() == "1"
 
 

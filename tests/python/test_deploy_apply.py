@@ -68,7 +68,7 @@ def test_apply_twice_then_remove_leaves_the_device_as_before():
         assert "table inet sojourn_seed000_age_1g {" in n
         assert "meta priority set ct bytes map { 0-6331208 : 1:6, 6331209-18446744073709551615 : 1:0 }" in n
         assert 'comment "sojourn deploy: seed000-age-1g"' in n
-        # the kernel switched conntrack byte accounting on for the rule (live_linux.md)
+        # the kernel switched conntrack byte accounting on for the rule (docs/deploy.md, conntrack accounting)
         assert rep.acct == "1" and not rep.acct_set
         assert ns.exec("cat", "/proc/sys/net/netfilter/nf_conntrack_acct").stdout.strip() == "1"
         applied = state(ns)

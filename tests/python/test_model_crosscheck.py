@@ -9,7 +9,9 @@ sides describe the same law:
   equals Python's to 1e-9;
 * the same seed gives the same samples on both sides (the literals are asserted by the Rust
   test ``dist::tests::the_draws_python_sees`` too);
-* units: Python's parsers give the engine's numbers (literals from the unit definitions).
+* units: Python's parsers give the engine's numbers (literals from the unit definitions);
+* ``--set``: Python's ``parse_set``/``set_key`` are the engine's (TOML values, the messages of
+  the bad-input catalogue as literal lines).
 
 Tolerance for sample means: 4.5 standard errors, with the standard error from the law's
 analytic second moment (a false alarm has probability below 1e-5 per check).
@@ -125,3 +127,45 @@ def test_the_threshold_cli_reads_the_experiment_file_notation():
     assert D.parse_dist(SPECS["choice"]).mean == pytest.approx((15_000 + 44_000 + 73_000 + 102_000) / 4)
     with pytest.raises(ValueError, match="size.alpha"):
         D.parse_dist('{ dist = "pareto", alpha = -1, min = "2kB", max = "2MB" }')
+
+
+# --- `--set` overrides: one grammar, one parser (crates/sojourn-experiment/src/overrides.rs) ---
+
+def test_set_values_are_toml_and_bare_words_strings():
+    from sojourn._cli_common import parse_set
+
+    got = parse_set(["topology.bottleneck.qdisc=codel", "seed = 7", "a=1.5", "b=true",
+                     "c=[1, \"x\"]", "d={ kind = \"red\" }", "e=10Mbit", "f=x=y"])
+    assert got == {"topology.bottleneck.qdisc": "codel", "seed": 7, "a": 1.5, "b": True,
+                   "c": [1, "x"], "d": {"kind": "red"}, "e": "10Mbit", "f": "x=y"}
+    assert [type(v) for v in got.values()] == [str, int, float, bool, list, dict, str, str]
+
+
+def test_set_key_creates_tables_pads_lists_and_keeps_the_dict():
+    from sojourn._config import set_key
+
+    cfg = {"duration": "1s", "workload": [{"kind": "cbr"}]}
+    same = cfg
+    set_key(cfg, "workload[2].rate", "1Mbit")
+    set_key(cfg, " topology . bottleneck.qdisc ", {"kind": "pie", "target": "15ms"})
+    assert same is cfg
+    assert cfg == {"duration": "1s", "workload": [{"kind": "cbr"}, {}, {"rate": "1Mbit"}],
+                   "topology": {"bottleneck": {"qdisc": {"kind": "pie", "target": "15ms"}}}}
+
+
+@pytest.mark.parametrize("key,line", [
+    ("workload[x].rate", "--set: workload[x].rate: list index 'x' in 'workload[x]' is not a non-negative integer"),
+    ("workload[100000000].rate", "--set: workload[100000000].rate: list index 100000000 is too large (at most 9999)"),
+    ("duration.value", "--set: duration.value: duration is a string ('1s'), not a table, so it has no key 'value'"),
+    ("workload.rate", "--set: workload.rate: workload is a list, not a table, so it has no key 'rate'"),
+    ("a..b", "--set: a..b: empty key name (two dots, or a leading/trailing dot)"),
+])
+def test_set_key_messages_are_the_engines(key, line):
+    from sojourn._config import ConfigError, set_key
+
+    with pytest.raises(ConfigError) as e:
+        set_key({"duration": "1s", "workload": []}, key, 1)
+    assert str(e.value) == line
+    with pytest.raises(E.ConfigError) as e:  # the engine's own words, one line
+        E.set_key({"duration": "1s", "workload": []}, key, 1)
+    assert str(e.value) == line.removeprefix("--set: ")

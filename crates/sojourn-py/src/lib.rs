@@ -87,7 +87,11 @@ pub(crate) fn to_value(
     ))
 }
 
-fn to_table(d: &Bound<'_, PyDict>, path: &str, depth: usize) -> Result<Table, ConfError> {
+pub(crate) fn to_table(
+    d: &Bound<'_, PyDict>,
+    path: &str,
+    depth: usize,
+) -> Result<Table, ConfError> {
     let mut t = Table::default();
     for (k, v) in d.iter() {
         let key: String = k

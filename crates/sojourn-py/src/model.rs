@@ -1,16 +1,18 @@
 //! The experiment model's single sources of truth, for the Python front: the units parser
-//! of sojourn-core (sizes, rates, durations) and the flow-size distribution grammar and
-//! sampler of sojourn-experiment. Python's `sojourn.units` and `sojourn.dists` call these
-//! instead of parsing a second time (docs/architecture.md).
+//! of sojourn-core (sizes, rates, durations), the flow-size distribution grammar and
+//! sampler and the `--set` overrides of sojourn-experiment. Python's `sojourn.units`,
+//! `sojourn.dists` and `sojourn._config` call these instead of parsing a second time
+//! (docs/architecture.md).
 
-use crate::{conf_err, to_value};
+use crate::{conf_err, to_table, to_value};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
-use sojourn_core::params::{Params, Table};
+use pyo3::types::{PyBool, PyDict, PyList, PyString};
+use sojourn_core::params::{Params, Table, Value};
 use sojourn_core::rng::Rng;
 use sojourn_core::units;
 use sojourn_experiment::dist::SizeDist;
+use sojourn_experiment::overrides;
 use std::path::Path;
 
 /// Bytes in a size such as `"1500B"`, `"300KiB"`, `"64kB"` (ValueError on bad input).
@@ -111,7 +113,64 @@ fn sample_sizes(
     Ok((0..n).map(|_| d.draw(&mut rng)).collect())
 }
 
+/// A configuration value as Python's (tomllib's) types: dicts, lists, str, int, float, bool.
+fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Int(i) => i.into_pyobject(py)?.into_any(),
+        Value::Float(x) => x.into_pyobject(py)?.into_any(),
+        Value::Str(s) => PyString::new(py, s).into_any(),
+        Value::Array(items) => {
+            let l = PyList::empty(py);
+            for x in items {
+                l.append(to_py(py, x)?)?;
+            }
+            l.into_any()
+        }
+        Value::Table(t) => {
+            let d = PyDict::new(py);
+            for (k, x) in &t.0 {
+                d.set_item(k, to_py(py, x)?)?;
+            }
+            d.into_any()
+        }
+    })
+}
+
+/// `--set KEY=VALUE` as `(KEY, VALUE)`: VALUE in TOML syntax, bare words are strings
+/// (ConfigError with the item as its path on a missing `=`).
+#[pyfunction]
+fn parse_set<'py>(py: Python<'py>, item: &str) -> PyResult<(String, Bound<'py, PyAny>)> {
+    let (k, v) = overrides::parse_assignment(item).map_err(conf_err)?;
+    Ok((k, to_py(py, &v)?))
+}
+
+/// Checks the syntax of a dotted override key (`workload[1].rate`); ConfigError if bad.
+#[pyfunction]
+fn check_key(dotted: &str) -> PyResult<()> {
+    overrides::parse_key(dotted).map_err(conf_err).map(|_| ())
+}
+
+/// `cfg` with `dotted = value` set (tables and list items created on the way), as a new
+/// dict; ConfigError (path: the key) on a bad key or a path through a non-table.
+#[pyfunction]
+fn set_key<'py>(
+    py: Python<'py>,
+    cfg: &Bound<'py, PyDict>,
+    dotted: &str,
+    value: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    overrides::parse_key(dotted).map_err(conf_err)?;
+    let mut t = to_table(cfg, "", 0).map_err(conf_err)?;
+    let v = to_value(value, dotted, 1).map_err(conf_err)?;
+    overrides::set_key(&mut t, dotted, v).map_err(conf_err)?;
+    to_py(py, &Value::Table(t))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(parse_set, m)?)?;
+    m.add_function(wrap_pyfunction!(check_key, m)?)?;
+    m.add_function(wrap_pyfunction!(set_key, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(parse_rate, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration_ns, m)?)?;

@@ -31,7 +31,7 @@ from ..results import Result
 
 ALPHAS = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875)
 
-# The paper's tables, transcribed from the seed text (seeds/004_*.txt, section IV). Units:
+# The paper's tables, transcribed from the paper's text (C. Ford 2019, docs/repro/lstf.md; section IV). Units:
 # delay and slack in seconds, queue length in bytes. The text extraction lost some cells
 # (None): Table II's variance, Table IV's middle column (the two surviving numbers are the
 # mean and the standard deviation: the text says LSTFCoDel's variance and std are "much

@@ -17,6 +17,7 @@
 //! the kernel function whose behaviour a block reproduces. Times are signed ns (`ktime_t`).
 
 use super::cobalt::{self, CobaltParams, CobaltVars};
+use super::drr_lists::{self, DrrLists};
 use super::spec::{tc_rate, tc_size, tc_time, NotLinux, TcKey};
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::{proto, seq32, tcp_flags, Packet, TransportHeader};
@@ -244,11 +245,10 @@ const SET_SPARSE_WAIT: u8 = 2;
 const SET_BULK: u8 = 3;
 const SET_DECAYING: u8 = 4;
 
-/// Which flow list a queue sits on.
-const LIST_NEW: u8 = 0;
-const LIST_OLD: u8 = 1;
+/// Which flow list a queue sits on: fq_codel's new and old lists, and CAKE's decaying one.
+const LIST_NEW: u8 = drr_lists::NEW;
+const LIST_OLD: u8 = drr_lists::OLD;
 const LIST_DECAYING: u8 = 2;
-const LIST_NONE: u8 = 3;
 
 /// A packet in the pool, linked into its queue.
 #[derive(Clone, Copy, Debug)]
@@ -264,13 +264,9 @@ struct Slot {
 struct Flow {
     head: u32,
     tail: u32,
-    prev: u32,
-    next: u32,
-    list: u8,
     set: u8,
     srchost: u16,
     dsthost: u16,
-    deficit: i32,
     backlog_bytes: u32,
     dropped: u32,
     cvars: CobaltVars,
@@ -281,13 +277,9 @@ impl Default for Flow {
         Flow {
             head: NIL,
             tail: NIL,
-            prev: NIL,
-            next: NIL,
-            list: LIST_NONE,
             set: SET_NONE,
             srchost: 0,
             dsthost: 0,
-            deficit: 0,
             backlog_bytes: 0,
             dropped: 0,
             cvars: CobaltVars::new(),
@@ -302,23 +294,6 @@ struct Host {
     dsthost_tag: u32,
     srchost_bulk_flow_count: u16,
     dsthost_bulk_flow_count: u16,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct List {
-    head: u32,
-    tail: u32,
-}
-
-impl List {
-    const EMPTY: List = List {
-        head: NIL,
-        tail: NIL,
-    };
-    #[inline]
-    fn is_empty(&self) -> bool {
-        self.head == NIL
-    }
 }
 
 /// Per-tin counters (as `tc -s qdisc show` reports them).
@@ -343,7 +318,8 @@ struct Tin {
     hosts: Vec<Host>,
     /// Position of each queue in the overflow heap.
     overflow_idx: Vec<u16>,
-    lists: [List; 3],
+    /// Deficits and the new, old and decaying lists of the queues.
+    lists: DrrLists<3>,
     flow_quantum: u32,
     cparams: CobaltParams,
     bulk_flow_count: u32,
@@ -368,7 +344,7 @@ impl Tin {
             tags: vec![0; CAKE_QUEUES],
             hosts: vec![Host::default(); CAKE_QUEUES],
             overflow_idx: vec![0; CAKE_QUEUES],
-            lists: [List::EMPTY; 3],
+            lists: DrrLists::new(CAKE_QUEUES),
             flow_quantum: 1514,
             cparams: CobaltParams {
                 interval_ns: 100_000_000,
@@ -395,47 +371,6 @@ impl Tin {
     #[inline]
     fn active_flows(&self) -> u32 {
         self.sparse_flow_count + self.bulk_flow_count
-    }
-
-    fn unlink(&mut self, idx: usize) {
-        let f = self.flows[idx];
-        if f.list == LIST_NONE {
-            return;
-        }
-        let l = f.list as usize;
-        if f.prev == NIL {
-            self.lists[l].head = f.next;
-        } else {
-            self.flows[f.prev as usize].next = f.next;
-        }
-        if f.next == NIL {
-            self.lists[l].tail = f.prev;
-        } else {
-            self.flows[f.next as usize].prev = f.prev;
-        }
-        let f = &mut self.flows[idx];
-        f.prev = NIL;
-        f.next = NIL;
-        f.list = LIST_NONE;
-    }
-
-    /// `list_move_tail`: (re)append queue `idx` to list `which`.
-    fn move_tail(&mut self, idx: usize, which: u8) {
-        self.unlink(idx);
-        let l = which as usize;
-        let tail = self.lists[l].tail;
-        {
-            let f = &mut self.flows[idx];
-            f.prev = tail;
-            f.next = NIL;
-            f.list = which;
-        }
-        if tail == NIL {
-            self.lists[l].head = idx as u32;
-        } else {
-            self.flows[tail as usize].next = idx as u32;
-        }
-        self.lists[l].tail = idx as u32;
     }
 
     /// Host-load divisor for queue `idx`: the larger bulk-flow count of its hosts (≥ 1).
@@ -1142,7 +1077,7 @@ impl Cake {
         }
         let set = b.flows[idx].set;
         if b.flows[idx].cvars.is_active(now) {
-            b.move_tail(idx, LIST_DECAYING);
+            b.lists.move_tail(idx, LIST_DECAYING);
             match set {
                 SET_BULK => {
                     b.bulk_flow_count -= 1;
@@ -1157,7 +1092,7 @@ impl Cake {
             }
             b.flows[idx].set = SET_DECAYING;
         } else {
-            b.unlink(idx);
+            b.lists.remove(idx);
             match set {
                 SET_SPARSE | SET_SPARSE_WAIT => b.sparse_flow_count -= 1,
                 SET_BULK => {
@@ -1357,11 +1292,11 @@ impl Qdisc for Cake {
             if set == SET_DECAYING {
                 b.decaying_flow_count -= 1;
             }
-            b.move_tail(idx, LIST_NEW);
+            b.lists.move_tail(idx, LIST_NEW);
             b.flows[idx].set = SET_SPARSE;
             b.sparse_flow_count += 1;
             let load = b.host_load(idx, mode);
-            b.flows[idx].deficit = ((b.flow_quantum * QUANTUM_DIV[load]) >> 16) as i32;
+            *b.lists.deficit_mut(idx) = ((b.flow_quantum * QUANTUM_DIV[load]) >> 16) as i32;
         } else if set == SET_SPARSE_WAIT {
             // Was empty and counted sparse, but already in the bulk rotation.
             b.flows[idx].set = SET_BULK;
@@ -1413,22 +1348,21 @@ impl Qdisc for Cake {
             'retry: loop {
                 // Flow choice: decaying head on the first pass, else new, old, decaying.
                 let b = &mut self.tins[tin];
-                let list = if first_flow && !b.lists[LIST_DECAYING as usize].is_empty() {
-                    LIST_DECAYING
-                } else if !b.lists[LIST_NEW as usize].is_empty() {
-                    LIST_NEW
-                } else if !b.lists[LIST_OLD as usize].is_empty() {
-                    LIST_OLD
-                } else if !b.lists[LIST_DECAYING as usize].is_empty() {
-                    LIST_DECAYING
+                let l = &b.lists;
+                let head = if first_flow && !l.is_empty(LIST_DECAYING) {
+                    l.head(LIST_DECAYING)
                 } else {
+                    l.head(LIST_NEW)
+                        .or_else(|| l.head(LIST_OLD))
+                        .or_else(|| l.head(LIST_DECAYING))
+                };
+                let Some(idx) = head else {
                     continue 'begin;
                 };
-                let idx = b.lists[list as usize].head as usize;
                 first_flow = false;
 
                 // DRR++ with host-load-scaled quantum.
-                if b.flows[idx].deficit <= 0 {
+                if b.lists.deficit(idx) <= 0 {
                     if b.flows[idx].set == SET_SPARSE {
                         if b.flows[idx].head != NIL {
                             b.sparse_flow_count -= 1;
@@ -1441,9 +1375,9 @@ impl Qdisc for Cake {
                     }
                     let load = b.host_load(idx, mode);
                     let dither = self.rng.next_u32() >> 16;
-                    b.flows[idx].deficit +=
+                    *b.lists.deficit_mut(idx) +=
                         ((b.flow_quantum * QUANTUM_DIV[load] + dither) >> 16) as i32;
-                    b.move_tail(idx, LIST_OLD);
+                    b.lists.move_tail(idx, LIST_OLD);
                     continue 'retry;
                 }
 
@@ -1479,7 +1413,7 @@ impl Qdisc for Cake {
                         let adjusted = slots[s as usize].adjusted_len;
                         let len = self.advance_shaper(tin, adjusted, now, true) as i32;
                         let b = &mut self.tins[tin];
-                        b.flows[idx].deficit -= len;
+                        *b.lists.deficit_mut(idx) -= len;
                         b.tin_deficit = b.tin_deficit.wrapping_sub(len); // s32 arithmetic as in the kernel
                     }
                     let pkt = self.release_slot(s);
@@ -1529,7 +1463,7 @@ impl Cake {
             b.stats.ecn_marked += 1;
             self.ecn_marks += 1;
         }
-        b.flows[idx].deficit -= len;
+        *b.lists.deficit_mut(idx) -= len;
         b.tin_deficit = b.tin_deficit.wrapping_sub(len); // s32 arithmetic as in the kernel
         b.stats.sent_packets += 1;
         let pkt = self.release_slot(s);

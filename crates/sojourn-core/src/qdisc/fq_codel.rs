@@ -19,12 +19,13 @@
 //!
 //! Data layout: packets live in one slab of index-linked nodes (no allocation per packet
 //! once the slab has grown to the high-water mark); each flow holds head/tail indices, its
-//! deficit and CoDel vars; `new_flows`/`old_flows` are intrusive singly-linked lists of
-//! flow indices (Linux only ever moves or removes the head). Per-flow byte backlogs are a
-//! separate array, scanned linearly only on overflow, as in Linux.
+//! CoDel vars; the deficits and the `new_flows`/`old_flows` lists are the shared
+//! [`DrrLists`] (super::drr_lists). Per-flow byte backlogs are a separate array, scanned
+//! linearly only on overflow, as in Linux.
 
 use super::codel::codel_params;
 use super::codel_law::{codel_dequeue, CodelParams, CodelQueue, CodelStats, CodelVars};
+use super::drr_lists::{DrrLists, NEW, OLD};
 use super::spec::{tc_size, NotLinux, TcKey};
 use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
@@ -88,71 +89,13 @@ impl Slab {
     }
 }
 
-/// Which list a flow is on (`flowchain`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum List {
-    None,
-    New,
-    Old,
-}
-
 /// One flow queue (`struct fq_codel_flow`).
 #[derive(Clone, Copy, Debug)]
 struct Flow {
     /// First and last packet (slab indices), `NIL` when empty.
     head: u32,
     tail: u32,
-    /// Next flow on the same list.
-    next: u32,
-    list: List,
-    /// DRR deficit in bytes (may go negative).
-    deficit: i32,
     cvars: CodelVars,
-}
-
-/// An intrusive FIFO list of flow indices.
-#[derive(Clone, Copy, Debug)]
-struct FlowList {
-    head: u32,
-    tail: u32,
-    len: u32,
-}
-
-impl FlowList {
-    const EMPTY: FlowList = FlowList {
-        head: NIL,
-        tail: NIL,
-        len: 0,
-    };
-    #[inline]
-    fn is_empty(&self) -> bool {
-        self.head == NIL
-    }
-    #[inline]
-    fn push_back(&mut self, flows: &mut [Flow], idx: u32, which: List) {
-        let f = &mut flows[idx as usize];
-        f.next = NIL;
-        f.list = which;
-        if self.tail == NIL {
-            self.head = idx;
-        } else {
-            flows[self.tail as usize].next = idx;
-        }
-        self.tail = idx;
-        self.len += 1;
-    }
-    /// Unlinks the head (which must exist) and returns it, its `list` still set.
-    #[inline]
-    fn pop_front(&mut self, flows: &mut [Flow]) -> u32 {
-        let idx = self.head;
-        self.head = flows[idx as usize].next;
-        if self.head == NIL {
-            self.tail = NIL;
-        }
-        flows[idx as usize].next = NIL;
-        self.len -= 1;
-        idx
-    }
 }
 
 /// The CoDel view of one flow: pops its head, keeps every backlog counter right
@@ -196,8 +139,8 @@ pub struct FqCodel {
     /// Bytes queued per flow (Linux `backlogs[]`), scanned for the fattest flow.
     backlogs: Vec<u32>,
     slab: Slab,
-    new_flows: FlowList,
-    old_flows: FlowList,
+    /// Deficits and the new/old lists (RFC 8290 §4.2).
+    drr: DrrLists<2>,
     /// Packets queued (`sch->q.qlen`).
     qlen: usize,
     /// Bytes queued (`sch->qstats.backlog`).
@@ -264,17 +207,13 @@ impl FqCodel {
                 Flow {
                     head: NIL,
                     tail: NIL,
-                    next: NIL,
-                    list: List::None,
-                    deficit: 0,
                     cvars: CodelVars::default(),
                 };
                 n
             ],
             backlogs: vec![0; n],
             slab: Slab::new(),
-            new_flows: FlowList::EMPTY,
-            old_flows: FlowList::EMPTY,
+            drr: DrrLists::new(n),
             qlen: 0,
             backlog_bytes: 0,
             memory_usage: 0,
@@ -326,10 +265,10 @@ impl FqCodel {
         self.memory_usage
     }
     pub fn new_flows_len(&self) -> usize {
-        self.new_flows.len as usize
+        self.drr.len(NEW)
     }
     pub fn old_flows_len(&self) -> usize {
-        self.old_flows.len as usize
+        self.drr.len(OLD)
     }
     /// Overflow drops (`drop_overlimit`) and those while over the memory limit.
     pub fn drop_overlimit(&self) -> u64 {
@@ -343,7 +282,7 @@ impl FqCodel {
     }
     /// A queue's DRR deficit and CoDel state (for tests and probes).
     pub fn flow_state(&self, idx: usize) -> (i32, CodelVars) {
-        (self.flows[idx].deficit, self.flows[idx].cvars)
+        (self.drr.deficit(idx), self.flows[idx].cvars)
     }
 
     /// `fq_codel_drop`: finds the flow with the largest byte backlog (first in index order
@@ -408,18 +347,10 @@ impl Qdisc for FqCodel {
         self.backlogs[idx] += len;
         self.backlog_bytes += len as u64;
 
-        // A flow on no list becomes active: tail of new_flows with a full quantum. A flow
-        // still listed (even if empty) keeps its list and deficit (RFC 8290 §4.1).
-        if flow.list == List::None {
-            flow.deficit = self.quantum;
-            if self.new_flow_priority {
-                self.new_flows
-                    .push_back(&mut self.flows, idx as u32, List::New);
-            } else {
-                // WP ablation: one round-robin list, new flows at its tail.
-                self.old_flows
-                    .push_back(&mut self.flows, idx as u32, List::Old);
-            }
+        // A flow on no list becomes active with a full quantum (WP ablation: at the tail
+        // of the one round-robin list).
+        let list = if self.new_flow_priority { NEW } else { OLD };
+        if self.drr.activate(idx, self.quantum, list) {
             self.new_flow_count += 1;
         }
 
@@ -449,38 +380,14 @@ impl Qdisc for FqCodel {
     }
 
     fn dequeue(&mut self, now: Time, drops: &mut Drops) -> Dequeue {
-        loop {
-            // new_flows first, then old_flows (RFC 8290 §4.2).
-            let from_new = !self.new_flows.is_empty();
-            let idx = if from_new {
-                self.new_flows.head
-            } else if !self.old_flows.is_empty() {
-                self.old_flows.head
-            } else {
-                return Dequeue::Empty;
-            };
-            let list = if from_new {
-                &mut self.new_flows
-            } else {
-                &mut self.old_flows
-            };
-
-            // Quantum used up: refill and go to the back of old_flows.
-            if self.flows[idx as usize].deficit <= 0 {
-                list.pop_front(&mut self.flows);
-                self.flows[idx as usize].deficit += self.quantum;
-                self.old_flows.push_back(&mut self.flows, idx, List::Old);
-                continue;
-            }
-
-            let Flow {
-                head, tail, cvars, ..
-            } = &mut self.flows[idx as usize];
+        // new_flows first, then old_flows (RFC 8290 §4.2).
+        while let Some(idx) = self.drr.next_flow(self.quantum) {
+            let Flow { head, tail, cvars } = &mut self.flows[idx];
             let mut q = FlowQueue {
                 head,
                 tail,
                 slab: &mut self.slab,
-                flow_backlog: &mut self.backlogs[idx as usize],
+                flow_backlog: &mut self.backlogs[idx],
                 qlen: &mut self.qlen,
                 backlog_bytes: &mut self.backlog_bytes,
                 memory_usage: &mut self.memory_usage,
@@ -490,27 +397,15 @@ impl Qdisc for FqCodel {
             match got {
                 Some(p) => {
                     // Only delivered bytes are charged; CoDel's drops are not.
-                    self.flows[idx as usize].deficit -= p.len_bytes as i32;
+                    *self.drr.deficit_mut(idx) -= p.len_bytes as i32;
                     return Dequeue::Packet(p);
                 }
-                None => {
-                    // Empty. A new flow goes to the back of old_flows if that list is
-                    // non-empty (anti-starvation: it must wait a full old round before it
-                    // can be "new" again); otherwise it leaves the lists.
-                    let list = if from_new {
-                        &mut self.new_flows
-                    } else {
-                        &mut self.old_flows
-                    };
-                    list.pop_front(&mut self.flows);
-                    if from_new && self.starvation_prevention && !self.old_flows.is_empty() {
-                        self.old_flows.push_back(&mut self.flows, idx, List::Old);
-                    } else {
-                        self.flows[idx as usize].list = List::None;
-                    }
-                }
+                // Empty: an emptied new flow waits a full old round before it can be "new"
+                // again (anti-starvation), unless the WSPM ablation is on.
+                None => self.drr.retire_empty(idx, self.starvation_prevention),
             }
         }
+        Dequeue::Empty
     }
 
     #[inline]
@@ -525,8 +420,8 @@ impl Qdisc for FqCodel {
         self.cstats.marked_packets
     }
     fn observe(&mut self, _now: Time, emit: &mut dyn FnMut(&str, f64)) {
-        emit("new_flows", self.new_flows.len as f64);
-        emit("old_flows", self.old_flows.len as f64);
+        emit("new_flows", self.drr.len(NEW) as f64);
+        emit("old_flows", self.drr.len(OLD) as f64);
         emit("memory_usage_bytes", self.memory_usage as f64);
     }
 }

@@ -14,6 +14,7 @@
 //! update depends only on its own state and its own backlog, which cannot change between
 //! its operations, so this is exact and costs nothing per packet for idle flows.
 
+use super::drr_lists::{DrrLists, NEW};
 use super::pie::{
     ns_to_ticks, pie_tc_keys, prob_fraction, PieControl, PieParams, PieVars, FIRST_UPDATE, MAX_PROB,
 };
@@ -25,49 +26,15 @@ use crate::rng::{splitmix64_mix, Rng};
 use crate::time::Time;
 use std::collections::VecDeque;
 
-/// End of an index-linked list.
-const NIL: u32 = u32::MAX;
-
-/// Which DRR list a flow is on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum OnList {
-    None,
-    New,
-    Old,
-}
-
 /// One flow queue (`struct fq_pie_flow`).
 #[derive(Debug)]
 struct Flow {
     queue: VecDeque<Packet>,
     /// Bytes queued in this flow (`flow->backlog`).
     backlog_bytes: u32,
-    /// DRR credit, bytes (`s32 deficit`).
-    deficit: i32,
-    list: OnList,
-    /// Next flow on the same list.
-    next: u32,
     vars: PieVars,
     /// This flow's next due probability update (lazy timer).
     next_update: Time,
-}
-
-/// A FIFO list of flow indices linked through `Flow::next`.
-#[derive(Clone, Copy, Debug)]
-struct FlowList {
-    head: u32,
-    tail: u32,
-}
-
-impl FlowList {
-    const EMPTY: FlowList = FlowList {
-        head: NIL,
-        tail: NIL,
-    };
-    #[inline]
-    fn is_empty(&self) -> bool {
-        self.head == NIL
-    }
 }
 
 /// fq_pie's own parameters (beside the PIE ones), Linux defaults in `Default`.
@@ -191,8 +158,8 @@ pub struct FqPie {
     /// Bytes of truesize above which `overmemory` is counted (never enforced, as Linux).
     memory_limit: u32,
     flows: Vec<Flow>,
-    new_flows: FlowList,
-    old_flows: FlowList,
+    /// DRR credits (`s32 deficit`) and the new/old lists, as fq_codel's.
+    drr: DrrLists<2>,
     qlen: usize,
     backlog_bytes: u64,
     /// Sum of `truesize` of the queued packets.
@@ -218,9 +185,6 @@ impl FqPie {
             .map(|_| Flow {
                 queue: VecDeque::new(),
                 backlog_bytes: 0,
-                deficit: 0,
-                list: OnList::None,
-                next: NIL,
                 vars: PieVars::new(),
                 next_update: Time::ZERO + FIRST_UPDATE,
             })
@@ -232,8 +196,7 @@ impl FqPie {
             ecn_prob: cfg.ecn_prob,
             memory_limit: cfg.memory_limit,
             flows,
-            new_flows: FlowList::EMPTY,
-            old_flows: FlowList::EMPTY,
+            drr: DrrLists::new(cfg.flows as usize),
             qlen: 0,
             backlog_bytes: 0,
             memory_usage: 0,
@@ -296,46 +259,6 @@ impl FqPie {
         f.vars
             .run_timer(&self.params, f.backlog_bytes, &mut f.next_update, now);
     }
-
-    #[inline]
-    fn list_mut(&mut self, which: OnList) -> &mut FlowList {
-        match which {
-            OnList::New => &mut self.new_flows,
-            OnList::Old => &mut self.old_flows,
-            OnList::None => unreachable!("no list"),
-        }
-    }
-
-    /// Appends flow `idx` (on no list) to the tail of `which`.
-    #[inline]
-    fn push_tail(&mut self, which: OnList, idx: u32) {
-        let f = &mut self.flows[idx as usize];
-        f.next = NIL;
-        f.list = which;
-        let tail = self.list_mut(which).tail;
-        if tail == NIL {
-            self.list_mut(which).head = idx;
-        } else {
-            self.flows[tail as usize].next = idx;
-        }
-        self.list_mut(which).tail = idx;
-    }
-
-    /// Removes the head of `which` (non-empty) and returns it.
-    #[inline]
-    fn pop_head(&mut self, which: OnList) -> u32 {
-        let idx = self.list_mut(which).head;
-        let f = &mut self.flows[idx as usize];
-        let next = f.next;
-        f.next = NIL;
-        f.list = OnList::None;
-        let list = self.list_mut(which);
-        list.head = next;
-        if next == NIL {
-            list.tail = NIL;
-        }
-        idx
-    }
 }
 
 impl Qdisc for FqPie {
@@ -376,43 +299,20 @@ impl Qdisc for FqPie {
         self.backlog_bytes += len as u64;
         self.qlen += 1;
         f.queue.push_back(pkt);
-        if f.list == OnList::None {
-            f.deficit = self.quantum as i32;
+        if self.drr.activate(idx, self.quantum as i32, NEW) {
             f.backlog_bytes = 0;
             self.new_flow_count += 1;
-            self.push_tail(OnList::New, idx as u32);
         }
-        self.flows[idx].backlog_bytes += len;
+        f.backlog_bytes += len;
         Verdict::Queued
     }
 
     fn dequeue(&mut self, now: Time, _drops: &mut Drops) -> Dequeue {
-        loop {
-            let which = if !self.new_flows.is_empty() {
-                OnList::New
-            } else if !self.old_flows.is_empty() {
-                OnList::Old
-            } else {
-                return Dequeue::Empty;
-            };
-            let idx = match which {
-                OnList::New => self.new_flows.head,
-                _ => self.old_flows.head,
-            } as usize;
-            // Credit exhausted: refill and go to the back of old_flows.
-            if self.flows[idx].deficit <= 0 {
-                self.flows[idx].deficit += self.quantum as i32;
-                self.pop_head(which);
-                self.push_tail(OnList::Old, idx as u32);
-                continue;
-            }
+        // new_flows first, then old_flows (RFC 8290 §4.2, as fq_codel).
+        while let Some(idx) = self.drr.next_flow(self.quantum as i32) {
             if self.flows[idx].queue.is_empty() {
-                // An emptied new flow passes through old_flows once (anti-starvation)
-                // if there are old flows; otherwise it leaves the lists.
-                self.pop_head(which);
-                if which == OnList::New && !self.old_flows.is_empty() {
-                    self.push_tail(OnList::Old, idx as u32);
-                }
+                // An emptied new flow passes through old_flows once (anti-starvation).
+                self.drr.retire_empty(idx, true);
                 continue;
             }
             // Due updates see the backlog before this dequeue.
@@ -420,7 +320,7 @@ impl Qdisc for FqPie {
             let f = &mut self.flows[idx];
             let pkt = f.queue.pop_front().expect("non-empty flow");
             let len = pkt.len_bytes;
-            f.deficit -= len as i32;
+            *self.drr.deficit_mut(idx) -= len as i32;
             f.backlog_bytes -= len;
             self.qlen -= 1;
             self.backlog_bytes -= len as u64;
@@ -434,6 +334,7 @@ impl Qdisc for FqPie {
             );
             return Dequeue::Packet(pkt);
         }
+        Dequeue::Empty
     }
 
     #[inline]
@@ -480,6 +381,7 @@ impl Qdisc for FqPie {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::qdisc::drr_lists::OLD;
     use crate::qdisc::testkit::{check_conservation, pkt, Bound};
     use crate::time::Duration;
 
@@ -736,7 +638,7 @@ mod tests {
         q.enqueue(pkt(1, f[0], 100), Time(0), &mut d);
         q.dequeue(Time(0), &mut d).packet().unwrap();
         assert!(matches!(q.dequeue(Time(0), &mut d), Dequeue::Empty));
-        assert_eq!(q.flows[a].list, OnList::None);
+        assert_eq!(q.drr.list_of(a), None);
         // With an old flow present it must first pass through old_flows.
         for i in 0..5 {
             q.enqueue(pkt(10 + i, f[1], 1000), Time(0), &mut d);
@@ -744,15 +646,15 @@ mod tests {
         q.dequeue(Time(0), &mut d).packet().unwrap(); // b new: deficit 1514 -> 514
         q.dequeue(Time(0), &mut d).packet().unwrap(); // b new: 514 -> -486
         q.dequeue(Time(0), &mut d).packet().unwrap(); // b refilled to 1028, old; -> 28
-        assert_eq!(q.flows[b].list, OnList::Old);
+        assert_eq!(q.drr.list_of(b), Some(OLD));
         q.enqueue(pkt(20, f[0], 100), Time(0), &mut d);
-        assert_eq!(q.flows[a].list, OnList::New);
+        assert_eq!(q.drr.list_of(a), Some(NEW));
         assert_eq!(q.dequeue(Time(0), &mut d).packet().unwrap().uid, 20);
         // a is empty: moved behind b on old_flows, then b (deficit 28) is served.
         assert_eq!(q.dequeue(Time(0), &mut d).packet().unwrap().uid, 13);
-        assert_eq!(q.flows[a].list, OnList::Old);
-        assert_eq!(q.old_flows.head as usize, b);
-        assert_eq!(q.old_flows.tail as usize, a);
+        assert_eq!(q.drr.list_of(a), Some(OLD));
+        assert_eq!(q.drr.head(OLD), Some(b));
+        assert_eq!(q.drr.tail(OLD), Some(a));
     }
 
     #[test]

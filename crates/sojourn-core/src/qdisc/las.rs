@@ -14,227 +14,123 @@
 //! MOST attained service is dropped: that flow is the one LAS would serve last, so dropping
 //! from it disturbs the schedule least (it may be the arrival itself).
 //!
-//! Backlogged flows sit in a binary min-heap keyed by (attained, sequence); only the served
-//! flow's key changes, so each dequeue is one pop and at most one push (no allocation once
-//! warm). Entries left behind when an overflow drop empties a flow are skipped lazily.
+//! Backlogged flows sit in the min-heap of [`FlowHeap`] (super::flow_heap, shared with
+//! `srpt`) keyed by attained bytes.
 
+use super::flow_heap::FlowHeap;
 use super::spec::NotLinux;
-use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::{BuildCtx, Dequeue, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::time::{Duration, Time};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 /// Default packet limit (as CAKE's `limit`; sojourn's choice, there is no Linux LAS).
 pub const LAS_LIMIT_PACKETS: u64 = 10240;
 
+/// What LAS remembers of a flow.
 #[derive(Debug, Default)]
-struct Flow {
-    hash: u32,
-    queue: VecDeque<Packet>,
+struct Attained {
     /// Bytes dequeued for this flow since it (re)started.
-    attained_bytes: u64,
+    bytes: u64,
     /// Last enqueue or dequeue of this flow.
     last_active: Time,
-    /// Sequence of the flow's valid heap entry (entries with another seq are stale).
-    seq: u64,
 }
 
-/// Heap entry: (attained bytes, sequence, flow index), smallest first.
-type Entry = Reverse<(u64, u64, u32)>;
-
 pub struct Las {
-    flows: Vec<Flow>,
-    free: Vec<u32>,
-    by_hash: HashMap<u32, u32>,
-    heap: BinaryHeap<Entry>,
-    next_seq: u64,
-    limit: usize,
+    /// Flows keyed by attained bytes; idle flows are kept (their attained service counts).
+    flows: FlowHeap<Attained>,
     /// Idle time after which attained service is forgotten; zero = never.
     idle_reset: Duration,
     /// Sweep idle flows out of the table when it reaches this many entries.
     gc_mark: usize,
-    qlen: usize,
-    backlog_bytes: u64,
 }
 
 impl Las {
     pub fn new(limit: usize, idle_reset: Duration) -> Las {
-        assert!(limit >= 1);
         Las {
-            flows: Vec::new(),
-            free: Vec::new(),
-            by_hash: HashMap::new(),
-            heap: BinaryHeap::new(),
-            next_seq: 0,
-            limit,
+            flows: FlowHeap::new(limit, false),
             idle_reset,
             gc_mark: 1024,
-            qlen: 0,
-            backlog_bytes: 0,
         }
     }
 
     /// Attained service (bytes) of the flow with hash `hash`, if known.
     pub fn attained_bytes(&self, hash: u32) -> Option<u64> {
-        self.by_hash
-            .get(&hash)
-            .map(|&i| self.flows[i as usize].attained_bytes)
+        self.flows
+            .lookup(hash)
+            .map(|i| self.flows.flow(i).state.bytes)
     }
 
     /// Flows with state (backlogged or remembered).
     pub fn flow_count(&self) -> usize {
-        self.by_hash.len()
+        self.flows.known_flows()
     }
 
     #[inline]
-    fn idle_expired(&self, f: &Flow, now: Time) -> bool {
-        !self.idle_reset.is_zero() && now.saturating_since(f.last_active) >= self.idle_reset
-    }
-
-    /// Puts flow `idx` into the heap with its current attained service, behind every flow
-    /// already there with the same count (round-robin among ties).
-    #[inline]
-    fn push_flow(&mut self, idx: u32) {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let f = &mut self.flows[idx as usize];
-        f.seq = seq;
-        self.heap.push(Reverse((f.attained_bytes, seq, idx)));
-    }
-
-    #[inline]
-    fn entry_valid(&self, e: &Entry) -> bool {
-        let f = &self.flows[e.0 .2 as usize];
-        f.seq == e.0 .1 && !f.queue.is_empty()
+    fn idle_expired(idle_reset: Duration, a: &Attained, now: Time) -> bool {
+        !idle_reset.is_zero() && now.saturating_since(a.last_active) >= idle_reset
     }
 
     /// Forgets idle flows whose attained service has expired (amortised: runs when the
     /// table has doubled since the last sweep). With `idle_reset = 0` state is kept forever.
     fn sweep(&mut self, now: Time) {
-        if self.idle_reset.is_zero() || self.by_hash.len() < self.gc_mark {
+        if self.idle_reset.is_zero() || self.flows.known_flows() < self.gc_mark {
             return;
         }
-        let mut freed = Vec::new();
-        for (&h, &i) in self.by_hash.iter() {
-            let f = &self.flows[i as usize];
-            if f.queue.is_empty() && self.idle_expired(f, now) {
-                freed.push((h, i));
-            }
-        }
-        for (h, i) in freed {
-            self.by_hash.remove(&h);
-            self.flows[i as usize].seq = u64::MAX; // invalidates any stale heap entry
-            self.free.push(i);
-        }
-        self.gc_mark = (2 * self.by_hash.len()).max(1024);
+        let idle_reset = self.idle_reset;
+        self.flows
+            .forget(|f| Las::idle_expired(idle_reset, &f.state, now));
+        self.gc_mark = (2 * self.flows.known_flows()).max(1024);
     }
 
     fn flow_index(&mut self, hash: u32, now: Time) -> u32 {
-        if let Some(&i) = self.by_hash.get(&hash) {
+        if let Some(i) = self.flows.lookup(hash) {
             return i;
         }
         self.sweep(now);
-        let i = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.flows.push(Flow::default());
-                (self.flows.len() - 1) as u32
-            }
-        };
-        let f = &mut self.flows[i as usize];
-        f.hash = hash;
-        f.attained_bytes = 0;
-        f.last_active = now;
-        f.seq = u64::MAX;
-        self.by_hash.insert(hash, i);
+        let i = self.flows.insert(hash);
+        self.flows.flow_mut(i).state.last_active = now;
         i
-    }
-
-    /// The backlogged flow with the most attained service (ties: the latest in the round).
-    /// A scan of the heap, only on overflow (like fq_codel's fattest-flow search).
-    fn most_attained(&self) -> Option<u32> {
-        self.heap
-            .iter()
-            .filter(|e| self.entry_valid(e))
-            .max_by_key(|e| (e.0 .0, e.0 .1))
-            .map(|e| e.0 .2)
     }
 }
 
 impl Qdisc for Las {
     fn enqueue(&mut self, pkt: Packet, now: Time, drops: &mut Drops) -> Verdict {
         let idx = self.flow_index(pkt.hash, now);
-        let was_idle = self.flows[idx as usize].queue.is_empty();
-        if was_idle && self.idle_expired(&self.flows[idx as usize], now) {
-            self.flows[idx as usize].attained_bytes = 0;
+        let f = self.flows.flow_mut(idx);
+        if f.queue.is_empty() && Las::idle_expired(self.idle_reset, &f.state, now) {
+            f.state.bytes = 0;
         }
+        f.state.last_active = now;
         let uid = pkt.uid;
-        let f = &mut self.flows[idx as usize];
-        f.last_active = now;
-        f.queue.push_back(pkt);
-        self.qlen += 1;
-        self.backlog_bytes += pkt.len_bytes as u64;
-        if was_idle {
-            self.push_flow(idx);
-        }
-        if self.qlen <= self.limit {
-            return Verdict::Queued;
+        if self.flows.push(idx, pkt) {
+            let key = self.flows.flow(idx).state.bytes;
+            self.flows.schedule(idx, key);
         }
         // Overflow: drop the newest packet of the flow LAS would serve last.
-        let victim = self.most_attained().expect("a backlogged flow exists");
-        let f = &mut self.flows[victim as usize];
-        let p = f.queue.pop_back().expect("valid entries are backlogged");
-        self.qlen -= 1;
-        self.backlog_bytes -= p.len_bytes as u64;
-        let dropped_arrival = p.uid == uid;
-        drops.push(p, DropReason::Overlimit);
-        if dropped_arrival {
-            Verdict::Dropped
-        } else if victim == idx {
-            Verdict::QueuedCongested
-        } else {
-            Verdict::Queued
-        }
+        self.flows.enforce_limit(idx, uid, drops)
     }
 
     fn dequeue(&mut self, now: Time, _drops: &mut Drops) -> Dequeue {
-        while let Some(e) = self.heap.pop() {
-            if !self.entry_valid(&e) {
-                continue; // emptied by an overflow drop
-            }
-            let idx = e.0 .2;
-            let f = &mut self.flows[idx as usize];
-            let p = f.queue.pop_front().expect("valid entries are backlogged");
-            f.attained_bytes += p.len_bytes as u64;
-            f.last_active = now;
-            let more = !f.queue.is_empty();
-            self.qlen -= 1;
-            self.backlog_bytes -= p.len_bytes as u64;
-            if more {
-                self.push_flow(idx);
-            } else {
-                self.flows[idx as usize].seq = u64::MAX;
-            }
-            return Dequeue::Packet(p);
-        }
-        Dequeue::Empty
+        self.flows.dequeue_min(|f, p| {
+            f.state.bytes += p.len_bytes as u64;
+            f.state.last_active = now;
+            f.state.bytes
+        })
     }
 
     fn len_packets(&self) -> usize {
-        self.qlen
+        self.flows.len_packets()
     }
     fn len_bytes(&self) -> u64 {
-        self.backlog_bytes
+        self.flows.len_bytes()
     }
     fn ecn_marks(&self) -> u64 {
         0
     }
     fn observe(&mut self, _now: Time, emit: &mut dyn FnMut(&str, f64)) {
-        emit("flows", self.by_hash.len() as f64);
-        let backlogged = self.heap.iter().filter(|e| self.entry_valid(e)).count();
-        emit("backlogged_flows", backlogged as f64);
+        emit("flows", self.flows.known_flows() as f64);
+        emit("backlogged_flows", self.flows.backlogged_flows() as f64);
     }
 }
 
@@ -474,7 +370,7 @@ mod tests {
         use crate::qdisc::{build, AnyQdisc};
         let ctx = BuildCtx::default();
         match build(&Value::Str("las".into()), "q", &ctx).unwrap() {
-            AnyQdisc::Las(q) => assert_eq!(q.limit as u64, LAS_LIMIT_PACKETS),
+            AnyQdisc::Las(q) => assert_eq!(q.flows.limit() as u64, LAS_LIMIT_PACKETS),
             _ => panic!(),
         }
         assert_eq!(

@@ -15,191 +15,82 @@
 //!
 //! On overflow (`limit` packets, default 10240) the newest packet of the backlogged flow
 //! with the MOST remaining work is dropped (possibly the arrival). Backlogged flows sit in
-//! a binary min-heap keyed by (remaining, sequence); a flow's key only changes when it is
-//! served, so a dequeue is one pop and at most one push; entries orphaned by overflow drops
-//! are skipped lazily.
+//! the min-heap of [`FlowHeap`] (super::flow_heap, shared with `las`) keyed by remaining
+//! work; a flow's key only changes when it is served.
 
+use super::flow_heap::FlowHeap;
 use super::spec::NotLinux;
-use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::{BuildCtx, Dequeue, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::time::Time;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 /// Default packet limit (sojourn's choice, as CAKE's `limit`).
 pub const SRPT_LIMIT_PACKETS: u64 = 10240;
 
-#[derive(Debug, Default)]
-struct Flow {
-    hash: u32,
-    queue: VecDeque<Packet>,
-    /// Sequence of the flow's valid heap entry (others are stale).
-    seq: u64,
-}
-
-/// Heap entry: (remaining work, sequence, flow index), smallest first.
-type Entry = Reverse<(u64, u64, u32)>;
-
 pub struct Srpt {
-    flows: Vec<Flow>,
-    free: Vec<u32>,
-    /// Backlogged flows only (a flow's slot is released when it empties).
-    by_hash: HashMap<u32, u32>,
-    heap: BinaryHeap<Entry>,
-    next_seq: u64,
-    limit: usize,
+    /// Flows keyed by remaining work; a flow's slot is released when it empties.
+    flows: FlowHeap<()>,
     /// Key given to packets of unknown remaining work (u64::MAX or 0).
     unknown_key: u64,
-    qlen: usize,
-    backlog_bytes: u64,
 }
 
 impl Srpt {
     pub fn new(limit: usize, unknown_largest: bool) -> Srpt {
-        assert!(limit >= 1);
         Srpt {
-            flows: Vec::new(),
-            free: Vec::new(),
-            by_hash: HashMap::new(),
-            heap: BinaryHeap::new(),
-            next_seq: 0,
-            limit,
+            flows: FlowHeap::new(limit, true),
             unknown_key: if unknown_largest { u64::MAX } else { 0 },
-            qlen: 0,
-            backlog_bytes: 0,
         }
     }
 
-    /// The flow's remaining work if `p` is its head: bytes from `p` on.
-    #[inline]
-    fn remaining_key(&self, p: &Packet) -> u64 {
+    /// A flow's remaining work with `p` at its head: bytes from `p` on.
+    #[inline(always)]
+    fn remaining_key(unknown_key: u64, p: &Packet) -> u64 {
         let r = p.remaining_bytes + p.hdr.payload_bytes as u64;
         if r == 0 {
-            self.unknown_key
+            unknown_key
         } else {
             r
         }
-    }
-
-    #[inline]
-    fn push_flow(&mut self, idx: u32) {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let key = self.remaining_key(self.flows[idx as usize].queue.front().expect("backlogged"));
-        self.flows[idx as usize].seq = seq;
-        self.heap.push(Reverse((key, seq, idx)));
-    }
-
-    #[inline]
-    fn entry_valid(&self, e: &Entry) -> bool {
-        let f = &self.flows[e.0 .2 as usize];
-        f.seq == e.0 .1 && !f.queue.is_empty()
-    }
-
-    /// Releases an emptied flow's slot.
-    fn release(&mut self, idx: u32) {
-        let f = &mut self.flows[idx as usize];
-        f.seq = u64::MAX;
-        let h = f.hash;
-        self.by_hash.remove(&h);
-        self.free.push(idx);
-    }
-
-    /// The backlogged flow with the most remaining work (ties: the latest). Scans the heap,
-    /// only on overflow.
-    fn most_remaining(&self) -> Option<u32> {
-        self.heap
-            .iter()
-            .filter(|e| self.entry_valid(e))
-            .max_by_key(|e| (e.0 .0, e.0 .1))
-            .map(|e| e.0 .2)
     }
 }
 
 impl Qdisc for Srpt {
     fn enqueue(&mut self, pkt: Packet, _now: Time, drops: &mut Drops) -> Verdict {
-        let idx = match self.by_hash.get(&pkt.hash) {
-            Some(&i) => i,
-            None => {
-                let i = match self.free.pop() {
-                    Some(i) => i,
-                    None => {
-                        self.flows.push(Flow::default());
-                        (self.flows.len() - 1) as u32
-                    }
-                };
-                self.flows[i as usize].hash = pkt.hash;
-                self.by_hash.insert(pkt.hash, i);
-                i
-            }
+        let idx = match self.flows.lookup(pkt.hash) {
+            Some(i) => i,
+            None => self.flows.insert(pkt.hash),
         };
         let uid = pkt.uid;
-        let f = &mut self.flows[idx as usize];
-        let was_idle = f.queue.is_empty();
-        f.queue.push_back(pkt);
-        self.qlen += 1;
-        self.backlog_bytes += pkt.len_bytes as u64;
-        if was_idle {
-            self.push_flow(idx);
-        }
-        if self.qlen <= self.limit {
-            return Verdict::Queued;
+        let key = Srpt::remaining_key(self.unknown_key, &pkt);
+        if self.flows.push(idx, pkt) {
+            self.flows.schedule(idx, key);
         }
         // Overflow: drop the newest packet of the flow SRPT would serve last.
-        let victim = self.most_remaining().expect("a backlogged flow exists");
-        let f = &mut self.flows[victim as usize];
-        let p = f.queue.pop_back().expect("valid entries are backlogged");
-        let emptied = f.queue.is_empty();
-        self.qlen -= 1;
-        self.backlog_bytes -= p.len_bytes as u64;
-        if emptied {
-            self.release(victim);
-        }
-        let dropped_arrival = p.uid == uid;
-        drops.push(p, DropReason::Overlimit);
-        if dropped_arrival {
-            Verdict::Dropped
-        } else if victim == idx {
-            Verdict::QueuedCongested
-        } else {
-            Verdict::Queued
-        }
+        self.flows.enforce_limit(idx, uid, drops)
     }
 
     fn dequeue(&mut self, _now: Time, _drops: &mut Drops) -> Dequeue {
-        while let Some(e) = self.heap.pop() {
-            if !self.entry_valid(&e) {
-                continue; // emptied by an overflow drop
-            }
-            let idx = e.0 .2;
-            let f = &mut self.flows[idx as usize];
-            let p = f.queue.pop_front().expect("valid entries are backlogged");
-            let more = !f.queue.is_empty();
-            self.qlen -= 1;
-            self.backlog_bytes -= p.len_bytes as u64;
-            if more {
-                // The new head carries the flow's updated remaining work.
-                self.push_flow(idx);
-            } else {
-                self.release(idx);
-            }
-            return Dequeue::Packet(p);
-        }
-        Dequeue::Empty
+        // The new head carries the flow's updated remaining work.
+        let unknown = self.unknown_key;
+        self.flows.dequeue_min(|f, _| {
+            f.queue
+                .front()
+                .map_or(unknown, |h| Srpt::remaining_key(unknown, h))
+        })
     }
 
     fn len_packets(&self) -> usize {
-        self.qlen
+        self.flows.len_packets()
     }
     fn len_bytes(&self) -> u64 {
-        self.backlog_bytes
+        self.flows.len_bytes()
     }
     fn ecn_marks(&self) -> u64 {
         0
     }
     fn observe(&mut self, _now: Time, emit: &mut dyn FnMut(&str, f64)) {
-        emit("backlogged_flows", self.by_hash.len() as f64);
+        emit("backlogged_flows", self.flows.known_flows() as f64);
     }
 }
 
@@ -388,7 +279,7 @@ mod tests {
         use crate::qdisc::{build, AnyQdisc};
         let ctx = BuildCtx::default();
         match build(&Value::Str("srpt".into()), "q", &ctx).unwrap() {
-            AnyQdisc::Srpt(q) => assert_eq!(q.limit as u64, SRPT_LIMIT_PACKETS),
+            AnyQdisc::Srpt(q) => assert_eq!(q.flows.limit() as u64, SRPT_LIMIT_PACKETS),
             _ => panic!(),
         }
         assert_eq!(
