@@ -2551,6 +2551,37 @@ mod tests {
         assert_eq!((left.uid, left.hdr.seq), (7 + (2 << 48), 1_000 + 2 * 1448));
     }
 
+    /// A queue that becomes sparse starts with `flow_quantum × quantum_div[host_load] >> 16`
+    /// bytes of deficit (sch_cake.c, cake_enqueue), quantum_div[n] = 65535 / n and the
+    /// host load counting the host's *bulk* flows (at least 1): an unshaped CAKE's 1514-B
+    /// quantum gives 1514 × 65535 >> 16 = 1513 B, also for a host's second flow while
+    /// neither of its flows is bulk yet.
+    #[test]
+    fn a_new_sparse_flow_starts_with_the_host_scaled_quantum() {
+        let sparse_deficits = |q: &Cake| -> Vec<i32> {
+            let mut d = Vec::new();
+            for b in &q.tins {
+                for (i, f) in b.flows.iter().enumerate() {
+                    if f.set == SET_SPARSE {
+                        d.push(b.lists.deficit(i));
+                    }
+                }
+            }
+            d
+        };
+        let mut drops = Drops::new();
+        let mut q = built(&[("flow_mode", s("flows"))]);
+        q.enqueue(pkt(1, 1, 2, 3, 1514), Time(0), &mut drops);
+        assert_eq!(sparse_deficits(&q), vec![1513]);
+        let mut q = built(&[("flow_mode", s("dual-srchost"))]);
+        q.enqueue(pkt(1, 1, 2, 3, 1514), Time(0), &mut drops);
+        q.enqueue(pkt(2, 1, 2, 4, 1514), Time(0), &mut drops);
+        let mut d = sparse_deficits(&q);
+        d.sort();
+        assert_eq!(d, vec![1513, 1513]);
+        assert!(drops.as_slice().is_empty());
+    }
+
     fn v6_pkt(src: &str, dst: &str, sport: u16, dport: u16) -> Packet {
         let key = FlowKey {
             src_addr: Addr::from(src.parse::<std::net::IpAddr>().unwrap()),
