@@ -397,19 +397,20 @@ mod tests {
         FqPieConfig::linux_default(MTU)
     }
 
-    /// Two synthetic flow ids that land in different queues.
+    /// `n` synthetic flow ids that land in different queues (of 1024: a handful of
+    /// candidates suffices; the cap turns a broken classifier into a failure, not a hang).
     fn distinct_flows(q: &FqPie, n: usize) -> Vec<u32> {
         let mut out: Vec<u32> = vec![];
         let mut used = std::collections::HashSet::new();
-        for f in 1.. {
+        for f in 1..=10_000u32 {
             if used.insert(q.classify(&pkt(0, f, 100))) {
                 out.push(f);
                 if out.len() == n {
-                    break;
+                    return out;
                 }
             }
         }
-        out
+        panic!("fewer than {n} distinct queues among 10 000 flows");
     }
 
     #[derive(Default)]

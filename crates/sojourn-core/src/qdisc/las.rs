@@ -211,6 +211,58 @@ mod tests {
         assert_eq!(order, vec![2, 3], "B was requeued first");
     }
 
+    /// The `flows` series (remembered flows) follows the sweep rule of
+    /// docs/disciplines/las.md: idle state is forgotten only when a *new* flow arrives and
+    /// the table holds at least max(1024, 2 × what the previous sweep left) flows. The
+    /// counts are worked out by hand from that rule.
+    #[test]
+    fn idle_flows_are_swept_only_when_the_table_doubles() {
+        fn flows(q: &mut Las, now: Time) -> f64 {
+            let mut n = None;
+            q.observe(now, &mut |k, x| {
+                if k == "flows" {
+                    n = Some(x)
+                }
+            });
+            n.unwrap()
+        }
+        const S: u64 = 1_000_000_000;
+        let mut d = Drops::new();
+        // Two flows, the first idle for 2 s (past idle_reset): far below 1024, no sweep.
+        let mut q = Las::new(10_000, Duration::from_secs(1));
+        q.enqueue(pkt(0, 1, 1000), Time(0), &mut d);
+        assert_eq!(drain(&mut q, Time(0)).len(), 1);
+        q.enqueue(pkt(1, 2, 1000), Time(2 * S), &mut d);
+        assert_eq!(flows(&mut q, Time(2 * S)), 2.0, "no sweep below 1024 flows");
+
+        // 1024 flows served at t = 0 and idle. The 1025th flow (t = 0.5 s) triggers a sweep
+        // that finds nothing expired: 1024 remain, the next sweep is due at 2048.
+        let mut q = Las::new(10_000, Duration::from_secs(1));
+        for f in 1..=1024u32 {
+            q.enqueue(pkt(f as u64, f, 1000), Time(0), &mut d);
+        }
+        assert_eq!(drain(&mut q, Time(0)).len(), 1024);
+        // Flows 1025 and 1026 stay backlogged (a sweep never forgets them).
+        q.enqueue(pkt(1025, 1025, 1000), Time(S / 2), &mut d);
+        q.enqueue(pkt(1026, 1026, 1000), Time(S / 2), &mut d);
+        assert_eq!(flows(&mut q, Time(S / 2)), 1026.0);
+        // At 2 s the first 1024 have expired, but the table (1026) is below 2048: kept.
+        q.enqueue(pkt(1027, 1027, 1000), Time(2 * S), &mut d);
+        assert_eq!(
+            flows(&mut q, Time(2 * S)),
+            1027.0,
+            "next sweep only at 2048"
+        );
+        for f in 1028..=2048u32 {
+            q.enqueue(pkt(f as u64, f, 1000), Time(2 * S), &mut d);
+        }
+        assert_eq!(flows(&mut q, Time(2 * S)), 2048.0);
+        // The 2049th flow sweeps the 1024 expired idle flows: 1024 backlogged + itself.
+        q.enqueue(pkt(2049, 2049, 1000), Time(2 * S), &mut d);
+        assert_eq!(flows(&mut q, Time(2 * S)), 1025.0);
+        assert_eq!(q.len_packets(), 1025);
+    }
+
     #[test]
     fn new_flow_preempts_an_old_large_one() {
         let mut q = Las::new(1000, Duration::from_secs(1));
