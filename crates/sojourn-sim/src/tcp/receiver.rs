@@ -635,3 +635,8 @@ mod tests {
         assert_eq!(h.out.last().unwrap().hdr.sack_count, 0);
     }
 }
+
+/// Laws pinned by mutation testing (docs/testing.md), in their own file.
+#[cfg(test)]
+#[path = "receiver_laws.rs"]
+mod laws;

@@ -1705,3 +1705,8 @@ mod tests {
         assert!(!h.take().is_empty(), "released after the drop");
     }
 }
+
+/// Laws pinned by mutation testing (docs/testing.md), in their own file.
+#[cfg(test)]
+#[path = "sender_laws.rs"]
+mod laws;

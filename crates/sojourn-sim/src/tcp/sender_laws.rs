@@ -1,0 +1,181 @@
+//! Laws of the TCP sender that mutation testing found unpinned (docs/testing.md, session
+//! 6). A child module of `sender` (declared there with `#[path]`) so that it sees the
+//! sender's state, kept in its own file so that it does not interleave with the sender's
+//! code. Every truth is a literal: an RFC 9293 / Linux rule worked out by hand for the
+//! segments of the test.
+
+use super::*;
+use crate::tcp::test_io::Harness;
+use sojourn_core::packet::SackBlock;
+
+const MSS: u64 = 1448;
+const MS: u64 = 1_000_000;
+
+/// Per-segment mechanics: no handshake, no TSQ (the harness never completes a
+/// transmission), no GSO, NewReno.
+fn cfg() -> TcpConfig {
+    TcpConfig {
+        handshake: false,
+        cc: CcKind::NewReno,
+        tsq: false,
+        gso: false,
+        ..TcpConfig::default()
+    }
+}
+
+fn start(cfg: TcpConfig, source: Source, h: &mut Harness) -> TcpSender {
+    let mut s = TcpSender::new(0, FlowKey::default(), 0, 1, 0, &cfg, source, 1);
+    s.start(&mut h.io(Time::ZERO));
+    s
+}
+
+fn ack(ack: u64, sack: &[(u64, u64)]) -> Packet {
+    let mut p = Packet::default();
+    p.hdr.ack = ack;
+    p.hdr.window = 1 << 30;
+    p.hdr.flags = tcp_flags::ACK;
+    for (i, &(a, b)) in sack.iter().enumerate() {
+        p.hdr.set_sack(i, SackBlock { start: a, end: b });
+    }
+    p.hdr.sack_count = sack.len() as u8;
+    p
+}
+
+fn messages(size: u32, every_ms: u64, stop_ms: u64) -> Source {
+    Source::Messages {
+        size,
+        interval: IntervalDist::Fixed(Duration(every_ms * MS)),
+        next_at: Time::ZERO,
+        stop: Time(stop_ms * MS),
+        rng: Rng::stream(1, "test", 0),
+    }
+}
+
+/// A 3000-byte write: segments of 1448, 1448 and 104 bytes at sequence 1, 1449 and 2897.
+/// Only the segment that empties the write queue carries PSH (Linux `tcp_push` marks the
+/// tail skb of a write; RFC 9293 §3.9.1), and the FIN rides on it exactly once
+/// (`tcp_send_fin` piggybacks on the last queued skb), taking one sequence number.
+#[test]
+fn a_sized_write_pushes_and_finishes_on_its_last_segment_only() {
+    let mut h = Harness::new();
+    let s = start(cfg(), Source::Sized(3000), &mut h);
+    let out = h.take();
+    let seqs: Vec<u64> = out.iter().map(|p| p.hdr.seq).collect();
+    assert_eq!(seqs, vec![1, 1449, 2897]);
+    let payload: Vec<u32> = out.iter().map(|p| p.hdr.payload_bytes).collect();
+    assert_eq!(payload, vec![1448, 1448, 104]);
+    let flags: Vec<u8> = out.iter().map(|p| p.hdr.flags).collect();
+    let (a, p, f) = (tcp_flags::ACK, tcp_flags::PSH, tcp_flags::FIN);
+    assert_eq!(flags, vec![a, a, a | p | f]);
+    assert_eq!(s.snd_nxt, 3002, "1 + 3000 bytes + the FIN");
+}
+
+/// RFC 9293 §3.8.6: never send beyond SND.UNA + SND.WND. A peer window of exactly four
+/// segments (5792 B) lets four of the initial window's ten out.
+#[test]
+fn the_receive_window_caps_the_initial_window() {
+    let mut h = Harness::new();
+    let s = start(
+        TcpConfig {
+            rwnd_bytes: 4 * MSS,
+            ..cfg()
+        },
+        Source::Bulk,
+        &mut h,
+    );
+    let out = h.take();
+    assert_eq!(out.len(), 4);
+    assert_eq!(s.snd_nxt, 1 + 4 * MSS);
+}
+
+/// A sender that paces itself stamps each packet with the time it released it (Linux
+/// EDT, `skb->tstamp`, ≥ 4.20), so sch_fq does not pace it a second time; time 0 means
+/// "no timestamp", so a packet released at 0 carries 1 ns. An unpaced sender leaves the
+/// stamp empty.
+#[test]
+fn a_pacing_sender_stamps_the_release_time_on_its_packets() {
+    let mut h = Harness::new();
+    let mut s = start(
+        TcpConfig {
+            cc: CcKind::Bbr,
+            ..cfg()
+        },
+        Source::Bulk,
+        &mut h,
+    );
+    let first = h.take();
+    assert!(!first.is_empty());
+    assert!(first.iter().all(|p| p.departure_at == Time(1)));
+    // BBR paces the initial window (330.9 Mbit/s before an RTT sample): the rest leaves
+    // from the pacing timer; released at 5 ms, stamped 5 ms.
+    s.on_timer(&mut h.io(Time(5 * MS)));
+    let later = h.take();
+    assert!(!later.is_empty(), "the paced rest of the window");
+    assert!(later.iter().all(|p| p.departure_at == Time(5 * MS)));
+
+    let mut h = Harness::new();
+    start(cfg(), Source::Bulk, &mut h);
+    let out = h.take();
+    assert_eq!(out.len(), 10);
+    assert!(out.iter().all(|p| p.departure_at == Time::ZERO));
+}
+
+/// A thin stream (1000-B messages every 10 ms until 25 ms): the sender wakes at 10 ms and
+/// 20 ms for the next message and then no more; each message is pushed. The first message
+/// leaves the write queue empty with room in the window, so the sender is
+/// application-limited (`tcp_rate_check_app_limited`: app_limited = delivered + in flight
+/// = 0 + 1) and the next message's segment is marked app-limited for its rate sample.
+#[test]
+fn a_thin_stream_wakes_per_message_and_is_application_limited() {
+    let mut h = Harness::new();
+    let mut s = start(cfg(), messages(1000, 10, 25), &mut h);
+    let out = h.take();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].hdr.payload_bytes, 1000);
+    assert_eq!(out[0].hdr.flags, tcp_flags::ACK | tcp_flags::PSH);
+    assert_eq!(h.flows.get(0).first_byte, Some(Time::ZERO));
+    assert_eq!(s.deadline(), Some(Time(10 * MS)), "the next message");
+    s.on_timer(&mut h.io(Time(10 * MS)));
+    let out = h.take();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].hdr.seq, 1001);
+    assert!(
+        s.sb.segs.back().unwrap().app_limited,
+        "sent while application-limited"
+    );
+    assert_eq!(s.deadline(), Some(Time(20 * MS)));
+    s.on_timer(&mut h.io(Time(20 * MS)));
+    assert_eq!(h.take().len(), 1);
+    // The message due at 30 ms is past the stop: the next wake-up is a timer of the
+    // connection (loss probe or RTO), not 30 ms.
+    assert_ne!(s.deadline(), Some(Time(30 * MS)));
+    s.on_timer(&mut h.io(Time(30 * MS)));
+    assert!(h.take().is_empty(), "no message at 30 ms");
+}
+
+/// A bulk sender is never application-limited: the segments it sends on the first ACK are
+/// cwnd-limited, not app-limited (Linux clears the initial app-limited mark at the first
+/// ACK and a full write queue never sets it again).
+#[test]
+fn a_bulk_sender_is_not_application_limited() {
+    let mut h = Harness::new();
+    let mut s = start(cfg(), Source::Bulk, &mut h);
+    assert_eq!(h.take().len(), 10);
+    s.on_packet(&ack(1 + MSS, &[]), &mut h.io(Time(40 * MS)));
+    assert_eq!(
+        h.take().len(),
+        2,
+        "slow start: one ACKed segment, two new ones"
+    );
+    assert!(s.sb.segs.iter().all(|g| !g.app_limited));
+}
+
+/// A message source whose stop has passed before the connection opens writes nothing:
+/// the flow has no first byte (flows' `first_byte_s` stays empty).
+#[test]
+fn nothing_written_means_no_first_byte() {
+    let mut h = Harness::new();
+    start(cfg(), messages(1000, 10, 0), &mut h);
+    assert!(h.take().is_empty());
+    assert_eq!(h.flows.get(0).first_byte, None);
+}
