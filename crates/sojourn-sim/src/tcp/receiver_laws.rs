@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::tcp::test_io::Harness;
+use sojourn_experiment::transport::CcKind;
 
 const MSS: u64 = 1448;
 const MS: u64 = 1_000_000;
@@ -63,4 +64,102 @@ fn an_ack_carries_the_send_time_and_echoes_the_data_timestamp() {
     assert_eq!(h.out.len(), 1);
     assert_eq!(h.out[0].hdr.ts_val, Time(7 * MS));
     assert_eq!(h.out[0].hdr.ts_ecr, Time(3 * MS));
+}
+
+fn sack_blocks(p: &Packet) -> Vec<(u64, u64)> {
+    (0..p.hdr.sack_count as usize)
+        .map(|i| {
+            let b = p.hdr.sack(i);
+            (b.start, b.end)
+        })
+        .collect()
+}
+
+/// RFC 2018 §4: the first SACK block holds the newest segment, and a block swallowed by
+/// a newer one is not repeated. The option costs 2 NOPs + 2 + 8 bytes per block (Linux
+/// `TCPOLEN_SACK_BASE_ALIGNED` 4 + `TCPOLEN_SACK_PERBLOCK` 8): a 66-B ACK frame grows to
+/// 78 B with one block and 86 B with two.
+#[test]
+fn sack_blocks_newest_first_merged_and_sized() {
+    let mut h = Harness::new();
+    let mut r = receiver(cfg());
+    let t = Time(MS);
+    r.on_packet(&seg(1, t), &mut h.io(t));
+    r.on_packet(&seg(3, t), &mut h.io(t));
+    r.on_packet(&seg(2, t), &mut h.io(t));
+    let b = |i: u64, j: u64| (1 + i * MSS, 1 + j * MSS);
+    let blocks: Vec<Vec<(u64, u64)>> = h.out.iter().map(sack_blocks).collect();
+    assert_eq!(
+        blocks,
+        vec![vec![b(1, 2)], vec![b(3, 4), b(1, 2)], vec![b(1, 4)]],
+        "segment 2 fills the gap between the two blocks: one block remains"
+    );
+    let lens: Vec<u32> = h.out.iter().map(|p| p.len_bytes).collect();
+    assert_eq!(lens, vec![78, 86, 78]);
+}
+
+/// RFC 2883 §4 (D-SACK): a segment that arrives again above a hole is reported in the
+/// first block, followed by the block that holds it.
+#[test]
+fn a_duplicate_above_the_hole_is_reported_by_dsack() {
+    let mut h = Harness::new();
+    let mut r = receiver(cfg());
+    let t = Time(MS);
+    r.on_packet(&seg(1, t), &mut h.io(t));
+    r.on_packet(&seg(1, t), &mut h.io(t));
+    let b1 = (1 + MSS, 1 + 2 * MSS);
+    assert_eq!(sack_blocks(&h.out[1]), vec![b1, b1]);
+    assert_eq!(r.dup_segments, 1);
+}
+
+/// RFC 3168 §6.1.3 (classic ECN, not DCTCP): after a CE-marked segment every ACK carries
+/// ECE until a segment with CWR arrives; a later unmarked segment does not clear it.
+#[test]
+fn classic_ecn_echoes_ce_until_cwr() {
+    let mut h = Harness::new();
+    let mut r = receiver(TcpConfig {
+        ecn: true,
+        cc: CcKind::NewReno,
+        ..cfg()
+    });
+    let t = Time(MS);
+    let mut s0 = seg(0, t);
+    s0.ecn = sojourn_core::Ecn::Ce;
+    let mut s2 = seg(2, t);
+    s2.hdr.flags |= tcp_flags::CWR;
+    for p in [&s0, &seg(1, t), &s2, &seg(3, t)] {
+        r.on_packet(p, &mut h.io(t));
+    }
+    let ece: Vec<bool> = h
+        .out
+        .iter()
+        .map(|p| p.hdr.flags & tcp_flags::ECE != 0)
+        .collect();
+    assert_eq!(ece, vec![true, true, false, false]);
+}
+
+/// Linux `tcp_event_data_recv`: data after an idle gap *longer* than the RTO (here the
+/// initial 1 s) puts the receiver back into quick-ACK mode; a gap of exactly 1 s does not,
+/// and the lone segment waits for the delayed ACK.
+#[test]
+fn quick_ack_mode_returns_only_after_more_than_an_rto_of_silence() {
+    for (gap_ns, immediate) in [(1_000_000_000u64, false), (1_000_000_001, true)] {
+        let mut h = Harness::new();
+        let mut r = receiver(TcpConfig {
+            delayed_ack: true,
+            ..cfg()
+        });
+        let t = Time(MS);
+        // 16 quick ACKs (TCP_MAX_QUICKACKS) spend the budget; the 17th segment waits.
+        for i in 0..17 {
+            r.on_packet(&seg(i, t), &mut h.io(t));
+        }
+        assert_eq!(h.take().len(), 16);
+        let d = r.deadline().unwrap();
+        r.on_timer(&mut h.io(d));
+        assert_eq!(h.take().len(), 1, "the delayed ACK");
+        let t2 = Time(t.0 + gap_ns);
+        r.on_packet(&seg(17, t2), &mut h.io(t2));
+        assert_eq!(h.take().len(), immediate as usize, "gap {gap_ns} ns");
+    }
 }

@@ -179,3 +179,41 @@ fn nothing_written_means_no_first_byte() {
     assert!(h.take().is_empty());
     assert_eq!(h.flows.get(0).first_byte, None);
 }
+
+/// RFC 8985 §7.3 / Linux `tcp_send_loss_probe`: the probe sends a new segment if there is
+/// unsent data (ignoring cwnd), not a retransmission. IW 10 out, the first ACK at 40 ms
+/// (SRTT 40 ms) lets two more out (segments up to 1 + 12·1448); the probe, due at
+/// 40 + 2·40 + 2 = 122 ms (two packets or more out), sends segment 13 at 17 377.
+#[test]
+fn the_loss_probe_sends_new_data_when_there_is_some() {
+    let mut h = Harness::new();
+    let mut s = start(cfg(), Source::Bulk, &mut h);
+    h.take();
+    s.on_packet(&ack(1 + MSS, &[]), &mut h.io(Time(40 * MS)));
+    assert_eq!(h.take().len(), 2);
+    assert_eq!(s.deadline(), Some(Time(122 * MS)), "PTO = 2·SRTT + 2 ms");
+    s.on_timer(&mut h.io(Time(122 * MS)));
+    let out = h.take();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].hdr.seq, 1 + 12 * MSS);
+    assert_eq!((s.tlps, s.retransmits), (1, 0));
+}
+
+/// RFC 8985 §7 (Linux `tcp_schedule_loss_probe`: `!tcp_is_sack(tp)` → no probe): without
+/// SACK no loss probe is armed; the RTO is the only timer.
+#[test]
+fn no_loss_probe_without_sack() {
+    let mut h = Harness::new();
+    let mut s = start(
+        TcpConfig {
+            sack: false,
+            ..cfg()
+        },
+        Source::Bulk,
+        &mut h,
+    );
+    h.take();
+    s.on_packet(&ack(1 + MSS, &[]), &mut h.io(Time(40 * MS)));
+    assert_eq!(s.tlp_at, None);
+    assert_eq!(s.deadline(), s.rto_at);
+}
