@@ -163,3 +163,19 @@ fn quick_ack_mode_returns_only_after_more_than_an_rto_of_silence() {
         assert_eq!(h.take().len(), immediate as usize, "gap {gap_ns} ns");
     }
 }
+
+/// RFC 2018 §4: the SACK blocks report the data still held above the cumulative ACK.
+/// Segments 1 and 3 arrive above a hole; segment 0 fills it up to 2: the ACK of 2897
+/// still reports segment 3.
+#[test]
+fn sack_blocks_above_the_new_cumulative_ack_remain() {
+    let mut h = Harness::new();
+    let mut r = receiver(cfg());
+    let t = Time(MS);
+    for i in [1, 3, 0] {
+        r.on_packet(&seg(i, t), &mut h.io(t));
+    }
+    let last = h.out.last().unwrap();
+    assert_eq!(last.hdr.ack, 1 + 2 * MSS);
+    assert_eq!(sack_blocks(last), vec![(1 + 3 * MSS, 1 + 4 * MSS)]);
+}

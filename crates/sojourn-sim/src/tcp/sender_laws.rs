@@ -217,3 +217,105 @@ fn no_loss_probe_without_sack() {
     assert_eq!(s.tlp_at, None);
     assert_eq!(s.deadline(), s.rto_at);
 }
+
+/// Linux 6.18 `tcp_cwnd_reduction` (PRR, RFC 6937, as changed by "tcp: improve PRR loss
+/// recovery", Linux 5.19) once pipe is at or below ssthresh: sndcnt = min(ssthresh − pipe,
+/// max(prr_delivered − prr_out, newly delivered) + 1), the + 1 only when snd_una advanced
+/// and the ACK reported no new loss. IW 10; one ACK SACKs segments 8–10: segments 1–7 are
+/// lost (three SACKed above each, RFC 6675), pipe 10 − 3 − 7 = 0, ssthresh 5,
+/// prr_delivered 3: sndcnt = min(5, 3) = 3 (new losses, no + 1): cwnd 3, three
+/// retransmissions. The next ACK acknowledges segment 1 (snd_una advances, no new loss):
+/// pipe 9 − 3 − 6 + 2 = 2, prr_delivered 4, prr_out 3: sndcnt = min(3, max(1, 1) + 1) = 2,
+/// cwnd 4, segments 4 and 5 resent.
+#[test]
+fn prr_below_ssthresh_adds_one_only_when_una_advances_without_new_loss() {
+    let mut h = Harness::new();
+    let mut s = start(cfg(), Source::Bulk, &mut h);
+    h.take();
+    let sacked = [(1 + 7 * MSS, 1 + 10 * MSS)];
+    s.on_packet(&ack(1, &sacked), &mut h.io(Time(40 * MS)));
+    assert_eq!(s.ca_state(), CaState::Recovery);
+    assert_eq!(s.cs.ssthresh, 5);
+    let seqs: Vec<u64> = h.take().iter().map(|p| p.hdr.seq).collect();
+    assert_eq!(seqs, vec![1, 1 + MSS, 1 + 2 * MSS]);
+    assert_eq!(s.cs.cwnd, 3);
+    s.on_packet(&ack(1 + MSS, &sacked), &mut h.io(Time(41 * MS)));
+    let seqs: Vec<u64> = h.take().iter().map(|p| p.hdr.seq).collect();
+    assert_eq!(seqs, vec![1 + 3 * MSS, 1 + 4 * MSS]);
+    assert_eq!(s.cs.cwnd, 4);
+}
+
+/// RFC 9293 §3.10.7.4: an ACK of data not yet sent (SEG.ACK > SND.NXT) is dropped, and an
+/// old one (SEG.ACK < SND.UNA) is ignored: neither moves snd_una or sends anything.
+#[test]
+fn acks_beyond_snd_nxt_or_below_snd_una_are_ignored() {
+    let mut h = Harness::new();
+    let mut s = start(cfg(), Source::Bulk, &mut h);
+    h.take();
+    s.on_packet(&ack(1 + 20 * MSS, &[]), &mut h.io(Time(40 * MS)));
+    assert_eq!((s.snd_una, s.snd_nxt), (1, 1 + 10 * MSS));
+    assert!(h.take().is_empty());
+    s.on_packet(&ack(1 + 2 * MSS, &[]), &mut h.io(Time(41 * MS)));
+    assert_eq!(s.snd_una, 1 + 2 * MSS);
+    h.take();
+    let cwnd = s.cs.cwnd;
+    s.on_packet(&ack(1 + MSS, &[]), &mut h.io(Time(42 * MS)));
+    assert_eq!((s.snd_una, s.cs.cwnd), (1 + 2 * MSS, cwnd));
+    assert!(h.take().is_empty());
+}
+
+/// Karn (RFC 6298 §3) with timestamps (RFC 7323 §4): an ACK of a retransmitted segment
+/// gives an RTT sample only through the timestamp it echoes; TSecr 0 is no echo (Linux
+/// `tcp_ack_update_rtt` needs `rcv_tsecr` non-zero). The RTO at 1 s resends segment 1;
+/// its ACK at 1.1 s echoing 1 s measures 100 ms; the same ACK without an echo, nothing.
+#[test]
+fn a_retransmission_is_timed_only_by_a_timestamp_echo() {
+    for (ts_ecr, srtt_ns) in [(Time(1_000 * MS)), Time::ZERO]
+        .into_iter()
+        .zip([Some(100 * MS), None])
+    {
+        let mut h = Harness::new();
+        let mut s = start(cfg(), Source::Bulk, &mut h);
+        h.take();
+        s.on_timer(&mut h.io(Time(1_000 * MS)));
+        let out = h.take();
+        assert_eq!(
+            (out.len(), out[0].hdr.seq),
+            (1, 1),
+            "the RTO resends the head"
+        );
+        let mut a = ack(1 + MSS, &[]);
+        a.hdr.ts_ecr = ts_ecr;
+        s.on_packet(&a, &mut h.io(Time(1_100 * MS)));
+        assert_eq!(
+            s.rtt.has_sample().then_some(s.rtt.srtt_ns),
+            srtt_ns,
+            "TSecr {ts_ecr:?}"
+        );
+    }
+}
+
+/// Linux `tcp_rate_gen`: the application-limited mark is cleared only when `delivered`
+/// has passed it (`after()`, strict). Two-segment messages every 10 ms: the first leaves
+/// the queue empty (mark = 0 delivered + 2 in flight = 2); an ACK of segment 1 with a
+/// one-segment window (mark 1 + 1 = 2) keeps message 2 (written at 10 ms) unsent; the ACK
+/// of segment 2 at 15 ms opens two segments: delivered = 2 is not past 2, so message 2's
+/// segments are sent still marked application-limited.
+#[test]
+fn the_app_limited_mark_clears_only_once_delivered_passes_it() {
+    let mut h = Harness::new();
+    let mut s = start(cfg(), messages(2 * MSS as u32, 10, 100), &mut h);
+    assert_eq!(h.take().len(), 2);
+    let mut a = ack(1 + MSS, &[]);
+    a.hdr.window = MSS as u32;
+    s.on_packet(&a, &mut h.io(Time(5 * MS)));
+    assert!(h.take().is_empty());
+    s.on_timer(&mut h.io(Time(10 * MS)));
+    assert!(h.take().is_empty(), "the receive window is closed");
+    let mut a = ack(1 + 2 * MSS, &[]);
+    a.hdr.window = 2 * MSS as u32;
+    s.on_packet(&a, &mut h.io(Time(15 * MS)));
+    let seqs: Vec<u64> = h.take().iter().map(|p| p.hdr.seq).collect();
+    assert_eq!(seqs, vec![1 + 2 * MSS, 1 + 3 * MSS]);
+    assert!(s.sb.segs.iter().all(|g| g.app_limited));
+}
