@@ -179,3 +179,66 @@ fn sack_blocks_above_the_new_cumulative_ack_remain() {
     assert_eq!(last.hdr.ack, 1 + 2 * MSS);
     assert_eq!(sack_blocks(last), vec![(1 + 3 * MSS, 1 + 4 * MSS)]);
 }
+
+fn handshake_cfg() -> TcpConfig {
+    TcpConfig {
+        handshake: true,
+        delayed_ack: true,
+        ..cfg()
+    }
+}
+
+/// Opens a handshake receiver: SYN at 10 ms (SYN-ACK with TSval 10 ms), the third step's
+/// ACK at `ack_at` echoing 10 ms.
+fn open(r: &mut TcpReceiver, h: &mut Harness, ack_at: Time) {
+    let mut syn = Packet::default();
+    syn.hdr.flags = tcp_flags::SYN;
+    r.on_packet(&syn, &mut h.io(Time(10 * MS)));
+    assert_eq!(h.take().len(), 1, "SYN-ACK");
+    let mut a = Packet::default();
+    a.hdr.seq = 1;
+    a.hdr.flags = tcp_flags::ACK;
+    a.hdr.ts_ecr = Time(10 * MS);
+    r.on_packet(&a, &mut h.io(ack_at));
+}
+
+/// RFC 9293 §3.10.7.4 (SYN-RECEIVED): a segment without ACK is dropped: no ACK, no data.
+#[test]
+fn a_segment_without_ack_does_not_complete_the_handshake() {
+    let mut h = Harness::new();
+    let mut r = receiver(handshake_cfg());
+    let mut syn = Packet::default();
+    syn.hdr.flags = tcp_flags::SYN;
+    r.on_packet(&syn, &mut h.io(Time(10 * MS)));
+    h.take();
+    let mut p = seg(0, Time(20 * MS));
+    p.hdr.flags = 0;
+    r.on_packet(&p, &mut h.io(Time(20 * MS)));
+    assert!(h.take().is_empty());
+    assert_eq!(r.rcv_nxt, 1);
+}
+
+/// The passive side's RTO from the SYN-ACK's round trip (RFC 6298 §2.2 with Linux's
+/// 200-ms floor on the variance term): R = 150 ms gives SRTT + max(4·R/2, 200 ms) =
+/// 450 ms. It decides when quick-ACK mode comes back (`tcp_event_data_recv`: idle > RTO):
+/// not after exactly 450 ms, after 450 ms + 1 ns. The delayed ACK waits
+/// `delack_min` = 40 ms.
+#[test]
+fn the_passive_rto_comes_from_the_syn_ack_round_trip() {
+    for (gap_ns, immediate) in [(450 * MS, false), (450 * MS + 1, true)] {
+        let mut h = Harness::new();
+        let mut r = receiver(handshake_cfg());
+        open(&mut r, &mut h, Time(160 * MS));
+        let t = Time(200 * MS);
+        for i in 0..17 {
+            r.on_packet(&seg(i, t), &mut h.io(t));
+        }
+        assert_eq!(h.take().len(), 16, "16 quick ACKs");
+        assert_eq!(r.deadline(), Some(Time(240 * MS)), "delack 40 ms");
+        r.on_timer(&mut h.io(Time(240 * MS)));
+        assert_eq!(h.take().len(), 1);
+        let t2 = Time(t.0 + gap_ns);
+        r.on_packet(&seg(17, t2), &mut h.io(t2));
+        assert_eq!(h.take().len(), immediate as usize, "gap {gap_ns} ns");
+    }
+}

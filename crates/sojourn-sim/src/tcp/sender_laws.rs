@@ -319,3 +319,104 @@ fn the_app_limited_mark_clears_only_once_delivered_passes_it() {
     assert_eq!(seqs, vec![1 + 2 * MSS, 1 + 3 * MSS]);
     assert!(s.sb.segs.iter().all(|g| g.app_limited));
 }
+
+/// RFC 3168 §6.1.2 without SACK: an ECE answers with one window reduction (CWR) and no
+/// retransmission; the ACKs that follow inside the reduced window are not NewReno partial
+/// ACKs (those exist only in Recovery, RFC 6582).
+#[test]
+fn ece_without_sack_reduces_the_window_but_retransmits_nothing() {
+    let mut h = Harness::new();
+    let mut s = start(
+        TcpConfig {
+            sack: false,
+            ecn: true,
+            ..cfg()
+        },
+        Source::Bulk,
+        &mut h,
+    );
+    h.take();
+    let mut a = ack(1 + MSS, &[]);
+    a.hdr.flags |= tcp_flags::ECE;
+    s.on_packet(&a, &mut h.io(Time(40 * MS)));
+    assert_eq!(s.ca_state(), CaState::Cwr);
+    for k in 2..=4u64 {
+        s.on_packet(&ack(1 + k * MSS, &[]), &mut h.io(Time((40 + k) * MS)));
+    }
+    assert_eq!(s.retransmits, 0);
+    assert!(
+        h.take().iter().all(|p| p.hdr.seq >= 1 + 10 * MSS),
+        "new data only"
+    );
+}
+
+/// Linux `tcp_process_tlp_ack`: an ACK of exactly `tlp_high_seq` after a retransmitting
+/// probe is no evidence of a loss (only an ACK *beyond* it is): no window reduction.
+/// A 10-segment transfer, the first ACK at 40 ms, the probe at 122 ms resends the last
+/// segment; the ACK of everything at 130 ms leaves ssthresh untouched.
+#[test]
+fn an_ack_of_exactly_the_probe_point_does_not_reduce_the_window() {
+    let mut h = Harness::new();
+    let mut s = start(cfg(), Source::Sized(10 * MSS), &mut h);
+    assert_eq!(h.take().len(), 10);
+    s.on_packet(&ack(1 + MSS, &[]), &mut h.io(Time(40 * MS)));
+    s.on_timer(&mut h.io(Time(122 * MS)));
+    let out = h.take();
+    assert_eq!(
+        (out.len(), out[0].hdr.seq),
+        (1, 1 + 9 * MSS),
+        "probe: the last segment"
+    );
+    let end = s.snd_nxt;
+    s.on_packet(&ack(end, &[]), &mut h.io(Time(130 * MS)));
+    assert_eq!(s.cs.ssthresh, INFINITE_SSTHRESH);
+    assert_eq!(s.ca_state(), CaState::Open);
+}
+
+/// RFC 9293 §3.10.7.3 (SYN-SENT): only a segment with both SYN and ACK opens the
+/// connection; a bare ACK does not.
+#[test]
+fn only_a_syn_ack_opens_the_connection() {
+    let mut h = Harness::new();
+    let mut s = start(
+        TcpConfig {
+            handshake: true,
+            ..cfg()
+        },
+        Source::Bulk,
+        &mut h,
+    );
+    assert_eq!(h.take().len(), 1, "the SYN");
+    s.on_packet(&ack(1, &[]), &mut h.io(Time(10 * MS)));
+    assert_eq!(s.state, ConnState::SynSent);
+    assert!(h.take().is_empty());
+    let mut synack = ack(1, &[]);
+    synack.hdr.flags |= tcp_flags::SYN;
+    s.on_packet(&synack, &mut h.io(Time(20 * MS)));
+    assert_eq!(s.state, ConnState::Established);
+    assert_eq!(h.take().len(), 10);
+}
+
+/// RFC 6298 §5.5 / Linux: the SYN's retransmission timer doubles from the initial 1 s:
+/// resent at 1 s, 3 s and 7 s.
+#[test]
+fn the_syn_timer_doubles() {
+    let mut h = Harness::new();
+    let mut s = start(
+        TcpConfig {
+            handshake: true,
+            ..cfg()
+        },
+        Source::Bulk,
+        &mut h,
+    );
+    h.take();
+    let mut times = vec![];
+    for _ in 0..3 {
+        let t = s.deadline().unwrap();
+        times.push(t.0 / MS);
+        s.on_timer(&mut h.io(t));
+        assert_eq!(h.take()[0].hdr.flags & tcp_flags::SYN, tcp_flags::SYN);
+    }
+    assert_eq!(times, vec![1_000, 3_000, 7_000]);
+}
