@@ -242,3 +242,25 @@ fn the_passive_rto_comes_from_the_syn_ack_round_trip() {
         assert_eq!(h.take().len(), immediate as usize, "gap {gap_ns} ns");
     }
 }
+
+/// A retransmitted bare FIN (after the FIN was received) is acknowledged again (ACK 1450:
+/// 1448 bytes + the FIN) without a SACK block: it carries no data, and a SACK block is
+/// never empty (RFC 2018 §3: left edge < right edge).
+#[test]
+fn a_repeated_bare_fin_is_acked_without_a_sack_block() {
+    let mut h = Harness::new();
+    let mut r = receiver(cfg());
+    let t = Time(MS);
+    r.on_packet(&seg(0, t), &mut h.io(t));
+    let mut fin = Packet::default();
+    fin.hdr.seq = 1 + MSS;
+    fin.hdr.flags = tcp_flags::ACK | tcp_flags::FIN;
+    r.on_packet(&fin, &mut h.io(t));
+    r.on_packet(&fin, &mut h.io(Time(2 * MS)));
+    let acks: Vec<(u64, u8)> = h
+        .out
+        .iter()
+        .map(|p| (p.hdr.ack, p.hdr.sack_count))
+        .collect();
+    assert_eq!(acks, vec![(1 + MSS, 0), (2 + MSS, 0), (2 + MSS, 0)]);
+}

@@ -345,7 +345,7 @@ fn ece_without_sack_reduces_the_window_but_retransmits_nothing() {
     }
     assert_eq!(s.retransmits, 0);
     assert!(
-        h.take().iter().all(|p| p.hdr.seq >= 1 + 10 * MSS),
+        h.take().iter().all(|p| p.hdr.seq > 10 * MSS),
         "new data only"
     );
 }
@@ -419,4 +419,62 @@ fn the_syn_timer_doubles() {
         assert_eq!(h.take()[0].hdr.flags & tcp_flags::SYN, tcp_flags::SYN);
     }
     assert_eq!(times, vec![1_000, 3_000, 7_000]);
+}
+
+/// The `ssthresh_bytes` series exists only once ssthresh is set (Linux `ss` shows no
+/// ssthresh while it is `TCP_INFINITE_SSTHRESH`): none in the initial slow start; after
+/// the SACK loss of segment 1 (IW 10, NewReno) 5 × 1448 = 7240 B.
+#[test]
+fn ssthresh_is_observed_only_once_set() {
+    let mut h = Harness::new();
+    let mut s = start(cfg(), Source::Bulk, &mut h);
+    h.take();
+    let ssthresh = |s: &TcpSender| {
+        let mut v = None;
+        s.observe(&mut |k, x| {
+            if k == "ssthresh_bytes" {
+                v = Some(x)
+            }
+        });
+        v
+    };
+    assert_eq!(ssthresh(&s), None);
+    s.on_packet(&ack(1, &[(1 + MSS, 1 + 4 * MSS)]), &mut h.io(Time(40 * MS)));
+    assert_eq!(s.ca_state(), CaState::Recovery);
+    assert_eq!(ssthresh(&s), Some(7240.0));
+}
+
+/// GSO on, a thin stream whose messages are 11 or 12 segments: the initial window sends
+/// two 5-segment buffers and leaves the tail of the message (1 or 2 segments) in the
+/// write queue; the ACK of segment 1 (cwnd 11, two segments free) decides whether the
+/// tail goes at once. Linux `tcp_write_xmit` asks `tcp_tso_should_defer` only for a
+/// buffer of more than one segment; `tcp_tso_should_defer` sends at once when the last
+/// transmission is *more* than 1 ms old (`delta > 0`), else defers a buffer that fills
+/// the cwnd quota (cong_win ≤ skb len) unless a third of the window is free
+/// (`tcp_tso_win_divisor` 3: 2 free of 11 is not) or the next ACK is due in less than
+/// SRTT/2.
+fn gso_tail_after_the_first_ack(message_segs: u64, ack_at: Time) -> (usize, u64) {
+    let mut h = Harness::new();
+    let mut s = start(
+        TcpConfig { gso: true, ..cfg() },
+        messages((message_segs * MSS) as u32, 100, 1_000),
+        &mut h,
+    );
+    let first: Vec<u16> = h.take().iter().map(|p| p.gso_segs).collect();
+    assert_eq!(first, vec![5, 5]);
+    s.on_packet(&ack(1 + MSS, &[]), &mut h.io(ack_at));
+    let segs = h.take().iter().map(|p| p.gso_segs.max(1) as usize).sum();
+    (segs, s.tso_defers)
+}
+
+#[test]
+fn a_one_segment_tail_is_never_deferred() {
+    // SRTT 0.5 ms, ACK 0.5 ms after the last transmission: the one-segment tail goes.
+    assert_eq!(gso_tail_after_the_first_ack(11, Time(MS / 2)), (1, 0));
+}
+
+#[test]
+fn a_two_segment_tail_is_deferred_until_the_last_send_is_more_than_1_ms_old() {
+    // SRTT 1 ms, ACK exactly 1 ms after the last transmission: deferred.
+    assert_eq!(gso_tail_after_the_first_ack(12, Time(MS)), (0, 1));
 }
