@@ -142,7 +142,7 @@ pub struct Plan {
     /// Pass GSO buffers through (up to 64 KiB, `PACKET_VNET_HDR` on every port): hosts may
     /// keep checksum and segmentation offloads on; the frame's virtio header (GSO type and
     /// size, checksum offsets) goes out with it, so the kernel segments or hands the whole
-    /// buffer on. Disciplines that split GSO buffers themselves (cake's `split_gso`, tbf)
+    /// buffer on. Disciplines that split GSO buffers themselves (`split_gso` of cake and dualpi2, tbf)
     /// are refused in this mode: a split segment has no frame of its own.
     pub gso: bool,
     /// Upper bound on frames held at once (qdiscs + delay lines); beyond it arrivals are
@@ -180,6 +180,14 @@ pub struct Plan {
     /// simulator's packet log), a deterministic `packet_sample` fraction by packet number.
     pub packet_log_links: Vec<usize>,
     pub packet_sample: f64,
+    /// Where the packet log goes while the run proceeds (`run`'s streaming writer): every
+    /// [`PACKET_OUTBOX_ROWS`] rows are moved there with the keys of the connections opened
+    /// since the last move, so the forwarder does not hold the log to the end;
+    /// [`ForwarderReport::packets`] then holds only the rows after the last move.
+    pub packets_outbox: Option<PacketOutbox>,
+    /// Keep the per-link [`ForwarderReport::samples`] (the datapath tests' accuracy
+    /// samples: 56 B per link per sample interval); `run` does not need them.
+    pub keep_samples: bool,
     /// How the ports receive; `None` = what measured best here (docs/emulate.md,
     /// "Forwarder throughput"): the TPACKET_V2 ring for GSO buffers, `recvmmsg` for MTU
     /// frames.
@@ -192,6 +200,13 @@ pub struct Plan {
 pub type SeriesOutbox = Arc<std::sync::Mutex<Vec<TimeSeries>>>;
 /// Rows the forwarder gathers before moving them to its [`Plan::series_outbox`].
 pub const SERIES_OUTBOX_ROWS: usize = 4096;
+
+/// Packet-log rows handed from the forwarder's thread to the run's, in order, each batch
+/// with the keys of the connections (by id, from where the previous batch ended) its
+/// rows may name.
+pub type PacketOutbox = Arc<std::sync::Mutex<Vec<(PacketLog, Vec<FlowKey>)>>>;
+/// Packet-log rows the forwarder gathers before moving them to [`Plan::packets_outbox`].
+pub const PACKET_OUTBOX_ROWS: usize = 4096;
 
 impl Plan {
     /// A plan with defaults for everything but the topology.
@@ -217,6 +232,8 @@ impl Plan {
             series_outbox: None,
             packet_log_links: Vec::new(),
             packet_sample: 1.0,
+            packets_outbox: None,
+            keep_samples: true,
             rx: None,
             cpu: None,
         }
@@ -248,6 +265,15 @@ pub struct IngressDrops {
     pub no_buffer: u64,
 }
 
+/// TCP handshake segments the forwarder received, by what they say about ECN
+/// ([`wire::ecn_setup`]); index = [`wire::EcnSetup`] as usize (None, Ecn, AccEcn, Other).
+/// Retransmitted SYNs count again.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EcnHandshakes {
+    pub syn: [u64; 4],
+    pub syn_ack: [u64; 4],
+}
+
 /// Per-port counters.
 #[derive(Clone, Debug, Default)]
 pub struct PortReport {
@@ -273,9 +299,13 @@ pub struct LinkReport {
     pub qdisc: String,
     pub received_pkts: u64,
     pub received_bytes: u64,
-    /// Released at the far end (to a port or the next link).
+    /// Released at the far end (to a port or the next link), in frames (a GSO buffer is
+    /// one, as `tc` counts it) and bytes on the wire (every segment with its headers).
     pub delivered_pkts: u64,
     pub delivered_bytes: u64,
+    /// The wire packets of the delivered frames (a GSO buffer's segments; = frames with
+    /// MTU frames).
+    pub delivered_segs: u64,
     /// By [`DropReason`] (index = `reason as usize`); qdisc drops and link loss.
     pub drops: [u64; DropReason::COUNT],
     /// In the qdisc, being serialised or propagating when the run stopped.
@@ -309,9 +339,10 @@ pub struct Measured {
     /// stopped before `measure_until`).
     pub since_ns: u64,
     pub until_ns: u64,
-    /// Released at the far end in the period.
+    /// Released at the far end in the period (frames, wire bytes, wire packets).
     pub delivered_pkts: u64,
     pub delivered_bytes: u64,
+    pub delivered_segs: u64,
     /// Drops in the period, by [`DropReason`].
     pub drops: [u64; DropReason::COUNT],
     /// CE marks the qdisc made in the period.
@@ -327,7 +358,7 @@ pub struct ConnReport {
     /// When its first packet arrived, ns from the epoch.
     pub first_ns: u64,
     /// Packets of the connection dropped on any link, in its original direction and in
-    /// the reply direction.
+    /// the reply direction (TCP segments: a dropped GSO buffer counts all of its own).
     pub drops_original: u64,
     pub drops_reply: u64,
 }
@@ -377,6 +408,8 @@ pub struct ForwarderReport {
     pub packets: PacketLog,
     /// Every connection seen, by connection id.
     pub conns: Vec<ConnReport>,
+    /// The ECN negotiation seen in the handshakes' real headers.
+    pub ecn_handshakes: EcnHandshakes,
 }
 
 impl ForwarderReport {
@@ -697,6 +730,11 @@ pub struct Forwarder {
     series_outbox: Option<SeriesOutbox>,
     packets: PacketLog,
     packet_sample: f64,
+    packets_outbox: Option<PacketOutbox>,
+    /// Connections whose keys went to the outbox already.
+    conns_moved: usize,
+    keep_samples: bool,
+    ecn_handshakes: EcnHandshakes,
 }
 
 impl Forwarder {
@@ -736,7 +774,7 @@ impl Forwarder {
             };
             if plan.gso && splits_gso(&lp.qdisc) {
                 return Err(ForwardError(format!(
-                    "{}: this discipline splits GSO buffers (cake with split_gso, tbf), \
+                    "{}: this discipline splits GSO buffers (split_gso of cake or dualpi2, tbf), \
                      which the forwarder cannot do with real frames; turn GSO off for this \
                      run or set split_gso = false",
                     lp.qdisc_path
@@ -843,6 +881,10 @@ impl Forwarder {
             series: TimeSeries::default(),
             packets: PacketLog::default(),
             packet_sample: plan.packet_sample,
+            packets_outbox: plan.packets_outbox.clone(),
+            conns_moved: 0,
+            keep_samples: plan.keep_samples,
+            ecn_handshakes: EcnHandshakes::default(),
             series_links: plan.series_links.clone(),
             series_outbox: plan.series_outbox.clone(),
         })
@@ -899,10 +941,13 @@ impl Forwarder {
         let mut reply = false;
         if let Some(c) = self.flows.conns.get_mut(p.conversation() as usize) {
             reply = c.key != p.key;
+            // A connection's drops count its TCP segments (a GSO buffer's all), as the
+            // flow's `pkts_sent` (tcpi_segs_out) does.
+            let segs = p.gso_segs.max(1) as u64;
             if reply {
-                c.drops_reply += 1;
+                c.drops_reply += segs;
             } else {
-                c.drops_original += 1;
+                c.drops_original += segs;
             }
         }
         if link.log_packets && t <= self.series_until {
@@ -1078,8 +1123,9 @@ impl Forwarder {
         p.enqueued_at = at;
         link.not_before = None;
         let extra = link.dev.enqueue(p, at, &mut self.drops);
-        // Splitting disciplines are refused in GSO mode, and MTU frames are never split.
-        debug_assert_eq!(extra, 0);
+        // Splitting disciplines are refused in GSO mode (`plan::splits_gso`), and MTU
+        // frames are never split: a split would leave several packets on one buffer slot.
+        assert_eq!(extra, 0, "a discipline split a GSO buffer in the forwarder");
         if !self.drops.is_empty() {
             self.settle_drops(li, at);
         }
@@ -1102,6 +1148,11 @@ impl Forwarder {
             self.pool.release(slot);
             return;
         };
+        if let Some((syn_ack, setup)) = wire::ecn_setup(&h) {
+            let c = &mut self.ecn_handshakes;
+            let row = if syn_ack { &mut c.syn_ack } else { &mut c.syn };
+            row[setup as usize] += 1;
+        }
         let Some(li) = self.route(Hop::Port(pi), h.dst) else {
             self.ingress.unroutable += 1;
             self.pool.release(slot);
@@ -1147,11 +1198,14 @@ impl Forwarder {
             }
             let (_, p) = self.links[li].in_flight.pop_front().unwrap();
             let link = &mut self.links[li];
+            let segs = p.gso_segs.max(1) as u64;
             link.rep.delivered_pkts += 1;
             link.rep.delivered_bytes += p.len_bytes as u64;
+            link.rep.delivered_segs += segs;
             if link.measuring {
                 link.rep.measured.delivered_pkts += 1;
                 link.rep.measured.delivered_bytes += p.len_bytes as u64;
+                link.rep.measured.delivered_segs += segs;
             }
             link.rep
                 .release_late_ns
@@ -1317,6 +1371,9 @@ impl Forwarder {
                 }
             }
         }
+        if !self.keep_samples {
+            return;
+        }
         for (i, l) in self.links.iter().enumerate() {
             self.samples.push(Sample {
                 t_ns: t.as_ns(),
@@ -1405,6 +1462,9 @@ impl Forwarder {
                 error = Some(e);
                 break;
             }
+            if self.packets.len() >= PACKET_OUTBOX_ROWS {
+                self.move_packets();
+            }
             if let (Some(ns), Some(iv)) = (next_sample, self.sample_interval) {
                 if now >= ns {
                     self.sample(now, Some(ns));
@@ -1490,6 +1550,23 @@ impl Forwarder {
         rep
     }
 
+    /// Moves the packet log gathered so far, with the new connections' keys, to the
+    /// outbox (if there is one).
+    fn move_packets(&mut self) {
+        let Some(o) = &self.packets_outbox else {
+            return;
+        };
+        let rows = self.packets.drain_front(usize::MAX);
+        let keys = self.flows.conns[self.conns_moved..]
+            .iter()
+            .map(|c| c.key)
+            .collect();
+        self.conns_moved = self.flows.conns.len();
+        o.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((rows, keys));
+    }
+
     fn finish(&mut self, end: Time, cpu0: u64, error: Option<String>) -> ForwarderReport {
         for p in &mut self.ports {
             p.rep.rx_kernel_drops += p.sock.kernel_drops().unwrap_or(0);
@@ -1529,6 +1606,7 @@ impl Forwarder {
             series: std::mem::take(&mut self.series),
             packets: std::mem::take(&mut self.packets),
             conns: std::mem::take(&mut self.flows.conns),
+            ecn_handshakes: self.ecn_handshakes.clone(),
         }
     }
 }
@@ -1555,26 +1633,7 @@ fn log_packet(
 /// gso_size, csum_start, csum_offset.
 const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
 
-/// Whether a discipline spec (or any child in it) cuts GSO buffers into segments.
-fn splits_gso(v: &Value) -> bool {
-    match v {
-        Value::Str(k) => k == "cake" || k == "tbf",
-        Value::Table(t) => {
-            let kind = match t.get("kind") {
-                Some(Value::Str(k)) => k.as_str(),
-                _ => "",
-            };
-            let own = match kind {
-                "tbf" => true,
-                "cake" => !matches!(t.get("split_gso"), Some(Value::Bool(false))),
-                _ => false,
-            };
-            own || t.0.iter().any(|(k, c)| k != "kind" && splits_gso(c))
-        }
-        Value::Array(a) => a.iter().any(splits_gso),
-        _ => false,
-    }
-}
+use crate::plan::splits_gso;
 
 fn prefix_matches(prefix: IpAddr, len: u8, a: IpAddr) -> bool {
     match (prefix, a) {
@@ -1707,6 +1766,8 @@ mod tests {
 
     #[test]
     fn gso_mode_refuses_disciplines_that_split_buffers() {
+        // dualpi2 splits by default as Linux's sch_dualpi2 does (`split_gso`).
+        assert!(splits_gso(&Value::Str("dualpi2".into())));
         let link = |q: Value| LinkPlan {
             name: "l".into(),
             egress: Egress::Route,

@@ -13,7 +13,7 @@
 //! is the forwarder-side veth's MAC (static, so no ARP ever crosses the emulated links).
 //! The addresses exist only inside the run's namespaces: nothing is routed outside.
 
-use sojourn_core::params::{ConfError, ConfResult};
+use sojourn_core::params::{ConfError, ConfResult, Value};
 use sojourn_sim::config::Experiment;
 use sojourn_sim::tcp::apps::TcpKind;
 use sojourn_sim::tcp::TcpConfig;
@@ -81,6 +81,74 @@ pub struct LivePlan {
     /// Some workload runs over IPv6 (`transport.ip = 6`): every host also gets its IPv6
     /// address ([`addr6`]) and route.
     pub ipv6: bool,
+    /// The forwarder's GSO mode ([`gso_buffers`]): the hosts keep their offloads on and
+    /// every link moves their GSO buffers whole.
+    pub gso_buffers: bool,
+    /// Why GSO mode is off although the experiment keeps `gso = true` (for summary.json).
+    pub gso_note: Option<String>,
+}
+
+/// Whether a discipline spec (or any child in it) cuts GSO buffers into segments itself
+/// (cake and dualpi2 with `split_gso`, their default as in Linux; tbf, which segments a
+/// buffer larger than its burst): the forwarder cannot make a frame of a segment split off
+/// inside a qdisc.
+pub fn splits_gso(v: &Value) -> bool {
+    match v {
+        Value::Str(k) => k == "cake" || k == "dualpi2" || k == "tbf",
+        Value::Table(t) => {
+            let kind = match t.get("kind") {
+                Some(Value::Str(k)) => k.as_str(),
+                _ => "",
+            };
+            let own = match kind {
+                "tbf" => true,
+                "cake" | "dualpi2" => !matches!(t.get("split_gso"), Some(Value::Bool(false))),
+                _ => false,
+            };
+            own || t.0.iter().any(|(k, c)| k != "kind" && splits_gso(c))
+        }
+        Value::Array(a) => a.iter().any(splits_gso),
+        _ => false,
+    }
+}
+
+/// Environment variable that turns the forwarder's GSO mode off (`=0`) for a run whose
+/// experiment would allow it: the hosts then segment before the forwarder.
+pub const GSO_ENV: &str = "SOJOURN_EMULATE_GSO_BUFFERS";
+
+/// The rule for the forwarder's GSO mode (docs/emulate.md, "GSO buffers"): on when the
+/// experiment has a TCP workload, every TCP workload keeps `gso = true` (the default:
+/// Linux's TCP builds GSO buffers) and no link's discipline splits buffers itself. Then
+/// the hosts keep checksum, scatter-gather, TSO and GSO on, and every emulated link
+/// carries a buffer whole — one packet to its qdisc, charged the wire size of all its
+/// segments by the serialiser. Otherwise (`gso = false` anywhere: one MSS per buffer; a
+/// splitting discipline; UDP only) the hosts' offloads are off and the forwarder moves
+/// MTU frames. Returns the mode and, when `gso = true` is kept but the mode is off, why.
+pub fn gso_buffers(exp: &Experiment) -> (bool, Option<String>) {
+    let tcp: Vec<&TcpConfig> = exp
+        .workloads
+        .iter()
+        .filter_map(|w| match w {
+            WorkloadPlan::Tcp(t) if !matches!(t.kind, TcpKind::Thin { udp: true, .. }) => {
+                Some(&t.cfg)
+            }
+            _ => None,
+        })
+        .collect();
+    if tcp.is_empty() || tcp.iter().any(|c| !c.gso) {
+        return (false, None);
+    }
+    if let Some(l) = exp.links.iter().find(|l| splits_gso(&l.qdisc_value)) {
+        return (
+            false,
+            Some(format!(
+                "{} splits GSO buffers itself (split_gso of cake and dualpi2, tbf): the \
+                 hosts segment before the forwarder",
+                l.qdisc_path
+            )),
+        );
+    }
+    (true, None)
 }
 
 /// A MAC address as `ip` prints it.
@@ -140,14 +208,6 @@ pub fn check_transport(exp: &Experiment, available: &[String]) -> ConfResult<()>
                 format!("cannot be honoured live: {why}"),
             ))
         };
-        if c.accecn {
-            refuse(
-                "ecn",
-                c.accecn != base.accecn,
-                "the live engine does not set up the kernel's Accurate ECN (net.ipv4.tcp_ecn = 3 \
-                 on the sending and the receiving host); use ecn = true (RFC 3168)",
-            )?;
-        }
         if c.mtu != d.mtu {
             refuse(
                 "mtu",
@@ -215,15 +275,64 @@ pub fn check_transport(exp: &Experiment, available: &[String]) -> ConfResult<()>
     Ok(())
 }
 
+/// Whether a TCP workload asks for Accurate ECN (`ecn = "accecn"`).
+pub fn uses_accecn(exp: &Experiment) -> bool {
+    exp.workloads
+        .iter()
+        .any(|w| matches!(w, WorkloadPlan::Tcp(t) if t.cfg.accecn))
+}
+
+/// Refuses `ecn = "accecn"` when this kernel cannot negotiate it: `kernel` is whether a
+/// namespace may set `net.ipv4.tcp_ecn = 3` ([`crate::sock::kernel_accepts_accecn`];
+/// `None` = not known without privilege, accepted here and probed again by the run).
+pub fn check_accecn(exp: &Experiment, kernel: Option<bool>) -> ConfResult<()> {
+    if kernel != Some(false) {
+        return Ok(());
+    }
+    for (i, w) in exp.workloads.iter().enumerate() {
+        let WorkloadPlan::Tcp(t) = w else { continue };
+        if t.cfg.accecn {
+            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default();
+            return Err(ConfError::new(
+                tkey(exp, i, "ecn", t.cfg.accecn != exp.transport.accecn),
+                format!(
+                    "cannot be honoured live: this kernel ({release}) refuses net.ipv4.tcp_ecn = 3, \
+                     the setting that negotiates Accurate ECN (RFC 9768) on the sending and the \
+                     receiving host (it accepts 0-2 only); use ecn = true (RFC 3168)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// net.ipv4.tcp_ecn for a host that sends with `out` (0 none, 1 ECN, 3 AccECN) and must
+/// accept AccECN on incoming connections if `accept_accecn` (include/net/tcp_ecn.h
+/// `enum tcp_ecn_mode`: 1 = in ECN/out ECN, 2 = in ECN/out none, 3 = in AccECN/out AccECN,
+/// 4 = in AccECN/out ECN, 5 = in AccECN/out none).
+fn tcp_ecn_mode(out: u8, accept_accecn: bool) -> &'static str {
+    match (out, accept_accecn) {
+        (3, _) => "3",
+        (1, false) => "1",
+        (1, true) => "4",
+        (_, false) => "2",
+        (_, true) => "5",
+    }
+}
+
 /// Host-namespace settings a workload needs: (sysctl, value) pairs for its sender host.
 fn host_sysctls(c: &TcpConfig) -> Vec<(String, String)> {
     let d = TcpConfig::default();
     let mut v = Vec::new();
     // net.ipv4.tcp_ecn = 1 requests ECN on outgoing connections (the default 2 only
     // accepts it when asked), Documentation/networking/ip-sysctl.rst.
+    // 3 asks for Accurate ECN and accepts it (and RFC 3168 ECN) on incoming connections.
+    let out = if c.accecn { 3 } else { c.ecn as u8 };
     v.push((
         "net.ipv4.tcp_ecn".to_string(),
-        if c.ecn { "1" } else { "2" }.to_string(),
+        tcp_ecn_mode(out, false).to_string(),
     ));
     if c.timestamps != d.timestamps {
         v.push((
@@ -342,16 +451,51 @@ pub fn plan(exp: &Experiment, run_id: &str) -> ConfResult<LivePlan> {
             }
         }
     }
+    // The receiving end of an Accurate ECN connection must accept it (the kernel default,
+    // 2, accepts RFC 3168 ECN only): its tcp_ecn keeps what it asks for on its own
+    // outgoing connections and accepts AccECN on incoming ones.
+    for w in &exp.workloads {
+        let WorkloadPlan::Tcp(t) = w else { continue };
+        if !t.cfg.accecn {
+            continue;
+        }
+        for &(_, dst) in &t.flows {
+            let hp = &mut hosts[host_of_node[dst as usize].expect("host")];
+            let pos = hp.sysctls.iter().position(|(k, _)| k == "net.ipv4.tcp_ecn");
+            let out = match pos.map(|i| hp.sysctls[i].1.as_str()) {
+                Some("3") => 3,
+                Some("1") | Some("4") => 1,
+                _ => 0,
+            };
+            let v = (
+                "net.ipv4.tcp_ecn".to_string(),
+                tcp_ecn_mode(out, true).to_string(),
+            );
+            match pos {
+                Some(i) => hp.sysctls[i] = v,
+                None => hp.sysctls.push(v),
+            }
+        }
+    }
     let ipv6 = exp
         .workloads
         .iter()
         .any(|w| matches!(w, WorkloadPlan::Tcp(t) if t.cfg.ipv6));
+    let (mut gso_buffers, mut gso_note) = gso_buffers(exp);
+    if gso_buffers && std::env::var(GSO_ENV).is_ok_and(|v| v.trim() == "0") {
+        // Like-for-like comparisons with the simulator at routers' links (whose qdiscs see
+        // segments there): the hosts segment before the forwarder (docs/emulate.md).
+        gso_buffers = false;
+        gso_note = Some(format!("{GSO_ENV}=0"));
+    }
     Ok(LivePlan {
         run_id: run_id.to_string(),
         fwd_ns: format!("{run_id}-fw"),
         hosts,
         host_of_node,
         ipv6,
+        gso_buffers,
+        gso_note,
     })
 }
 
@@ -418,15 +562,21 @@ mod tests {
         let e = exp(&DUMBBELL.replace("pairs = \"all\"", "pairs = \"all\"\nhandshake = false"));
         let err = check_transport(&e, &["cubic".to_string()]).unwrap_err();
         assert_eq!(err.path, "workload[0].handshake");
-        // Accurate ECN is a simulator feature for now: refused with the key and the way out.
+        // Accurate ECN: refused with the key and the way out where the kernel refuses
+        // net.ipv4.tcp_ecn = 3; accepted where it takes it or cannot be asked.
         let mut t = DUMBBELL.to_string();
         t.push_str("\n[transport]\necn = \"accecn\"\n");
-        let err = check_transport(&exp(&t), &["cubic".to_string()]).unwrap_err();
+        let e = exp(&t);
+        check_transport(&e, &["cubic".to_string()]).unwrap();
+        assert!(uses_accecn(&e));
+        let err = check_accecn(&e, Some(false)).unwrap_err();
         assert_eq!(err.path, "transport.ecn");
         assert!(err.msg.contains("tcp_ecn = 3"), "{}", err.msg);
-        // Classic ECN is fine.
+        check_accecn(&e, Some(true)).unwrap();
+        check_accecn(&e, None).unwrap();
+        // Classic ECN needs no probe.
         let t = t.replace("\"accecn\"", "\"ecn\"");
-        check_transport(&exp(&t), &["cubic".to_string()]).unwrap();
+        assert!(!uses_accecn(&exp(&t)));
     }
 
     #[test]
@@ -445,6 +595,75 @@ mod tests {
             assert!(err.msg.contains(&format!("\"{cc}\"")), "{}", err.msg);
             assert!(err.msg.contains("reno bbr cubic"), "{}", err.msg);
         }
+    }
+
+    #[test]
+    fn gso_mode_follows_the_transport_and_the_disciplines() {
+        // The default (`gso = true`, fq_codel): GSO buffers pass whole.
+        let p = plan(&exp(DUMBBELL), "x").unwrap();
+        assert!(p.gso_buffers && p.gso_note.is_none());
+        // `gso = false`: one MSS per buffer, MTU frames.
+        let e = exp(&DUMBBELL.replace("pairs = \"all\"", "pairs = \"all\"\ngso = false"));
+        let p = plan(&e, "x").unwrap();
+        assert!(!p.gso_buffers && p.gso_note.is_none());
+        // cake (split_gso on by default) and tbf cut buffers themselves: MTU frames, and
+        // the summary says why; cake with split_gso = false keeps buffers whole.
+        for (q, on) in [
+            ("\"cake\"", false),
+            (
+                "{ kind = \"tbf\", rate = \"5Mbit\", burst = \"10KB\", limit = \"100KB\" }",
+                false,
+            ),
+            ("{ kind = \"cake\", split_gso = false }", true),
+            ("\"dualpi2\"", false),
+            ("{ kind = \"dualpi2\", split_gso = false }", true),
+            ("\"pfifo\"", true),
+        ] {
+            let e = exp(&DUMBBELL.replace("qdisc = \"fq_codel\"", &format!("qdisc = {q}")));
+            let p = plan(&e, "x").unwrap();
+            assert_eq!(p.gso_buffers, on, "{q}");
+            if !on {
+                let note = p.gso_note.unwrap();
+                assert!(
+                    note.starts_with("topology.bottleneck.qdisc splits"),
+                    "{note}"
+                );
+            }
+        }
+        // UDP only: nothing to gain.
+        let udp = r#"
+            duration = "2s"
+            [topology]
+            bottleneck = { rate = "10Mbit", delay = "10ms" }
+            [[workload]]
+            kind = "cbr"
+            rate = "1Mbit"
+        "#;
+        assert!(!plan(&exp(udp), "x").unwrap().gso_buffers);
+    }
+
+    #[test]
+    fn accecn_sets_tcp_ecn_on_both_ends() {
+        // include/net/tcp_ecn.h: 3 = in AccECN/out AccECN on the sender; the receiver
+        // keeps not asking (out none) but accepts AccECN: 5.
+        let mut t = DUMBBELL.to_string();
+        t.push_str("\n[transport]\necn = \"accecn\"\n");
+        let p = plan(&exp(&t), "x").unwrap();
+        let ecn = |h: &HostPlan| {
+            h.sysctls
+                .iter()
+                .find(|(k, _)| k == "net.ipv4.tcp_ecn")
+                .map(|(_, v)| v.clone())
+        };
+        let by_name = |n: &str| p.hosts.iter().find(|h| h.name == n).unwrap();
+        assert_eq!(ecn(by_name("s0")).as_deref(), Some("3"));
+        assert_eq!(ecn(by_name("d0")).as_deref(), Some("5"));
+        // Classic ECN leaves the receiver at the kernel default (2 accepts ECN).
+        let p = plan(&exp(&t.replace("\"accecn\"", "true")), "x").unwrap();
+        let by_name = |n: &str| p.hosts.iter().find(|h| h.name == n).unwrap();
+        assert_eq!(ecn(by_name("s0")).as_deref(), Some("1"));
+        assert_eq!(ecn(by_name("d0")), None);
+        assert_eq!(tcp_ecn_mode(1, true), "4");
     }
 
     #[test]
