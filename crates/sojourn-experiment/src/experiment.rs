@@ -1178,7 +1178,11 @@ pub fn transfer_wire_bytes(size: f64, cfg: &TcpConfig, framing: u32) -> f64 {
     let segments = (size / cfg.mss.max(1) as f64).ceil().max(1.0);
     let header = (cfg.mtu.saturating_sub(cfg.mss) + ETHERNET_HEADER_BYTES + framing) as f64;
     let bare = (IP_TCP_HEADER_BYTES + ETHERNET_HEADER_BYTES + framing) as f64;
-    let ts = if cfg.timestamps { TIMESTAMP_OPTION_BYTES as f64 } else { 0.0 };
+    let ts = if cfg.timestamps {
+        TIMESTAMP_OPTION_BYTES as f64
+    } else {
+        0.0
+    };
     size + segments * header + (SYN_FRAME_BYTES + framing) as f64 + 2.0 * (bare + ts)
 }
 
@@ -1221,7 +1225,8 @@ fn check_overload(exp: &Experiment) -> ConfResult<()> {
                     break; // check_routes has refused it already
                 }
                 let link = &exp.links[l as usize];
-                wire[l as usize] += per_s * 8.0 * transfer_wire_bytes(mean, &t.cfg, link.framing_bytes);
+                wire[l as usize] +=
+                    per_s * 8.0 * transfer_wire_bytes(mean, &t.cfg, link.framing_bytes);
                 payload[l as usize] += per_s * 8.0 * mean;
                 by_link[l as usize].push(loops.len());
                 at = link.to;
@@ -1248,11 +1253,7 @@ fn check_overload(exp: &Experiment) -> ConfResult<()> {
         let what = if others {
             "with the other open loops crossing it".to_string()
         } else {
-            format!(
-                "{} transfers/s × {:.0} B mean",
-                fmt_rate(lp.per_s),
-                lp.mean
-            )
+            format!("{} transfers/s × {:.0} B mean", fmt_rate(lp.per_s), lp.mean)
         };
         return Err(ConfError::new(
             format!("workload[{}]", lp.index),

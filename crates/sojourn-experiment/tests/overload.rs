@@ -86,7 +86,10 @@ fn open_loops_crossing_one_link_add_up() {
         interval = "1ms"
         size = "10kB""#;
     let e = parse("100Mbit", w, "30s").unwrap_err();
-    assert!(e.contains("160.0 Mbit/s of payload (with the other open loops crossing it"), "{e}");
+    assert!(
+        e.contains("160.0 Mbit/s of payload (with the other open loops crossing it"),
+        "{e}"
+    );
     parse("200Mbit", w, "30s").unwrap();
 }
 
@@ -124,8 +127,16 @@ fn closed_loops_and_bulk_flows_are_not_open_loops() {
         pair = 1"#;
     parse("10Mbit", w, "30s").unwrap();
     // allow_overload is an open loop's key only.
-    let e = parse("10Mbit", &format!("{w}\n        allow_overload = true"), "30s").unwrap_err();
-    assert!(e.contains("allow_overload") && e.contains("unknown key"), "{e}");
+    let e = parse(
+        "10Mbit",
+        &format!("{w}\n        allow_overload = true"),
+        "30s",
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("allow_overload") && e.contains("unknown key"),
+        "{e}"
+    );
 }
 
 #[test]
