@@ -274,6 +274,7 @@ s("wl-poisson-no-interval", f"{W1}={{kind=\"poisson\", pair=1, size=\"10KiB\"}}"
 s("wl-thin-transport-bad", f"{W1}={{kind=\"thin\", pair=1, transport=\"sctp\", message_size=\"100B\", interval=\"10ms\"}}", "unknown value")
 s("wl-dscp-huge", f"{W0}.dscp=1000", "out of range")
 s("wl-ecn-string", f"{W0}.ecn=\"on\"", "expected true or false")
+s("wl-pair-and-pairs", f"{W1}={{kind=\"bulk\", pair=1, pairs=\"all\"}}", "give either `pair` or `pairs`, not both")
 s("wl-pairs-bad", f"{W0}={{kind=\"cbr\", pairs=\"some\", rate=\"1Mbit\"}}", "pairs")
 
 # --- transport -----------------------------------------------------------------------------

@@ -148,6 +148,9 @@ pub fn parse_flow_endpoints(exp: &Context, p: &mut Params) -> ConfResult<Vec<(u3
                 return Err(p.err("from", "required (node names) on a graph topology"));
             }
             let n = exp.pairs.len() as i64;
+            if p.has("pair") && p.has("pairs") {
+                return Err(p.err("pairs", "give either `pair` or `pairs`, not both"));
+            }
             if p.has("pair") {
                 let i = p.int("pair", 0, 0, n - 1)?;
                 vec![exp.pairs[i as usize]]
