@@ -355,6 +355,170 @@ impl TcpReceiver {
     }
 }
 
+impl TcpReceiver {
+    /// This receiver's TIME_WAIT remainder, once it lingers with nothing pending (every
+    /// byte and the FIN in order and acknowledged, no delayed ACK, no out-of-order data);
+    /// `None` otherwise (it then lingers whole). Takes the AccECN state along.
+    pub fn time_wait(&mut self) -> Option<TimeWait> {
+        let at_rest = self.fin_received
+            && self.linger_at.is_some()
+            && self.established
+            && self.delack_at.is_none()
+            && self.ooo.is_empty()
+            && (self.dsack.is_none() || !self.sack)
+            && self.rcv_wup == self.rcv_nxt
+            && (self.completed || self.size == 0);
+        if !at_rest {
+            return None;
+        }
+        let mut flags = 0;
+        for (on, bit) in [
+            (self.sack, TimeWait::SACK),
+            (self.ecn, TimeWait::ECN),
+            (self.accecn_offered, TimeWait::ACCECN_OFFERED),
+            (self.timestamps, TimeWait::TIMESTAMPS),
+            (self.dctcp_echo, TimeWait::DCTCP_ECHO),
+        ] {
+            if on {
+                flags |= bit;
+            }
+        }
+        let mut tw = TimeWait {
+            flow: self.flow,
+            peer: self.peer,
+            hash: self.hash,
+            window: self.window(),
+            header_bytes: self.header_bytes,
+            syn_frame_bytes: self.syn_frame_bytes,
+            key: self.key,
+            rcv_nxt: self.rcv_nxt,
+            ts_recent: Time::ZERO,
+            linger_at: None,
+            accecn: None,
+            flags,
+        };
+        tw.keep(self);
+        Some(tw)
+    }
+}
+
+/// A receiver in TIME_WAIT (Linux keeps a small `inet_timewait_sock` instead of the full
+/// socket for the same reason: at thousands of connections per second the 60 s linger
+/// holds ~10⁵ of them). What it does is unchanged: it answers a retransmitted FIN or data
+/// segment with a (D-SACK) ACK, a retransmitted SYN with a SYN-ACK, restarts its 60 s
+/// at every packet and closes when they run out. In that state every segment is a
+/// duplicate, so no delayed ACK, out-of-order data or quick-ACK budget matters: it keeps
+/// the connection's identity, `rcv_nxt`, the timestamp to echo, the ECN echo state
+/// (AccECN's counters) and the ACK's fixed parts — ~100 B instead of the receiver's
+/// ~300 B and its SACK list (docs/limits.md, "TIME_WAIT"). A packet is handled by the
+/// receiver's own code, on a receiver rebuilt at rest for the call, so the ACKs are the
+/// ones the whole receiver would send (tested against it).
+pub struct TimeWait {
+    flow: u32,
+    peer: u32,
+    hash: u32,
+    /// The advertised window: the whole receive window (nothing out of order is held).
+    window: u32,
+    header_bytes: u32,
+    syn_frame_bytes: u32,
+    key: FlowKey,
+    rcv_nxt: u64,
+    ts_recent: Time,
+    linger_at: Option<Time>,
+    accecn: Option<Box<AccEcnReceiver>>,
+    flags: u8,
+}
+
+impl TimeWait {
+    const SACK: u8 = 1;
+    const ECN: u8 = 2;
+    const ACCECN_OFFERED: u8 = 4;
+    const TIMESTAMPS: u8 = 8;
+    const DCTCP_ECHO: u8 = 16;
+    /// RFC 3168 ECE (or DCTCP's echoed CE state): changes with CE marks and CWR.
+    const ECE: u8 = 32;
+
+    fn has(&self, bit: u8) -> bool {
+        self.flags & bit != 0
+    }
+
+    /// The receiver at rest in TIME_WAIT, for one call.
+    fn revive(&mut self) -> TcpReceiver {
+        TcpReceiver {
+            flow: self.flow,
+            key: self.key,
+            hash: self.hash,
+            peer: self.peer,
+            sack: self.has(Self::SACK),
+            delayed_ack: true,
+            delack: Duration::ZERO,
+            rwnd: self.window as u64,
+            mss: u32::MAX,
+            header_bytes: self.header_bytes,
+            syn_frame_bytes: self.syn_frame_bytes,
+            ecn: self.has(Self::ECN),
+            accecn_offered: self.has(Self::ACCECN_OFFERED),
+            timestamps: self.has(Self::TIMESTAMPS),
+            accecn: self.accecn.take(),
+            established: true,
+            synack_sent: true,
+            rcv_nxt: self.rcv_nxt,
+            rcv_wup: self.rcv_nxt,
+            ooo: Vec::new(),
+            recent: Vec::new(),
+            dsack: None,
+            ts_recent: self.ts_recent,
+            quick: 0,
+            quick_budget: 0,
+            data_seen: true,
+            delack_at: None,
+            last_rcv: Time::ZERO,
+            idle_rto: Duration(u64::MAX),
+            ece: self.has(Self::ECE),
+            dctcp_echo: self.has(Self::DCTCP_ECHO),
+            size: 0,
+            completed: true,
+            fin_at: Some(self.rcv_nxt),
+            fin_received: true,
+            linger_at: self.linger_at,
+            delivered: 0,
+            dup_segments: 0,
+            acks_sent: 0,
+        }
+    }
+
+    /// Takes back what a call may have changed.
+    fn keep(&mut self, r: &mut TcpReceiver) {
+        // (With SACK off a D-SACK block is noted and never sent: nothing to keep.)
+        debug_assert!(r.delack_at.is_none() && r.ooo.is_empty());
+        debug_assert_eq!(r.rcv_nxt, self.rcv_nxt, "TIME_WAIT receives no new data");
+        self.ts_recent = r.ts_recent;
+        self.linger_at = r.linger_at;
+        self.accecn = r.accecn.take();
+        self.flags = (self.flags & !Self::ECE) | if r.ece { Self::ECE } else { 0 };
+    }
+}
+
+impl Endpoint for TimeWait {
+    fn start(&mut self, _io: &mut Io) {}
+
+    fn on_packet(&mut self, pkt: &Packet, io: &mut Io) {
+        let mut r = self.revive();
+        r.on_packet(pkt, io);
+        self.keep(&mut r);
+    }
+
+    fn on_timer(&mut self, io: &mut Io) {
+        let mut r = self.revive();
+        r.on_timer(io);
+        self.keep(&mut r);
+    }
+
+    fn deadline(&self) -> Option<Time> {
+        self.linger_at
+    }
+}
+
 impl Endpoint for TcpReceiver {
     fn start(&mut self, _io: &mut Io) {}
 
@@ -403,6 +567,7 @@ impl Endpoint for TcpReceiver {
         }
         if self.fin_received && self.linger_at.is_none() {
             self.linger_at = Some(io.now + LINGER);
+            io.note(Note::TimeWait);
         }
     }
 
@@ -633,5 +798,171 @@ mod tests {
         assert_eq!(h.flows.get(0).delivered_bytes, 5 * MSS);
         assert_eq!(h.notes, vec![Note::Completed { flow: 0 }]);
         assert_eq!(h.out.last().unwrap().hdr.sack_count, 0);
+    }
+}
+
+/// The compact TIME_WAIT state answers exactly as the whole receiver would: the same
+/// connection is driven twice, one copy swapped for its [`TimeWait`] when it enters
+/// TIME_WAIT, through random retransmissions (data, FIN, SYN, pure ACKs, CE marks, CWR)
+/// at random times until it closes; every packet sent, every note and every deadline must
+/// be the same, for each ECN variant (off, RFC 3168, DCTCP's echo, AccECN) with SACK on
+/// and off.
+#[cfg(test)]
+mod time_wait {
+    use super::*;
+    use crate::tcp::test_io::Harness as H;
+    use sojourn_core::rng::Rng;
+    use sojourn_core::Ecn;
+    use sojourn_experiment::transport::CcKind;
+
+    const MSS: u64 = 1448;
+
+    fn data(i: u64, n: u64, fin: bool, now: Time) -> Packet {
+        let mut p = Packet::default();
+        p.hdr.seq = 1 + i * MSS;
+        p.hdr.payload_bytes = (n * MSS) as u32;
+        p.hdr.flags = tcp_flags::ACK | if fin { tcp_flags::FIN } else { 0 };
+        p.hdr.ts_val = now;
+        p.ecn = Ecn::Ect0;
+        p
+    }
+
+    fn trace(r: &mut dyn Endpoint, h: &mut H, pkt: Option<&Packet>, now: Time) -> String {
+        match pkt {
+            Some(p) => r.on_packet(p, &mut h.io(now)),
+            None => r.on_timer(&mut h.io(now)),
+        }
+        let out = format!("{:?} {:?} {:?}", h.take(), h.notes, r.deadline());
+        h.notes.clear();
+        out
+    }
+
+    /// A receiver through its handshake (if any) and 10 in-order segments, the last with
+    /// the FIN: it has just entered TIME_WAIT.
+    fn finished(cfg: &TcpConfig, h: &mut H) -> (TcpReceiver, Time) {
+        let mut r = TcpReceiver::new(0, FlowKey::default(), 7, cfg, SEGMENTS * MSS);
+        r.peer = 3;
+        let mut now = Time(1_000_000);
+        if cfg.handshake {
+            let mut syn = Packet::default();
+            syn.hdr.flags = tcp_flags::SYN;
+            syn.hdr.set_ace(if cfg.accecn { 0b111 } else { 0 });
+            r.on_packet(&syn, &mut h.io(now));
+            let mut ack = Packet::default();
+            ack.hdr.flags = tcp_flags::ACK;
+            ack.hdr.ts_ecr = now;
+            now += Duration::from_ms(10);
+            r.on_packet(&ack, &mut h.io(now));
+        }
+        for i in 0..SEGMENTS {
+            now += Duration::from_ms(1);
+            r.on_packet(&data(i, 1, i + 1 == SEGMENTS, now), &mut h.io(now));
+        }
+        assert_eq!(h.notes.last(), Some(&Note::TimeWait));
+        h.take();
+        h.notes.clear();
+        (r, now)
+    }
+
+    const SEGMENTS: u64 = 10;
+
+    fn run(cfg: &TcpConfig, seed: u64) -> usize {
+        let segments = SEGMENTS;
+        let mut rng = Rng::stream(seed, "time-wait", 0);
+        let (mut ha, mut hb) = (H::new(), H::new());
+        // Two copies of one connection: the whole receiver, and its TIME_WAIT remainder.
+        let (mut full, mut now) = finished(cfg, &mut ha);
+        let (mut copy, _) = finished(cfg, &mut hb);
+        let mut tw = copy.time_wait().expect("at rest after the FIN");
+        let mut calls = 0;
+        // Bounded: at most 200 events, each at most 70 s later (the linger is 60 s).
+        for _ in 0..200 {
+            let step = match rng.below(10) {
+                0 => Duration::from_secs(61 + rng.below(9)),
+                _ => Duration(rng.below(20_000_000_000)),
+            };
+            now += step;
+            if full.deadline().is_some_and(|d| d <= now) {
+                let a = trace(&mut full, &mut ha, None, now);
+                let b = trace(&mut tw, &mut hb, None, now);
+                assert_eq!(a, b, "timer at {now:?}");
+                if a.contains("Closed") {
+                    return calls;
+                }
+                continue;
+            }
+            let mut p = match rng.below(6) {
+                0 => {
+                    let mut p = Packet::default();
+                    p.hdr.flags = tcp_flags::ACK; // a pure ACK
+                    p
+                }
+                1 => {
+                    let mut p = Packet::default();
+                    p.hdr.flags = tcp_flags::SYN;
+                    p.hdr.set_ace(rng.below(8) as u8);
+                    p
+                }
+                2 => data(segments - 1, 1, true, now), // the FIN again
+                _ => {
+                    let i = rng.below(segments);
+                    let n = 1 + rng.below(segments - i);
+                    data(i, n, i + n == segments && rng.below(2) == 0, now)
+                }
+            };
+            p.hdr.ts_val = Time(now.0 - rng.below(1_000_000));
+            p.ecn = [Ecn::NotEct, Ecn::Ect0, Ecn::Ect1, Ecn::Ce][rng.below(4) as usize];
+            if rng.below(4) == 0 {
+                p.hdr.flags |= tcp_flags::CWR;
+            }
+            let a = trace(&mut full, &mut ha, Some(&p), now);
+            let b = trace(&mut tw, &mut hb, Some(&p), now);
+            assert_eq!(a, b, "packet {p:?} at {now:?}");
+            calls += 1;
+        }
+        calls
+    }
+
+    #[test]
+    fn answers_as_the_whole_receiver_would() {
+        let mut calls = 0;
+        for (i, (ecn, accecn, cc)) in [
+            (false, false, CcKind::Cubic),
+            (true, false, CcKind::Cubic),
+            (false, false, CcKind::Dctcp),
+            (true, true, CcKind::Prague),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for sack in [true, false] {
+                for handshake in [true, false] {
+                    let cfg = TcpConfig {
+                        ecn,
+                        accecn,
+                        cc,
+                        sack,
+                        handshake,
+                        ..TcpConfig::default()
+                    };
+                    for seed in 0..8 {
+                        calls += run(&cfg, seed * 16 + i as u64);
+                    }
+                }
+            }
+        }
+        // The random walks did exercise TIME_WAIT (not only close at once).
+        assert!(calls > 1_000, "{calls}");
+    }
+
+    #[test]
+    fn is_a_third_of_the_receiver() {
+        // What the swap saves per lingering connection: the receiver is ~300 B plus its
+        // SACK list on the heap; its TIME_WAIT remainder at most 112 B.
+        assert!(
+            std::mem::size_of::<TimeWait>() <= 112,
+            "{}",
+            std::mem::size_of::<TimeWait>()
+        );
     }
 }
