@@ -93,7 +93,7 @@ def argv_of(case: "cat.Case", common: dict, p: dict) -> list:
         return ["run", common["base"], "--out", str(p["out"]), "--quiet", "--no-report", "--set", case.arg]
     if case.kind == "toml":
         text = case.arg
-        if "{fifo}" in text:  # a named pipe where a file is expected (used to hang `validate`)
+        if isinstance(text, str) and "{fifo}" in text:  # a named pipe where a file is expected (used to hang `validate`)
             fifo = d / "trace.fifo"
             if not fifo.exists():
                 os.mkfifo(fifo)
