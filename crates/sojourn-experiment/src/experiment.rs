@@ -253,18 +253,14 @@ pub const BYTES_PER_TCP_FLOW: f64 = 16.0 * 1024.0;
 /// recording then costs at most [`STREAM_BUFFER_BYTES`], whatever the duration.
 pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
     let (mut udp, mut tcp) = (0usize, 0usize);
-    let (mut transfers, mut lingering, mut backlog) = (0.0, 0.0, 0.0);
+    let (mut transfers, mut lingering) = (0.0, 0.0);
     for w in &exp.workloads {
         match w {
             WorkloadPlan::Udp(u) => udp += u.flows.len(),
             WorkloadPlan::Tcp(t) => {
                 tcp += t.flows.len();
                 transfers += transfers_of(exp, t).0;
-                if t.allow_overload {
-                    backlog += held_of(exp, t);
-                } else {
-                    lingering += held_of(exp, t);
-                }
+                lingering += held_of(exp, t);
             }
         }
     }
@@ -277,8 +273,7 @@ pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
         + routing_bytes(exp)
         + records.min(STREAM_BUFFER_BYTES)
         + BYTES_PER_FINISHED_TRANSFER * transfers
-        + BYTES_PER_CLOSING_TRANSFER * lingering
-        + BYTES_PER_BACKLOGGED_TRANSFER * backlog;
+        + BYTES_PER_CLOSING_TRANSFER * lingering;
     (bytes, udp, tcp)
 }
 
@@ -287,15 +282,9 @@ pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
 /// record itself goes to `flows.parquet` (docs/limits.md).
 pub const BYTES_PER_FINISHED_TRANSFER: f64 = 32.0;
 /// A transfer's connection is held from its start until its receiver's 60 s linger after
-/// the FIN ends (Linux's TIME_WAIT length) and its record is handed out. In TIME_WAIT the
-/// receiver is swapped for its compact remainder (the simulator's `TimeWait`, docs/limits.md):
-/// measured 841 heap bytes per lingering connection (1,096 before the swap; test
-/// `time_wait_memory`), 0.73 KB of RSS (0.99 before); budgeted at 1.5 KiB.
-pub const BYTES_PER_CLOSING_TRANSFER: f64 = 1.5 * 1024.0;
-/// A transfer in progress in an overloaded open loop run with `allow_overload = true`,
-/// where every arrival may still be in progress at the end: measured ~2.8 KB each
-/// (2,000 × 10 kB/s on 100 Mbit/s, 30 → 90 s), budgeted at 4 KiB.
-pub const BYTES_PER_BACKLOGGED_TRANSFER: f64 = 4.0 * 1024.0;
+/// the FIN ends (Linux's TIME_WAIT length) and its record is handed out: measured ~2.5 KB
+/// each (2,000 transfers/s: 441 MB at 80 s, ~125,000 held), budgeted at 4 KiB.
+pub const BYTES_PER_CLOSING_TRANSFER: f64 = 4.0 * 1024.0;
 /// Seconds a transfer's connection stays after its data: the receiver's linger (60 s)
 /// plus a second for the transfer itself.
 pub const TCP_HELD_AFTER_FIN_S: f64 = 61.0;

@@ -32,10 +32,6 @@ pub enum Note {
     Completed { flow: u32 },
     /// This endpoint is finished and its slot can be reused.
     Closed,
-    /// This TCP receiver entered TIME_WAIT: the engine swaps it for its compact form
-    /// ([`crate::tcp::receiver::TcpReceiver::time_wait`]), as Linux swaps a socket for an
-    /// `inet_timewait_sock`.
-    TimeWait,
 }
 
 /// The engine side of a call into an endpoint.
@@ -106,6 +102,5 @@ any_endpoint! {
     UdpSink(UdpSink),
     TcpSender(Box<crate::tcp::sender::TcpSender>),
     TcpReceiver(Box<crate::tcp::receiver::TcpReceiver>),
-    TimeWait(Box<crate::tcp::receiver::TimeWait>),
     ThinUdp(Box<crate::tcp::apps::ThinUdpSource>),
 }

@@ -357,16 +357,6 @@ impl Sim {
                             self.with_app(app, |a, sim| a.on_flow_complete(sim, app, flow));
                         }
                     }
-                    Note::TimeWait => {
-                        // Only what TIME_WAIT needs stays (docs/limits.md, "TIME_WAIT"); its
-                        // deadline is the receiver's, so the pending timer event stands.
-                        let slot = &mut self.endpoints[id as usize];
-                        if let AnyEndpoint::TcpReceiver(r) = &mut slot.ep {
-                            if let Some(tw) = r.time_wait() {
-                                slot.ep = AnyEndpoint::TimeWait(Box::new(tw));
-                            }
-                        }
-                    }
                     Note::Closed => {
                         let slot = &mut self.endpoints[id as usize];
                         if slot.live {
