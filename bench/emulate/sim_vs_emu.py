@@ -25,6 +25,13 @@ class for ``seed000``.
 The defaults take about 7 minutes of wall time (6 live AQM runs of 30 s, 2 live seed-000
 runs of 60 s, the simulator runs and set-up between them).
 
+Live frames (``--gso-buffers``, docs/emulate.md "GSO buffers"): by default the AQM part
+runs the live engine with MTU frames (``SOJOURN_EMULATE_GSO_BUFFERS=0``: the hosts cut
+their GSO buffers into segments before the forwarder, so the bottleneck — a router's
+link — holds segments, as the simulator's does), and the seed-000 part with GSO buffers
+(the discipline sits on the client's own NIC, whose qdisc holds GSO buffers in the
+simulator too). ``--gso-buffers on|off`` uses one mode for both parts.
+
 Live runs need root and take their duration of wall time each. Every live row reports the
 machine's 1-minute load average before and after it (the live engine shares the two cores
 with everything else: a loaded machine delays the hosts' TCP). Numbers are reports, not
@@ -33,6 +40,7 @@ assertions. Run it with ``nice -n -5`` when ``uptime`` shows a low load.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -146,6 +154,24 @@ def secs(d: str) -> float:
     return float(d.rstrip("s"))
 
 
+@contextlib.contextmanager
+def gso_buffers(on: bool):
+    """The live engine's GSO mode for the runs inside (docs/emulate.md "GSO buffers")."""
+    key = "SOJOURN_EMULATE_GSO_BUFFERS"
+    old = os.environ.get(key)
+    if on:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
+
+
 def aqm(a) -> list[dict]:
     rows = []
     for rate in ["10Mbit", "100Mbit"]:
@@ -164,7 +190,8 @@ def aqm(a) -> list[dict]:
                 )
                 sim_res = sojourn.run(cfg)
                 l0 = load1()
-                emu_res = sojourn.emulate(cfg)
+                with gso_buffers(a.gso_buffers == "on"):
+                    emu_res = sojourn.emulate(cfg)
                 l1 = load1()
                 sim = sim_res.summary["links"]["bottleneck"]
                 emu = emu_res.summary["links"]["bottleneck"]
@@ -187,6 +214,7 @@ def aqm(a) -> list[dict]:
                     "emu_srtt_ms": mean_srtt_ms(emu_res, w),
                     "load_before": l0,
                     "load_after": l1,
+                    "emu_gso_buffers": emu_res.summary["emulate"].get("gso_buffers", False),
                 }
                 hs, he = sojourn_hist(sim_res, "bottleneck"), sojourn_hist(emu_res, "bottleneck")
                 row["sim_q_ms"] = [v / 1e6 for v in stats.hist_quantiles(hs["lo_ns"], hs["hi_ns"], hs["count"], QS)]
@@ -270,11 +298,14 @@ def seed000(a) -> list[dict]:
             ("sim_notsq", lambda: sojourn.run(base, duration=a.seed_duration, overrides={**o, "transport.tsq": False})),
             ("emu", lambda: sojourn.emulate(base, duration=a.seed_duration, overrides=o)),
         ]
+        row["emu_gso_buffers"] = False
         for eng, go in runs:
             l0 = load1()
-            res = go()
+            with gso_buffers(a.gso_buffers != "off"):
+                res = go()
             if eng == "emu":
                 row["load_before"], row["load_after"] = l0, load1()
+                row["emu_gso_buffers"] = res.summary["emulate"].get("gso_buffers", False)
             s = res.summary
             f = s["flows"]
             row[f"{eng}_fct_mean_s"] = f["fct_s"].get("mean")
@@ -356,17 +387,23 @@ def main(argv=None) -> int:
     ap.add_argument("--threshold", type=int, default=633121, help="ct bytes threshold (B) of the age-based variant")
     ap.add_argument("--packet-sample", type=float, default=0.25, help="fraction of bottleneck packets logged (per-flow sojourn)")
     ap.add_argument("--out", default=None, help="also write the raw numbers as JSON here")
+    ap.add_argument("--gso-buffers", choices=["per-part", "on", "off"], default="per-part",
+                    help="live frames: MTU frames for aqm and GSO buffers for seed000 (per-part), or one mode for both")
     a = ap.parse_args(argv)
     out = {}
     if a.part in ("aqm", "all"):
         out["aqm"] = aqm(a)
         print_aqm(out["aqm"])
+        modes = {r["emu_gso_buffers"] for r in out["aqm"]}
+        print(f"\nlive frames: {', '.join('GSO buffers' if m else 'MTU frames' for m in sorted(modes))}\n")
         print_aqm_distributions(out["aqm"])
         rs = [r["emu_sojourn_ms"] / r["sim_sojourn_ms"] for r in out["aqm"]]
         print(f"\nemu/sim mean sojourn: median {statistics.median(rs):.2f}, range {min(rs):.2f}–{max(rs):.2f}\n")
     if a.part in ("seed000", "all"):
         out["seed000"] = seed000(a)
         print_seed000(out["seed000"])
+        modes = {r["emu_gso_buffers"] for r in out["seed000"]}
+        print(f"\nlive frames: {', '.join('GSO buffers' if m else 'MTU frames' for m in sorted(modes))}\n")
     if a.out:
         Path(a.out).mkdir(parents=True, exist_ok=True)
         (Path(a.out) / "sim_vs_emu.json").write_text(json.dumps(out, indent=2) + "\n")

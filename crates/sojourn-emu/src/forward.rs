@@ -142,7 +142,7 @@ pub struct Plan {
     /// Pass GSO buffers through (up to 64 KiB, `PACKET_VNET_HDR` on every port): hosts may
     /// keep checksum and segmentation offloads on; the frame's virtio header (GSO type and
     /// size, checksum offsets) goes out with it, so the kernel segments or hands the whole
-    /// buffer on. Disciplines that split GSO buffers themselves (cake's `split_gso`, tbf)
+    /// buffer on. Disciplines that split GSO buffers themselves (`split_gso` of cake and dualpi2, tbf)
     /// are refused in this mode: a split segment has no frame of its own.
     pub gso: bool,
     /// Upper bound on frames held at once (qdiscs + delay lines); beyond it arrivals are
@@ -273,9 +273,13 @@ pub struct LinkReport {
     pub qdisc: String,
     pub received_pkts: u64,
     pub received_bytes: u64,
-    /// Released at the far end (to a port or the next link).
+    /// Released at the far end (to a port or the next link), in frames (a GSO buffer is
+    /// one, as `tc` counts it) and bytes on the wire (every segment with its headers).
     pub delivered_pkts: u64,
     pub delivered_bytes: u64,
+    /// The wire packets of the delivered frames (a GSO buffer's segments; = frames with
+    /// MTU frames).
+    pub delivered_segs: u64,
     /// By [`DropReason`] (index = `reason as usize`); qdisc drops and link loss.
     pub drops: [u64; DropReason::COUNT],
     /// In the qdisc, being serialised or propagating when the run stopped.
@@ -309,9 +313,10 @@ pub struct Measured {
     /// stopped before `measure_until`).
     pub since_ns: u64,
     pub until_ns: u64,
-    /// Released at the far end in the period.
+    /// Released at the far end in the period (frames, wire bytes, wire packets).
     pub delivered_pkts: u64,
     pub delivered_bytes: u64,
+    pub delivered_segs: u64,
     /// Drops in the period, by [`DropReason`].
     pub drops: [u64; DropReason::COUNT],
     /// CE marks the qdisc made in the period.
@@ -327,7 +332,7 @@ pub struct ConnReport {
     /// When its first packet arrived, ns from the epoch.
     pub first_ns: u64,
     /// Packets of the connection dropped on any link, in its original direction and in
-    /// the reply direction.
+    /// the reply direction (TCP segments: a dropped GSO buffer counts all of its own).
     pub drops_original: u64,
     pub drops_reply: u64,
 }
@@ -736,7 +741,7 @@ impl Forwarder {
             };
             if plan.gso && splits_gso(&lp.qdisc) {
                 return Err(ForwardError(format!(
-                    "{}: this discipline splits GSO buffers (cake with split_gso, tbf), \
+                    "{}: this discipline splits GSO buffers (split_gso of cake or dualpi2, tbf), \
                      which the forwarder cannot do with real frames; turn GSO off for this \
                      run or set split_gso = false",
                     lp.qdisc_path
@@ -899,10 +904,13 @@ impl Forwarder {
         let mut reply = false;
         if let Some(c) = self.flows.conns.get_mut(p.conversation() as usize) {
             reply = c.key != p.key;
+            // A connection's drops count its TCP segments (a GSO buffer's all), as the
+            // flow's `pkts_sent` (tcpi_segs_out) does.
+            let segs = p.gso_segs.max(1) as u64;
             if reply {
-                c.drops_reply += 1;
+                c.drops_reply += segs;
             } else {
-                c.drops_original += 1;
+                c.drops_original += segs;
             }
         }
         if link.log_packets && t <= self.series_until {
@@ -1078,8 +1086,9 @@ impl Forwarder {
         p.enqueued_at = at;
         link.not_before = None;
         let extra = link.dev.enqueue(p, at, &mut self.drops);
-        // Splitting disciplines are refused in GSO mode, and MTU frames are never split.
-        debug_assert_eq!(extra, 0);
+        // Splitting disciplines are refused in GSO mode (`plan::splits_gso`), and MTU
+        // frames are never split: a split would leave several packets on one buffer slot.
+        assert_eq!(extra, 0, "a discipline split a GSO buffer in the forwarder");
         if !self.drops.is_empty() {
             self.settle_drops(li, at);
         }
@@ -1147,11 +1156,14 @@ impl Forwarder {
             }
             let (_, p) = self.links[li].in_flight.pop_front().unwrap();
             let link = &mut self.links[li];
+            let segs = p.gso_segs.max(1) as u64;
             link.rep.delivered_pkts += 1;
             link.rep.delivered_bytes += p.len_bytes as u64;
+            link.rep.delivered_segs += segs;
             if link.measuring {
                 link.rep.measured.delivered_pkts += 1;
                 link.rep.measured.delivered_bytes += p.len_bytes as u64;
+                link.rep.measured.delivered_segs += segs;
             }
             link.rep
                 .release_late_ns
@@ -1555,26 +1567,7 @@ fn log_packet(
 /// gso_size, csum_start, csum_offset.
 const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
 
-/// Whether a discipline spec (or any child in it) cuts GSO buffers into segments.
-fn splits_gso(v: &Value) -> bool {
-    match v {
-        Value::Str(k) => k == "cake" || k == "tbf",
-        Value::Table(t) => {
-            let kind = match t.get("kind") {
-                Some(Value::Str(k)) => k.as_str(),
-                _ => "",
-            };
-            let own = match kind {
-                "tbf" => true,
-                "cake" => !matches!(t.get("split_gso"), Some(Value::Bool(false))),
-                _ => false,
-            };
-            own || t.0.iter().any(|(k, c)| k != "kind" && splits_gso(c))
-        }
-        Value::Array(a) => a.iter().any(splits_gso),
-        _ => false,
-    }
-}
+use crate::plan::splits_gso;
 
 fn prefix_matches(prefix: IpAddr, len: u8, a: IpAddr) -> bool {
     match (prefix, a) {
@@ -1707,6 +1700,8 @@ mod tests {
 
     #[test]
     fn gso_mode_refuses_disciplines_that_split_buffers() {
+        // dualpi2 splits by default as Linux's sch_dualpi2 does (`split_gso`).
+        assert!(splits_gso(&Value::Str("dualpi2".into())));
         let link = |q: Value| LinkPlan {
             name: "l".into(),
             egress: Egress::Route,

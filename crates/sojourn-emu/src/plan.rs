@@ -13,7 +13,7 @@
 //! is the forwarder-side veth's MAC (static, so no ARP ever crosses the emulated links).
 //! The addresses exist only inside the run's namespaces: nothing is routed outside.
 
-use sojourn_core::params::{ConfError, ConfResult};
+use sojourn_core::params::{ConfError, ConfResult, Value};
 use sojourn_sim::config::Experiment;
 use sojourn_sim::tcp::apps::TcpKind;
 use sojourn_sim::tcp::TcpConfig;
@@ -81,6 +81,74 @@ pub struct LivePlan {
     /// Some workload runs over IPv6 (`transport.ip = 6`): every host also gets its IPv6
     /// address ([`addr6`]) and route.
     pub ipv6: bool,
+    /// The forwarder's GSO mode ([`gso_buffers`]): the hosts keep their offloads on and
+    /// every link moves their GSO buffers whole.
+    pub gso_buffers: bool,
+    /// Why GSO mode is off although the experiment keeps `gso = true` (for summary.json).
+    pub gso_note: Option<String>,
+}
+
+/// Whether a discipline spec (or any child in it) cuts GSO buffers into segments itself
+/// (cake and dualpi2 with `split_gso`, their default as in Linux; tbf, which segments a
+/// buffer larger than its burst): the forwarder cannot make a frame of a segment split off
+/// inside a qdisc.
+pub fn splits_gso(v: &Value) -> bool {
+    match v {
+        Value::Str(k) => k == "cake" || k == "dualpi2" || k == "tbf",
+        Value::Table(t) => {
+            let kind = match t.get("kind") {
+                Some(Value::Str(k)) => k.as_str(),
+                _ => "",
+            };
+            let own = match kind {
+                "tbf" => true,
+                "cake" | "dualpi2" => !matches!(t.get("split_gso"), Some(Value::Bool(false))),
+                _ => false,
+            };
+            own || t.0.iter().any(|(k, c)| k != "kind" && splits_gso(c))
+        }
+        Value::Array(a) => a.iter().any(splits_gso),
+        _ => false,
+    }
+}
+
+/// Environment variable that turns the forwarder's GSO mode off (`=0`) for a run whose
+/// experiment would allow it: the hosts then segment before the forwarder.
+pub const GSO_ENV: &str = "SOJOURN_EMULATE_GSO_BUFFERS";
+
+/// The rule for the forwarder's GSO mode (docs/emulate.md, "GSO buffers"): on when the
+/// experiment has a TCP workload, every TCP workload keeps `gso = true` (the default:
+/// Linux's TCP builds GSO buffers) and no link's discipline splits buffers itself. Then
+/// the hosts keep checksum, scatter-gather, TSO and GSO on, and every emulated link
+/// carries a buffer whole — one packet to its qdisc, charged the wire size of all its
+/// segments by the serialiser. Otherwise (`gso = false` anywhere: one MSS per buffer; a
+/// splitting discipline; UDP only) the hosts' offloads are off and the forwarder moves
+/// MTU frames. Returns the mode and, when `gso = true` is kept but the mode is off, why.
+pub fn gso_buffers(exp: &Experiment) -> (bool, Option<String>) {
+    let tcp: Vec<&TcpConfig> = exp
+        .workloads
+        .iter()
+        .filter_map(|w| match w {
+            WorkloadPlan::Tcp(t) if !matches!(t.kind, TcpKind::Thin { udp: true, .. }) => {
+                Some(&t.cfg)
+            }
+            _ => None,
+        })
+        .collect();
+    if tcp.is_empty() || tcp.iter().any(|c| !c.gso) {
+        return (false, None);
+    }
+    if let Some(l) = exp.links.iter().find(|l| splits_gso(&l.qdisc_value)) {
+        return (
+            false,
+            Some(format!(
+                "{} splits GSO buffers itself (split_gso of cake and dualpi2, tbf): the \
+                 hosts segment before the forwarder",
+                l.qdisc_path
+            )),
+        );
+    }
+    (true, None)
 }
 
 /// A MAC address as `ip` prints it.
@@ -346,12 +414,21 @@ pub fn plan(exp: &Experiment, run_id: &str) -> ConfResult<LivePlan> {
         .workloads
         .iter()
         .any(|w| matches!(w, WorkloadPlan::Tcp(t) if t.cfg.ipv6));
+    let (mut gso_buffers, mut gso_note) = gso_buffers(exp);
+    if gso_buffers && std::env::var(GSO_ENV).is_ok_and(|v| v.trim() == "0") {
+        // Like-for-like comparisons with the simulator at routers' links (whose qdiscs see
+        // segments there): the hosts segment before the forwarder (docs/emulate.md).
+        gso_buffers = false;
+        gso_note = Some(format!("{GSO_ENV}=0"));
+    }
     Ok(LivePlan {
         run_id: run_id.to_string(),
         fwd_ns: format!("{run_id}-fw"),
         hosts,
         host_of_node,
         ipv6,
+        gso_buffers,
+        gso_note,
     })
 }
 
@@ -445,6 +522,51 @@ mod tests {
             assert!(err.msg.contains(&format!("\"{cc}\"")), "{}", err.msg);
             assert!(err.msg.contains("reno bbr cubic"), "{}", err.msg);
         }
+    }
+
+    #[test]
+    fn gso_mode_follows_the_transport_and_the_disciplines() {
+        // The default (`gso = true`, fq_codel): GSO buffers pass whole.
+        let p = plan(&exp(DUMBBELL), "x").unwrap();
+        assert!(p.gso_buffers && p.gso_note.is_none());
+        // `gso = false`: one MSS per buffer, MTU frames.
+        let e = exp(&DUMBBELL.replace("pairs = \"all\"", "pairs = \"all\"\ngso = false"));
+        let p = plan(&e, "x").unwrap();
+        assert!(!p.gso_buffers && p.gso_note.is_none());
+        // cake (split_gso on by default) and tbf cut buffers themselves: MTU frames, and
+        // the summary says why; cake with split_gso = false keeps buffers whole.
+        for (q, on) in [
+            ("\"cake\"", false),
+            (
+                "{ kind = \"tbf\", rate = \"5Mbit\", burst = \"10KB\", limit = \"100KB\" }",
+                false,
+            ),
+            ("{ kind = \"cake\", split_gso = false }", true),
+            ("\"dualpi2\"", false),
+            ("{ kind = \"dualpi2\", split_gso = false }", true),
+            ("\"pfifo\"", true),
+        ] {
+            let e = exp(&DUMBBELL.replace("qdisc = \"fq_codel\"", &format!("qdisc = {q}")));
+            let p = plan(&e, "x").unwrap();
+            assert_eq!(p.gso_buffers, on, "{q}");
+            if !on {
+                let note = p.gso_note.unwrap();
+                assert!(
+                    note.starts_with("topology.bottleneck.qdisc splits"),
+                    "{note}"
+                );
+            }
+        }
+        // UDP only: nothing to gain.
+        let udp = r#"
+            duration = "2s"
+            [topology]
+            bottleneck = { rate = "10Mbit", delay = "10ms" }
+            [[workload]]
+            kind = "cbr"
+            rate = "1Mbit"
+        "#;
+        assert!(!plan(&exp(udp), "x").unwrap().gso_buffers);
     }
 
     #[test]

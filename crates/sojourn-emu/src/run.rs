@@ -283,6 +283,13 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
         .filter(|&i| exp.record.packet_links.contains(&exp.links[i].name))
         .collect();
     p.packet_sample = exp.record.packet_sample;
+    if lp.gso_buffers {
+        // GSO mode (plan::gso_buffers): 64 KiB buffers pass whole. Each pool slot holds
+        // one (66 KiB): at most 16,384 of them (~1.1 GB) wait in queues and delay lines
+        // at once; beyond that arrivals are dropped as `no_buffer`.
+        p.gso = true;
+        p.max_buffers = 1 << 14;
+    }
     p
 }
 
@@ -358,10 +365,25 @@ fn build_network(guard: &mut netns::Guard, lp: &LivePlan) -> Result<(), EmuError
             addrs: Vec::new(),
         };
         guard.add_veth(&a, &b, 1500).map_err(failed)?;
-        // MTU frames with complete checksums on both ends (the forwarder moves frames,
-        // not GSO buffers; docs/emulate.md "Datapath").
-        netns::set_offloads(&ns, &h.host_if, Offloads::ALL_OFF).map_err(failed)?;
-        netns::set_offloads(&fw, &h.fwd_if, Offloads::ALL_OFF).map_err(failed)?;
+        // GSO mode: the hosts keep checksum, scatter-gather and segmentation offloads on,
+        // so their TCP's GSO buffers reach the forwarder whole (with their virtio header:
+        // partial checksum, GSO type and size) and the forwarder's ports hand buffers on
+        // whole. Otherwise MTU frames with complete checksums on both ends (with tx
+        // checksumming off the kernel cuts the buffers into segments before the veth);
+        // docs/emulate.md "Datapath". GRO stays off (veth has no NAPI without it).
+        let o = if lp.gso_buffers {
+            Offloads {
+                tx_checksum: Some(true),
+                scatter_gather: Some(true),
+                tso: Some(true),
+                gso: Some(true),
+                gro: Some(false),
+            }
+        } else {
+            Offloads::ALL_OFF
+        };
+        netns::set_offloads(&ns, &h.host_if, o).map_err(failed)?;
+        netns::set_offloads(&fw, &h.fwd_if, o).map_err(failed)?;
         if !h.gso {
             // `gso = false` (one segment per buffer): Linux's `gso_max_segs 1` on the
             // host's device, as docs/transport.md measures it.
@@ -746,10 +768,11 @@ fn collect(
         let Some(r) = rep.links.get(li) else { continue };
         let m = &r.measured;
         let (since, until) = (Time(m.since_ns), Time(m.until_ns.max(m.since_ns)));
-        let (bytes, pkts) = (m.delivered_bytes, m.delivered_pkts);
+        let (bytes, pkts, segs) = (m.delivered_bytes, m.delivered_pkts, m.delivered_segs);
         let period = (until - since).as_secs_f64();
         let capacity = capacity_bits(&rate_model(&l.rate), since, until);
-        let wire_bits = (bytes + pkts * l.framing_bytes as u64) as f64 * 8.0;
+        // Framing is per wire packet: a GSO buffer's every segment.
+        let wire_bits = (bytes + segs * l.framing_bytes as u64) as f64 * 8.0;
         let mut drops = Map::new();
         for reason in DropReason::ALL {
             let n = m.drops[reason as usize];
@@ -766,6 +789,7 @@ fn collect(
                 "delay_ms": l.delay.as_millis_f64(),
                 "qdisc": r.qdisc,
                 "tx_packets": pkts,
+                "tx_segments": segs,
                 "tx_bytes": bytes,
                 "throughput_bps": if period > 0.0 { bytes as f64 * 8.0 / period } else { 0.0 },
                 "utilisation": if capacity > 0.0 { wire_bits / capacity } else { 0.0 },
@@ -862,6 +886,9 @@ fn collect(
             "wall_seconds": wall_s,
             "forwarder_cpu_seconds": rep.cpu_ns as f64 * 1e-9,
             "forwarder_error": rep.error,
+            "gso_buffers": lp.gso_buffers,
+            "gso_note": lp.gso_note,
+            "rx_gso_buffers": rep.ports.iter().map(|p| p.rx_gso_buffers).sum::<u64>(),
             "ingress_drops": {"not_ip": d.not_ip, "unroutable": d.unroutable, "oversize": d.oversize, "no_buffer": d.no_buffer},
             "skipped_flows": load.skipped_flows,
             "socket_errors": load.error_count,
