@@ -180,6 +180,14 @@ pub struct Plan {
     /// simulator's packet log), a deterministic `packet_sample` fraction by packet number.
     pub packet_log_links: Vec<usize>,
     pub packet_sample: f64,
+    /// Where the packet log goes while the run proceeds (`run`'s streaming writer): every
+    /// [`PACKET_OUTBOX_ROWS`] rows are moved there with the keys of the connections opened
+    /// since the last move, so the forwarder does not hold the log to the end;
+    /// [`ForwarderReport::packets`] then holds only the rows after the last move.
+    pub packets_outbox: Option<PacketOutbox>,
+    /// Keep the per-link [`ForwarderReport::samples`] (the datapath tests' accuracy
+    /// samples: 56 B per link per sample interval); `run` does not need them.
+    pub keep_samples: bool,
     /// How the ports receive; `None` = what measured best here (docs/emulate.md,
     /// "Forwarder throughput"): the TPACKET_V2 ring for GSO buffers, `recvmmsg` for MTU
     /// frames.
@@ -192,6 +200,13 @@ pub struct Plan {
 pub type SeriesOutbox = Arc<std::sync::Mutex<Vec<TimeSeries>>>;
 /// Rows the forwarder gathers before moving them to its [`Plan::series_outbox`].
 pub const SERIES_OUTBOX_ROWS: usize = 4096;
+
+/// Packet-log rows handed from the forwarder's thread to the run's, in order, each batch
+/// with the keys of the connections (by id, from where the previous batch ended) its
+/// rows may name.
+pub type PacketOutbox = Arc<std::sync::Mutex<Vec<(PacketLog, Vec<FlowKey>)>>>;
+/// Packet-log rows the forwarder gathers before moving them to [`Plan::packets_outbox`].
+pub const PACKET_OUTBOX_ROWS: usize = 4096;
 
 impl Plan {
     /// A plan with defaults for everything but the topology.
@@ -217,6 +232,8 @@ impl Plan {
             series_outbox: None,
             packet_log_links: Vec::new(),
             packet_sample: 1.0,
+            packets_outbox: None,
+            keep_samples: true,
             rx: None,
             cpu: None,
         }
@@ -246,6 +263,15 @@ pub struct IngressDrops {
     pub oversize: u64,
     /// Every buffer in use.
     pub no_buffer: u64,
+}
+
+/// TCP handshake segments the forwarder received, by what they say about ECN
+/// ([`wire::ecn_setup`]); index = [`wire::EcnSetup`] as usize (None, Ecn, AccEcn, Other).
+/// Retransmitted SYNs count again.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EcnHandshakes {
+    pub syn: [u64; 4],
+    pub syn_ack: [u64; 4],
 }
 
 /// Per-port counters.
@@ -382,6 +408,8 @@ pub struct ForwarderReport {
     pub packets: PacketLog,
     /// Every connection seen, by connection id.
     pub conns: Vec<ConnReport>,
+    /// The ECN negotiation seen in the handshakes' real headers.
+    pub ecn_handshakes: EcnHandshakes,
 }
 
 impl ForwarderReport {
@@ -702,6 +730,11 @@ pub struct Forwarder {
     series_outbox: Option<SeriesOutbox>,
     packets: PacketLog,
     packet_sample: f64,
+    packets_outbox: Option<PacketOutbox>,
+    /// Connections whose keys went to the outbox already.
+    conns_moved: usize,
+    keep_samples: bool,
+    ecn_handshakes: EcnHandshakes,
 }
 
 impl Forwarder {
@@ -848,6 +881,10 @@ impl Forwarder {
             series: TimeSeries::default(),
             packets: PacketLog::default(),
             packet_sample: plan.packet_sample,
+            packets_outbox: plan.packets_outbox.clone(),
+            conns_moved: 0,
+            keep_samples: plan.keep_samples,
+            ecn_handshakes: EcnHandshakes::default(),
             series_links: plan.series_links.clone(),
             series_outbox: plan.series_outbox.clone(),
         })
@@ -1111,6 +1148,11 @@ impl Forwarder {
             self.pool.release(slot);
             return;
         };
+        if let Some((syn_ack, setup)) = wire::ecn_setup(&h) {
+            let c = &mut self.ecn_handshakes;
+            let row = if syn_ack { &mut c.syn_ack } else { &mut c.syn };
+            row[setup as usize] += 1;
+        }
         let Some(li) = self.route(Hop::Port(pi), h.dst) else {
             self.ingress.unroutable += 1;
             self.pool.release(slot);
@@ -1329,6 +1371,9 @@ impl Forwarder {
                 }
             }
         }
+        if !self.keep_samples {
+            return;
+        }
         for (i, l) in self.links.iter().enumerate() {
             self.samples.push(Sample {
                 t_ns: t.as_ns(),
@@ -1417,6 +1462,9 @@ impl Forwarder {
                 error = Some(e);
                 break;
             }
+            if self.packets.len() >= PACKET_OUTBOX_ROWS {
+                self.move_packets();
+            }
             if let (Some(ns), Some(iv)) = (next_sample, self.sample_interval) {
                 if now >= ns {
                     self.sample(now, Some(ns));
@@ -1502,6 +1550,23 @@ impl Forwarder {
         rep
     }
 
+    /// Moves the packet log gathered so far, with the new connections' keys, to the
+    /// outbox (if there is one).
+    fn move_packets(&mut self) {
+        let Some(o) = &self.packets_outbox else {
+            return;
+        };
+        let rows = self.packets.drain_front(usize::MAX);
+        let keys = self.flows.conns[self.conns_moved..]
+            .iter()
+            .map(|c| c.key)
+            .collect();
+        self.conns_moved = self.flows.conns.len();
+        o.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((rows, keys));
+    }
+
     fn finish(&mut self, end: Time, cpu0: u64, error: Option<String>) -> ForwarderReport {
         for p in &mut self.ports {
             p.rep.rx_kernel_drops += p.sock.kernel_drops().unwrap_or(0);
@@ -1541,6 +1606,7 @@ impl Forwarder {
             series: std::mem::take(&mut self.series),
             packets: std::mem::take(&mut self.packets),
             conns: std::mem::take(&mut self.flows.conns),
+            ecn_handshakes: self.ecn_handshakes.clone(),
         }
     }
 }

@@ -429,6 +429,12 @@ impl Loadgen {
     }
 
     /// Stops the load, waits (bounded) for every thread and returns the flow records.
+    /// The connections made so far from number `from` on (in order; the list only grows).
+    pub fn conns_from(&self, from: usize) -> Vec<ConnKey> {
+        let c = self.sh.conn_keys.lock().unwrap();
+        c.get(from..).map(<[ConnKey]>::to_vec).unwrap_or_default()
+    }
+
     pub fn finish(self, wait: std::time::Duration) -> LoadResult {
         self.stop();
         let deadline = Instant::now() + wait;

@@ -208,14 +208,6 @@ pub fn check_transport(exp: &Experiment, available: &[String]) -> ConfResult<()>
                 format!("cannot be honoured live: {why}"),
             ))
         };
-        if c.accecn {
-            refuse(
-                "ecn",
-                c.accecn != base.accecn,
-                "the live engine does not set up the kernel's Accurate ECN (net.ipv4.tcp_ecn = 3 \
-                 on the sending and the receiving host); use ecn = true (RFC 3168)",
-            )?;
-        }
         if c.mtu != d.mtu {
             refuse(
                 "mtu",
@@ -283,15 +275,64 @@ pub fn check_transport(exp: &Experiment, available: &[String]) -> ConfResult<()>
     Ok(())
 }
 
+/// Whether a TCP workload asks for Accurate ECN (`ecn = "accecn"`).
+pub fn uses_accecn(exp: &Experiment) -> bool {
+    exp.workloads
+        .iter()
+        .any(|w| matches!(w, WorkloadPlan::Tcp(t) if t.cfg.accecn))
+}
+
+/// Refuses `ecn = "accecn"` when this kernel cannot negotiate it: `kernel` is whether a
+/// namespace may set `net.ipv4.tcp_ecn = 3` ([`crate::sock::kernel_accepts_accecn`];
+/// `None` = not known without privilege, accepted here and probed again by the run).
+pub fn check_accecn(exp: &Experiment, kernel: Option<bool>) -> ConfResult<()> {
+    if kernel != Some(false) {
+        return Ok(());
+    }
+    for (i, w) in exp.workloads.iter().enumerate() {
+        let WorkloadPlan::Tcp(t) = w else { continue };
+        if t.cfg.accecn {
+            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default();
+            return Err(ConfError::new(
+                tkey(exp, i, "ecn", t.cfg.accecn != exp.transport.accecn),
+                format!(
+                    "cannot be honoured live: this kernel ({release}) refuses net.ipv4.tcp_ecn = 3, \
+                     the setting that negotiates Accurate ECN (RFC 9768) on the sending and the \
+                     receiving host (it accepts 0-2 only); use ecn = true (RFC 3168)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// net.ipv4.tcp_ecn for a host that sends with `out` (0 none, 1 ECN, 3 AccECN) and must
+/// accept AccECN on incoming connections if `accept_accecn` (include/net/tcp_ecn.h
+/// `enum tcp_ecn_mode`: 1 = in ECN/out ECN, 2 = in ECN/out none, 3 = in AccECN/out AccECN,
+/// 4 = in AccECN/out ECN, 5 = in AccECN/out none).
+fn tcp_ecn_mode(out: u8, accept_accecn: bool) -> &'static str {
+    match (out, accept_accecn) {
+        (3, _) => "3",
+        (1, false) => "1",
+        (1, true) => "4",
+        (_, false) => "2",
+        (_, true) => "5",
+    }
+}
+
 /// Host-namespace settings a workload needs: (sysctl, value) pairs for its sender host.
 fn host_sysctls(c: &TcpConfig) -> Vec<(String, String)> {
     let d = TcpConfig::default();
     let mut v = Vec::new();
     // net.ipv4.tcp_ecn = 1 requests ECN on outgoing connections (the default 2 only
     // accepts it when asked), Documentation/networking/ip-sysctl.rst.
+    // 3 asks for Accurate ECN and accepts it (and RFC 3168 ECN) on incoming connections.
+    let out = if c.accecn { 3 } else { c.ecn as u8 };
     v.push((
         "net.ipv4.tcp_ecn".to_string(),
-        if c.ecn { "1" } else { "2" }.to_string(),
+        tcp_ecn_mode(out, false).to_string(),
     ));
     if c.timestamps != d.timestamps {
         v.push((
@@ -410,6 +451,32 @@ pub fn plan(exp: &Experiment, run_id: &str) -> ConfResult<LivePlan> {
             }
         }
     }
+    // The receiving end of an Accurate ECN connection must accept it (the kernel default,
+    // 2, accepts RFC 3168 ECN only): its tcp_ecn keeps what it asks for on its own
+    // outgoing connections and accepts AccECN on incoming ones.
+    for w in &exp.workloads {
+        let WorkloadPlan::Tcp(t) = w else { continue };
+        if !t.cfg.accecn {
+            continue;
+        }
+        for &(_, dst) in &t.flows {
+            let hp = &mut hosts[host_of_node[dst as usize].expect("host")];
+            let pos = hp.sysctls.iter().position(|(k, _)| k == "net.ipv4.tcp_ecn");
+            let out = match pos.map(|i| hp.sysctls[i].1.as_str()) {
+                Some("3") => 3,
+                Some("1") | Some("4") => 1,
+                _ => 0,
+            };
+            let v = (
+                "net.ipv4.tcp_ecn".to_string(),
+                tcp_ecn_mode(out, true).to_string(),
+            );
+            match pos {
+                Some(i) => hp.sysctls[i] = v,
+                None => hp.sysctls.push(v),
+            }
+        }
+    }
     let ipv6 = exp
         .workloads
         .iter()
@@ -495,15 +562,21 @@ mod tests {
         let e = exp(&DUMBBELL.replace("pairs = \"all\"", "pairs = \"all\"\nhandshake = false"));
         let err = check_transport(&e, &["cubic".to_string()]).unwrap_err();
         assert_eq!(err.path, "workload[0].handshake");
-        // Accurate ECN is a simulator feature for now: refused with the key and the way out.
+        // Accurate ECN: refused with the key and the way out where the kernel refuses
+        // net.ipv4.tcp_ecn = 3; accepted where it takes it or cannot be asked.
         let mut t = DUMBBELL.to_string();
         t.push_str("\n[transport]\necn = \"accecn\"\n");
-        let err = check_transport(&exp(&t), &["cubic".to_string()]).unwrap_err();
+        let e = exp(&t);
+        check_transport(&e, &["cubic".to_string()]).unwrap();
+        assert!(uses_accecn(&e));
+        let err = check_accecn(&e, Some(false)).unwrap_err();
         assert_eq!(err.path, "transport.ecn");
         assert!(err.msg.contains("tcp_ecn = 3"), "{}", err.msg);
-        // Classic ECN is fine.
+        check_accecn(&e, Some(true)).unwrap();
+        check_accecn(&e, None).unwrap();
+        // Classic ECN needs no probe.
         let t = t.replace("\"accecn\"", "\"ecn\"");
-        check_transport(&exp(&t), &["cubic".to_string()]).unwrap();
+        assert!(!uses_accecn(&exp(&t)));
     }
 
     #[test]
@@ -567,6 +640,30 @@ mod tests {
             rate = "1Mbit"
         "#;
         assert!(!plan(&exp(udp), "x").unwrap().gso_buffers);
+    }
+
+    #[test]
+    fn accecn_sets_tcp_ecn_on_both_ends() {
+        // include/net/tcp_ecn.h: 3 = in AccECN/out AccECN on the sender; the receiver
+        // keeps not asking (out none) but accepts AccECN: 5.
+        let mut t = DUMBBELL.to_string();
+        t.push_str("\n[transport]\necn = \"accecn\"\n");
+        let p = plan(&exp(&t), "x").unwrap();
+        let ecn = |h: &HostPlan| {
+            h.sysctls
+                .iter()
+                .find(|(k, _)| k == "net.ipv4.tcp_ecn")
+                .map(|(_, v)| v.clone())
+        };
+        let by_name = |n: &str| p.hosts.iter().find(|h| h.name == n).unwrap();
+        assert_eq!(ecn(by_name("s0")).as_deref(), Some("3"));
+        assert_eq!(ecn(by_name("d0")).as_deref(), Some("5"));
+        // Classic ECN leaves the receiver at the kernel default (2 accepts ECN).
+        let p = plan(&exp(&t.replace("\"accecn\"", "true")), "x").unwrap();
+        let by_name = |n: &str| p.hosts.iter().find(|h| h.name == n).unwrap();
+        assert_eq!(ecn(by_name("s0")).as_deref(), Some("1"));
+        assert_eq!(ecn(by_name("d0")), None);
+        assert_eq!(tcp_ecn_mode(1, true), "4");
     }
 
     #[test]

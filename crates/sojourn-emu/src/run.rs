@@ -20,7 +20,7 @@ use sojourn_sim::classify::Hook;
 use sojourn_sim::config::Experiment;
 use sojourn_sim::flows::FlowRecord;
 use sojourn_sim::link::{rate_model, RateModel};
-use sojourn_sim::metrics::TimeSeries;
+use sojourn_sim::metrics::{PacketLog, TimeSeries};
 use sojourn_sim::output::hist_ms;
 use sojourn_sim::output::{describe, fct_of, FctFrom, SCHEMA_VERSION};
 use sojourn_sim::{Columns, RunOutput};
@@ -73,6 +73,9 @@ fn link_key(l: &sojourn_sim::config::LinkPlan) -> String {
 pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
     let available = sock::available_congestion_controls();
     plan::check_transport(exp, &available)?;
+    if plan::uses_accecn(exp) {
+        plan::check_accecn(exp, sock::kernel_accepts_accecn())?;
+    }
     for l in &exp.links {
         let key = link_key(l);
         if l.reorder > 0.0 {
@@ -283,6 +286,7 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
         .filter(|&i| exp.record.packet_links.contains(&exp.links[i].name))
         .collect();
     p.packet_sample = exp.record.packet_sample;
+    p.keep_samples = false;
     if lp.gso_buffers {
         // GSO mode (plan::gso_buffers): 64 KiB buffers pass whole. Each pool slot holds
         // one (66 KiB): at most 16,384 of them (~1.1 GB) wait in queues and delay lines
@@ -301,33 +305,89 @@ pub fn conn_flows(
     fwd: &[forward::ConnReport],
     load: &[crate::loadgen::ConnKey],
 ) -> Vec<Option<(u32, u32)>> {
-    let mut by_key: std::collections::HashMap<sojourn_core::FlowKey, Vec<usize>> =
-        std::collections::HashMap::new();
-    for (i, c) in load.iter().enumerate() {
-        by_key.entry(c.key).or_default().push(i);
+    let mut m = ConnMapper::default();
+    m.add_load(load);
+    for c in fwd {
+        m.add_fwd(c.key);
     }
-    let mut used: std::collections::HashMap<sojourn_core::FlowKey, usize> =
-        std::collections::HashMap::new();
-    fwd.iter()
-        .map(|c| {
-            // The forwarder's original direction is its first packet's: normally the
-            // load generator's, but a connection seen first from the far end is reversed.
-            let (key, swapped) = if by_key.contains_key(&c.key) {
-                (c.key, false)
-            } else {
-                (c.key.reversed(), true)
-            };
-            let list = by_key.get(&key)?;
-            let k = used.entry(key).or_insert(0);
-            let l = &load[list[(*k).min(list.len() - 1)]];
+    m.owners
+}
+
+/// [`conn_flows`] while the run proceeds: the load generator's connections and the
+/// forwarder's arrive in order (a connection is registered before its first packet, so
+/// mapping each forwarder connection as it arrives gives what the whole lists give).
+#[derive(Default)]
+pub struct ConnMapper {
+    load: Vec<crate::loadgen::ConnKey>,
+    by_key: std::collections::HashMap<sojourn_core::FlowKey, Vec<usize>>,
+    used: std::collections::HashMap<sojourn_core::FlowKey, usize>,
+    /// Per forwarder connection id: (flow in its original direction, in the reply one).
+    pub owners: Vec<Option<(u32, u32)>>,
+}
+
+impl ConnMapper {
+    /// The load generator's next connections.
+    pub fn add_load(&mut self, new: &[crate::loadgen::ConnKey]) {
+        for c in new {
+            self.by_key.entry(c.key).or_default().push(self.load.len());
+            self.load.push(*c);
+        }
+    }
+
+    /// The forwarder's next connection (its id is the number of those before).
+    pub fn add_fwd(&mut self, key: sojourn_core::FlowKey) {
+        // The forwarder's original direction is its first packet's: normally the load
+        // generator's, but a connection seen first from the far end is reversed.
+        let (key, swapped) = if self.by_key.contains_key(&key) {
+            (key, false)
+        } else {
+            (key.reversed(), true)
+        };
+        let owner = self.by_key.get(&key).map(|list| {
+            let k = self.used.entry(key).or_insert(0);
+            let l = &self.load[list[(*k).min(list.len() - 1)]];
             *k += 1;
-            Some(if swapped {
+            if swapped {
                 (l.reply_flow, l.flow)
             } else {
                 (l.flow, l.reply_flow)
-            })
-        })
-        .collect()
+            }
+        });
+        self.owners.push(owner);
+    }
+
+    /// The packet log's flow ids (2 × connection + reply direction, as the forwarder logs
+    /// them) replaced by the load generator's flows (`u32::MAX`: a connection it did not
+    /// make).
+    pub fn map_log(&self, pl: &mut PacketLog) {
+        for f in &mut pl.flow {
+            let (conn, reply) = ((*f >> 1) as usize, *f & 1 == 1);
+            *f = match self.owners.get(conn).copied().flatten() {
+                Some((o, r)) => {
+                    if reply {
+                        r
+                    } else {
+                        o
+                    }
+                }
+                None => u32::MAX,
+            };
+        }
+    }
+}
+
+/// Appends `b`'s rows to `a`.
+fn append_log(a: &mut PacketLog, b: PacketLog) {
+    a.t_ns.extend(b.t_ns);
+    a.link.extend(b.link);
+    a.uid.extend(b.uid);
+    a.flow.extend(b.flow);
+    a.len_bytes.extend(b.len_bytes);
+    a.event.extend(b.event);
+    a.sojourn_ns.extend(b.sojourn_ns);
+    a.ecn.extend(b.ecn);
+    a.priority.extend(b.priority);
+    a.ct_bytes.extend(b.ct_bytes);
 }
 
 fn failed(e: impl std::fmt::Display) -> EmuError {
@@ -518,9 +578,19 @@ pub fn run_streaming(
     let stop = Arc::new(AtomicBool::new(false));
     let mut fplan = forwarder_plan(exp, &lp, seed);
     let outbox = forward::SeriesOutbox::default();
+    let packet_outbox = forward::PacketOutbox::default();
+    let log_packets = !exp.record.packet_links.is_empty();
     if chunk_rows > 0 {
         fplan.series_outbox = Some(outbox.clone());
+        if log_packets {
+            fplan.packets_outbox = Some(packet_outbox.clone());
+        }
     }
+    // The packet log streamed: rows moved by the forwarder, their flows mapped to the load
+    // generator's as they arrive, handed out in chunks of `chunk_rows`.
+    let mut mapper = ConnMapper::default();
+    let mut pending = PacketLog::default();
+    let link_name = |l: u32| exp.links[l as usize].name.clone();
     let fwd = forward::spawn(fplan, stop.clone()).map_err(|e| failed(format!("forwarder: {e}")))?;
     let epoch = fwd.epoch_monotonic_ns;
 
@@ -557,6 +627,31 @@ pub fn run_streaming(
             load.sample(&mut ts, next_sample, interval);
             merger.add_flows(&ts, next_sample + interval);
             next_sample += interval;
+        }
+        if chunk_rows > 0 && log_packets {
+            let moved =
+                std::mem::take(&mut *packet_outbox.lock().unwrap_or_else(|e| e.into_inner()));
+            if !moved.is_empty() {
+                mapper.add_load(&load.conns_from(mapper_load_len(&mapper)));
+            }
+            for (mut rows, keys) in moved {
+                for k in keys {
+                    mapper.add_fwd(k);
+                }
+                mapper.map_log(&mut rows);
+                append_log(&mut pending, rows);
+            }
+            while pending.len() >= chunk_rows {
+                let rows =
+                    sojourn_sim::output::packet_columns(pending.drain_front(chunk_rows), link_name);
+                if !sink(sojourn_sim::Chunk::Packets(rows)) {
+                    aborted = true;
+                    break;
+                }
+            }
+            if aborted {
+                break;
+            }
         }
         if chunk_rows > 0 {
             let moved = std::mem::take(&mut *outbox.lock().unwrap_or_else(|e| e.into_inner()));
@@ -607,6 +702,31 @@ pub fn run_streaming(
         merger.add_links(&rows);
     }
     merger.add_links(&report.series);
+    // The packet log's rows not handed out: in streaming mode those moved and not yet
+    // handed out, then the forwarder's last ones, mapped by the same mapper; otherwise
+    // the whole log, mapped at the end.
+    let mut report = report;
+    let packets = if chunk_rows > 0 && log_packets {
+        mapper.add_load(&result.conns[mapper_load_len(&mapper).min(result.conns.len())..]);
+        for (mut rows, keys) in
+            std::mem::take(&mut *packet_outbox.lock().unwrap_or_else(|e| e.into_inner()))
+        {
+            for k in keys {
+                mapper.add_fwd(k);
+            }
+            mapper.map_log(&mut rows);
+            append_log(&mut pending, rows);
+        }
+        for c in &report.conns[mapper.owners.len().min(report.conns.len())..] {
+            mapper.add_fwd(c.key);
+        }
+        let mut tail = std::mem::take(&mut report.packets);
+        mapper.map_log(&mut tail);
+        append_log(&mut pending, tail);
+        Some(pending)
+    } else {
+        None
+    };
     Ok(collect(
         exp,
         seed,
@@ -615,7 +735,13 @@ pub fn run_streaming(
         result,
         merger.finish(),
         wall,
+        packets,
     ))
+}
+
+/// How many load generator connections a mapper has seen.
+fn mapper_load_len(m: &ConnMapper) -> usize {
+    m.load.len()
 }
 
 /// Merges the load generator's flow series and the forwarder's link series in time order
@@ -741,7 +867,10 @@ fn capacity_bits(rate: &RateModel, a: Time, b: Time) -> f64 {
     }
 }
 
-/// The outputs of a live run, in the simulator's schema (docs/output-schema.md).
+/// The outputs of a live run, in the simulator's schema (docs/output-schema.md);
+/// `mapped_packets`: the packet log's rows not streamed, flows already mapped (else
+/// `rep.packets` is mapped here).
+#[allow(clippy::too_many_arguments)]
 fn collect(
     exp: &Experiment,
     seed: u64,
@@ -750,6 +879,7 @@ fn collect(
     load: LoadResult,
     ts: TimeSeries,
     wall_s: f64,
+    mapped_packets: Option<PacketLog>,
 ) -> RunOutput {
     // The simulator's period: flows and links end at the run's duration (the forwarder
     // runs on while the load generator stops; its measured counters end at `duration`).
@@ -886,6 +1016,10 @@ fn collect(
             "wall_seconds": wall_s,
             "forwarder_cpu_seconds": rep.cpu_ns as f64 * 1e-9,
             "forwarder_error": rep.error,
+            "ecn_handshakes": {
+                "syn": handshake_counts(&rep.ecn_handshakes.syn),
+                "syn_ack": handshake_counts(&rep.ecn_handshakes.syn_ack),
+            },
             "gso_buffers": lp.gso_buffers,
             "gso_note": lp.gso_note,
             "rx_gso_buffers": rep.ports.iter().map(|p| p.rx_gso_buffers).sum::<u64>(),
@@ -899,20 +1033,18 @@ fn collect(
     // The packet log with the load generator's flow ids (u32::MAX: a connection it did
     // not make); the forwarder logs 2 × connection + reply direction.
     let packets = (!exp.record.packet_links.is_empty()).then(|| {
-        let mut pl = rep.packets.clone();
-        for f in &mut pl.flow {
-            let (conn, reply) = ((*f >> 1) as usize, *f & 1 == 1);
-            *f = match owners.get(conn).copied().flatten() {
-                Some((o, r)) => {
-                    if reply {
-                        r
-                    } else {
-                        o
-                    }
-                }
-                None => u32::MAX,
-            };
-        }
+        let pl = match mapped_packets {
+            Some(pl) => pl,
+            None => {
+                let mut pl = rep.packets.clone();
+                let m = ConnMapper {
+                    owners: owners.clone(),
+                    ..ConnMapper::default()
+                };
+                m.map_log(&mut pl);
+                pl
+            }
+        };
         sojourn_sim::output::packet_columns(pl, |l| exp.links[l as usize].name.clone())
     });
     let (timeseries, series_names) = sojourn_sim::output::timeseries_columns(ts);
@@ -926,6 +1058,11 @@ fn collect(
             rep.links.iter().map(|l| (l.name.as_str(), &l.sojourn_ns)),
         ),
     }
+}
+
+/// `{"none": n, "ecn": n, "accecn": n, "other": n}` of [`forward::EcnHandshakes`].
+fn handshake_counts(c: &[u64; 4]) -> J {
+    json!({"none": c[0], "ecn": c[1], "accecn": c[2], "other": c[3]})
 }
 
 /// flows.parquet columns, as the simulator writes them (one builder for both engines).
@@ -1052,5 +1189,23 @@ mod tests {
             conn_flows(&f, &load),
             vec![Some((0, 0)), Some((2, 1)), Some((3, 3)), None]
         );
+        // Fed as a streamed run sees them (each connection registered by the load
+        // generator before the forwarder sees its first packet), the mapping is the same,
+        // and so is a packet log's flow column (2 × connection + reply direction).
+        let mut m = ConnMapper::default();
+        m.add_load(&load[..1]);
+        m.add_fwd(f[0].key);
+        m.add_load(&load[1..2]);
+        m.add_fwd(f[1].key);
+        m.add_load(&load[2..]);
+        m.add_fwd(f[2].key);
+        m.add_fwd(f[3].key);
+        assert_eq!(m.owners, conn_flows(&f, &load));
+        let mut pl = PacketLog {
+            flow: vec![0, 2, 3, 4, 7, 6],
+            ..PacketLog::default()
+        };
+        m.map_log(&mut pl);
+        assert_eq!(pl.flow, vec![0, 2, 1, 3, u32::MAX, u32::MAX]);
     }
 }

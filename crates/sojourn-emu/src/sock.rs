@@ -373,6 +373,29 @@ pub fn available_congestion_controls() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether this kernel lets a namespace set `net.ipv4.tcp_ecn = 3` (Accurate ECN, RFC 9768,
+/// asked for on outgoing and accepted on incoming connections): tried in a fresh network
+/// namespace of a short-lived thread (`unshare(CLONE_NEWNET)`; the namespace dies with
+/// the thread, nothing else is touched). `None` if the probe cannot be made (no
+/// CAP_SYS_ADMIN).
+pub fn kernel_accepts_accecn() -> Option<bool> {
+    std::thread::spawn(|| {
+        // SAFETY: unshare affects only this thread (a network namespace is per task).
+        if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+            return None;
+        }
+        // /proc/sys/net resolves against the opening thread's namespace.
+        Some(
+            std::fs::write("/proc/sys/net/ipv4/tcp_ecn", "3").is_ok()
+                && std::fs::read_to_string("/proc/sys/net/ipv4/tcp_ecn")
+                    .is_ok_and(|v| v.trim() == "3"),
+        )
+    })
+    .join()
+    .ok()
+    .flatten()
+}
+
 /// Whether this process may administer network namespaces (CAP_NET_ADMIN and CAP_SYS_ADMIN
 /// in its effective set: creating namespaces and `setns` need both).
 pub fn have_net_admin() -> bool {

@@ -25,6 +25,8 @@ pub struct Headers {
     pub ecn: Ecn,
     /// TCP flags (0 for other protocols).
     pub tcp_flags: u8,
+    /// The AE flag (RFC 9768 §3.1: bit 0 of byte 12, formerly NS; Accurate ECN).
+    pub tcp_ae: bool,
     /// TCP sequence and acknowledgement numbers as on the wire (32-bit, wrapping).
     pub seq: u32,
     pub ack: u32,
@@ -116,6 +118,7 @@ pub fn parse(frame: &[u8]) -> Option<Headers> {
         dscp: tos >> 2,
         ecn: ecn_of(tos),
         tcp_flags: 0,
+        tcp_ae: false,
         seq: 0,
         ack: 0,
         window: 0,
@@ -130,6 +133,7 @@ pub fn parse(frame: &[u8]) -> Option<Headers> {
             h.seq = be32(l4, 4);
             h.ack = be32(l4, 8);
             h.tcp_flags = l4[13];
+            h.tcp_ae = l4[12] & 1 != 0;
             h.window = be16(l4, 14);
             h.payload_bytes = l4.len().saturating_sub(doff) as u32;
         }
@@ -141,6 +145,46 @@ pub fn parse(frame: &[u8]) -> Option<Headers> {
         _ => {}
     }
     Some(h)
+}
+
+/// What a TCP handshake segment asks for or grants, from its AE, CWR and ECE flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EcnSetup {
+    /// Neither ECN nor Accurate ECN.
+    None,
+    /// RFC 3168 ECN (SYN: CWR + ECE; SYN-ACK: ECE alone, §6.1.1).
+    Ecn,
+    /// Accurate ECN (RFC 9768 §3.1.1: SYN: AE + CWR + ECE; SYN-ACK: (AE, CWR, ECE) = 010,
+    /// 110, 100 or 111, echoing the SYN's IP-ECN field).
+    AccEcn,
+    /// Another combination (e.g. a SYN-ACK with CWR and ECE: a broken middlebox).
+    Other,
+}
+
+/// Whether the segment is a SYN (`Some(false)`) or SYN-ACK (`Some(true)`), and what it
+/// says about ECN; `None` for any other segment.
+pub fn ecn_setup(h: &Headers) -> Option<(bool, EcnSetup)> {
+    const SYN: u8 = 0x02;
+    const ACK: u8 = 0x10;
+    const ECE: u8 = 0x40;
+    const CWR: u8 = 0x80;
+    if h.proto != proto::TCP || h.tcp_flags & SYN == 0 {
+        return None;
+    }
+    let bits = (h.tcp_ae, h.tcp_flags & CWR != 0, h.tcp_flags & ECE != 0);
+    let syn_ack = h.tcp_flags & ACK != 0;
+    let setup = match (syn_ack, bits) {
+        (_, (false, false, false)) => EcnSetup::None,
+        (false, (false, true, true)) => EcnSetup::Ecn,
+        (false, (true, true, true)) => EcnSetup::AccEcn,
+        (true, (false, false, true)) => EcnSetup::Ecn,
+        (
+            true,
+            (false, true, false) | (true, true, false) | (true, false, false) | (true, true, true),
+        ) => EcnSetup::AccEcn,
+        _ => EcnSetup::Other,
+    };
+    Some((syn_ack, setup))
 }
 
 /// The flow key of parsed headers.
@@ -306,6 +350,44 @@ mod tests {
         let p = packet(&h, f.len() as u32);
         assert_eq!(p.len_bytes, 1042);
         assert_eq!(p.key.src_addr, Addr::v4(0x0a00_0102));
+    }
+
+    /// A minimal IPv4/TCP frame with the given flags byte (13) and AE bit.
+    fn tcp4(flags: u8, ae: bool) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 20];
+        f[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&40u16.to_be_bytes());
+        f[23] = 6;
+        f[26..30].copy_from_slice(&[10, 0, 1, 2]);
+        f[30..34].copy_from_slice(&[10, 0, 2, 2]);
+        f[46] = 0x50 | ae as u8; // data offset 5 words; AE is bit 0 of byte 12
+        f[47] = flags;
+        f
+    }
+
+    #[test]
+    fn handshakes_are_classified_by_rfc_3168_and_rfc_9768() {
+        use EcnSetup::*;
+        let (syn, ack, ece, cwr) = (0x02u8, 0x10u8, 0x40u8, 0x80u8);
+        let setup = |flags: u8, ae: bool| ecn_setup(&parse(&tcp4(flags, ae)).unwrap());
+        // SYNs: RFC 3168 §6.1.1 ECN-setup SYN = ECE + CWR; RFC 9768 §3.1.1 AccECN SYN =
+        // AE + CWR + ECE.
+        assert_eq!(setup(syn, false), Some((false, None)));
+        assert_eq!(setup(syn | ece | cwr, false), Some((false, Ecn)));
+        assert_eq!(setup(syn | ece | cwr, true), Some((false, AccEcn)));
+        // SYN-ACKs: ECN-setup SYN-ACK = ECE only; AccECN SYN-ACK (RFC 9768 Table 2):
+        // (AE, CWR, ECE) = 0 1 0 (SYN was Not-ECT), 1 1 0 (ECT(1)), 1 0 0 (ECT(0)), 1 1 1 (CE).
+        assert_eq!(setup(syn | ack, false), Some((true, None)));
+        assert_eq!(setup(syn | ack | ece, false), Some((true, Ecn)));
+        assert_eq!(setup(syn | ack | cwr, false), Some((true, AccEcn)));
+        assert_eq!(setup(syn | ack | cwr, true), Some((true, AccEcn)));
+        assert_eq!(setup(syn | ack, true), Some((true, AccEcn)));
+        assert_eq!(setup(syn | ack | cwr | ece, true), Some((true, AccEcn)));
+        // 0 1 1 on a SYN-ACK is neither (a broken reflector, RFC 9768 §3.1.2).
+        assert_eq!(setup(syn | ack | cwr | ece, false), Some((true, Other)));
+        // Not a handshake segment.
+        assert_eq!(setup(ack | ece, false), Option::None);
     }
 
     #[test]

@@ -378,7 +378,11 @@ fn emulate<'py>(
             sojourn_sim::Chunk::TimeSeries { rows, names } => columns(py, rows)
                 .and_then(|r| Ok((r, columns(py, names)?)))
                 .and_then(|(r, n)| f.call1(py, ("timeseries", r, n)).map(|_| ())),
-            _ => Ok(()), // the live engine hands out only its time series
+            sojourn_sim::Chunk::Packets(rows) => {
+                columns(py, rows).and_then(|r| f.call1(py, ("packets", r, py.None())).map(|_| ()))
+            }
+            // The live engine keeps its flow records (one per connection) to the end.
+            sojourn_sim::Chunk::Flows(_) => Ok(()),
         };
         match r {
             Ok(()) => true,
