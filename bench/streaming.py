@@ -6,6 +6,7 @@ disk (`sojourn run`, `sojourn.run(out=...)`) against one that holds them in memo
     python bench/streaming.py 20s 80s
     python bench/streaming.py --streamed-only 40s 160s
     python bench/streaming.py --transfers 80s 320s   # 2,000 short transfers per second
+    python bench/streaming.py --overload --streamed-only 10s 30s   # the same on 100 Mbit/s
 
 Each run is a fresh child process; its peak resident memory is its own VmHWM (Linux).
 Wall times are compared as ratios within one invocation (the machine is shared)."""
@@ -67,16 +68,17 @@ else:
     r = sojourn.run(exp, duration=duration, out=out)
 wall = time.perf_counter() - t0
 hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1]
-print(wall, int(hwm) / 1024, r.summary["links"]["bottleneck"]["tx_packets"], r.summary["flows"]["count"])
+f = r.summary["flows"]
+print(wall, int(hwm) / 1024, r.summary["links"]["bottleneck"]["tx_packets"], f["count"], f.get("completed", 0))
 """
 
 
-def one(exp: Path, duration: str, streamed: bool, work: Path) -> tuple[float, float, int, int]:
+def one(exp: Path, duration: str, streamed: bool, work: Path) -> tuple[float, float, int, int, int]:
     out = str(work / f"{duration}-{'s' if streamed else 'm'}")
     argv = [sys.executable, "-c", CHILD, str(exp), duration] + ([out] if streamed else ["-", out])
     r = subprocess.run(argv, capture_output=True, text=True, check=True)
-    w, mb, pk, fl = r.stdout.split()
-    return float(w), float(mb), int(pk), int(fl)
+    w, mb, pk, fl, done = r.stdout.split()
+    return float(w), float(mb), int(pk), int(fl), int(done)
 
 
 def main() -> None:
@@ -86,14 +88,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as td:
         work = Path(td)
         exp = work / "exp.toml"
-        exp.write_text(TRANSFERS if "--transfers" in args else EXP)
+        if "--overload" in args:
+            # 170.7 Mbit/s offered on the wire on 100 Mbit/s: refused unless allowed
+            # (docs/limits.md, "Overloaded open loops"); the backlog then grows.
+            text = TRANSFERS.replace('rate = "1Gbit"', 'rate = "100Mbit"') + "allow_overload = true\n"
+        else:
+            text = TRANSFERS if "--transfers" in args else EXP
+        exp.write_text(text)
         rows = {}
         for d in durs:
             for streamed in modes:
                 rows[(d, streamed)] = one(exp, d, streamed, work)
-                w, mb, pk, fl = rows[(d, streamed)]
+                w, mb, pk, fl, done = rows[(d, streamed)]
                 print(f"{d:>6} {'streamed' if streamed else 'in memory':>9}: peak {mb:7.1f} MB, "
-                      f"{pk} bottleneck packets, {fl} flows, wall {w:6.2f} s", flush=True)
+                      f"{pk} bottleneck packets, {fl} flows ({fl - done} not completed), wall {w:6.2f} s",
+                      flush=True)
         a, b = durs[0], durs[-1]
         for streamed in modes:
             print(f"{'streamed' if streamed else 'in memory':>9}: peak RSS {b}/{a} = "

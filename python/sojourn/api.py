@@ -196,6 +196,19 @@ class EmulateError(RuntimeError):
     """A live run failed on the machine's side (a namespace, device, socket or the forwarder)."""
 
 
+def _live_error(eng: Any, name: str, e: BaseException) -> Optional[Exception]:
+    """The public exception for a live engine's error (``emulate`` and ``emulate --kernel``
+    share it): its ``ConfigError`` names the file and key, ``PrivilegeError`` and
+    ``EmulateError`` keep their message; ``None`` for anything else (re-raised as it is)."""
+    if isinstance(e, eng.ConfigError):
+        return _wrap_engine_error(name, e)
+    if isinstance(e, eng.PrivilegeError):
+        return PrivilegeError(str(e))
+    if isinstance(e, eng.EmulateError):
+        return EmulateError(str(e))
+    return None
+
+
 def emulate(
     source: Source,
     seed: Optional[int] = None,
@@ -248,12 +261,9 @@ def _emulate_staged(source: Source, seed: Optional[int] = None, duration: Option
         res = Result.from_engine(raw, stream=stream)
     except BaseException as e:
         discard_stream(stream)
-        if isinstance(e, eng.ConfigError):
-            raise _wrap_engine_error(name, e) from None
-        if isinstance(e, eng.PrivilegeError):
-            raise PrivilegeError(str(e)) from None
-        if isinstance(e, eng.EmulateError):
-            raise EmulateError(str(e)) from None
+        mapped = _live_error(eng, name, e)
+        if mapped is not None:
+            raise mapped from None
         raise
     wall = time.perf_counter() - t0
     pkts = sum(l.get("tx_packets", 0) for l in res.summary.get("links", {}).values())

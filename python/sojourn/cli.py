@@ -220,7 +220,8 @@ def cmd_validate(a: argparse.Namespace) -> int:
     except ConfigError as e:
         return _err(str(_set_error(e)))
     print(f"{a.experiment}: ok — {plan['name']!r}, {plan['duration_s']:g} s, {len(plan['nodes'])} nodes, "
-          f"{len(plan['links'])} links, {plan['workloads']} workload(s)")
+          f"{len(plan['links'])} links, {plan['workloads']} workload(s), "
+          f"memory ~{plan['memory_estimate_bytes'] / 1e9:.1f} GB estimated (docs/limits.md)")
     tc = plan.get("links_tc", {})
 
     def applied(name: str, q: str) -> str:
@@ -381,7 +382,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         p.print_help()
         print("sojourn: no command given (see sojourn --help)", file=sys.stderr)
         return 2
-    return a.func(a)
+    try:
+        return a.func(a)
+    except BrokenPipeError:
+        # `sojourn validate big.toml | head`: the reader left. Quiet, as a Unix tool killed
+        # by SIGPIPE is (exit 128 + 13), without a traceback; stdout goes to /dev/null so
+        # the interpreter's final flush does not raise again.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

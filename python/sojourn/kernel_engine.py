@@ -156,7 +156,7 @@ def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] =
     a :class:`sojourn.Result` with ``summary["engine"] == "kernel"``; with ``out`` its time
     series streams to disk while the run proceeds and the result is written there (with
     ``publish=False`` it stays staged: ``Result.write`` publishes it)."""
-    from .api import (EmulateError, PrivilegeError, _live_engine, _prepare, _wrap_engine_error, discard_stream,
+    from .api import (EmulateError, PrivilegeError, _live_engine, _live_error, _prepare, discard_stream,
                       open_stream, stream_kwargs)
     from .results import Result
 
@@ -193,12 +193,9 @@ def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] =
         res = Result.from_engine(raw, stream=stream)
     except BaseException as e:
         discard_stream(stream)
-        if isinstance(e, eng.ConfigError):
-            raise _wrap_engine_error(name, e) from None
-        if isinstance(e, eng.PrivilegeError):
-            raise PrivilegeError(str(e)) from None
-        if isinstance(e, eng.EmulateError):
-            raise EmulateError(str(e)) from None
+        mapped = _live_error(eng, name, e)
+        if mapped is not None:
+            raise mapped from None
         if isinstance(e, (_apply.DeployError, OSError)):
             raise EmulateError(f"kernel set-up: {e}") from None
         raise

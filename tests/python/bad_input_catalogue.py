@@ -226,6 +226,43 @@ s("wl-count-huge", f"{W1}.count=10000000", "needs ~")
 # and goodput for summary.json), ~230 TB; refused up front with the transfer count.
 add("wl-transfers-million-hours", "cli", ["run", "{base}", "--out", "{out}", "--set", 'duration="1000000h"',
     "--set", 'workload[1]={kind="poisson", pair=1, interval="0.5ms", size="10kB"}'], "~7200000000000 transfers")
+# Open loops offering more than their path's bottleneck carries pile up transfers without
+# bound (docs/limits.md, "Overloaded open loops"): refused up front with the offered load,
+# the link's rate and the override. The base's bottleneck is 10 Mbit/s.
+s("wl-poisson-overload", f"{W1}={{kind=\"poisson\", pair=1, interval=\"0.5ms\", size=\"10kB\"}}",
+  "arrivals outpace the link", cli=True)
+s("wl-poisson-overload-names-link", f"{W1}={{kind=\"poisson\", pair=1, interval=\"10ms\", size=\"20kB\"}}",
+  'through link "bottleneck" of 10.0 Mbit/s')
+# 800/s × 1,448 B is 9.3 Mbit/s of payload, 11.0 with headers (1,720 B per transfer).
+s("wl-poisson-overload-headers", f"{W1}={{kind=\"poisson\", pair=1, interval=\"1.25ms\", size=1448}}",
+  "11.0 Mbit/s on the wire")
+s("wl-small-files-overload", f"{W1}={{kind=\"small_files\", pair=1, interval=\"10ms\"}}", "allow_overload = true")
+s("wl-poisson-overload-dist", f"{W1}={{kind=\"poisson\", pair=1, interval=\"1ms\", size={{dist=\"exponential\", mean=\"5kB\"}}}}",
+  "40.0 Mbit/s of payload")
+s("wl-allow-overload-not-bool", f"{W1}={{kind=\"poisson\", pair=1, interval=\"1s\", size=\"1kB\", allow_overload=\"yes\"}}",
+  "expected true or false")
+s("wl-allow-overload-typo", f"{W1}={{kind=\"poisson\", pair=1, interval=\"1s\", size=\"1kB\", allow_overlaod=true}}",
+  'did you mean "allow_overload"')
+s("wl-allow-overload-closed-loop", f"{W1}={{kind=\"actors\", pair=1, think=\"1s\", size=\"1kB\", allow_overload=true}}",
+  "unknown key")
+# Two loops of 500/s × 2 kB: 9.4 Mbit/s on the wire each, 18.7 together on 10 Mbit/s.
+add("wl-two-open-loops-overload", "toml", BASE_TOML.split("[record]")[0] + """
+[[workload]]
+kind = "poisson"
+pair = 0
+interval = "2ms"
+size = "2kB"
+
+[[workload]]
+kind = "poisson"
+pair = 1
+interval = "2ms"
+size = "2kB"
+""", "with the other open loops crossing it")
+add("sweep-axis-overload", "sweep", 'base = "{base}"\n[[axis]]\nkey = "workload[1]"\nname = "load"\n'
+    'values = [{kind = "poisson", pair = 1, interval = "100ms", size = "10kB"}, '
+    '{kind = "poisson", pair = 1, interval = "1ms", size = "10kB"}]\nnames = ["light", "over"]\n',
+    "arrivals outpace the link")
 s("wl-from-unknown-node", f"{W0}={{kind=\"cbr\", from=\"x\", to=\"d0\", rate=\"1Mbit\"}}", "x")
 s("wl-onoff-no-times", f"{W0}={{kind=\"onoff\", pair=0, rate=\"1Mbit\"}}", "on_time")
 s("wl-distribution-bad", f"{W0}={{kind=\"onoff\", pair=0, rate=\"1Mbit\", on_time=\"1s\", off_time=\"1s\", distribution=\"pareto\"}}", "unknown value")
@@ -237,6 +274,7 @@ s("wl-poisson-no-interval", f"{W1}={{kind=\"poisson\", pair=1, size=\"10KiB\"}}"
 s("wl-thin-transport-bad", f"{W1}={{kind=\"thin\", pair=1, transport=\"sctp\", message_size=\"100B\", interval=\"10ms\"}}", "unknown value")
 s("wl-dscp-huge", f"{W0}.dscp=1000", "out of range")
 s("wl-ecn-string", f"{W0}.ecn=\"on\"", "expected true or false")
+s("wl-pair-and-pairs", f"{W1}={{kind=\"bulk\", pair=1, pairs=\"all\"}}", "give either `pair` or `pairs`, not both")
 s("wl-pairs-bad", f"{W0}={{kind=\"cbr\", pairs=\"some\", rate=\"1Mbit\"}}", "pairs")
 
 # --- transport -----------------------------------------------------------------------------
@@ -393,6 +431,9 @@ API = [
      "packet log held in memory"),
     ("api-in-memory-override-hint", "sojourn.run(BASE, duration='1000000h')", "SOJOURN_MEMORY"),
     ("api-out-is-file", "sojourn.run(BASE, out=BASE_FILE)", "exists and is a file"),
+    ("api-poisson-overload",
+     "sojourn.validate(with_(BASE, 'workload', [{'kind': 'poisson', 'pair': 0, 'interval': '1ms', 'size': '10kB'}]))",
+     "allow_overload = true"),
 ]
 for id_, code, frag in API:
     add(id_, "api", code, frag)

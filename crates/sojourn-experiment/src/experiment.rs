@@ -6,7 +6,9 @@
 
 use crate::link::{load_trace, LinkRate, TraceSpec};
 pub use crate::routing::{Routes, NO_ROUTE};
-use crate::transport::TcpConfig;
+use crate::transport::{
+    TcpConfig, ETHERNET_HEADER_BYTES, IP_TCP_HEADER_BYTES, SYN_FRAME_BYTES, TIMESTAMP_OPTION_BYTES,
+};
 use crate::workload::{self, TcpKind, TcpPlan, WorkloadPlan};
 use sojourn_core::params::{join, ConfError, ConfResult, Params, Table, Value};
 use sojourn_core::qdisc::{BuildCtx, QdiscSpec};
@@ -229,6 +231,7 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
     // Memory first: it covers the routing table, which `check_routes` builds.
     check_memory(&exp)?;
     check_routes(&exp)?;
+    check_overload(&exp)?;
     Ok(exp)
 }
 
@@ -256,9 +259,8 @@ pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
             WorkloadPlan::Udp(u) => udp += u.flows.len(),
             WorkloadPlan::Tcp(t) => {
                 tcp += t.flows.len();
-                let (n, rate) = transfers_of(exp, t);
-                transfers += n;
-                lingering += (rate * TCP_HELD_AFTER_FIN_S).min(n);
+                transfers += transfers_of(exp, t).0;
+                lingering += held_of(exp, t);
             }
         }
     }
@@ -290,6 +292,30 @@ pub const TCP_HELD_AFTER_FIN_S: f64 = 61.0;
 /// without `out`): its record, its `flows.parquet` row being built and its connection while
 /// it lingers; measured ~1.9 KB (160,000 transfers: 440 MB, 40,000: 208 MB).
 pub const BYTES_PER_TRANSFER_IN_MEMORY: f64 = 2.5 * 1024.0;
+
+/// Connections a TCP workload holds at once at most: its arrival rate × 61 s (each
+/// transfer's connection stays until its receiver's 60 s linger ends), at most all its
+/// transfers; an overloaded open loop allowed with `allow_overload = true` may hold every
+/// arrival to the end (its backlog is bounded only by the arrivals).
+pub fn held_of(exp: &Experiment, t: &TcpPlan) -> f64 {
+    let (n, rate) = transfers_of(exp, t);
+    if t.allow_overload {
+        n
+    } else {
+        (rate * TCP_HELD_AFTER_FIN_S).min(n)
+    }
+}
+
+/// Connections all TCP workloads hold at once at most ([`held_of`]).
+pub fn held_connections(exp: &Experiment) -> f64 {
+    exp.workloads
+        .iter()
+        .map(|w| match w {
+            WorkloadPlan::Tcp(t) => held_of(exp, t),
+            WorkloadPlan::Udp(_) => 0.0,
+        })
+        .sum()
+}
 
 /// Transfers all TCP workloads open over the run ([`transfers_of`]).
 pub fn transfer_count(exp: &Experiment) -> f64 {
@@ -1141,6 +1167,120 @@ fn check_routes(exp: &Experiment) -> ConfResult<()> {
         }
     }
     Ok(())
+}
+
+/// The bytes an open loop's transfer of `size` payload bytes puts on the wire in its data
+/// direction: the payload in segments of `mss` bytes, each with its IP, TCP (and timestamps)
+/// and Ethernet headers plus the link's framing; the SYN, the ACK ending the handshake and
+/// the FIN. For a size distribution `size` is its mean (the segment count of the mean size,
+/// an approximation documented in docs/limits.md).
+pub fn transfer_wire_bytes(size: f64, cfg: &TcpConfig, framing: u32) -> f64 {
+    let segments = (size / cfg.mss.max(1) as f64).ceil().max(1.0);
+    let header = (cfg.mtu.saturating_sub(cfg.mss) + ETHERNET_HEADER_BYTES + framing) as f64;
+    let bare = (IP_TCP_HEADER_BYTES + ETHERNET_HEADER_BYTES + framing) as f64;
+    let ts = if cfg.timestamps {
+        TIMESTAMP_OPTION_BYTES as f64
+    } else {
+        0.0
+    };
+    size + segments * header + (SYN_FRAME_BYTES + framing) as f64 + 2.0 * (bare + ts)
+}
+
+/// Refuses an open loop (`poisson`, `small_files`) whose offered load reaches the rate of a
+/// link on its path: arrivals then outpace departures, the transfers in progress grow
+/// without bound and with them the memory (an M/G/1 queue with load ≥ 1 has no steady
+/// state). The loads of every open loop crossing a link add up; `allow_overload = true`
+/// in each of them runs it anyway (the memory estimate then counts every arrival as held).
+/// Competing traffic (bulk flows, UDP) is not subtracted (docs/limits.md).
+fn check_overload(exp: &Experiment) -> ConfResult<()> {
+    struct Loop {
+        index: usize,
+        per_s: f64,
+        mean: f64,
+        allowed: bool,
+    }
+    let mut wire = vec![0.0f64; exp.links.len()];
+    let mut payload = vec![0.0f64; exp.links.len()];
+    let mut by_link: Vec<Vec<usize>> = vec![Vec::new(); exp.links.len()];
+    let mut loops: Vec<Loop> = Vec::new();
+    let mut routes: Option<Routes> = None;
+    for (i, w) in exp.workloads.iter().enumerate() {
+        let WorkloadPlan::Tcp(t) = w else { continue };
+        let TcpKind::Poisson { interval, size } = &t.kind else {
+            continue;
+        };
+        let stop = t.stop.unwrap_or(exp.duration).min(exp.duration);
+        if stop <= t.start {
+            continue; // never active
+        }
+        let per_s = 1.0 / interval.mean().as_secs_f64().max(1e-9);
+        let mean = size.mean();
+        let routes = routes.get_or_insert_with(|| static_routes(exp));
+        for &(a, b) in &t.flows {
+            let mut at = a;
+            let mut hops = 0;
+            while at != b && hops <= exp.node_names.len() {
+                let l = routes.next(at, b);
+                if l == NO_ROUTE {
+                    break; // check_routes has refused it already
+                }
+                let link = &exp.links[l as usize];
+                wire[l as usize] +=
+                    per_s * 8.0 * transfer_wire_bytes(mean, &t.cfg, link.framing_bytes);
+                payload[l as usize] += per_s * 8.0 * mean;
+                by_link[l as usize].push(loops.len());
+                at = link.to;
+                hops += 1;
+            }
+        }
+        loops.push(Loop {
+            index: i,
+            per_s: per_s * t.flows.len() as f64,
+            mean,
+            allowed: t.allow_overload,
+        });
+    }
+    for (l, link) in exp.links.iter().enumerate() {
+        let rate = link.rate.mean_bps(exp.duration);
+        if by_link[l].is_empty() || wire[l] < rate {
+            continue;
+        }
+        let Some(&k) = by_link[l].iter().find(|&&k| !loops[k].allowed) else {
+            continue;
+        };
+        let lp = &loops[k];
+        let others = by_link[l].iter().any(|&j| j != k);
+        let what = if others {
+            "with the other open loops crossing it".to_string()
+        } else {
+            format!("{} transfers/s × {:.0} B mean", fmt_rate(lp.per_s), lp.mean)
+        };
+        return Err(ConfError::new(
+            format!("workload[{}]", lp.index),
+            format!(
+                "an open loop offering {:.1} Mbit/s of payload ({what}; {:.1} Mbit/s on the \
+                 wire with headers) through link {:?} of {:.1} Mbit/s ({:.0} % of its rate): \
+                 arrivals outpace the link, so transfers in progress pile up without bound; \
+                 lower the arrival rate or the size, or set allow_overload = true in the \
+                 workload to run it anyway (memory then grows with the backlog, docs/limits.md)",
+                payload[l] / 1e6,
+                wire[l] / 1e6,
+                link.name,
+                rate / 1e6,
+                100.0 * wire[l] / rate.max(1e-9),
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// An arrival rate for messages: whole numbers without decimals.
+fn fmt_rate(r: f64) -> String {
+    if (r - r.round()).abs() < 1e-9 {
+        format!("{r:.0}")
+    } else {
+        format!("{r:.1}")
+    }
 }
 
 /// A short description of a qdisc spec as written, e.g. `codel(target=5ms)` (the `qdisc`

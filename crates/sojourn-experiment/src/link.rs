@@ -24,6 +24,31 @@ impl LinkRate {
             LinkRate::Trace(_) => 0,
         }
     }
+
+    /// The mean rate in bit/s over `[0, over)`: the constant rate; a schedule's rates
+    /// weighted by how long each is in force; a trace's bytes per period (its delivery
+    /// opportunities × bytes each) over the period. What an open loop's offered load is
+    /// compared with (`experiment::check_overload`).
+    pub fn mean_bps(&self, over: sojourn_core::Duration) -> f64 {
+        match self {
+            LinkRate::Constant(r) => *r as f64,
+            LinkRate::Schedule(s) => {
+                let end = over.0.max(1);
+                let mut sum = 0.0;
+                for (i, &(from, r)) in s.iter().enumerate() {
+                    let to = s.get(i + 1).map_or(end, |&(t, _)| t.0.min(end));
+                    if from.0 < to {
+                        sum += r as f64 * (to - from.0) as f64;
+                    }
+                }
+                sum / end as f64
+            }
+            LinkRate::Trace(t) => {
+                let bytes = t.opportunities_ms.len() as f64 * t.bytes_per_opportunity as f64;
+                bytes * 8.0 * 1000.0 / t.period_ms() as f64
+            }
+        }
+    }
 }
 
 /// A Mahimahi trace: delivery opportunities at these millisecond offsets, repeating every

@@ -282,6 +282,7 @@ mod tests {
             start: Duration::from_ms(100),
             stop,
             kind,
+            allow_overload: false,
         }
     }
 

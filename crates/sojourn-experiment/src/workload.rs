@@ -148,6 +148,9 @@ pub fn parse_flow_endpoints(exp: &Context, p: &mut Params) -> ConfResult<Vec<(u3
                 return Err(p.err("from", "required (node names) on a graph topology"));
             }
             let n = exp.pairs.len() as i64;
+            if p.has("pair") && p.has("pairs") {
+                return Err(p.err("pairs", "give either `pair` or `pairs`, not both"));
+            }
             if p.has("pair") {
                 let i = p.int("pair", 0, 0, n - 1)?;
                 vec![exp.pairs[i as usize]]
@@ -295,6 +298,10 @@ pub struct TcpPlan {
     pub start: Duration,
     pub stop: Option<Duration>,
     pub kind: TcpKind,
+    /// `allow_overload = true` (open loops only): run even when the offered load reaches
+    /// the path's bottleneck rate (validation refuses that otherwise, docs/limits.md); the
+    /// memory estimate then counts every arrival as held to the end of the run.
+    pub allow_overload: bool,
 }
 
 /// Parses a TCP (or thin-stream) workload of `kind`.
@@ -365,6 +372,11 @@ fn parse_tcp(exp: &Context, p: &mut Params, index: u32, kind: &str) -> ConfResul
         }
         _ => unreachable!("dispatched by `parse`"),
     };
+    let allow_overload = if matches!(k, TcpKind::Poisson { .. }) {
+        p.bool("allow_overload", false)?
+    } else {
+        false
+    };
     Ok(TcpPlan {
         index,
         flows,
@@ -372,5 +384,6 @@ fn parse_tcp(exp: &Context, p: &mut Params, index: u32, kind: &str) -> ConfResul
         start,
         stop,
         kind: k,
+        allow_overload,
     })
 }

@@ -12,7 +12,7 @@ fn transfers(workload: &str, duration: &str) -> f64 {
         [topology]
         kind = "dumbbell"
         pairs = 2
-        bottleneck = {{ rate = "100Mbit", delay = "5ms" }}
+        bottleneck = {{ rate = "1Gbit", delay = "5ms" }}
         [[workload]]
         {workload}
         "#

@@ -195,6 +195,12 @@ fn validate<'py>(
     d.set_item("links", links)?;
     d.set_item("links_tc", applied)?;
     d.set_item("workloads", exp.workloads.len())?;
+    // What validation compared with the machine's memory (docs/limits.md): a streamed
+    // run's estimate in bytes.
+    d.set_item(
+        "memory_estimate_bytes",
+        sojourn_experiment::experiment::memory_estimate(&exp).0,
+    )?;
     Ok(d)
 }
 
