@@ -8,8 +8,8 @@ fragment, or anything left in the output location.
 Kinds (``Case.kind``):
   set    ``sojourn run BASE --out OUT --set KEY=VALUE`` (``arg`` is ``KEY=VALUE``)
   toml   ``sojourn run FILE --out OUT`` with ``FILE`` holding ``arg`` (TOML text; ``{trace}``
-         is replaced by the path of a trace file holding ``Case.trace``, ``{base}`` by the
-         base experiment's text)
+         is replaced by the path of a trace file holding ``Case.trace``, ``{fifo}`` by the
+         path of a named pipe)
   cli    ``sojourn ARGV`` with ``{base}``, ``{out}``, ``{tmp}``, ``{file}`` substituted
   sweep  ``sojourn sweep FILE --out OUT`` with ``FILE`` holding ``arg`` (``{base}`` = path)
   api    Python evaluated with ``sojourn``, ``BASE`` (dict), ``BASE_FILE``, ``OUT``, ``TMP``
@@ -337,6 +337,7 @@ TRACE_EXP = BASE_TOML.replace('bottleneck = { rate = "10Mbit", delay = "5ms", qd
                               'bottleneck = { trace = "{trace}", delay = "5ms" }')
 add("trace-missing", "toml", TRACE_EXP.replace("{trace}", "/nonexistent/trace.txt"), "cannot read trace")
 add("trace-dev-zero", "toml", TRACE_EXP.replace("{trace}", "/dev/zero"), "not a regular file", cli=True)
+add("trace-fifo", "toml", TRACE_EXP.replace("{trace}", "{fifo}"), "is not a regular file (a FIFO", cli=True)
 add("trace-directory", "toml", TRACE_EXP.replace("{trace}", "/tmp"), "is a directory")
 add("trace-words", "toml", TRACE_EXP, "expected a whole number of milliseconds", trace=b"1\n2\nthree\n")
 add("trace-long-line-excerpt", "toml", TRACE_EXP, "characters)", trace=b"1\n" + b"x" * 100000 + b"\n")

@@ -77,7 +77,13 @@ pub trait Endpoint {
 
 macro_rules! any_endpoint {
     ($($variant:ident($ty:ty)),* $(,)?) => {
-        /// Every endpoint type, dispatched by `match`.
+        /// Every endpoint type, dispatched by `match`. The sockets are held inline, not
+        /// boxed: the engine's endpoint slots are one contiguous vector, so a call into an
+        /// endpoint touches the slot and the socket's first lines together instead of
+        /// following a pointer to a separate allocation (issue 19: with 10,000 flows every
+        /// event touches a cold socket). Every slot is as large as the largest socket
+        /// (`TcpSender`); the unused tail of a smaller endpoint's slot is never touched.
+        #[allow(clippy::large_enum_variant)]
         pub enum AnyEndpoint { $($variant($ty)),* }
         impl Endpoint for AnyEndpoint {
             #[inline]
@@ -100,7 +106,7 @@ macro_rules! any_endpoint {
 any_endpoint! {
     UdpSource(UdpSource),
     UdpSink(UdpSink),
-    TcpSender(Box<crate::tcp::sender::TcpSender>),
-    TcpReceiver(Box<crate::tcp::receiver::TcpReceiver>),
-    ThinUdp(Box<crate::tcp::apps::ThinUdpSource>),
+    TcpSender(crate::tcp::sender::TcpSender),
+    TcpReceiver(crate::tcp::receiver::TcpReceiver),
+    ThinUdp(crate::tcp::apps::ThinUdpSource),
 }

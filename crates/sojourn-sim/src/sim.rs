@@ -37,13 +37,16 @@ pub struct Node {
     pub adapt: Vec<Option<Box<MedianPolicy>>>,
 }
 
+/// `repr(C)` with the engine's small fields first: they share the slot's first cache line
+/// with the endpoint's discriminant and the start of its (inline) socket.
+#[repr(C)]
 struct EndpointSlot {
-    ep: AnyEndpoint,
-    node: u32,
-    flow: u32,
     /// Time of the earliest pending `EndpointTimer` event (`Time::MAX` if none).
     scheduled: Time,
+    node: u32,
+    flow: u32,
     live: bool,
+    ep: AnyEndpoint,
 }
 
 /// Events handled in a run, by kind: what a run spends its events on (bench `scale`

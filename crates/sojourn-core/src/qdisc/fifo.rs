@@ -87,13 +87,16 @@ impl Qdisc for Fifo {
 
     #[inline]
     fn dequeue(&mut self, _now: Time, _drops: &mut Drops) -> Dequeue {
-        match self.queue.pop_front() {
-            Some(p) => {
-                self.backlog_bytes -= p.len_bytes as u64;
-                Dequeue::Packet(p)
-            }
-            None => Dequeue::Empty,
-        }
+        // The head is copied straight into the answer, then dropped from the queue: one
+        // ~200-byte copy per dequeue where `pop_front` into a local and then into
+        // `Dequeue::Packet` made two (issue 19, callgrind).
+        let Some(p) = self.queue.front() else {
+            return Dequeue::Empty;
+        };
+        self.backlog_bytes -= p.len_bytes as u64;
+        let d = Dequeue::Packet(*p);
+        self.queue.pop_front();
+        d
     }
 
     #[inline]

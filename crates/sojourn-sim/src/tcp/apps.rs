@@ -188,7 +188,7 @@ fn open_thin_udp(
         rng,
         seq: 0,
     };
-    let id = sim.add_endpoint(src_node, flow, AnyEndpoint::ThinUdp(Box::new(src)));
+    let id = sim.add_endpoint(src_node, flow, AnyEndpoint::ThinUdp(src));
     sim.start_endpoint(sink);
     sim.start_endpoint(id);
 }

@@ -56,10 +56,10 @@ pub fn open(
     };
     let hash = key.hash(sim.hash_salt);
     let rcv = receiver::TcpReceiver::new(flow, key.reversed(), hash, cfg, transfer);
-    let rid = sim.add_endpoint(dst, flow, AnyEndpoint::TcpReceiver(Box::new(rcv)));
+    let rid = sim.add_endpoint(dst, flow, AnyEndpoint::TcpReceiver(rcv));
     let seed = Rng::stream(sim.seed, "tcp", flow as u64).next_u64();
     let snd = sender::TcpSender::new(flow, key, hash, rid, 0, cfg, source, seed);
-    let sid = sim.add_endpoint(src, flow, AnyEndpoint::TcpSender(Box::new(snd)));
+    let sid = sim.add_endpoint(src, flow, AnyEndpoint::TcpSender(snd));
     if let AnyEndpoint::TcpSender(s) = sim.endpoint_mut(sid) {
         s.me = sid;
     }

@@ -150,6 +150,12 @@ impl Scoreboard {
     pub fn mark_lost(&mut self, dupthresh: u32) -> (u32, u64) {
         let mut newly = 0;
         let mut first = u64::MAX;
+        // Fewer than `dupthresh` SACKed segments above the mark: no segment can qualify
+        // (`above` below is at most this), so skip the search. This is the common ACK
+        // (nothing SACKed) and was ~5 % of a 10 Gb/s run's instructions (issue 19).
+        if self.sacked_out - self.sacked_below_mark < dupthresh {
+            return (newly, first);
+        }
         let mut i = self.segs.partition_point(|s| s.start < self.lost_mark);
         while i < self.segs.len() {
             let s = &mut self.segs[i];
