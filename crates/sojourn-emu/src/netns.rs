@@ -195,6 +195,17 @@ impl Offloads {
         gso: Some(false),
         gro: Some(false),
     };
+
+    /// GSO buffers end to end: the host's TCP hands whole buffers (with a partial checksum)
+    /// to the veth, and the forwarder's `PACKET_VNET_HDR` ports pass them on whole. GRO
+    /// stays off: a veth has no NAPI without it (docs/emulate.md "Datapath").
+    pub const GSO_BUFFERS: Offloads = Offloads {
+        tx_checksum: Some(true),
+        scatter_gather: Some(true),
+        tso: Some(true),
+        gso: Some(true),
+        gro: Some(false),
+    };
 }
 
 /// The offload state read back from a device.

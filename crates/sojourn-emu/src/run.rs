@@ -432,13 +432,7 @@ fn build_network(guard: &mut netns::Guard, lp: &LivePlan) -> Result<(), EmuError
         // checksumming off the kernel cuts the buffers into segments before the veth);
         // docs/emulate.md "Datapath". GRO stays off (veth has no NAPI without it).
         let o = if lp.gso_buffers {
-            Offloads {
-                tx_checksum: Some(true),
-                scatter_gather: Some(true),
-                tso: Some(true),
-                gso: Some(true),
-                gro: Some(false),
-            }
+            Offloads::GSO_BUFFERS
         } else {
             Offloads::ALL_OFF
         };

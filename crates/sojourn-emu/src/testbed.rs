@@ -133,13 +133,7 @@ impl Testbed {
         netns::neigh_add(&ns_b, &if_b, gw6_b, mac_pb)?;
         netns::route_add(&ns_b, "fd00:0:0:1::/64", &if_b, Some(gw6_b))?;
         let o = if gso {
-            Offloads {
-                tx_checksum: Some(true),
-                scatter_gather: Some(true),
-                tso: Some(true),
-                gso: Some(true),
-                gro: Some(false),
-            }
+            Offloads::GSO_BUFFERS
         } else {
             Offloads::ALL_OFF
         };
