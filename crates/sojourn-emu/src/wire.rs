@@ -6,6 +6,7 @@
 //! Pure functions on byte slices: no I/O, testable anywhere.
 
 use sojourn_core::packet::{proto, truesize_for, Addr, Ecn, FlowKey, Packet};
+use sojourn_sim::tcp::accecn::{feedback_from_synack, Feedback};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Ethernet II header length (no VLAN tag: veths carry none unless configured).
@@ -162,7 +163,10 @@ pub enum EcnSetup {
 }
 
 /// Whether the segment is a SYN (`Some(false)`) or SYN-ACK (`Some(true)`), and what it
-/// says about ECN; `None` for any other segment.
+/// says about ECN; `None` for any other segment. A SYN-ACK is read as an Accurate ECN
+/// client reads it (RFC 9768 Table 2, the simulator's
+/// [`sojourn_sim::tcp::accecn::feedback_from_synack`]), except that the broken
+/// reflector's 0b111 is counted apart (`Other`) rather than as no ECN.
 pub fn ecn_setup(h: &Headers) -> Option<(bool, EcnSetup)> {
     const SYN: u8 = 0x02;
     const ACK: u8 = 0x10;
@@ -171,18 +175,26 @@ pub fn ecn_setup(h: &Headers) -> Option<(bool, EcnSetup)> {
     if h.proto != proto::TCP || h.tcp_flags & SYN == 0 {
         return None;
     }
-    let bits = (h.tcp_ae, h.tcp_flags & CWR != 0, h.tcp_flags & ECE != 0);
+    // (AE, CWR, ECE) as one 3-bit value, AE the most significant (RFC 9768 §3.1).
+    let ace = (h.tcp_ae as u8) << 2
+        | u8::from(h.tcp_flags & CWR != 0) << 1
+        | u8::from(h.tcp_flags & ECE != 0);
     let syn_ack = h.tcp_flags & ACK != 0;
-    let setup = match (syn_ack, bits) {
-        (_, (false, false, false)) => EcnSetup::None,
-        (false, (false, true, true)) => EcnSetup::Ecn,
-        (false, (true, true, true)) => EcnSetup::AccEcn,
-        (true, (false, false, true)) => EcnSetup::Ecn,
-        (
-            true,
-            (false, true, false) | (true, true, false) | (true, false, false) | (true, true, true),
-        ) => EcnSetup::AccEcn,
-        _ => EcnSetup::Other,
+    let setup = if syn_ack {
+        match (ace, feedback_from_synack(ace)) {
+            (0b111, _) => EcnSetup::Other,
+            (_, Feedback::None) => EcnSetup::None,
+            (_, Feedback::Classic) => EcnSetup::Ecn,
+            (_, Feedback::AccEcn) => EcnSetup::AccEcn,
+        }
+    } else {
+        // RFC 3168 §6.1.1 ECN-setup SYN = CWR + ECE; RFC 9768 §3.1.1 AccECN SYN = all three.
+        match ace {
+            0b000 => EcnSetup::None,
+            0b011 => EcnSetup::Ecn,
+            0b111 => EcnSetup::AccEcn,
+            _ => EcnSetup::Other,
+        }
     };
     Some((syn_ack, setup))
 }
@@ -376,16 +388,21 @@ mod tests {
         assert_eq!(setup(syn, false), Some((false, None)));
         assert_eq!(setup(syn | ece | cwr, false), Some((false, Ecn)));
         assert_eq!(setup(syn | ece | cwr, true), Some((false, AccEcn)));
-        // SYN-ACKs: ECN-setup SYN-ACK = ECE only; AccECN SYN-ACK (RFC 9768 Table 2):
-        // (AE, CWR, ECE) = 0 1 0 (SYN was Not-ECT), 1 1 0 (ECT(1)), 1 0 0 (ECT(0)), 1 1 1 (CE).
+        // SYN-ACKs: ECN-setup SYN-ACK = ECE only; AccECN SYN-ACK (RFC 9768 Table 3): the
+        // SYN's IP-ECN field as (AE, CWR, ECE) = 0 1 0 (Not-ECT), 0 1 1 (ECT(1)),
+        // 1 0 0 (ECT(0)), 1 1 0 (CE); Table 2: 1 0 1 is reserved and read as AccECN.
         assert_eq!(setup(syn | ack, false), Some((true, None)));
         assert_eq!(setup(syn | ack | ece, false), Some((true, Ecn)));
         assert_eq!(setup(syn | ack | cwr, false), Some((true, AccEcn)));
-        assert_eq!(setup(syn | ack | cwr, true), Some((true, AccEcn)));
+        assert_eq!(setup(syn | ack | cwr | ece, false), Some((true, AccEcn)));
         assert_eq!(setup(syn | ack, true), Some((true, AccEcn)));
-        assert_eq!(setup(syn | ack | cwr | ece, true), Some((true, AccEcn)));
-        // 0 1 1 on a SYN-ACK is neither (a broken reflector, RFC 9768 §3.1.2).
-        assert_eq!(setup(syn | ack | cwr | ece, false), Some((true, Other)));
+        assert_eq!(setup(syn | ack | cwr, true), Some((true, AccEcn)));
+        assert_eq!(setup(syn | ack | ece, true), Some((true, AccEcn)));
+        // 1 1 1 on a SYN-ACK: a server that reflects the AccECN SYN's flags (broken,
+        // Table 2), counted apart.
+        assert_eq!(setup(syn | ack | cwr | ece, true), Some((true, Other)));
+        // A SYN with only some of the flags is neither setup.
+        assert_eq!(setup(syn | ece, false), Some((false, Other)));
         // Not a handshake segment.
         assert_eq!(setup(ack | ece, false), Option::None);
     }
