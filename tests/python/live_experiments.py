@@ -2,7 +2,22 @@
 seed 000's mechanism at 10 Mbit/s, a bulk flow in pfifo_fast's band 1 and short Poisson flows."""
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
+
+import pytest
+
+
+def can_make_namespaces() -> bool:
+    """Root and a working `ip netns`: what a live emulation needs."""
+    if os.geteuid() != 0:
+        return False
+    return subprocess.run(["ip", "netns", "list"], capture_output=True).returncode == 0
+
+
+#: Marks a test that creates network namespaces (CI runs as root, so it runs there).
+live = pytest.mark.skipif(not can_make_namespaces(), reason="live emulation needs root and `ip netns` (CI runs as root)")
 
 AGE = """
 duration = "4s"

@@ -14,20 +14,10 @@ from pathlib import Path
 import pytest
 
 import sojourn
-from live_experiments import AGE, CLASSIFIER, write
+from live_experiments import AGE, CLASSIFIER, live, write
 
 ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "experiments" / "examples"
-
-
-def _can_make_namespaces() -> bool:
-    if os.geteuid() != 0:
-        return False
-    r = subprocess.run(["ip", "netns", "list"], capture_output=True)
-    return r.returncode == 0
-
-
-live = pytest.mark.skipif(not _can_make_namespaces(), reason="live emulation needs root and `ip netns` (CI runs as root)")
 
 
 def cli(*args: str, **kw) -> subprocess.CompletedProcess:

@@ -6,22 +6,10 @@ refuses tcp_ecn = 3 makes the live engine refuse `ecn = "accecn"` with the reaso
 end-to-end AccECN test skips saying so. Live runs need root (CI runs as root)."""
 from __future__ import annotations
 
-import os
-import subprocess
-
 import pytest
 
 import sojourn
-from live_experiments import write
-
-
-def _can_make_namespaces() -> bool:
-    if os.geteuid() != 0:
-        return False
-    return subprocess.run(["ip", "netns", "list"], capture_output=True).returncode == 0
-
-
-live = pytest.mark.skipif(not _can_make_namespaces(), reason="live emulation needs root and `ip netns` (CI runs as root)")
+from live_experiments import live, write
 
 BULK = """
 duration = "3s"

@@ -4,23 +4,11 @@ link carries their TCP's GSO buffers whole; `gso = false` keeps MTU frames (one 
 buffer). Live runs need root (CI runs as root)."""
 from __future__ import annotations
 
-import os
-import subprocess
-
 import pyarrow.parquet as pq
 import pytest
 
 import sojourn
-from live_experiments import write
-
-
-def _can_make_namespaces() -> bool:
-    if os.geteuid() != 0:
-        return False
-    return subprocess.run(["ip", "netns", "list"], capture_output=True).returncode == 0
-
-
-live = pytest.mark.skipif(not _can_make_namespaces(), reason="live emulation needs root and `ip netns` (CI runs as root)")
+from live_experiments import live, write
 
 # One CUBIC bulk flow through a 200 Mbit/s pfifo bottleneck (limit 100 frames). At this
 # rate Linux's TSO autosizing (pacing_rate >> 10, ~1 ms of data) builds buffers of ~17
