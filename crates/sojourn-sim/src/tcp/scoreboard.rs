@@ -58,6 +58,23 @@ pub struct Delivered {
     pub bytes: u64,
 }
 
+/// What a cumulative ACK newly delivered: the segments it removed that were not SACKed
+/// before ([`Scoreboard::ack_cum`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CumAcked {
+    /// Segments.
+    pub delivered: u64,
+    /// One of them was ever retransmitted (Karn; Linux `FLAG_RETRANS_DATA_ACKED`).
+    pub retrans_acked: bool,
+    /// The most recently sent one (latest send time, then highest sequence): the
+    /// delivery-rate sample's segment.
+    pub best: Option<Seg>,
+    /// Latest send time among those never retransmitted.
+    pub newest_sent_at: Option<Time>,
+    /// Send time of the lowest one never retransmitted.
+    pub oldest_sent_at: Option<Time>,
+}
+
 #[derive(Default)]
 pub struct Scoreboard {
     pub segs: VecDeque<Seg>,
@@ -91,25 +108,80 @@ impl Scoreboard {
 
     /// Removes segments fully below `ack`; calls `f` for each (before removal).
     pub fn ack_to(&mut self, ack: u64, mut f: impl FnMut(&Seg)) {
-        while let Some(s) = self.segs.front() {
+        let mut n = 0;
+        for s in self.segs.iter() {
             if s.end() > ack {
                 break;
             }
-            let s = self.segs.pop_front().unwrap();
-            if s.is(SACKED) {
-                self.sacked_out -= 1;
-                if s.start < self.lost_mark {
-                    self.sacked_below_mark -= 1;
+            f(s);
+            n += 1;
+        }
+        self.remove_front(n, ack);
+    }
+
+    /// The cumulative ACK of everything below `ack`: removes those segments and sums up,
+    /// over the ones not SACKed before, what the sender's ACK processing needs (Linux
+    /// `tcp_clean_rtx_queue`). One pass by reference, no copy per segment (issue 19).
+    pub fn ack_cum(&mut self, ack: u64) -> CumAcked {
+        let mut out = CumAcked::default();
+        let (front, back) = self.segs.as_slices();
+        // Index of the most recently sent one in `front ++ back`, and its send time.
+        let mut best = usize::MAX;
+        let mut best_sent = Time::ZERO;
+        let mut n = 0;
+        for s in front.iter().chain(back) {
+            if s.end() > ack {
+                break;
+            }
+            n += 1;
+            if s.flags & (SACKED | EVER_RETRANS) != 0 {
+                if s.is(SACKED) {
+                    continue;
+                }
+                out.retrans_acked = true;
+            } else {
+                // Never retransmitted: an RTT sample candidate.
+                out.oldest_sent_at.get_or_insert(s.sent_at);
+                out.newest_sent_at = Some(s.sent_at.max(out.newest_sent_at.unwrap_or(s.sent_at)));
+            }
+            out.delivered += 1;
+            // In sequence order a later segment has the larger end, so it is the more
+            // recently sent one unless it was sent earlier.
+            if best == usize::MAX || s.sent_at >= best_sent {
+                best = n - 1;
+                best_sent = s.sent_at;
+            }
+        }
+        if best != usize::MAX {
+            out.best = Some(if best < front.len() {
+                front[best]
+            } else {
+                back[best - front.len()]
+            });
+        }
+        self.remove_front(n, ack);
+        out
+    }
+
+    /// Drops the first `n` segments (all below `ack`), keeping the counters.
+    fn remove_front(&mut self, n: usize, ack: u64) {
+        if self.sacked_out | self.lost_out | self.retrans_out != 0 {
+            for s in self.segs.range(..n) {
+                if s.is(SACKED) {
+                    self.sacked_out -= 1;
+                    if s.start < self.lost_mark {
+                        self.sacked_below_mark -= 1;
+                    }
+                }
+                if s.is(LOST) {
+                    self.lost_out -= 1;
+                }
+                if s.is(RETRANS) {
+                    self.retrans_out -= 1;
                 }
             }
-            if s.is(LOST) {
-                self.lost_out -= 1;
-            }
-            if s.is(RETRANS) {
-                self.retrans_out -= 1;
-            }
-            f(&s);
         }
+        self.segs.drain(..n);
         if self.lost_mark < ack {
             self.lost_mark = ack;
         }

@@ -146,6 +146,19 @@ pub fn tso_autosize_segs(
     ((bytes / mss.max(1) as u64) as u32).max(min_tso_segs)
 }
 
+/// The consecutive segments one transmitted buffer carries.
+#[derive(Clone, Copy)]
+struct Span {
+    /// First sequence number.
+    start: u64,
+    /// Sequence number after the last payload byte.
+    payload_end: u64,
+    /// The last segment carries the FIN.
+    fin: bool,
+    /// Segments (MSS-sized but the last).
+    n: u32,
+}
+
 pub struct TcpSender {
     pub flow: u32,
     pub key: FlowKey,
@@ -217,7 +230,6 @@ pub struct TcpSender {
     /// Buffers deferred by `tcp_tso_should_defer`.
     pub tso_defers: u64,
     tso_deferred_cwnd_limited: bool,
-    tx_scratch: Vec<Seg>,
     // Counters.
     pub retransmits: u64,
     pub rtos: u64,
@@ -290,7 +302,6 @@ impl TcpSender {
             last_skb_start: 0,
             tso_defers: 0,
             tso_deferred_cwnd_limited: false,
-            tx_scratch: Vec::new(),
             retransmits: 0,
             rtos: 0,
             tlps: 0,
@@ -435,14 +446,17 @@ impl TcpSender {
         seg.sent_at = now;
     }
 
-    /// Emits one buffer carrying `segs` (consecutive, already on the scoreboard) — a GSO
-    /// buffer when there are several.
-    fn emit_data(&mut self, segs: &[Seg], retrans: bool, io: &mut Io) {
-        let first = segs[0];
-        let last = segs[segs.len() - 1];
+    /// Emits one buffer carrying the `n` consecutive segments of `span` (already on the
+    /// scoreboard) — a GSO buffer when there are several.
+    fn emit_data(&mut self, span: Span, retrans: bool, io: &mut Io) {
+        let Span {
+            start,
+            payload_end,
+            fin,
+            n,
+        } = span;
         // Payload only: a FIN occupies sequence space but no byte on the wire.
-        let payload = (last.start + last.len as u64 - first.start) as u32;
-        let n = segs.len() as u32;
+        let payload = (payload_end - start) as u32;
         let mut p = self.base_packet(io.now);
         p.len_bytes = payload + n * self.cfg.header_bytes();
         p.truesize_bytes = self.data_truesize(payload);
@@ -450,14 +464,14 @@ impl TcpSender {
             p.gso_segs = n as u16;
             p.gso_size = self.cfg.mss as u16;
         }
-        p.hdr.seq = first.start;
+        p.hdr.seq = start;
         p.hdr.payload_bytes = payload;
         if matches!(self.source, Source::Sized(_)) {
             // SRPT oracle: payload still unsent after this packet.
-            p.remaining_bytes = self.write_end.saturating_sub(last.start + last.len as u64);
+            p.remaining_bytes = self.write_end.saturating_sub(payload_end);
         }
         p.hdr.flags = tcp_flags::ACK;
-        if last.is(FIN) {
+        if fin {
             p.hdr.flags |= tcp_flags::FIN;
         }
         if self.ecn_ok && !retrans && payload > 0 {
@@ -473,7 +487,8 @@ impl TcpSender {
             }
         }
         if payload > 0 {
-            p.hdr.flags |= tcp_flags::PSH * (last.end() >= self.write_end) as u8;
+            // The last segment's end (a FIN takes one) reaches what the application wrote.
+            p.hdr.flags |= tcp_flags::PSH * (payload_end + fin as u64 >= self.write_end) as u8;
         }
         if self.pacing && self.cs.pacing_rate_bps > 0 {
             // Linux EDT: the next departure is one payload serialisation at the pacing
@@ -486,7 +501,7 @@ impl TcpSender {
         self.last_tx_at = io.now;
         self.cs.lsndtime = io.now;
         if !retrans {
-            self.last_skb_start = first.start;
+            self.last_skb_start = start;
         }
         io.send(p);
     }
@@ -500,9 +515,9 @@ impl TcpSender {
         payload + SKB_HEAD_TRUESIZE
     }
 
-    /// Takes the next new segment (at most one MSS) onto the scoreboard: the receive
-    /// window, the FIN, and the rate-sample bookkeeping. None when there is nothing to send.
-    fn take_new_segment(&mut self, now: Time) -> Option<Seg> {
+    /// The length of the next new segment (at most one MSS, within the receive window)
+    /// and whether it carries the FIN; None when there is nothing to send.
+    fn next_new_segment(&self) -> Option<(u32, bool)> {
         let avail = self.write_end.saturating_sub(self.snd_nxt);
         let mut len = avail.min(self.cfg.mss as u64) as u32;
         // Receive window (RFC 793/9293): never beyond snd_una + rwnd.
@@ -517,7 +532,20 @@ impl TcpSender {
         if len == 0 && !fin {
             return None;
         }
-        if self.sb.packets_out() == 0 {
+        Some((len, fin))
+    }
+
+    /// Sends one buffer of up to `max_segs` new segments (one packet, a GSO buffer if
+    /// more than one segment), each put on the scoreboard with the buffer's delivery-rate
+    /// snapshot (`tcp_rate_skb_sent` runs once per skb in Linux too: every segment of a
+    /// buffer shares it). False when there was nothing to send.
+    fn send_new_data(&mut self, io: &mut Io, max_segs: u32) -> bool {
+        let now = io.now;
+        let Some((mut len, mut fin)) = self.next_new_segment() else {
+            return false;
+        };
+        let was_empty = self.sb.packets_out() == 0;
+        if was_empty {
             // First transmission after idle (Linux CA_EVENT_TX_START).
             self.cs.now = now;
             self.cc.cwnd_event(&mut self.cs, CaEvent::TxStart);
@@ -525,7 +553,7 @@ impl TcpSender {
         let mut seg = Seg {
             start: self.snd_nxt,
             len,
-            flags: if fin { FIN } else { 0 },
+            flags: 0,
             sent_at: now,
             delivered: 0,
             delivered_at: now,
@@ -533,39 +561,34 @@ impl TcpSender {
             app_limited: false,
         };
         self.rate_on_send(&mut seg, now);
-        if fin {
-            self.fin_sent = true;
-        }
-        self.snd_nxt = seg.end();
-        self.sb.push(seg);
-        Some(seg)
-    }
-
-    /// Sends one buffer of up to `max_segs` new segments (one packet, a GSO buffer if
-    /// more than one segment). False when there was nothing to send.
-    fn send_new_data(&mut self, io: &mut Io, max_segs: u32) -> bool {
-        let now = io.now;
-        let was_empty = self.sb.packets_out() == 0;
-        // Reused scratch space: no allocation per buffer.
-        let mut segs = std::mem::take(&mut self.tx_scratch);
-        segs.clear();
-        while (segs.len() as u32) < max_segs.max(1) {
-            let Some(seg) = self.take_new_segment(now) else {
-                break;
-            };
-            segs.push(seg);
-            if seg.is(FIN) || seg.len < self.cfg.mss {
+        let start = self.snd_nxt;
+        let max_segs = max_segs.max(1);
+        let mut n = 0u32;
+        loop {
+            seg.start = self.snd_nxt;
+            seg.len = len;
+            seg.flags = if fin { FIN } else { 0 };
+            if fin {
+                self.fin_sent = true;
+            }
+            self.snd_nxt = seg.end();
+            self.sb.push(seg);
+            n += 1;
+            if fin || len < self.cfg.mss || n >= max_segs {
                 break;
             }
+            match self.next_new_segment() {
+                Some((l, f)) => (len, fin) = (l, f),
+                None => break,
+            }
         }
-        let sent = !segs.is_empty();
-        if sent {
-            self.emit_data(&segs, false, io);
-        }
-        self.tx_scratch = segs;
-        if !sent {
-            return false;
-        }
+        let span = Span {
+            start,
+            payload_end: seg.start + seg.len as u64,
+            fin,
+            n,
+        };
+        self.emit_data(span, false, io);
         if was_empty || self.rto_at.is_none() {
             self.rto_at = Some(self.rtt.rto_deadline(now));
         }
@@ -589,7 +612,13 @@ impl TcpSender {
         self.sb.segs[i] = seg;
         self.retransmits += 1;
         io.flows.get_mut(self.flow).retransmits += 1;
-        self.emit_data(&[seg], true, io);
+        let span = Span {
+            start: seg.start,
+            payload_end: seg.start + seg.len as u64,
+            fin: seg.is(FIN),
+            n: 1,
+        };
+        self.emit_data(span, true, io);
     }
 
     /// Linux `tcp_write_xmit` + `tcp_xmit_retransmit_queue`: retransmit lost segments
@@ -985,28 +1014,10 @@ impl TcpSender {
         // Rate sample bookkeeping: the most recently sent delivered segment.
         let mut best: Option<Seg> = None;
         let mut newest_rtt: Option<(Time, u64)> = None; // (sent_at, rtt) of newest non-retrans
-        let mut oldest_acked_rtt: Option<u64> = None;
+        let mut oldest_acked_rtt: Option<u64> = None; // set by the cumulative part
         let mut oldest_sacked_rtt: Option<u64> = None;
         let mut dsack = false;
         let mut delivered = 0u64;
-
-        let mut visit = |s: &Seg, cum: bool| {
-            delivered += 1;
-            if best.is_none_or(|b| (s.sent_at, s.end()) > (b.sent_at, b.end())) {
-                best = Some(*s);
-            }
-            if !s.is(EVER_RETRANS) {
-                let r = now.saturating_since(s.sent_at).0;
-                if newest_rtt.is_none_or(|(t, _)| s.sent_at >= t) {
-                    newest_rtt = Some((s.sent_at, r));
-                }
-                if cum {
-                    oldest_acked_rtt.get_or_insert(r);
-                } else {
-                    oldest_sacked_rtt.get_or_insert(r);
-                }
-            }
-        };
 
         if self.cfg.sack {
             for b in h.sacks() {
@@ -1014,18 +1025,40 @@ impl TcpSender {
                     dsack = true; // RFC 2883 D-SACK: reports a duplicate
                     continue;
                 }
-                self.sb.sack(b, |s| visit(s, false));
+                self.sb.sack(b, |s| {
+                    delivered += 1;
+                    if best.is_none_or(|b| (s.sent_at, s.end()) > (b.sent_at, b.end())) {
+                        best = Some(*s);
+                    }
+                    if !s.is(EVER_RETRANS) {
+                        let r = now.saturating_since(s.sent_at).0;
+                        if newest_rtt.is_none_or(|(t, _)| s.sent_at >= t) {
+                            newest_rtt = Some((s.sent_at, r));
+                        }
+                        oldest_sacked_rtt.get_or_insert(r);
+                    }
+                });
             }
         }
         let una_advanced = ack > self.snd_una;
         let mut retrans_acked = false;
         if una_advanced {
-            self.sb.ack_to(ack, |s| {
-                if !s.is(SACKED) {
-                    retrans_acked |= s.is(EVER_RETRANS);
-                    visit(s, true);
+            // The cumulatively acknowledged segments not SACKed before, summed up in one
+            // pass (the same as visiting each in sequence order after the SACKed ones).
+            let c = self.sb.ack_cum(ack);
+            delivered += c.delivered;
+            retrans_acked = c.retrans_acked;
+            if let Some(s) = c.best {
+                if best.is_none_or(|b| (s.sent_at, s.end()) > (b.sent_at, b.end())) {
+                    best = Some(s);
                 }
-            });
+            }
+            if let Some(t) = c.newest_sent_at {
+                if newest_rtt.is_none_or(|(n, _)| t >= n) {
+                    newest_rtt = Some((t, now.saturating_since(t).0));
+                }
+            }
+            oldest_acked_rtt = c.oldest_sent_at.map(|t| now.saturating_since(t).0);
             self.snd_una = ack;
             self.rtt.backoff = 0;
         }
