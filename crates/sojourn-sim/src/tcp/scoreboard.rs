@@ -1,11 +1,19 @@
 //! The retransmission queue with its SACK scoreboard (RFC 6675, RFC 2018).
 //!
-//! One [`Seg`] per transmitted segment from `snd_una` to `snd_nxt`, in sequence order,
-//! in a `VecDeque` (no allocation per ACK once warmed up). Each segment carries the
-//! Linux `tcp_skb_cb` state the sender needs: SACKed, lost, retransmitted, and the
-//! delivery-rate snapshot taken when it was (last) sent (`tcp_rate_skb_sent`).
-//! Counters mirror Linux's `packets_out`, `sacked_out`, `lost_out`, `retrans_out`, so
-//! `pipe` (RFC 6675 §4, Linux `tcp_packets_in_flight`) is O(1).
+//! The queue holds every transmitted segment from `snd_una` to `snd_nxt`, in sequence
+//! order, as runs of segments in one state: a [`Seg`] entry covers the `pcount` segments
+//! of one transmitted buffer (a GSO buffer of up to 45 segments is one entry, as Linux
+//! keeps one skb per buffer, `tcp_skb_pcount`), all of one MSS but the last. An entry is
+//! split at a segment boundary only where its segments' states part (a SACK block or a
+//! cumulative ACK covering some of them, a retransmission of one, a loss mark inside it —
+//! where Linux fragments the skb, `tcp_fragment`, `tcp_shifted_skb`). Every rule below
+//! is still the per-segment rule: the counters count segments, and each operation gives
+//! the result the same operation gives on one entry per segment (the tests check this
+//! against such a queue). Each entry carries the Linux `tcp_skb_cb` state the sender
+//! needs: SACKed, lost, retransmitted, and the delivery-rate snapshot taken when it was
+//! (last) sent (`tcp_rate_skb_sent`). Counters mirror Linux's `packets_out`,
+//! `sacked_out`, `lost_out`, `retrans_out`, so `pipe` (RFC 6675 §4, Linux
+//! `tcp_packets_in_flight`) is O(1).
 //!
 //! Loss marking (RFC 6675 `IsLost`, DupThresh segments SACKed above a hole) advances a
 //! monotone mark over the queue, so each segment is examined a bounded number of times.
@@ -22,11 +30,15 @@ pub const RETRANS: u8 = 4;
 pub const EVER_RETRANS: u8 = 8;
 pub const FIN: u8 = 16;
 
+/// A run of `pcount` consecutive segments in one state (one transmitted buffer, or a
+/// part of one).
 #[derive(Clone, Copy, Debug)]
 pub struct Seg {
     pub start: u64,
-    /// Payload bytes.
+    /// Payload bytes of all its segments.
     pub len: u32,
+    /// Segments: `pcount − 1` of one MSS, then the rest of `len` (Linux `tcp_skb_pcount`).
+    pub pcount: u32,
     pub flags: u8,
     /// Last transmission time.
     pub sent_at: Time,
@@ -51,11 +63,44 @@ impl Seg {
     }
 }
 
-/// What one SACK block or cumulative ACK newly delivered.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Delivered {
-    pub packets: u32,
-    pub bytes: u64,
+/// Start of segment `k` of entry `e` (segments of `mss` bytes).
+#[inline]
+fn seg_start(mss: u32, e: &Seg, k: u32) -> u64 {
+    e.start + k as u64 * mss as u64
+}
+
+/// End (the sequence number after) of segment `k` of `e`.
+#[inline]
+fn seg_end(mss: u32, e: &Seg, k: u32) -> u64 {
+    if k + 1 >= e.pcount {
+        e.end()
+    } else {
+        e.start + (k as u64 + 1) * mss as u64
+    }
+}
+
+/// Segments of `e` that end at or below `seq` (a prefix of them).
+#[inline]
+fn segs_ending_by(mss: u32, e: &Seg, seq: u64) -> u32 {
+    if e.end() <= seq {
+        e.pcount
+    } else if e.pcount == 1 || seq <= e.start {
+        0
+    } else {
+        (((seq - e.start) / mss as u64) as u32).min(e.pcount - 1)
+    }
+}
+
+/// Segments among the first `k` of `e` that start below `seq`.
+#[inline]
+fn segs_starting_below(mss: u32, e: &Seg, k: u32, seq: u64) -> u32 {
+    if seq <= e.start {
+        0
+    } else if k == 1 {
+        1
+    } else {
+        (((seq - e.start).div_ceil(mss as u64)) as u32).min(k)
+    }
 }
 
 /// What a cumulative ACK newly delivered: the segments it removed that were not SACKed
@@ -66,8 +111,8 @@ pub struct CumAcked {
     pub delivered: u64,
     /// One of them was ever retransmitted (Karn; Linux `FLAG_RETRANS_DATA_ACKED`).
     pub retrans_acked: bool,
-    /// The most recently sent one (latest send time, then highest sequence): the
-    /// delivery-rate sample's segment.
+    /// The most recently sent one (latest send time, then highest sequence), as a
+    /// one-segment entry: the delivery-rate sample's segment.
     pub best: Option<Seg>,
     /// Latest send time among those never retransmitted.
     pub newest_sent_at: Option<Time>,
@@ -77,7 +122,12 @@ pub struct CumAcked {
 
 #[derive(Default)]
 pub struct Scoreboard {
+    /// The entries, in sequence order, contiguous.
     pub segs: VecDeque<Seg>,
+    /// Segment size of multi-segment entries (the connection's MSS).
+    pub mss: u32,
+    /// Segments in `segs` (Linux `packets_out`).
+    packets: u32,
     pub sacked_out: u32,
     pub lost_out: u32,
     pub retrans_out: u32,
@@ -90,127 +140,211 @@ pub struct Scoreboard {
 }
 
 impl Scoreboard {
+    pub fn new(mss: u32) -> Scoreboard {
+        Scoreboard {
+            mss,
+            ..Default::default()
+        }
+    }
+
     #[inline]
     pub fn packets_out(&self) -> u32 {
-        self.segs.len() as u32
+        self.packets
     }
 
     /// RFC 6675 "pipe" / Linux `tcp_packets_in_flight`:
     /// `packets_out - (sacked_out + lost_out) + retrans_out`.
     #[inline]
     pub fn in_flight(&self) -> u32 {
-        self.packets_out() - self.sacked_out - self.lost_out + self.retrans_out
+        self.packets - self.sacked_out - self.lost_out + self.retrans_out
     }
 
+    /// Appends an entry (`pcount` ≥ 1 segments, all of one MSS but the last).
     pub fn push(&mut self, s: Seg) {
+        debug_assert!(s.pcount >= 1);
+        self.packets += s.pcount;
         self.segs.push_back(s);
     }
 
-    /// Removes segments fully below `ack`; calls `f` for each (before removal).
-    pub fn ack_to(&mut self, ack: u64, mut f: impl FnMut(&Seg)) {
-        let mut n = 0;
-        for s in self.segs.iter() {
-            if s.end() > ack {
-                break;
+    /// The segment at `seq` or the first one starting after it: (entry index, segment
+    /// index in the entry); the entry index is `segs.len()` if there is none.
+    fn seg_at_or_after(&self, seq: u64) -> (usize, u32) {
+        let i = self.segs.partition_point(|e| e.start < seq);
+        if i > 0 {
+            let e = &self.segs[i - 1];
+            if e.pcount > 1 {
+                let k = ((seq - e.start).div_ceil(self.mss as u64)) as u32;
+                if k < e.pcount {
+                    return (i - 1, k);
+                }
             }
-            f(s);
-            n += 1;
         }
-        self.remove_front(n, ack);
+        (i, 0)
     }
 
-    /// The cumulative ACK of everything below `ack`: removes those segments and sums up,
-    /// over the ones not SACKed before, what the sender's ACK processing needs (Linux
-    /// `tcp_clean_rtx_queue`). One pass by reference, no copy per segment (issue 19).
+    /// Splits entry `i` after its first `k` segments (0 < k < pcount): the first `k`
+    /// stay at `i`, the rest become entry `i + 1`, in the same state (Linux
+    /// `tcp_fragment`). Counters do not change.
+    fn split(&mut self, i: usize, k: u32) {
+        let e = self.segs[i];
+        debug_assert!(k > 0 && k < e.pcount);
+        let head_len = k * self.mss;
+        let mut tail = e;
+        tail.start = e.start + head_len as u64;
+        tail.len = e.len - head_len;
+        tail.pcount = e.pcount - k;
+        let head = &mut self.segs[i];
+        head.len = head_len;
+        head.pcount = k;
+        head.flags &= !FIN;
+        self.segs.insert(i + 1, tail);
+    }
+
+    /// Makes segment `k` of entry `i` an entry of its own; returns its index.
+    pub fn isolate(&mut self, mut i: usize, k: u32) -> usize {
+        if k > 0 {
+            self.split(i, k);
+            i += 1;
+        }
+        if self.segs[i].pcount > 1 {
+            self.split(i, 1);
+        }
+        i
+    }
+
+    /// Removes segments fully below `ack` (the tests' form of [`Scoreboard::ack_cum`]).
+    pub fn ack_to(&mut self, ack: u64) {
+        self.ack_cum(ack);
+    }
+
+    /// The cumulative ACK of everything below `ack`: removes those segments (trimming an
+    /// entry the ACK ends inside) and sums up, over the ones not SACKed before, what the
+    /// sender's ACK processing needs (Linux `tcp_clean_rtx_queue`). O(entries), not
+    /// O(segments): the segments of an entry share their state.
+    #[inline]
     pub fn ack_cum(&mut self, ack: u64) -> CumAcked {
+        let mss = self.mss;
         let mut out = CumAcked::default();
-        let (front, back) = self.segs.as_slices();
-        // Index of the most recently sent one in `front ++ back`, and its send time.
-        let mut best = usize::MAX;
         let mut best_sent = Time::ZERO;
-        let mut n = 0;
-        for s in front.iter().chain(back) {
-            if s.end() > ack {
+        let mut whole = 0;
+        let mut trim = 0;
+        // Usually the ACK ends inside the first entry (a GSO buffer acknowledged two
+        // segments at a time): index the entries, no iterator or drain set up for that.
+        while let Some(e) = self.segs.get(whole) {
+            let k = segs_ending_by(mss, e, ack);
+            if k == 0 {
                 break;
             }
-            n += 1;
-            if s.flags & (SACKED | EVER_RETRANS) != 0 {
-                if s.is(SACKED) {
-                    continue;
+            if e.flags & (SACKED | LOST | RETRANS) != 0 {
+                if e.is(SACKED) {
+                    self.sacked_out -= k;
+                    self.sacked_below_mark -= segs_starting_below(mss, e, k, self.lost_mark);
                 }
-                out.retrans_acked = true;
-            } else {
-                // Never retransmitted: an RTT sample candidate.
-                out.oldest_sent_at.get_or_insert(s.sent_at);
-                out.newest_sent_at = Some(s.sent_at.max(out.newest_sent_at.unwrap_or(s.sent_at)));
-            }
-            out.delivered += 1;
-            // In sequence order a later segment has the larger end, so it is the more
-            // recently sent one unless it was sent earlier.
-            if best == usize::MAX || s.sent_at >= best_sent {
-                best = n - 1;
-                best_sent = s.sent_at;
-            }
-        }
-        if best != usize::MAX {
-            out.best = Some(if best < front.len() {
-                front[best]
-            } else {
-                back[best - front.len()]
-            });
-        }
-        self.remove_front(n, ack);
-        out
-    }
-
-    /// Drops the first `n` segments (all below `ack`), keeping the counters.
-    fn remove_front(&mut self, n: usize, ack: u64) {
-        if self.sacked_out | self.lost_out | self.retrans_out != 0 {
-            for s in self.segs.range(..n) {
-                if s.is(SACKED) {
-                    self.sacked_out -= 1;
-                    if s.start < self.lost_mark {
-                        self.sacked_below_mark -= 1;
-                    }
+                if e.is(LOST) {
+                    self.lost_out -= k;
                 }
-                if s.is(LOST) {
-                    self.lost_out -= 1;
-                }
-                if s.is(RETRANS) {
-                    self.retrans_out -= 1;
+                if e.is(RETRANS) {
+                    self.retrans_out -= k;
                 }
             }
+            self.packets -= k;
+            if !e.is(SACKED) {
+                out.delivered += k as u64;
+                if e.is(EVER_RETRANS) {
+                    out.retrans_acked = true;
+                } else {
+                    // Never retransmitted: an RTT sample candidate.
+                    out.oldest_sent_at.get_or_insert(e.sent_at);
+                    out.newest_sent_at =
+                        Some(e.sent_at.max(out.newest_sent_at.unwrap_or(e.sent_at)));
+                }
+                // In sequence order a later segment has the larger end, so it is the
+                // more recently sent one unless it was sent earlier; of one entry's
+                // segments (one send time) the last one acknowledged.
+                if out.best.is_none() || e.sent_at >= best_sent {
+                    best_sent = e.sent_at;
+                    let start = seg_start(mss, e, k - 1);
+                    let end = seg_end(mss, e, k - 1);
+                    let fin = k == e.pcount && e.is(FIN);
+                    out.best = Some(Seg {
+                        start,
+                        len: (end - start - fin as u64) as u32,
+                        pcount: 1,
+                        flags: if fin { e.flags } else { e.flags & !FIN },
+                        ..*e
+                    });
+                }
+            }
+            if k < e.pcount {
+                trim = k;
+                break;
+            }
+            whole += 1;
         }
-        self.segs.drain(..n);
+        if whole > 0 {
+            self.segs.drain(..whole);
+        }
+        if trim > 0 {
+            let cut = trim * mss;
+            let e = self.segs.front_mut().unwrap();
+            e.start += cut as u64;
+            e.len -= cut;
+            e.pcount -= trim;
+        }
         if self.lost_mark < ack {
             self.lost_mark = ack;
         }
+        out
     }
 
-    /// Marks segments fully inside `b` SACKed; calls `f` for each newly SACKed one.
+    /// Marks segments fully inside `b` SACKed; calls `f` once for each entry of newly
+    /// SACKed segments (its `pcount` of them).
     pub fn sack(&mut self, b: SackBlock, mut f: impl FnMut(&Seg)) {
-        let mut i = self.segs.partition_point(|s| s.start < b.start);
+        let (mut i, k) = self.seg_at_or_after(b.start);
+        if i < self.segs.len() && k > 0 {
+            // The block starts inside entry i: its segments from k on are candidates.
+            let e = self.segs[i];
+            if seg_end(self.mss, &e, k) > b.end {
+                return;
+            }
+            if e.is(SACKED) {
+                if e.end() > b.end {
+                    return;
+                }
+            } else {
+                self.split(i, k);
+            }
+            i += 1;
+        }
         while i < self.segs.len() {
-            let s = &mut self.segs[i];
-            if s.end() > b.end {
+            let e = self.segs[i];
+            let k = segs_ending_by(self.mss, &e, b.end);
+            if k == 0 {
                 break;
             }
-            if !s.is(SACKED) {
+            if !e.is(SACKED) {
+                if k < e.pcount {
+                    self.split(i, k);
+                }
+                let lost_mark = self.lost_mark;
+                let below = segs_starting_below(self.mss, &self.segs[i], k, lost_mark);
+                let s = &mut self.segs[i];
                 s.flags |= SACKED;
-                self.sacked_out += 1;
+                self.sacked_out += k;
                 if s.is(LOST) {
                     s.flags &= !LOST;
-                    self.lost_out -= 1;
+                    self.lost_out -= k;
                 }
                 if s.is(RETRANS) {
                     s.flags &= !RETRANS;
-                    self.retrans_out -= 1;
+                    self.retrans_out -= k;
                 }
-                if s.start < self.lost_mark {
-                    self.sacked_below_mark += 1;
-                }
+                self.sacked_below_mark += below;
                 self.highest_sack = self.highest_sack.max(s.end());
                 f(s);
+            }
+            if k < e.pcount {
+                break;
             }
             i += 1;
         }
@@ -219,33 +353,59 @@ impl Scoreboard {
     /// RFC 6675 §4 `IsLost`: a segment is lost when at least `dupthresh` segments above
     /// it are SACKed. Marks newly lost segments; returns how many and the sequence number
     /// of the lowest one.
+    #[inline]
     pub fn mark_lost(&mut self, dupthresh: u32) -> (u32, u64) {
-        let mut newly = 0;
-        let mut first = u64::MAX;
         // Fewer than `dupthresh` SACKed segments above the mark: no segment can qualify
         // (`above` below is at most this), so skip the search. This is the common ACK
-        // (nothing SACKed) and was ~5 % of a 10 Gb/s run's instructions (issue 19).
+        // (nothing SACKed) and was ~5 % of a 10 Gb/s run's instructions (issue 19);
+        // inlined, the check costs the caller no call.
         if self.sacked_out - self.sacked_below_mark < dupthresh {
-            return (newly, first);
+            return (0, u64::MAX);
         }
-        let mut i = self.segs.partition_point(|s| s.start < self.lost_mark);
+        self.mark_lost_from_mark(dupthresh)
+    }
+
+    /// The search of [`Scoreboard::mark_lost`] from the loss mark on.
+    fn mark_lost_from_mark(&mut self, dupthresh: u32) -> (u32, u64) {
+        let mut newly = 0;
+        let mut first = u64::MAX;
+        let (mut i, mut k) = self.seg_at_or_after(self.lost_mark);
         while i < self.segs.len() {
-            let s = &mut self.segs[i];
-            let sacked = s.is(SACKED) as u32;
-            let above = self.sacked_out - self.sacked_below_mark - sacked;
-            if above < dupthresh {
-                break;
+            let e = self.segs[i];
+            // SACKed segments above the mark, this entry's included.
+            let above = self.sacked_out - self.sacked_below_mark;
+            if e.is(SACKED) {
+                // Each SACKed segment passed leaves one fewer above the next: segment t
+                // (from k) qualifies while above − t − 1 ≥ dupthresh.
+                let n = above.saturating_sub(dupthresh).min(e.pcount - k);
+                if n == 0 {
+                    break;
+                }
+                self.sacked_below_mark += n;
+                self.lost_mark = seg_end(self.mss, &e, k + n - 1);
+                if k + n < e.pcount {
+                    break;
+                }
+            } else {
+                if above < dupthresh {
+                    break;
+                }
+                if k > 0 {
+                    // The mark is inside this entry: only its segments from k on.
+                    self.split(i, k);
+                    i += 1;
+                }
+                let s = &mut self.segs[i];
+                if !s.is(LOST) && !s.is(RETRANS) {
+                    s.flags |= LOST;
+                    self.lost_out += s.pcount;
+                    newly += s.pcount;
+                    first = first.min(s.start);
+                }
+                self.lost_mark = s.end();
             }
-            if sacked == 1 {
-                self.sacked_below_mark += 1;
-            } else if !s.is(LOST) && !s.is(RETRANS) {
-                s.flags |= LOST;
-                self.lost_out += 1;
-                newly += 1;
-                first = first.min(s.start);
-            }
-            self.lost_mark = s.end();
             i += 1;
+            k = 0;
         }
         (newly, first)
     }
@@ -265,27 +425,29 @@ impl Scoreboard {
             if !s.is(RETRANS) {
                 continue;
             }
-            left -= 1;
+            left -= s.pcount;
             if s.sent_at.0.saturating_add(reo_wnd) < rack_xmit.0 {
                 if !s.is(LOST) {
-                    self.lost_out += 1;
+                    self.lost_out += s.pcount;
                 }
                 s.flags &= !RETRANS;
                 s.flags |= LOST;
-                self.retrans_out -= 1;
-                newly += 1;
+                self.retrans_out -= s.pcount;
+                newly += s.pcount;
                 first = first.min(s.start);
             }
         }
         (newly, first)
     }
 
-    /// Marks one specific segment lost (NewReno head, RTO), if not SACKed.
+    /// Marks the first segment of entry `i` lost (NewReno head, RTO), if not SACKed.
     pub fn mark_one_lost(&mut self, i: usize) -> bool {
-        let s = &mut self.segs[i];
+        let s = &self.segs[i];
         if s.is(SACKED) || s.is(LOST) {
             return false;
         }
+        let i = self.isolate(i, 0);
+        let s = &mut self.segs[i];
         if s.is(RETRANS) {
             s.flags &= !RETRANS;
             self.retrans_out -= 1;
@@ -304,13 +466,13 @@ impl Scoreboard {
             }
             if !s.is(SACKED) && !s.is(LOST) {
                 s.flags |= LOST;
-                self.lost_out += 1;
+                self.lost_out += s.pcount;
             }
         }
         self.retrans_out = 0;
     }
 
-    /// First lost segment not yet retransmitted, at or after index `from`.
+    /// First entry at or after index `from` holding lost segments not yet retransmitted.
     pub fn next_to_retransmit(&self, from: usize) -> Option<usize> {
         (from..self.segs.len()).find(|&i| {
             let s = &self.segs[i];
@@ -318,22 +480,49 @@ impl Scoreboard {
         })
     }
 
-    /// Checks the counters against a full recount (tests).
+    /// The first lost segment not yet retransmitted that starts at or after `seq`, made
+    /// an entry of its own (ready to be retransmitted); its index.
+    pub fn next_lost_from(&mut self, seq: u64) -> Option<usize> {
+        let (i, k) = self.seg_at_or_after(seq);
+        let j = self.next_to_retransmit(i)?;
+        // Only the entry the search starts in can hold segments below `seq`.
+        Some(self.isolate(j, if j == i { k } else { 0 }))
+    }
+
+    /// Checks the counters against a full recount and the entries' shape (tests).
     pub fn check(&self) -> Result<(), String> {
-        let c = |f: u8| self.segs.iter().filter(|s| s.is(f)).count() as u32;
+        let c = |f: u8| {
+            self.segs
+                .iter()
+                .filter(|s| s.is(f))
+                .map(|s| s.pcount)
+                .sum::<u32>()
+        };
+        let packets: u32 = self.segs.iter().map(|s| s.pcount).sum();
         if c(SACKED) != self.sacked_out
             || c(LOST) != self.lost_out
             || c(RETRANS) != self.retrans_out
+            || packets != self.packets
         {
             return Err(format!(
-                "counters sacked {} lost {} retrans {} vs recount {} {} {}",
+                "counters sacked {} lost {} retrans {} packets {} vs recount {} {} {} {}",
                 self.sacked_out,
                 self.lost_out,
                 self.retrans_out,
+                self.packets,
                 c(SACKED),
                 c(LOST),
-                c(RETRANS)
+                c(RETRANS),
+                packets
             ));
+        }
+        for s in self.segs.iter() {
+            if s.pcount == 0
+                || (s.pcount > 1
+                    && (s.len <= (s.pcount - 1) * self.mss || s.len > s.pcount * self.mss))
+            {
+                return Err(format!("entry shape {s:?} (mss {})", self.mss));
+            }
         }
         for w in self.segs.iter().collect::<Vec<_>>().windows(2) {
             if w[0].end() != w[1].start {
@@ -343,7 +532,6 @@ impl Scoreboard {
         Ok(())
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,6 +542,7 @@ mod tests {
             b.push(Seg {
                 start: 1 + i * 100,
                 len: 100,
+                pcount: 1,
                 flags: 0,
                 sent_at: Time::ZERO,
                 delivered: 0,
@@ -415,11 +604,11 @@ mod tests {
         assert_eq!(b.in_flight(), 10 - 3 - 3);
         b.check().unwrap();
         // Cumulative ACK of the first two: counters follow.
-        b.ack_to(201, |_| {});
+        b.ack_to(201);
         assert_eq!(b.lost_out, 1);
         b.check().unwrap();
         // The retransmission of the hole is SACK-ed... no: it is cum-acked with the rest.
-        b.ack_to(601, |_| {});
+        b.ack_to(601);
         assert_eq!((b.sacked_out, b.lost_out, b.packets_out()), (0, 0, 4));
         b.check().unwrap();
     }
@@ -446,10 +635,424 @@ mod tests {
                 }
                 if r.chance(0.2) {
                     una += 100 * r.below(3);
-                    b.ack_to(una, |_| {});
+                    b.ack_to(una);
                 }
                 b.check().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                 assert!(b.in_flight() <= b.packets_out());
+            }
+        }
+    }
+
+    /// The per-segment queue this one replaced (one entry per segment), kept as the
+    /// reference: every operation on runs of segments must give its results.
+    mod per_segment {
+        use super::super::{Seg, EVER_RETRANS, LOST, RETRANS, SACKED};
+        use sojourn_core::packet::SackBlock;
+        use sojourn_core::Time;
+        use std::collections::VecDeque;
+
+        #[derive(Default)]
+        pub struct Board {
+            pub segs: VecDeque<Seg>,
+            pub sacked_out: u32,
+            pub lost_out: u32,
+            pub retrans_out: u32,
+            pub lost_mark: u64,
+            pub sacked_below_mark: u32,
+            pub highest_sack: u64,
+        }
+
+        impl Board {
+            pub fn ack_to(&mut self, ack: u64, mut f: impl FnMut(&Seg)) {
+                while let Some(s) = self.segs.front() {
+                    if s.end() > ack {
+                        break;
+                    }
+                    let s = self.segs.pop_front().unwrap();
+                    if s.is(SACKED) {
+                        self.sacked_out -= 1;
+                        if s.start < self.lost_mark {
+                            self.sacked_below_mark -= 1;
+                        }
+                    }
+                    if s.is(LOST) {
+                        self.lost_out -= 1;
+                    }
+                    if s.is(RETRANS) {
+                        self.retrans_out -= 1;
+                    }
+                    f(&s);
+                }
+                if self.lost_mark < ack {
+                    self.lost_mark = ack;
+                }
+            }
+
+            pub fn sack(&mut self, b: SackBlock, mut f: impl FnMut(&Seg)) {
+                let mut i = self.segs.partition_point(|s| s.start < b.start);
+                while i < self.segs.len() {
+                    let s = &mut self.segs[i];
+                    if s.end() > b.end {
+                        break;
+                    }
+                    if !s.is(SACKED) {
+                        s.flags |= SACKED;
+                        self.sacked_out += 1;
+                        if s.is(LOST) {
+                            s.flags &= !LOST;
+                            self.lost_out -= 1;
+                        }
+                        if s.is(RETRANS) {
+                            s.flags &= !RETRANS;
+                            self.retrans_out -= 1;
+                        }
+                        if s.start < self.lost_mark {
+                            self.sacked_below_mark += 1;
+                        }
+                        self.highest_sack = self.highest_sack.max(s.end());
+                        f(s);
+                    }
+                    i += 1;
+                }
+            }
+
+            pub fn mark_lost(&mut self, dupthresh: u32) -> (u32, u64) {
+                let mut newly = 0;
+                let mut first = u64::MAX;
+                let mut i = self.segs.partition_point(|s| s.start < self.lost_mark);
+                while i < self.segs.len() {
+                    let s = &mut self.segs[i];
+                    let sacked = s.is(SACKED) as u32;
+                    let above = self.sacked_out - self.sacked_below_mark - sacked;
+                    if above < dupthresh {
+                        break;
+                    }
+                    if sacked == 1 {
+                        self.sacked_below_mark += 1;
+                    } else if !s.is(LOST) && !s.is(RETRANS) {
+                        s.flags |= LOST;
+                        self.lost_out += 1;
+                        newly += 1;
+                        first = first.min(s.start);
+                    }
+                    self.lost_mark = s.end();
+                    i += 1;
+                }
+                (newly, first)
+            }
+
+            pub fn mark_lost_retransmissions(
+                &mut self,
+                rack_xmit: Time,
+                reo_wnd: u64,
+            ) -> (u32, u64) {
+                let mut left = self.retrans_out;
+                let mut newly = 0;
+                let mut first = u64::MAX;
+                for s in self.segs.iter_mut() {
+                    if left == 0 {
+                        break;
+                    }
+                    if !s.is(RETRANS) {
+                        continue;
+                    }
+                    left -= 1;
+                    if s.sent_at.0.saturating_add(reo_wnd) < rack_xmit.0 {
+                        if !s.is(LOST) {
+                            self.lost_out += 1;
+                        }
+                        s.flags &= !RETRANS;
+                        s.flags |= LOST;
+                        self.retrans_out -= 1;
+                        newly += 1;
+                        first = first.min(s.start);
+                    }
+                }
+                (newly, first)
+            }
+
+            pub fn mark_one_lost(&mut self, i: usize) -> bool {
+                let s = &mut self.segs[i];
+                if s.is(SACKED) || s.is(LOST) {
+                    return false;
+                }
+                if s.is(RETRANS) {
+                    s.flags &= !RETRANS;
+                    self.retrans_out -= 1;
+                }
+                s.flags |= LOST;
+                self.lost_out += 1;
+                true
+            }
+
+            pub fn mark_all_lost(&mut self) {
+                for s in self.segs.iter_mut() {
+                    if s.is(RETRANS) {
+                        s.flags &= !RETRANS;
+                    }
+                    if !s.is(SACKED) && !s.is(LOST) {
+                        s.flags |= LOST;
+                        self.lost_out += 1;
+                    }
+                }
+                self.retrans_out = 0;
+            }
+
+            /// The sender's retransmission search: first lost, not retransmitted
+            /// segment starting at or after `seq`.
+            pub fn next_lost_from(&self, seq: u64) -> Option<usize> {
+                let from = self.segs.partition_point(|s| s.start < seq);
+                (from..self.segs.len()).find(|&i| {
+                    let s = &self.segs[i];
+                    s.is(LOST) && !s.is(RETRANS)
+                })
+            }
+
+            pub fn retransmit(&mut self, i: usize, now: Time) {
+                let s = &mut self.segs[i];
+                if !s.is(RETRANS) {
+                    s.flags |= RETRANS;
+                    self.retrans_out += 1;
+                }
+                s.flags |= EVER_RETRANS;
+                s.sent_at = now;
+            }
+        }
+    }
+
+    /// Every segment of the entry queue, one per line, as the per-segment queue holds it.
+    fn expand(b: &Scoreboard) -> Vec<(u64, u32, u8, Time)> {
+        let mut v = Vec::new();
+        for e in b.segs.iter() {
+            for k in 0..e.pcount {
+                let start = seg_start(b.mss, e, k);
+                let end = seg_end(b.mss, e, k);
+                let fin = k + 1 == e.pcount && e.is(FIN);
+                let flags = if fin { e.flags } else { e.flags & !FIN };
+                v.push((start, (end - start - fin as u64) as u32, flags, e.sent_at));
+            }
+        }
+        v
+    }
+
+    fn expand_ref(b: &per_segment::Board) -> Vec<(u64, u32, u8, Time)> {
+        b.segs
+            .iter()
+            .map(|s| (s.start, s.len, s.flags, s.sent_at))
+            .collect()
+    }
+
+    /// What the sender reads of a set of newly delivered segments (in visiting order):
+    /// count, the (send time, end) maximum first reached, newest and oldest send time of
+    /// the never retransmitted ones, and whether one was retransmitted.
+    #[derive(Debug, Default, PartialEq)]
+    struct Visit {
+        delivered: u64,
+        best: Option<(Time, u64, u64)>,
+        newest: Option<Time>,
+        oldest: Option<Time>,
+        retrans: bool,
+    }
+
+    impl Visit {
+        fn add(&mut self, s: &Seg, segs: u32) {
+            self.delivered += segs as u64;
+            if self
+                .best
+                .is_none_or(|(t, e, _)| (s.sent_at, s.end()) > (t, e))
+            {
+                self.best = Some((s.sent_at, s.end(), s.delivered));
+            }
+            if s.is(EVER_RETRANS) {
+                self.retrans = true;
+            } else {
+                self.newest = Some(self.newest.map_or(s.sent_at, |t| t.max(s.sent_at)));
+                self.oldest.get_or_insert(s.sent_at);
+            }
+        }
+    }
+
+    /// Runs of segments give exactly what one entry per segment gives, for random
+    /// buffers (1–6 segments, a short last one at times, a FIN at the end), SACK blocks
+    /// and cumulative ACKs on and off segment boundaries, loss marking, retransmissions,
+    /// lost retransmissions, the NewReno head mark and RTOs.
+    #[test]
+    fn runs_of_segments_behave_as_one_entry_per_segment() {
+        use sojourn_core::rng::Rng;
+        const MSS: u32 = 100;
+        for seed in 0..300 {
+            let mut r = Rng::from_seed(seed);
+            let mut b = Scoreboard::new(MSS);
+            let mut rf = per_segment::Board::default();
+            let mut nxt = 1u64;
+            let mut una = 1u64;
+            let mut now = 0u64;
+            let mut hint = 1u64;
+            let mut fin = false;
+            for step in 0..120 {
+                now += 1 + r.below(5);
+                let t = Time(now);
+                let what = r.below(100);
+                let ctx = format!("seed {seed} step {step} op {what}");
+                if what < 25 && !fin {
+                    // A buffer of 1–6 segments, the last one short at times, maybe the FIN.
+                    let n = 1 + r.below(6) as u32;
+                    let last = if r.chance(0.3) {
+                        1 + r.below(MSS as u64) as u32
+                    } else {
+                        MSS
+                    };
+                    let with_fin = r.chance(0.05);
+                    let len = (n - 1) * MSS + last;
+                    let e = Seg {
+                        start: nxt,
+                        len,
+                        pcount: n,
+                        flags: if with_fin { FIN } else { 0 },
+                        sent_at: t,
+                        delivered: now * 7,
+                        delivered_at: Time(now / 2),
+                        first_tx_at: Time(now / 3),
+                        app_limited: r.chance(0.5),
+                    };
+                    for k in 0..n {
+                        let s = nxt + (k * MSS) as u64;
+                        let l = if k + 1 == n { last } else { MSS };
+                        rf.segs.push_back(Seg {
+                            start: s,
+                            len: l,
+                            pcount: 1,
+                            flags: if with_fin && k + 1 == n { FIN } else { 0 },
+                            ..e
+                        });
+                    }
+                    b.push(e);
+                    nxt = e.end();
+                    fin |= with_fin;
+                } else if what < 55 {
+                    // A SACK block: on segment boundaries mostly, anywhere at times.
+                    let span = nxt - una;
+                    if span == 0 {
+                        continue;
+                    }
+                    let segs = expand_ref(&rf);
+                    let pick = |r: &mut Rng| {
+                        if r.chance(0.8) {
+                            let s = &segs[r.below(segs.len() as u64) as usize];
+                            if r.chance(0.5) {
+                                s.0
+                            } else {
+                                s.0 + s.1 as u64 + (s.2 & FIN != 0) as u64
+                            }
+                        } else {
+                            una + r.below(span + 1)
+                        }
+                    };
+                    let (x, y) = (pick(&mut r), pick(&mut r));
+                    let blk = SackBlock {
+                        start: x.min(y),
+                        end: x.max(y),
+                    };
+                    let (mut v, mut vr) = (Visit::default(), Visit::default());
+                    b.sack(blk, |s| v.add(s, s.pcount));
+                    rf.sack(blk, |s| vr.add(s, 1));
+                    assert_eq!(v.delivered, vr.delivered, "{ctx}");
+                    assert_eq!(v.newest, vr.newest, "{ctx}");
+                    assert_eq!(v.oldest, vr.oldest, "{ctx}");
+                    assert_eq!(v.retrans, vr.retrans, "{ctx}");
+                    assert_eq!(v.best, vr.best, "{ctx}");
+                    assert_eq!(b.highest_sack, rf.highest_sack, "{ctx}");
+                } else if what < 65 {
+                    assert_eq!(b.mark_lost(3), rf.mark_lost(3), "{ctx}");
+                } else if what < 75 {
+                    // The sender's retransmission of the next lost segment, searched
+                    // from where the last one was or (at times) from any segment.
+                    if r.chance(0.3) && !rf.segs.is_empty() {
+                        hint = rf.segs[r.below(rf.segs.len() as u64) as usize].start;
+                    }
+                    let i = b.next_lost_from(hint);
+                    let j = rf.next_lost_from(hint);
+                    assert_eq!(
+                        i.map(|i| (b.segs[i].start, b.segs[i].pcount)),
+                        j.map(|j| (rf.segs[j].start, 1)),
+                        "{ctx}"
+                    );
+                    if let (Some(i), Some(j)) = (i, j) {
+                        hint = rf.segs[j].start;
+                        rf.retransmit(j, t);
+                        let s = &mut b.segs[i];
+                        if !s.is(RETRANS) {
+                            s.flags |= RETRANS;
+                            b.retrans_out += 1;
+                        }
+                        s.flags |= EVER_RETRANS;
+                        s.sent_at = t;
+                    } else {
+                        hint = nxt;
+                    }
+                } else if what < 80 {
+                    let rack = Time(now - r.below(20));
+                    assert_eq!(
+                        b.mark_lost_retransmissions(rack, 5),
+                        rf.mark_lost_retransmissions(rack, 5),
+                        "{ctx}"
+                    );
+                } else if what < 95 {
+                    // A cumulative ACK: a segment end mostly, anywhere at times.
+                    let segs = expand_ref(&rf);
+                    if segs.is_empty() {
+                        continue;
+                    }
+                    let ack = if r.chance(0.85) {
+                        let s = &segs[r.below(segs.len().min(8) as u64) as usize];
+                        s.0 + s.1 as u64 + (s.2 & FIN != 0) as u64
+                    } else {
+                        una + r.below(nxt - una + 1)
+                    };
+                    let c = b.ack_cum(ack);
+                    let mut vr = Visit::default();
+                    rf.ack_to(ack, |s| {
+                        if !s.is(SACKED) {
+                            vr.add(s, 1);
+                        }
+                    });
+                    assert_eq!(c.delivered, vr.delivered, "{ctx}");
+                    assert_eq!(c.retrans_acked, vr.retrans, "{ctx}");
+                    assert_eq!(c.newest_sent_at, vr.newest, "{ctx}");
+                    assert_eq!(c.oldest_sent_at, vr.oldest, "{ctx}");
+                    assert_eq!(
+                        c.best.map(|s| (s.sent_at, s.end(), s.delivered)),
+                        vr.best,
+                        "{ctx}"
+                    );
+                    una = una.max(rf.segs.front().map_or(nxt, |s| s.start));
+                    hint = hint.max(una);
+                } else if what < 98 {
+                    if !rf.segs.is_empty() {
+                        assert_eq!(b.mark_one_lost(0), rf.mark_one_lost(0), "{ctx}");
+                    }
+                } else {
+                    b.mark_all_lost();
+                    rf.mark_all_lost();
+                    hint = una;
+                }
+                b.check().unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                assert_eq!(expand(&b), expand_ref(&rf), "{ctx}");
+                assert_eq!(
+                    (b.lost_mark, b.sacked_below_mark),
+                    (rf.lost_mark, rf.sacked_below_mark),
+                    "{ctx}"
+                );
+                assert_eq!(
+                    (b.packets_out(), b.sacked_out, b.lost_out, b.retrans_out),
+                    (
+                        rf.segs.len() as u32,
+                        rf.sacked_out,
+                        rf.lost_out,
+                        rf.retrans_out
+                    ),
+                    "{ctx}"
+                );
             }
         }
     }

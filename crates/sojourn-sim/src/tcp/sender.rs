@@ -266,7 +266,7 @@ impl TcpSender {
             fin_wanted: false,
             fin_sent: false,
             high_seq: 0,
-            sb: Scoreboard::default(),
+            sb: Scoreboard::new(cfg.mss),
             rtt: RttEstimator::new(cfg.min_rto, cfg.initial_rto),
             cc,
             cs: CcState::new(cfg.initial_window, cfg.mss, pacing),
@@ -553,6 +553,7 @@ impl TcpSender {
         let mut seg = Seg {
             start: self.snd_nxt,
             len,
+            pcount: 1,
             flags: 0,
             sent_at: now,
             delivered: 0,
@@ -564,15 +565,14 @@ impl TcpSender {
         let start = self.snd_nxt;
         let max_segs = max_segs.max(1);
         let mut n = 0u32;
+        let mut end = start;
+        // Every segment of one MSS but the last: the buffer is one scoreboard entry.
         loop {
-            seg.start = self.snd_nxt;
-            seg.len = len;
-            seg.flags = if fin { FIN } else { 0 };
+            end += len as u64;
             if fin {
                 self.fin_sent = true;
             }
-            self.snd_nxt = seg.end();
-            self.sb.push(seg);
+            self.snd_nxt = end + fin as u64;
             n += 1;
             if fin || len < self.cfg.mss || n >= max_segs {
                 break;
@@ -582,9 +582,13 @@ impl TcpSender {
                 None => break,
             }
         }
+        seg.len = (end - start) as u32;
+        seg.pcount = n;
+        seg.flags = if fin { FIN } else { 0 };
+        self.sb.push(seg);
         let span = Span {
             start,
-            payload_end: seg.start + seg.len as u64,
+            payload_end: end,
             fin,
             n,
         };
@@ -650,8 +654,7 @@ impl TcpSender {
             let lost = if self.sb.lost_out == 0 {
                 None
             } else {
-                let from = self.sb.segs.partition_point(|s| s.start < self.retx_hint);
-                self.sb.next_to_retransmit(from)
+                self.sb.next_lost_from(self.retx_hint)
             };
             if let Some(i) = lost {
                 // tcp_xmit_retransmit_queue: TSQ with the limit doubled for retransmits.
@@ -782,6 +785,8 @@ impl TcpSender {
             else {
                 return;
             };
+            // Its last segment.
+            let i = self.sb.isolate(i, self.sb.segs[i].pcount - 1);
             self.retransmit(i, io);
             self.tlp_retrans = true;
         }
@@ -1026,7 +1031,9 @@ impl TcpSender {
                     continue;
                 }
                 self.sb.sack(b, |s| {
-                    delivered += 1;
+                    // An entry of newly SACKed segments; the last one is the most
+                    // recently sent of them (they share a send time).
+                    delivered += s.pcount as u64;
                     if best.is_none_or(|b| (s.sent_at, s.end()) > (b.sent_at, b.end())) {
                         best = Some(*s);
                     }
