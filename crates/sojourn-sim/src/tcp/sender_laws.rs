@@ -228,8 +228,6 @@ fn no_loss_probe_without_sack() {
 /// pipe 9 − 3 − 6 + 2 = 2, prr_delivered 4, prr_out 3: sndcnt = min(3, max(1, 1) + 1) = 2,
 /// cwnd 4, segments 4 and 5 resent.
 #[test]
-#[ignore = "open: sojourn's PRR is not Linux 6.18's yet; the fix changes 35 of 60 golden runs and \
-            five reproduction pages' CI blocks (docs/testing.md, session 6)"]
 fn prr_below_ssthresh_adds_one_only_when_una_advances_without_new_loss() {
     let mut h = Harness::new();
     let mut s = start(cfg(), Source::Bulk, &mut h);
