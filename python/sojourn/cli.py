@@ -204,6 +204,8 @@ def cmd_emulate(a: argparse.Namespace) -> int:
 def cmd_validate(a: argparse.Namespace) -> int:
     import sojourn
 
+    from .dists import format_bytes
+
     try:
         from . import sweeps as _sweep
 
@@ -221,7 +223,7 @@ def cmd_validate(a: argparse.Namespace) -> int:
         return _err(str(_set_error(e)))
     print(f"{a.experiment}: ok — {plan['name']!r}, {plan['duration_s']:g} s, {len(plan['nodes'])} nodes, "
           f"{len(plan['links'])} links, {plan['workloads']} workload(s), "
-          f"memory ~{plan['memory_estimate_bytes'] / 1e9:.1f} GB estimated (docs/limits.md)")
+          f"memory ~{format_bytes(plan['memory_estimate_bytes'], digits=3)} estimated (docs/limits.md)")
     tc = plan.get("links_tc", {})
 
     def applied(name: str, q: str) -> str:

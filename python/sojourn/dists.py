@@ -89,15 +89,15 @@ __all__ = [
 from .units import parse_size  # noqa: E402  (re-exported: dists.parse_size)
 
 
-def format_bytes(x: float) -> str:
-    """Human-readable byte count with SI prefixes (``6.33 MB``)."""
+def format_bytes(x: float, digits: int = 4) -> str:
+    """Human-readable byte count with SI prefixes and ``digits`` significant digits (``6.33 MB``)."""
     x = float(x)
     if not math.isfinite(x):
         return str(x)
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(x) >= scale:
-            return f"{x / scale:.4g} {unit}"
-    return f"{x:.4g} B"
+            return f"{x / scale:.{digits}g} {unit}"
+    return f"{x:.{digits}g} B"
 
 
 # --------------------------------------------------------------------------------------

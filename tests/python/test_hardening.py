@@ -64,7 +64,7 @@ def test_validate_prints_the_memory_estimate():
     r = subprocess.run([sys.executable, "-m", "sojourn", "validate", "experiments/examples/cbr-fifo-overload.toml"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    assert "memory ~0.1 GB estimated" in r.stdout.splitlines()[0], r.stdout
+    assert "memory ~134 MB estimated" in r.stdout.splitlines()[0], r.stdout
 
 
 def test_a_closed_pipe_ends_the_command_quietly():

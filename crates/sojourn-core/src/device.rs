@@ -223,10 +223,24 @@ pub struct Segment {
     pub depart: Time,
 }
 
+/// Where and when the next wire packet of a [`Poll::Burst`] goes, without the packet
+/// ([`Device::next_segment_at`]): it is segment `index` of [`Device::burst_buffer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentAt {
+    /// Position in the buffer, as in [`Segment::index`].
+    pub index: u32,
+    /// When its last bit is out (serialisation end).
+    pub end: Time,
+    /// When it starts to propagate, as in [`Segment::depart`].
+    pub depart: Time,
+}
+
 /// A GSO buffer being cut into wire segments.
 #[derive(Debug)]
 struct Cutting {
     buffer: Packet,
+    /// `buffer.segment_headers_bytes()`, computed once per buffer.
+    headers_bytes: u32,
     next: u32,
     start: Time,
     t: Time,
@@ -492,6 +506,11 @@ impl Device {
             self.busy_until = Some(now);
             self.cutting = Some(Cutting {
                 buffer: *p,
+                headers_bytes: if p.wire_packets() > 1 {
+                    p.segment_headers_bytes()
+                } else {
+                    0
+                },
                 next: 0,
                 start: now,
                 t: now,
@@ -506,6 +525,24 @@ impl Device {
     /// The next wire packet of a [`Poll::Burst`], `None` after the last.
     #[inline]
     pub fn next_segment(&mut self) -> Option<Segment> {
+        let at = self.next_segment_at()?;
+        let buffer = self
+            .burst_buffer()
+            .expect("cutting until the last is taken");
+        Some(Segment {
+            pkt: buffer.segment(at.index),
+            index: at.index,
+            end: at.end,
+            depart: at.depart,
+        })
+    }
+
+    /// [`Device::next_segment`] without building the packet: the segment is
+    /// `burst_buffer().segment(index)`. An engine that keeps its packets in a queue copies
+    /// the buffer into the slot and cuts it there ([`Packet::cut_segment`]), one copy of
+    /// the ~200-byte packet instead of two. `None` after the last (the buffer is gone then).
+    #[inline]
+    pub fn next_segment_at(&mut self) -> Option<SegmentAt> {
         let c = self.cutting.as_mut()?;
         let n = c.buffer.wire_packets();
         if c.next == n {
@@ -514,19 +551,24 @@ impl Device {
         }
         let index = c.next;
         c.next += 1;
-        let pkt = c.buffer.segment(index);
         let (start, t) = (c.start, c.t);
-        let end = self.tx_end(t, &pkt);
+        // The segment's `len_bytes` (the buffer's own when it is not a GSO buffer); a
+        // segment is one wire packet.
+        let len = if n == 1 {
+            c.buffer.len_bytes
+        } else {
+            c.buffer.segment_payload(index).1 + c.headers_bytes
+        };
+        let bytes = len + self.framing_bytes;
+        let end = match &self.rate {
+            RateModel::Constant(r) => t + tx_time(bytes as u64, *r),
+            _ => self.tx_end_varying(t, bytes),
+        };
         let c = self.cutting.as_mut().expect("cutting");
         c.t = end;
         self.busy_until = Some(end);
         let depart = if self.shaper { start } else { end };
-        Some(Segment {
-            pkt,
-            index,
-            end,
-            depart,
-        })
+        Some(SegmentAt { index, end, depart })
     }
 
     /// The buffer the current burst is cut from (its TSQ completion is the caller's).
@@ -620,6 +662,45 @@ mod tests {
         );
         let r = dev.poll(Time(3_076_002), &mut drops, &mut nop, |_, _| {});
         assert!(matches!(r, Poll::Idle));
+    }
+
+    #[test]
+    fn segments_cut_in_place_are_the_segments_next_segment_gives() {
+        // Two full 1448-B segments and a 1000-B last one, 66 B of headers each: frames of
+        // 1514, 1514 and 1066 B. At 10 Mbit/s without framing a 1514-B frame takes
+        // 1514*8/1e7 s = 1,211,200 ns and a 1066-B one 852,800 ns.
+        let mut buffer = gso_buffer(3);
+        buffer.hdr.payload_bytes = 2 * 1448 + 1000;
+        buffer.len_bytes = 2 * 1514 + 1066;
+        buffer.hdr.seq = 1000;
+        let start = |buffer: Packet| {
+            let q = AnyQdisc::Pfifo(pfifo_with_limit(10));
+            let mut dev = Device::new(q, RateModel::Constant(10_000_000), 0, 0, false);
+            let mut drops = Drops::new();
+            dev.enqueue(buffer, Time::ZERO, &mut drops);
+            let r = dev.poll(Time::ZERO, &mut drops, &mut nop, |_, _| unreachable!());
+            assert!(matches!(r, Poll::Burst { segments: 3 }));
+            dev
+        };
+        let (mut whole, mut in_place) = (start(buffer), start(buffer));
+        let mut bound = Bound::new(10, "segments of one buffer");
+        let mut ends = vec![];
+        while let Some(at) = in_place.next_segment_at() {
+            bound.tick();
+            let s = whole.next_segment().expect("as many segments");
+            let b = in_place.burst_buffer().expect("cutting");
+            let mut slot = *b;
+            b.cut_segment(at.index, &mut slot);
+            assert_eq!((at.index, at.end, at.depart), (s.index, s.end, s.depart));
+            assert_eq!(format!("{slot:?}"), format!("{:?}", s.pkt));
+            ends.push(at.end.0);
+            assert_eq!(
+                (slot.hdr.seq, slot.len_bytes),
+                [(1000, 1514), (2448, 1514), (3896, 1066)][at.index as usize]
+            );
+        }
+        assert!(whole.next_segment().is_none());
+        assert_eq!(ends, vec![1_211_200, 2_422_400, 3_275_200]);
     }
 
     #[test]

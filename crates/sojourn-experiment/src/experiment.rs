@@ -1141,27 +1141,43 @@ pub fn static_routes(exp: &Experiment) -> Routes {
     Routes::new(exp.node_names.len(), &links, &exp.routes)
 }
 
+/// Follows the route from `from` to `to` hop by hop, calling `on_link` with each link's
+/// index; false when there is no route or it loops (a bad override), detected by a walk
+/// longer than the number of nodes.
+fn walk_route(
+    exp: &Experiment,
+    routes: &Routes,
+    from: u32,
+    to: u32,
+    mut on_link: impl FnMut(usize),
+) -> bool {
+    let mut at = from;
+    let mut hops = 0;
+    while at != to {
+        let l = routes.next(at, to);
+        if l == NO_ROUTE || hops > exp.node_names.len() {
+            return false;
+        }
+        on_link(l as usize);
+        at = exp.links[l as usize].to;
+        hops += 1;
+    }
+    true
+}
+
 fn check_routes(exp: &Experiment) -> ConfResult<()> {
     let routes = static_routes(exp);
     for (i, w) in exp.workloads.iter().enumerate() {
         for (a, b) in w.endpoints() {
             for (x, y) in [(a, b), (b, a)] {
-                // Follow the route hop by hop (detects loops from bad overrides).
-                let mut at = x;
-                let mut hops = 0;
-                while at != y {
-                    let l = routes.next(at, y);
-                    if l == NO_ROUTE || hops > exp.node_names.len() {
-                        return Err(ConfError::new(
-                            format!("workload[{i}]"),
-                            format!(
-                                "no route from {:?} to {:?}",
-                                exp.node_names[x as usize], exp.node_names[y as usize]
-                            ),
-                        ));
-                    }
-                    at = exp.links[l as usize].to;
-                    hops += 1;
+                if !walk_route(exp, &routes, x, y, |_| {}) {
+                    return Err(ConfError::new(
+                        format!("workload[{i}]"),
+                        format!(
+                            "no route from {:?} to {:?}",
+                            exp.node_names[x as usize], exp.node_names[y as usize]
+                        ),
+                    ));
                 }
             }
         }
@@ -1217,21 +1233,13 @@ fn check_overload(exp: &Experiment) -> ConfResult<()> {
         let mean = size.mean();
         let routes = routes.get_or_insert_with(|| static_routes(exp));
         for &(a, b) in &t.flows {
-            let mut at = a;
-            let mut hops = 0;
-            while at != b && hops <= exp.node_names.len() {
-                let l = routes.next(at, b);
-                if l == NO_ROUTE {
-                    break; // check_routes has refused it already
-                }
-                let link = &exp.links[l as usize];
-                wire[l as usize] +=
-                    per_s * 8.0 * transfer_wire_bytes(mean, &t.cfg, link.framing_bytes);
-                payload[l as usize] += per_s * 8.0 * mean;
-                by_link[l as usize].push(loops.len());
-                at = link.to;
-                hops += 1;
-            }
+            // A missing route was refused by check_routes already.
+            walk_route(exp, routes, a, b, |l| {
+                let framing = exp.links[l].framing_bytes;
+                wire[l] += per_s * 8.0 * transfer_wire_bytes(mean, &t.cfg, framing);
+                payload[l] += per_s * 8.0 * mean;
+                by_link[l].push(loops.len());
+            });
         }
         loops.push(Loop {
             index: i,
