@@ -245,6 +245,27 @@ fn prr_below_ssthresh_adds_one_only_when_una_advances_without_new_loss() {
     assert_eq!(s.cs.cwnd, 4);
 }
 
+/// The same rule when snd_una does not advance and no loss is new: no + 1 (Linux 6.18 adds
+/// it only for `FLAG_SND_UNA_ADVANCED && !newly_lost`). After the two ACKs above (segments
+/// 1–5 retransmitted, prr_out 5, prr_delivered 4), an ACK that only SACKs segment 3's
+/// retransmission: pipe 9 − 4 SACKed − 5 lost + 3 retransmitted = 3, prr_delivered 5:
+/// sndcnt = min(5 − 3, max(5 − 5, 1)) = 1, cwnd 4, segment 6 resent, not 6 and 7.
+#[test]
+fn prr_below_ssthresh_adds_nothing_when_una_stands_still() {
+    let mut h = Harness::new();
+    let mut s = start(cfg(), Source::Bulk, &mut h);
+    h.take();
+    let sacked = [(1 + 7 * MSS, 1 + 10 * MSS)];
+    s.on_packet(&ack(1, &sacked), &mut h.io(Time(40 * MS)));
+    s.on_packet(&ack(1 + MSS, &sacked), &mut h.io(Time(41 * MS)));
+    assert_eq!(h.take().len(), 5, "segments 1-3, then 4 and 5");
+    let more = [(1 + 2 * MSS, 1 + 3 * MSS), (1 + 7 * MSS, 1 + 10 * MSS)];
+    s.on_packet(&ack(1 + MSS, &more), &mut h.io(Time(42 * MS)));
+    let seqs: Vec<u64> = h.take().iter().map(|p| p.hdr.seq).collect();
+    assert_eq!(seqs, vec![1 + 5 * MSS]);
+    assert_eq!(s.cs.cwnd, 4);
+}
+
 /// RFC 9293 §3.10.7.4: an ACK of data not yet sent (SEG.ACK > SND.NXT) is dropped, and an
 /// old one (SEG.ACK < SND.UNA) is ignored: neither moves snd_una or sends anything.
 #[test]
