@@ -677,22 +677,32 @@ fn attach_children(
     let mut spec = QdiscSpec::parse(&Value::Table(table), "tc", ctx)?;
     match &mut spec {
         QdiscSpec::Prio(p) => {
+            // `prio_find`: classes :1 … :bands (minor − 1 is the band); `1:` is no class.
             for (minor, c) in children {
-                let band = minor as usize - 1;
-                if minor == 0 || band >= p.children.len() {
-                    return Err(ConfError::new(
-                        "tc",
-                        format!("prio has no class :{minor:x}"),
-                    ));
-                }
+                let band = match (minor as usize).checked_sub(1) {
+                    Some(b) if b < p.children.len() => b,
+                    _ => {
+                        return Err(ConfError::new(
+                            "tc",
+                            format!("prio has no class :{minor:x}"),
+                        ))
+                    }
+                };
                 p.children[band] = c;
             }
         }
         QdiscSpec::Tbf(t) => {
-            let (minor, c) = children.pop().expect("non-empty");
-            if minor != 1 || !children.is_empty() {
-                return Err(ConfError::new("tc", "tbf has one class, :1"));
+            // sch_tbf has one class and `tbf_find` answers it for every classid: a child
+            // added at `1:2` (or `1:`) hangs in class :1, and `tc qdisc show` still prints
+            // the parent it was added with. A second qdisc cannot hang there beside it (tc
+            // refuses the add; a replace takes the first one's place).
+            if children.len() != 1 {
+                return Err(ConfError::new(
+                    "tc",
+                    format!("tbf has one class; {} qdiscs hang under it", children.len()),
+                ));
             }
+            let (_, c) = children.pop().expect("one child");
             *t.child = c;
         }
         other => {
@@ -764,7 +774,8 @@ fn split_unit(s: &str) -> Option<(f64, String)> {
 }
 
 /// tc's `get_size`: `b` (or none) bytes; `k`/`kb`, `m`/`mb`, `g`/`gb` powers of 1024;
-/// `kbit`, `mbit`, `gbit` the same divided by 8.
+/// `kbit`, `mbit`, `gbit` the same divided by 8. A fraction of a byte is truncated, as tc's
+/// conversion of the double to an integer does (`1.7` is 1 byte, `0.6kbit` 76).
 pub fn parse_tc_size(s: &str) -> Option<u64> {
     let (v, unit) = split_unit(s)?;
     let scale = match unit.as_str() {
@@ -778,7 +789,7 @@ pub fn parse_tc_size(s: &str) -> Option<u64> {
         _ => return None,
     };
     let b = v * scale;
-    (b.is_finite() && b >= 0.0 && b < u64::MAX as f64).then(|| b.round() as u64)
+    (b.is_finite() && b >= 0.0 && b < u64::MAX as f64).then(|| b.trunc() as u64)
 }
 
 /// tc's `get_time`: `s`/`sec`/`secs`, `ms`/`msec`/`msecs`, `us`/`usec`/`usecs`, or a bare
@@ -1719,3 +1730,8 @@ mod tests {
         assert_eq!(q.children().len(), 3);
     }
 }
+
+/// tc's units and tree rules against tc and the kernel (session 7's mutation survivors).
+#[cfg(test)]
+#[path = "spec_tc_import.rs"]
+mod tc_import;
