@@ -145,6 +145,11 @@ fn handshake_switch_saves_one_round_trip() {
 /// Every transfer completes under heavy random loss (both directions) and reordering, and
 /// the receiver hands each byte to the application exactly once, in order: delivered bytes
 /// equal the size, and the receiver's sequence-space bookkeeping never double counts.
+/// The one exception is a connection that is never established: like Linux (`connect()`
+/// fails after `tcp_syn_retries` = 6 retransmissions) the sender gives up after 7 SYNs, and
+/// with 20 % loss each way a SYN round trip fails with probability 1 − 0.8² = 0.36, all
+/// seven with 0.36⁷ ≈ 0.08 %: about one flow in 1300, so at most one per run here (some
+/// 70 flows); such a flow has written and delivered nothing.
 #[test]
 fn reliable_under_heavy_loss() {
     for (loss, reorder, seed, sack) in [
@@ -183,8 +188,14 @@ fn reliable_under_heavy_loss() {
         let sizes = col_u64(&out.flows, "size_bytes");
         let delivered = col_u64(&out.flows, "delivered_bytes");
         let fct = col_f64(&out.flows, "fct_s");
+        let first_byte = col_f64(&out.flows, "first_byte_s");
         assert!(sizes.len() > 20);
+        let mut never_connected = 0;
         for i in 0..sizes.len() {
+            if first_byte[i].is_nan() && delivered[i] == 0 && loss > 0.0 {
+                never_connected += 1;
+                continue;
+            }
             assert!(
                 fct[i].is_finite(),
                 "loss {loss}: flow {i} of {} B incomplete",
@@ -192,6 +203,10 @@ fn reliable_under_heavy_loss() {
             );
             assert_eq!(delivered[i], sizes[i], "loss {loss}: flow {i} bytes");
         }
+        assert!(
+            never_connected <= 1,
+            "loss {loss}: {never_connected} handshakes failed"
+        );
         let retx: u64 = col_u64(&out.flows, "retransmits").iter().sum();
         assert!(retx > 0);
         assert_eq!(out.summary["accounting"]["conserved"], true);

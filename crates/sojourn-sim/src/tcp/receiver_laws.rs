@@ -264,3 +264,24 @@ fn a_repeated_bare_fin_is_acked_without_a_sack_block() {
         .collect();
     assert_eq!(acks, vec![(1 + MSS, 0), (2 + MSS, 0), (2 + MSS, 0)]);
 }
+
+/// RFC 9293 §3.10.7.4 (TIME-WAIT): the only thing that can arrive is a retransmission of
+/// the remote FIN: acknowledge it and restart the 2·MSL timeout. sojourn's finished
+/// receiver stands in for it with Linux's `TCP_TIMEWAIT_LEN` (60 s, include/net/tcp.h):
+/// the FIN at 1 s closes the receiver at 61 s; a retransmitted FIN at 30 s moves that to
+/// 90 s, and the receiver reports itself closed then, not before.
+#[test]
+fn a_finished_receiver_lingers_60_s_and_a_retransmitted_fin_restarts_it() {
+    let mut h = Harness::new();
+    let mut r = receiver(cfg());
+    let mut fin = seg(0, Time(MS));
+    fin.hdr.flags |= tcp_flags::FIN;
+    r.on_packet(&fin, &mut h.io(Time(1_000 * MS)));
+    assert_eq!(r.deadline(), Some(Time(61_000 * MS)));
+    r.on_packet(&fin, &mut h.io(Time(30_000 * MS)));
+    assert_eq!(r.deadline(), Some(Time(90_000 * MS)));
+    r.on_timer(&mut h.io(Time(89_999 * MS)));
+    assert!(!h.notes.iter().any(|n| matches!(n, Note::Closed)));
+    r.on_timer(&mut h.io(Time(90_000 * MS)));
+    assert!(h.notes.iter().any(|n| matches!(n, Note::Closed)));
+}

@@ -943,10 +943,12 @@ impl TcpSender {
         let mut sndcnt = if delta < 0 {
             let prior = self.prior_cwnd.max(1) as i64;
             (ssthresh * prr_delivered + prior - 1) / prior - prr_out
-        } else if una_advanced || newly_lost > 0 {
-            delta.min((prr_delivered - prr_out).max(newly_acked_sacked as i64) + 1)
         } else {
-            delta.min(newly_acked_sacked as i64)
+            // Linux >= 5.19 ("tcp: improve PRR loss recovery"): the banked sending
+            // opportunities in both bounds, one more only when snd_una advanced and the ACK
+            // reported no new loss (PRR-SSRB's + 1 MSS).
+            let banked = (prr_delivered - prr_out).max(newly_acked_sacked as i64);
+            delta.min(banked + (una_advanced && newly_lost == 0) as i64)
         };
         // Force a fast retransmit upon entering recovery.
         sndcnt = sndcnt.max(if self.prr_out > 0 { 0 } else { 1 });

@@ -228,8 +228,6 @@ fn no_loss_probe_without_sack() {
 /// pipe 9 − 3 − 6 + 2 = 2, prr_delivered 4, prr_out 3: sndcnt = min(3, max(1, 1) + 1) = 2,
 /// cwnd 4, segments 4 and 5 resent.
 #[test]
-#[ignore = "open: sojourn's PRR is not Linux 6.18's yet; the fix changes 35 of 60 golden runs and \
-            five reproduction pages' CI blocks (docs/testing.md, session 6)"]
 fn prr_below_ssthresh_adds_one_only_when_una_advances_without_new_loss() {
     let mut h = Harness::new();
     let mut s = start(cfg(), Source::Bulk, &mut h);
@@ -244,6 +242,27 @@ fn prr_below_ssthresh_adds_one_only_when_una_advances_without_new_loss() {
     s.on_packet(&ack(1 + MSS, &sacked), &mut h.io(Time(41 * MS)));
     let seqs: Vec<u64> = h.take().iter().map(|p| p.hdr.seq).collect();
     assert_eq!(seqs, vec![1 + 3 * MSS, 1 + 4 * MSS]);
+    assert_eq!(s.cs.cwnd, 4);
+}
+
+/// The same rule when snd_una does not advance and no loss is new: no + 1 (Linux 6.18 adds
+/// it only for `FLAG_SND_UNA_ADVANCED && !newly_lost`). After the two ACKs above (segments
+/// 1–5 retransmitted, prr_out 5, prr_delivered 4), an ACK that only SACKs segment 3's
+/// retransmission: pipe 9 − 4 SACKed − 5 lost + 3 retransmitted = 3, prr_delivered 5:
+/// sndcnt = min(5 − 3, max(5 − 5, 1)) = 1, cwnd 4, segment 6 resent, not 6 and 7.
+#[test]
+fn prr_below_ssthresh_adds_nothing_when_una_stands_still() {
+    let mut h = Harness::new();
+    let mut s = start(cfg(), Source::Bulk, &mut h);
+    h.take();
+    let sacked = [(1 + 7 * MSS, 1 + 10 * MSS)];
+    s.on_packet(&ack(1, &sacked), &mut h.io(Time(40 * MS)));
+    s.on_packet(&ack(1 + MSS, &sacked), &mut h.io(Time(41 * MS)));
+    assert_eq!(h.take().len(), 5, "segments 1-3, then 4 and 5");
+    let more = [(1 + 2 * MSS, 1 + 3 * MSS), (1 + 7 * MSS, 1 + 10 * MSS)];
+    s.on_packet(&ack(1 + MSS, &more), &mut h.io(Time(42 * MS)));
+    let seqs: Vec<u64> = h.take().iter().map(|p| p.hdr.seq).collect();
+    assert_eq!(seqs, vec![1 + 5 * MSS]);
     assert_eq!(s.cs.cwnd, 4);
 }
 
@@ -479,4 +498,137 @@ fn a_one_segment_tail_is_never_deferred() {
 fn a_two_segment_tail_is_deferred_until_the_last_send_is_more_than_1_ms_old() {
     // SRTT 1 ms, ACK exactly 1 ms after the last transmission: deferred.
     assert_eq!(gso_tail_after_the_first_ack(12, Time(MS)), (0, 1));
+}
+
+// ----- session 7: the survivors session 6 left open (docs/testing.md) -----
+
+/// RFC 9293 §3.10.7.3 (SYN-SENT): a SYN without ACK is a simultaneous open; the
+/// connection moves to SYN-RECEIVED, not ESTABLISHED, and no data may be sent until the
+/// peer acknowledges our SYN. (sojourn's peer is always a passive receiver, so sojourn
+/// ignores the bare SYN instead of entering SYN-RECEIVED; either way nothing is sent.)
+#[test]
+fn a_bare_syn_does_not_open_the_connection() {
+    let mut h = Harness::new();
+    let mut s = start(
+        TcpConfig {
+            handshake: true,
+            ..cfg()
+        },
+        Source::Bulk,
+        &mut h,
+    );
+    assert_eq!(h.take().len(), 1, "our SYN");
+    let mut syn = ack(0, &[]);
+    syn.hdr.flags = tcp_flags::SYN;
+    s.on_packet(&syn, &mut h.io(Time(10 * MS)));
+    assert_eq!(s.state, ConnState::SynSent);
+    assert!(
+        h.take().is_empty(),
+        "no data before our SYN is acknowledged"
+    );
+}
+
+/// Linux `tcp_write_xmit` consults TCP Small Queues (`tcp_small_queue_check`, the only
+/// place that sets `TSQ_THROTTLED`) for an skb it is about to send: with the write queue
+/// empty there is no skb, so an idle socket is never throttled, however many of its bytes
+/// sit below TCP. A 10-segment transfer (all of it, FIN included, in the initial window,
+/// 10 × 2280 B of truesize in the host queue); the ACK of segment 1 at 100 ms finds
+/// nothing left to send.
+#[test]
+fn nothing_left_to_send_is_never_tsq_throttled() {
+    let mut h = Harness::new();
+    let mut s = start(
+        TcpConfig { tsq: true, ..cfg() },
+        Source::Sized(10 * MSS),
+        &mut h,
+    );
+    assert_eq!(h.take().len(), 10);
+    assert_eq!(s.bytes_below, 10 * 2280);
+    s.on_packet(&ack(1 + MSS, &[]), &mut h.io(Time(100 * MS)));
+    assert!(h.take().is_empty());
+    assert!(!s.tsq_throttled, "nothing to send, nothing to throttle");
+}
+
+/// Linux `tcp_tso_should_defer` for a buffer that is *not* the write queue's tail (a bulk
+/// write leaves 64-KB buffers behind it): "middle in queue won't get any more data" sends
+/// it at once only if it fits the window (limit ≥ skb len); a 45-segment buffer with 2
+/// segments of cwnd free does not, so the other rules decide. GSO, bulk, IW 10 in two
+/// 5-segment buffers; the ACK of segment 1 at 1 ms (SRTT 1 ms, the last send 1 ms ago,
+/// not more): cwnd 11, 2 free < 43 (the autosized `max_segs`), 2 free < 11/3, the head
+/// (segment 2, sent at 0) left more than SRTT/2 ago, cong_win (2 segments) < send_win and
+/// ≤ the buffer: deferred, cwnd-limited. Nothing is sent.
+#[test]
+fn a_buffer_in_the_middle_of_the_queue_waits_for_a_bigger_quota() {
+    let mut h = Harness::new();
+    let mut s = start(TcpConfig { gso: true, ..cfg() }, Source::Bulk, &mut h);
+    let first: Vec<u16> = h.take().iter().map(|p| p.gso_segs).collect();
+    assert_eq!(first, vec![5, 5]);
+    s.on_packet(&ack(1 + MSS, &[]), &mut h.io(Time(MS)));
+    assert!(h.take().is_empty(), "deferred");
+    assert_eq!(s.tso_defers, 1);
+    assert!(s.tso_deferred_cwnd_limited);
+}
+
+/// Linux `tcp_write_xmit` grows the head buffer to the cwnd quota (`tcp_grow_skb`, quota
+/// = min(cwnd/2, free cwnd, `max_segs`)), even past a `gso_max_size` that holds one
+/// segment, because `tcp_tso_autosize` never goes below `tcp_min_tso_segs` = 2. With
+/// `gso_max_size` 2000 B (size goal 1448 B) the initial window leaves in five 2-segment
+/// buffers. The ACK of segment 1 at 0.5 ms advertises 13 756 B: 724 B of send window
+/// left, 2 segments of cwnd (11 − 9) free. The 2-segment buffer is asked
+/// `tcp_tso_should_defer`: send_win 724 ≤ 2896 B → deferred (and `tcp_snd_wnd_test` would
+/// refuse a segment that does not fit the window anyway): nothing is sent, in
+/// particular no 724-B sliver.
+#[test]
+fn the_head_buffer_grows_to_the_cwnd_quota_past_a_small_gso_max_size() {
+    let mut h = Harness::new();
+    let mut s = start(
+        TcpConfig {
+            gso: true,
+            gso_max_bytes: 2000,
+            ..cfg()
+        },
+        Source::Bulk,
+        &mut h,
+    );
+    let first: Vec<u16> = h.take().iter().map(|p| p.gso_segs).collect();
+    assert_eq!(first, vec![2, 2, 2, 2, 2]);
+    let mut a = ack(1 + MSS, &[]);
+    a.hdr.window = 13_756;
+    s.on_packet(&a, &mut h.io(Time(MS / 2)));
+    let sent: Vec<u32> = h.take().iter().map(|p| p.hdr.payload_bytes).collect();
+    assert_eq!(sent, Vec::<u32>::new());
+    assert_eq!(s.tso_defers, 1);
+}
+
+/// Linux `tcp_cwnd_validate` (since 5.19): a new usage window (`cwnd_usage_seq` = snd_nxt,
+/// `max_packets_out` = packets_out) starts when snd_una passes the old one's end, on a
+/// cwnd-limited send, or when packets_out *exceeds* the window's maximum — not when it
+/// only equals it. Bulk sender held by the receive window (never cwnd-limited): IW 6
+/// (rwnd 6 segments) → max 6, window end 1 + 6·1448; the ACK of segment 1 (window 6
+/// segments) lets segment 7 go: packets_out 6 = max, the window end stays; the ACK of
+/// segments 2–6 (window 2 segments) passes it and segment 8 goes: max_packets_out 2,
+/// window end 1 + 8·1448.
+#[test]
+fn equalling_the_windows_max_packets_out_does_not_start_a_new_usage_window() {
+    let mut h = Harness::new();
+    let mut s = start(
+        TcpConfig {
+            rwnd_bytes: 6 * MSS,
+            ..cfg()
+        },
+        Source::Bulk,
+        &mut h,
+    );
+    assert_eq!(h.take().len(), 6);
+    assert_eq!((s.cs.max_packets_out, s.cwnd_usage_seq), (6, 1 + 6 * MSS));
+    let mut a = ack(1 + MSS, &[]);
+    a.hdr.window = 6 * MSS as u32;
+    s.on_packet(&a, &mut h.io(Time(40 * MS)));
+    assert_eq!(h.take().len(), 1);
+    assert_eq!((s.cs.max_packets_out, s.cwnd_usage_seq), (6, 1 + 6 * MSS));
+    let mut a = ack(1 + 6 * MSS, &[]);
+    a.hdr.window = 2 * MSS as u32;
+    s.on_packet(&a, &mut h.io(Time(41 * MS)));
+    assert_eq!(h.take().len(), 1);
+    assert_eq!((s.cs.max_packets_out, s.cwnd_usage_seq), (2, 1 + 8 * MSS));
 }
