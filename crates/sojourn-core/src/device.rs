@@ -366,7 +366,12 @@ impl Device {
     /// not (a call per packet there costs more than the arithmetic).
     #[inline(always)]
     fn tx_end(&mut self, now: Time, pkt: &Packet) -> Time {
-        let bytes = pkt.len_bytes + self.framing_bytes * pkt.wire_packets();
+        self.tx_end_bytes(now, pkt.len_bytes + self.framing_bytes * pkt.wire_packets())
+    }
+
+    /// When `bytes` on the wire (framing included) that start at `now` are out.
+    #[inline]
+    fn tx_end_bytes(&mut self, now: Time, bytes: u32) -> Time {
         match &self.rate {
             RateModel::Constant(r) => now + tx_time(bytes as u64, *r),
             _ => self.tx_end_varying(now, bytes),
@@ -559,11 +564,7 @@ impl Device {
         } else {
             c.buffer.segment_payload(index).1 + c.headers_bytes
         };
-        let bytes = len + self.framing_bytes;
-        let end = match &self.rate {
-            RateModel::Constant(r) => t + tx_time(bytes as u64, *r),
-            _ => self.tx_end_varying(t, bytes),
-        };
+        let end = self.tx_end_bytes(t, len + self.framing_bytes);
         let c = self.cutting.as_mut().expect("cutting");
         c.t = end;
         self.busy_until = Some(end);

@@ -821,12 +821,12 @@ impl Sim {
     fn on_arrive(&mut self, l: u32) {
         let link = &mut self.links[l as usize];
         let to = link.to;
+        // The next packet's arrival is pending only once its serialisation has ended: more
+        // than this one propagating. Pushed before the packet moves on, as the event order
+        // requires.
+        let next_propagating = link.propagating() > 1;
         let mut fifo = std::mem::take(&mut link.in_flight);
-        // The next packet's arrival is pending only once its serialisation has ended (the
-        // back entry is still being serialised while `tx_fate` is `InFlight`); pushed
-        // before the packet moves on, as the event order requires.
-        let propagating_after = fifo.len() - 1 - (link.tx_fate == TxFate::InFlight) as usize;
-        if propagating_after > 0 {
+        if next_propagating {
             self.events.push(fifo[1].0, Event::Arrive(l));
         }
         let (_, pkt) = fifo.front_mut().expect("Arrive with nothing in flight");
