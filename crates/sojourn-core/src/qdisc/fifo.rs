@@ -6,7 +6,7 @@
 //! accepts the arrival.
 
 use super::spec::TcKey;
-use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::{AnyQdisc, BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::time::Time;
@@ -46,6 +46,47 @@ impl Fifo {
 
     pub fn limit(&self) -> u64 {
         self.limit
+    }
+
+    /// Whether `pkt`, enqueued now, would be accepted and be the very next packet
+    /// dequeued, leaving the FIFO as it found it: the FIFO is empty and its limit admits
+    /// the packet (sch_fifo: pfifo tail-drops only when `qlen >= limit`, bfifo when
+    /// `backlog + len > limit`; pfifo_head_drop always accepts, dropping from a head an
+    /// empty queue does not have). An engine may then hand the packet to an idle
+    /// transmitter directly, skipping the enqueue and dequeue copies (cut-through).
+    #[inline]
+    pub fn passes_through(&self, pkt: &Packet) -> bool {
+        self.queue.is_empty()
+            && match self.mode {
+                Mode::Packets => self.limit > 0,
+                Mode::Bytes => pkt.len_bytes as u64 <= self.limit,
+                Mode::HeadDrop => true,
+            }
+    }
+}
+
+/// `q` is a FIFO that would pass `pkt` straight through ([`Fifo::passes_through`]);
+/// false for every other discipline (their enqueue or dequeue may change their state
+/// even when the packet goes straight out: CoDel's drop state, PIE's estimators, …).
+#[inline]
+pub fn cut_through(q: &AnyQdisc, pkt: &Packet) -> bool {
+    match q {
+        AnyQdisc::Pfifo(f) | AnyQdisc::Bfifo(f) | AnyQdisc::PfifoHeadDrop(f) => {
+            f.passes_through(pkt)
+        }
+        _ => false,
+    }
+}
+
+/// `q` is an empty FIFO: a dequeue now would answer `Empty` and change nothing (a FIFO
+/// keeps no state besides its packets), so an engine may skip it when a transmission
+/// ends. False for every other discipline (CoDel, for one, leaves its dropping state on
+/// an empty dequeue, as Linux's `codel_dequeue` does).
+#[inline]
+pub fn idle(q: &AnyQdisc) -> bool {
+    match q {
+        AnyQdisc::Pfifo(f) | AnyQdisc::Bfifo(f) | AnyQdisc::PfifoHeadDrop(f) => f.queue.is_empty(),
+        _ => false,
     }
 }
 
@@ -239,6 +280,102 @@ mod tests {
         let dropped: Vec<u64> = d.drain().map(|x| x.pkt.uid).collect();
         assert_eq!(dropped, vec![0, 1]);
         assert_eq!(q.dequeue(Time(0), &mut d).packet().unwrap().uid, 2);
+    }
+
+    /// Cut-through: an empty FIFO passes a packet straight through exactly when sch_fifo
+    /// would accept it (limits written as literals).
+    #[test]
+    fn passes_through_only_when_empty_and_admitted() {
+        // pfifo: qlen 0 < limit 1 admits; limit 0 admits nothing.
+        let mut q = pfifo_with_limit(1);
+        assert!(q.passes_through(&pkt(0, 1, 1500)));
+        assert!(!pfifo_with_limit(0).passes_through(&pkt(0, 1, 100)));
+        let mut d = Drops::new();
+        q.enqueue(pkt(1, 1, 100), Time(0), &mut d);
+        assert!(
+            !q.passes_through(&pkt(2, 1, 100)),
+            "a queued packet goes first"
+        );
+        // bfifo 1000 bytes: a 1000-byte packet fits (backlog + len = limit), 1001 does not.
+        let b = Fifo::new(Mode::Bytes, 1000);
+        assert!(b.passes_through(&pkt(0, 1, 1000)));
+        assert!(!b.passes_through(&pkt(0, 1, 1001)));
+        // pfifo_head_drop accepts into an empty queue whatever its limit.
+        assert!(Fifo::new(Mode::HeadDrop, 0).passes_through(&pkt(0, 1, 100)));
+        let mut h = Fifo::new(Mode::HeadDrop, 2);
+        h.enqueue(pkt(1, 1, 100), Time(0), &mut d);
+        assert!(!h.passes_through(&pkt(2, 1, 100)));
+        assert!(d.is_empty());
+    }
+
+    /// `cut_through` and `idle` answer for the three FIFOs only, by their queue.
+    #[test]
+    fn cut_through_and_idle_are_for_fifos_only() {
+        let mut d = Drops::new();
+        let p = pkt(0, 1, 1500);
+        let fifos = [
+            AnyQdisc::Pfifo(pfifo_with_limit(10)),
+            AnyQdisc::Bfifo(Fifo::new(Mode::Bytes, 10_000)),
+            AnyQdisc::PfifoHeadDrop(Fifo::new(Mode::HeadDrop, 10)),
+        ];
+        for mut q in fifos {
+            assert!(idle(&q) && cut_through(&q, &p));
+            q.enqueue(pkt(1, 1, 100), Time(0), &mut d);
+            assert!(!idle(&q) && !cut_through(&q, &p));
+            assert!(matches!(q.dequeue(Time(0), &mut d), Dequeue::Packet(_)));
+            assert!(idle(&q) && cut_through(&q, &p));
+        }
+        // A bfifo too small for the packet is idle but does not pass it.
+        let small = AnyQdisc::Bfifo(Fifo::new(Mode::Bytes, 1000));
+        assert!(idle(&small) && !cut_through(&small, &p));
+        let codel = AnyQdisc::Codel(crate::qdisc::codel::Codel::new(
+            1000,
+            crate::qdisc::codel_law::CodelParams::linux_default(1514),
+        ));
+        assert!(!idle(&codel) && !cut_through(&codel, &p));
+    }
+
+    /// Against the slow path it replaces: on random traffic, whenever `passes_through`
+    /// says so, an enqueue followed by a dequeue gives back the same packet, drops
+    /// nothing and leaves the FIFO empty; when it says no, the packet is not the next one
+    /// out as itself (queued behind others, or dropped).
+    #[test]
+    fn passes_through_agrees_with_enqueue_then_dequeue() {
+        let mut r = crate::rng::Rng::from_seed(5);
+        for mode in [Mode::Packets, Mode::Bytes, Mode::HeadDrop] {
+            let mut q = Fifo::new(mode, if mode == Mode::Bytes { 3000 } else { 3 });
+            let mut d = Drops::new();
+            let (mut yes, mut no) = (0, 0);
+            for i in 0..2000u64 {
+                if r.below(2) == 0 {
+                    let p = pkt(i, 1, 100 + r.below(3500) as u32);
+                    let pass = q.passes_through(&p);
+                    let before = q.len_packets();
+                    q.enqueue(p, Time(i), &mut d);
+                    if pass {
+                        yes += 1;
+                        assert_eq!(before, 0);
+                        assert!(d.is_empty());
+                        assert_eq!(q.len_packets(), 1);
+                        // Half the time it is taken out at once (the cut-through case),
+                        // half the time others queue behind it.
+                        if r.below(2) == 0 {
+                            let out = q.dequeue(Time(i), &mut d).packet().expect("passed");
+                            assert_eq!(out.uid, i);
+                            assert_eq!((q.len_packets(), q.len_bytes()), (0, 0));
+                        }
+                    } else {
+                        no += 1;
+                        let dropped = d.drain().any(|x| x.pkt.uid == i);
+                        assert!(dropped || q.len_packets() > 1 || before > 0);
+                    }
+                } else {
+                    q.dequeue(Time(i), &mut d);
+                }
+                d.drain().for_each(drop);
+            }
+            assert!(yes > 50 && no > 50, "{mode:?}: {yes} / {no}");
+        }
     }
 
     #[test]
