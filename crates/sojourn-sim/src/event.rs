@@ -30,6 +30,7 @@
 //!   `trailing_zeros` per summary word (four) instead of scanning up to 256 words;
 //! - the engine's loop pops with `pop_until(end)`, one call where `peek_time` + `pop`
 //!   made two.
+//!
 //! Tried and measured worse: pouring several following slots into `near` per refill
 //! (fewer refills, but each pop then sifts a larger heap: +2 % instructions on the
 //! dumbbell). The list order inside a slot does not matter: `near` is a heap.
