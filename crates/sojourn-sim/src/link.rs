@@ -202,7 +202,7 @@ impl Link {
 
     /// Integral of the rate over `[a, b]`, in bits.
     pub fn capacity_bits_between(&self, a: Time, b: Time) -> f64 {
-        self.dev.rate.capacity_bits_between(a, b)
+        self.dev.rate().capacity_bits_between(a, b)
     }
 
     /// Starts a new measurement period at `now` (warm-up end).
