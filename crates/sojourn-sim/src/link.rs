@@ -4,12 +4,15 @@
 //!
 //! In-flight packets wait in the link's own FIFO (arrival times are non-decreasing because
 //! the delay is constant between changes), so only the head's arrival is a pending event.
+//! The FIFO is a list through one pool of slots shared by all links ([`crate::flight`]):
+//! a packet is copied into the slot freed last, which is in cache.
 //!
 //! Performance: a packet is ~200 bytes and copying it dominated the per-hop cost, so the
 //! common case moves it only once on a link: `begin_tx` already places it at the back of
 //! `in_flight` (its fate is known then, see [`TxFate`]) and the serialisation-end event
 //! only touches counters.
 
+use crate::flight::FlightList;
 use sojourn_core::device::Device;
 pub use sojourn_core::device::{RateModel, Trace};
 use sojourn_core::hist::Histogram;
@@ -127,9 +130,10 @@ pub struct Link {
     /// Probability that a packet is reordered: held back by `reorder_delay` beyond its
     /// normal arrival, in a second in-flight FIFO, so later packets overtake it.
     pub reorder: f64,
-    /// Packets propagating, with their arrival times; while `tx_fate` is `InFlight` the
-    /// back entry is still being serialised.
-    pub in_flight: VecDeque<(Time, Packet)>,
+    /// Packets propagating, with their arrival times (slots of the engine's
+    /// [`crate::flight::FlightPool`]); while `tx_fate` is `InFlight` the back entry is
+    /// still being serialised.
+    pub in_flight: FlightList,
     /// Propagation delay (and its schedule).
     pub prop: Propagation,
     pub stats: LinkStats,
@@ -181,7 +185,7 @@ impl Link {
             qdisc_desc,
             tx_fate: TxFate::Idle,
             tx_pkt: None,
-            in_flight: VecDeque::new(),
+            in_flight: FlightList::default(),
             notify_tx: false,
             tx_notify: None,
             stats: LinkStats::default(),

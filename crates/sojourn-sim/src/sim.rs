@@ -10,6 +10,7 @@ use crate::classify::{lookup, Conntrack, Hook, MedianPolicy};
 use crate::config::{static_routes, Experiment, Routes};
 use crate::endpoint::{receiver_of, AnyEndpoint, Endpoint, Io, Note};
 use crate::event::{Event, EventQueue};
+use crate::flight::FlightPool;
 use crate::flows::FlowTable;
 use crate::link::{Link, TxFate};
 use crate::metrics::{LinkCounts, PacketLog, TimeSeries};
@@ -85,6 +86,8 @@ pub struct Sim {
     /// Static routes (egress link per node and destination; no N×N table).
     pub routes: Routes,
     pub links: Vec<Link>,
+    /// The packets propagating on every link (each link's `in_flight` lists its own).
+    flight: FlightPool,
     endpoints: Vec<EndpointSlot>,
     free_endpoints: Vec<u32>,
     pub flows: FlowTable,
@@ -187,6 +190,7 @@ impl Sim {
             nodes,
             routes: static_routes(exp),
             links,
+            flight: FlightPool::default(),
             endpoints: Vec::new(),
             free_endpoints: Vec::new(),
             flows: FlowTable::default(),
@@ -570,18 +574,17 @@ impl Sim {
                 continue;
             }
             let at = link.prop.arrival_time(seg.depart);
-            let (fifo, at) = if link.reorder > 0.0 && link.reorder_rng.chance(link.reorder) {
-                (&mut link.late, at + link.reorder_delay)
-            } else {
-                (&mut link.in_flight, at)
-            };
             // The buffer is copied once, into the FIFO slot, and cut there.
             let buffer = link
                 .dev
                 .burst_buffer()
                 .expect("cutting until the last is taken");
-            fifo.push_back((at, *buffer));
-            let (_, pkt) = fifo.back_mut().expect("just pushed");
+            let pkt = if link.reorder > 0.0 && link.reorder_rng.chance(link.reorder) {
+                link.late.push_back((at + link.reorder_delay, *buffer));
+                &mut link.late.back_mut().expect("just pushed").1
+            } else {
+                self.flight.push_back(&mut link.in_flight, at, buffer)
+            };
             buffer.cut_segment(seg.index, pkt);
             if let Some(uid) = uid {
                 pkt.uid = uid;
@@ -598,7 +601,7 @@ impl Sim {
             rec.in_network -= lost;
         }
         if !had_in_flight {
-            if let Some(&(at, _)) = link.in_flight.front() {
+            if let Some((at, _)) = self.flight.front(&link.in_flight) {
                 self.events.push(at, Event::Arrive(l));
             }
         }
@@ -699,7 +702,7 @@ impl Sim {
                             } else {
                                 // The common case: the packet's only copy on this link.
                                 link.tx_fate = TxFate::InFlight;
-                                link.in_flight.push_back((at, p));
+                                self.flight.push_back(&mut link.in_flight, at, &p);
                             }
                         }
                         self.events.push(end, Event::TxDone(l));
@@ -735,7 +738,10 @@ impl Sim {
         link.stats.tx_bytes += done.bytes as u64;
         let notify = link.notify_tx;
         if fate == TxFate::InFlight {
-            let &(at, ref pkt) = link.in_flight.back().expect("in flight since begin_tx");
+            let (at, pkt) = self
+                .flight
+                .back(&link.in_flight)
+                .expect("in flight since begin_tx");
             if link.in_flight.len() == 1 {
                 self.events.push(at, Event::Arrive(l));
             }
@@ -813,11 +819,11 @@ impl Sim {
 
     /// The head of link `l`'s in-flight FIFO arrives at the far node.
     ///
-    /// The packet is handed on where it lies, not popped into a local first (one ~200-byte
-    /// copy fewer per link packet; issue 19, session 7): the FIFO is lent out of the link
-    /// for the call and the head popped afterwards. Nothing the call does can reach this
-    /// FIFO: the packet goes on from `to`, over links leaving `to`, and a link never joins
-    /// a node to itself (the experiment refuses it), so link `l` is not among them.
+    /// The packet is popped into a local (a copy from a pool slot written when its
+    /// transmission started, so still in cache, to the stack) and its slot freed before it
+    /// moves on: the next transmission on any link reuses that slot (`flight.rs`; issue 19,
+    /// session 8: one copy more per hop than handing it on in place, for the write misses
+    /// of copying into a cold per-link buffer).
     fn on_arrive(&mut self, l: u32) {
         let link = &mut self.links[l as usize];
         let to = link.to;
@@ -825,19 +831,17 @@ impl Sim {
         // than this one propagating. Pushed before the packet moves on, as the event order
         // requires.
         let next_propagating = link.propagating() > 1;
-        let mut fifo = std::mem::take(&mut link.in_flight);
+        // Copied out of its pool slot (which the next transmission anywhere reuses, still
+        // in cache) before it moves on: the engine's calls below may push onto any link.
+        let (_, mut pkt) = self
+            .flight
+            .pop_front(&mut link.in_flight)
+            .expect("Arrive with nothing in flight");
         if next_propagating {
-            self.events.push(fifo[1].0, Event::Arrive(l));
+            let at = self.flight.front(&link.in_flight).expect("propagating").0;
+            self.events.push(at, Event::Arrive(l));
         }
-        let (_, pkt) = fifo.front_mut().expect("Arrive with nothing in flight");
-        self.forward(to, pkt, false);
-        let link = &mut self.links[l as usize];
-        assert!(
-            link.in_flight.is_empty(),
-            "link {l}'s FIFO used while lent out"
-        );
-        link.in_flight = fifo;
-        link.in_flight.pop_front();
+        self.forward(to, &mut pkt, false);
     }
 
     fn on_arrive_late(&mut self, l: u32) {
@@ -983,6 +987,15 @@ impl Sim {
     /// The conservation law: created = delivered + dropped + inside.
     pub fn check_conservation(&self) -> Result<(), String> {
         let inside = self.in_network();
+        // The in-flight pool holds exactly the packets the links list (none lost or
+        // leaked by a slot reused while still listed).
+        let listed: usize = self.links.iter().map(|l| l.in_flight.len()).sum();
+        if self.flight.len() != listed {
+            return Err(format!(
+                "in-flight pool holds {} packets, links list {listed}",
+                self.flight.len()
+            ));
+        }
         let a = self.acct;
         if a.created == a.delivered + a.dropped + inside {
             Ok(())
