@@ -548,6 +548,41 @@ fn bench_file(args: &[String]) {
         link_pkts,
         link_pkts as f64 / cpu / 1e6
     );
+    if std::env::var_os("SOJOURN_BENCH_COUNTS").is_some() {
+        let c = sim.event_counts;
+        println!(
+            "  events: tx_done {} arrive {} qdisc_wake {} timer_due {} timer_rearmed {} \
+             timer_discarded {} app_timer {} other {}",
+            c.tx_done,
+            c.arrive,
+            c.qdisc_wake,
+            c.timer_due,
+            c.timer_rearmed,
+            c.timer_discarded,
+            c.app_timer,
+            c.other
+        );
+        for l in &sim.links {
+            println!("  link {}: {} wire packets", l.name, l.stats.tx_pkts);
+        }
+        // A digest of every flow record: a quick same-outputs check while optimising (the
+        // golden runs are the real one).
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut mix = |v: u64| h = (h ^ v).wrapping_mul(0x100_0000_01b3);
+        for r in sim.flows.iter() {
+            mix(r.flow as u64);
+            mix(r.first_byte.map_or(u64::MAX, |t| t.0));
+            mix(r.end.map_or(u64::MAX, |t| t.0));
+            mix(r.delivered_bytes);
+            mix(r.pkts_sent);
+            mix(r.pkts_dropped);
+            mix(r.retransmits);
+            mix(r.rtos);
+            mix(r.delay_sum_ns as u64);
+            mix(r.delay_max_ns);
+        }
+        println!("  flow digest {h:016x} ({} flows)", sim.flows.len());
+    }
 }
 
 fn main() {

@@ -326,7 +326,36 @@ impl Sim {
     }
 
     /// Sends an endpoint's output, handles its notes and re-arms its timer.
+    ///
+    /// Most calls leave neither packets nor notes (a receiver's first segment of two, an
+    /// ACK that sends nothing): only the timer is looked at, inline at the call site; the
+    /// rest is out of line (issue 19, session 8: ~2.6 M endpoint calls per 2 s of seed
+    /// 000's 10 Gb/s run).
+    #[inline(always)]
     fn after_endpoint_call(&mut self, id: u32) {
+        if !self.out.is_empty() || !self.notes.is_empty() {
+            self.after_endpoint_output(id);
+        } else {
+            self.rearm_endpoint(id);
+        }
+    }
+
+    /// Re-arms endpoint `id`'s timer: an event at its deadline unless one no later is
+    /// pending already (lazy timers, see `EndpointSlot::scheduled`).
+    #[inline(always)]
+    fn rearm_endpoint(&mut self, id: u32) {
+        let slot = &mut self.endpoints[id as usize];
+        if let Some(d) = slot.ep.deadline() {
+            if d < slot.scheduled {
+                slot.scheduled = d;
+                self.events.push(d.max(self.now), Event::EndpointTimer(id));
+            }
+        }
+    }
+
+    /// `after_endpoint_call` when the endpoint sent packets or left notes.
+    #[inline(never)]
+    fn after_endpoint_output(&mut self, id: u32) {
         let node = self.endpoints[id as usize].node;
         if !self.out.is_empty() {
             let mut out = std::mem::take(&mut self.out);
@@ -377,13 +406,7 @@ impl Sim {
                 }
             }
         }
-        let slot = &mut self.endpoints[id as usize];
-        if let Some(d) = slot.ep.deadline() {
-            if d < slot.scheduled {
-                slot.scheduled = d;
-                self.events.push(d.max(self.now), Event::EndpointTimer(id));
-            }
-        }
+        self.rearm_endpoint(id);
     }
 
     // ----- packet movement -----

@@ -146,6 +146,20 @@ pub fn tso_autosize_segs(
     ((bytes / mss.max(1) as u64) as u32).max(min_tso_segs)
 }
 
+/// Segments of the next GSO buffer: `min(quota, ⌈sendable / mss⌉, at least 1)` as
+/// `tcp_write_xmit` cuts it (the count as a `u32`), with the division only when the bytes
+/// that may be sent are fewer than `quota` full segments (the common full buffer needs
+/// none). `quota` ≥ 1.
+#[inline]
+fn gso_segs(quota: u32, sendable_bytes: u64, mss: u64) -> u32 {
+    if sendable_bytes < 1 << 32 && sendable_bytes > (quota as u64 - 1) * mss {
+        // ⌈sendable / mss⌉ ≥ quota, and it fits a u32.
+        quota
+    } else {
+        quota.min(sendable_bytes.div_ceil(mss).max(1) as u32)
+    }
+}
+
 /// The consecutive segments one transmitted buffer carries.
 #[derive(Clone, Copy)]
 struct Span {
@@ -230,6 +244,9 @@ pub struct TcpSender {
     /// Buffers deferred by `tcp_tso_should_defer`.
     pub tso_defers: u64,
     tso_deferred_cwnd_limited: bool,
+    /// `tcp_xmit_size_goal` before growing to the quota: the largest multiple of the MSS in
+    /// `gso_max_size` (at least one MSS). Constant per connection, computed once.
+    size_goal_bytes: u64,
     // Counters.
     pub retransmits: u64,
     pub rtos: u64,
@@ -302,6 +319,7 @@ impl TcpSender {
             last_skb_start: 0,
             tso_defers: 0,
             tso_deferred_cwnd_limited: false,
+            size_goal_bytes: (cfg.gso_max_bytes as u64 / cfg.mss as u64).max(1) * cfg.mss as u64,
             retransmits: 0,
             rtos: 0,
             tlps: 0,
@@ -637,8 +655,9 @@ impl TcpSender {
         // tcp_xmit_retransmit_queue, which does not validate the cwnd).
         let mut sent = 0u32;
         self.pace_blocked = false;
-        // tcp_tso_segs, once per tcp_write_xmit.
-        let max_segs = if self.cfg.gso { self.tso_segs() } else { 1 };
+        // tcp_tso_segs, once per tcp_write_xmit: computed at its first use (most attempts
+        // stop at the cwnd before); nothing in this loop changes its inputs before then.
+        let mut max_segs_once: Option<u32> = None;
         loop {
             if self.pacing && self.next_tx_at > now {
                 self.pace_blocked = true;
@@ -674,6 +693,7 @@ impl TcpSender {
             let mss = self.cfg.mss as u64;
             let mut segs = 1u32;
             if self.cfg.gso && has_data {
+                let max_segs = *max_segs_once.get_or_insert_with(|| self.tso_segs());
                 // tcp_write_xmit: the buffer is cut to the cwnd quota (tcp_cwnd_test keeps
                 // at least two buffers in flight) and to the autosized length, and may be
                 // deferred hoping for a bigger quota (tcp_tso_should_defer).
@@ -684,17 +704,16 @@ impl TcpSender {
                     .min(max_segs);
                 // tcp_xmit_size_goal: write-queue buffers of gso_max_size, grown to the
                 // quota from the next ones (tcp_grow_skb).
-                let size_goal = (self.cfg.gso_max_bytes as u64 / mss).max(1) * mss;
-                let skb_len = avail.min(size_goal.max(quota as u64 * mss));
-                if skb_len.div_ceil(mss) > 1
-                    && self.tso_should_defer(now, skb_len, avail <= skb_len, max_segs)
+                let skb_len = avail.min(self.size_goal_bytes.max(quota as u64 * mss));
+                // More than one segment (`skb_len.div_ceil(mss) > 1`, without the division).
+                if skb_len > mss && self.tso_should_defer(now, skb_len, avail <= skb_len, max_segs)
                 {
                     self.tso_defers += 1;
                     cwnd_limited |= self.tso_deferred_cwnd_limited;
                     break;
                 }
                 let wnd_left = (self.snd_una + self.peer_rwnd).saturating_sub(self.snd_nxt);
-                segs = quota.min(avail.min(wnd_left).div_ceil(mss).max(1) as u32);
+                segs = gso_segs(quota, avail.min(wnd_left), mss);
             }
             // tcp_write_xmit: TSQ after the cwnd test, for the buffer about to be sent.
             let payload = avail.min(segs as u64 * mss) as u32;
@@ -1352,21 +1371,23 @@ impl Endpoint for TcpSender {
     }
 
     fn deadline(&self) -> Option<Time> {
-        let mut d = self.rto_at;
-        let mut min = |t: Option<Time>| {
-            if let Some(t) = t {
-                d = Some(d.map_or(t, |x| x.min(t)));
-            }
-        };
-        min(self.tlp_at);
-        if self.state == ConnState::Established {
-            min(self.next_message_at());
-        }
+        // The earliest of the armed timers, `Time::MAX` standing for "none" (no timer is
+        // ever armed at the end of time: the engine would never fire it either).
+        const NONE: Time = Time::MAX;
+        let mut d = self
+            .rto_at
+            .unwrap_or(NONE)
+            .min(self.tlp_at.unwrap_or(NONE))
+            .min(self.tsq_wake.unwrap_or(NONE));
         if self.pace_blocked {
-            min(Some(self.next_tx_at));
+            d = d.min(self.next_tx_at);
         }
-        min(self.tsq_wake);
-        d
+        if self.state == ConnState::Established {
+            if let Some(t) = self.next_message_at() {
+                d = d.min(t);
+            }
+        }
+        (d != NONE).then_some(d)
     }
 
     fn on_tx_complete(&mut self, pkt: &Packet, io: &mut Io) {
@@ -1626,6 +1647,27 @@ mod tests {
         assert_eq!(tso_autosize_segs(1_000_000, 100_000, 65_536, 1448, 2), 2);
         // No pacing rate yet (~0UL) or no RTT sample: capped by gso_max_size.
         assert_eq!(tso_autosize_segs(0, u64::MAX, 65_536, 1448, 2), 45);
+    }
+
+    #[test]
+    fn gso_segs_is_the_quota_cut_to_the_sendable_segments() {
+        // tcp_write_xmit: min(quota, ⌈bytes that may be sent / mss⌉), at least one segment.
+        // 100 kB sendable with a quota of 45: the whole quota.
+        assert_eq!(gso_segs(45, 100_000, 1448), 45);
+        // Exactly 45 segments' worth, and one byte less (still 45 by the ceiling).
+        assert_eq!(gso_segs(45, 45 * 1448, 1448), 45);
+        assert_eq!(gso_segs(45, 45 * 1448 - 1, 1448), 45);
+        // 44 segments and one byte: 45; exactly 44: 44.
+        assert_eq!(gso_segs(45, 44 * 1448 + 1, 1448), 45);
+        assert_eq!(gso_segs(45, 44 * 1448, 1448), 44);
+        // 3000 B = 2 full segments + 104 B: 3.
+        assert_eq!(gso_segs(45, 3000, 1448), 3);
+        // Nothing sendable (a FIN only): one.
+        assert_eq!(gso_segs(45, 0, 1448), 1);
+        assert_eq!(gso_segs(1, 0, 1448), 1);
+        assert_eq!(gso_segs(1, 5_000_000, 1448), 1);
+        // Beyond 2^32 bytes: the quota still (the division path).
+        assert_eq!(gso_segs(7, 1 << 40, 1448), 7);
     }
 
     #[test]
