@@ -83,6 +83,8 @@ pub struct Sim {
     pub hash_salt: u64,
     events: EventQueue,
     pub nodes: Vec<Node>,
+    /// Whether any node tracks connections (`Node::conntrack`, set at construction).
+    any_conntrack: bool,
     /// Static routes (egress link per node and destination; no N×N table).
     pub routes: Routes,
     pub links: Vec<Link>,
@@ -168,7 +170,7 @@ impl Sim {
                 lp.loss,
                 Rng::stream(seed, "link-loss", i as u64),
             );
-            l.prop.delay_schedule = lp.delay_schedule.clone();
+            l.prop.set_delay_schedule(lp.delay_schedule.clone());
             l.reorder = lp.reorder;
             l.reorder_delay = lp.reorder_delay;
             l.reorder_rng = Rng::stream(seed, "link-reorder", i as u64);
@@ -187,6 +189,7 @@ impl Sim {
             seed,
             hash_salt: splitmix64_mix(seed ^ 0x00c0_ffee),
             events: EventQueue::new(),
+            any_conntrack: nodes.iter().any(|n| n.conntrack.is_some()),
             nodes,
             routes: static_routes(exp),
             links,
@@ -418,7 +421,9 @@ impl Sim {
     // next qdisc; a delivered packet is not copied at all (issue 19, session 7).
     #[inline(always)]
     fn forward(&mut self, node: u32, pkt: &mut Packet, local: bool) {
-        if self.nodes[node as usize].conntrack.is_some() {
+        // The flag first: without it every hop would read the node's record (a cold line
+        // per packet with thousands of hosts; issue 19).
+        if self.any_conntrack && self.nodes[node as usize].conntrack.is_some() {
             self.conntrack_hook(node, pkt, local);
         }
         // The simulator's addresses are its node ids (IPv4, see `Addr::v4`).
