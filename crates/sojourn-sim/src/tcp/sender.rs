@@ -553,13 +553,44 @@ impl TcpSender {
         Some((len, fin))
     }
 
+    /// The extent of a buffer of new data starting at `start` whose first segment is
+    /// `(len, fin)` ([`Self::next_new_segment`]): `(segments, payload end, FIN)`. Every
+    /// segment but the last is one MSS; the buffer ends at `max_segs` segments, at a short
+    /// segment, at the FIN, or where the receive window or the written data end — what
+    /// taking [`Self::next_new_segment`] one segment at a time gives, in O(1).
+    #[inline]
+    fn buffer_extent(&self, start: u64, len: u32, fin: bool, max_segs: u32) -> (u32, u64, bool) {
+        let mss = self.cfg.mss as u64;
+        let first_end = start + len as u64;
+        if fin || (len as u64) < mss || max_segs <= 1 {
+            return (1, first_end, fin);
+        }
+        // After a full first segment, the next ones take min(MSS, what is written, what
+        // the window allows) each: a full segment is never the FIN's unless it ends at
+        // `write_end`, and nothing follows once either limit is reached.
+        let wnd_end = self.snd_una + self.peer_rwnd;
+        let usable = self
+            .write_end
+            .saturating_sub(first_end)
+            .min(wnd_end.saturating_sub(first_end));
+        let more_max = (max_segs - 1) as u64;
+        let more = if usable >= more_max * mss {
+            more_max
+        } else {
+            usable.div_ceil(mss)
+        };
+        let end = first_end + usable.min(more * mss);
+        let fin = more > 0 && self.fin_wanted && !self.fin_sent && end == self.write_end;
+        (1 + more as u32, end, fin)
+    }
+
     /// Sends one buffer of up to `max_segs` new segments (one packet, a GSO buffer if
     /// more than one segment), each put on the scoreboard with the buffer's delivery-rate
     /// snapshot (`tcp_rate_skb_sent` runs once per skb in Linux too: every segment of a
     /// buffer shares it). False when there was nothing to send.
     fn send_new_data(&mut self, io: &mut Io, max_segs: u32) -> bool {
         let now = io.now;
-        let Some((mut len, mut fin)) = self.next_new_segment() else {
+        let Some((len, fin)) = self.next_new_segment() else {
             return false;
         };
         let was_empty = self.sb.packets_out() == 0;
@@ -581,25 +612,11 @@ impl TcpSender {
         };
         self.rate_on_send(&mut seg, now);
         let start = self.snd_nxt;
-        let max_segs = max_segs.max(1);
-        let mut n = 0u32;
-        let mut end = start;
-        // Every segment of one MSS but the last: the buffer is one scoreboard entry.
-        loop {
-            end += len as u64;
-            if fin {
-                self.fin_sent = true;
-            }
-            self.snd_nxt = end + fin as u64;
-            n += 1;
-            if fin || len < self.cfg.mss || n >= max_segs {
-                break;
-            }
-            match self.next_new_segment() {
-                Some((l, f)) => (len, fin) = (l, f),
-                None => break,
-            }
+        let (n, end, fin) = self.buffer_extent(start, len, fin, max_segs.max(1));
+        if fin {
+            self.fin_sent = true;
         }
+        self.snd_nxt = end + fin as u64;
         seg.len = (end - start) as u32;
         seg.pcount = n;
         seg.flags = if fin { FIN } else { 0 };
@@ -1045,7 +1062,7 @@ impl TcpSender {
         let mut dsack = false;
         let mut delivered = 0u64;
 
-        if self.cfg.sack {
+        if self.cfg.sack && h.sack_count > 0 {
             for b in h.sacks() {
                 if b.end <= ack || b.start < self.snd_una {
                     dsack = true; // RFC 2883 D-SACK: reports a duplicate
@@ -1668,6 +1685,93 @@ mod tests {
         assert_eq!(gso_segs(1, 5_000_000, 1448), 1);
         // Beyond 2^32 bytes: the quota still (the division path).
         assert_eq!(gso_segs(7, 1 << 40, 1448), 7);
+    }
+
+    /// A buffer of new data built the way `tcp_write_xmit` fills an skb from the write
+    /// queue: one segment at a time (each `min(MSS, written, window)`), stopping after a
+    /// short segment, at the FIN, at `max_segs`, or when nothing more may be sent.
+    fn extent_one_segment_at_a_time(s: &mut TcpSender, max_segs: u32) -> Option<(u32, u64, bool)> {
+        let saved = s.snd_nxt;
+        let (mut len, mut fin) = s.next_new_segment()?;
+        let mut end = s.snd_nxt;
+        let mut n = 0;
+        for _ in 0..max_segs {
+            end += len as u64;
+            n += 1;
+            s.snd_nxt = end;
+            if fin || len < s.cfg.mss || n >= max_segs {
+                break;
+            }
+            match s.next_new_segment() {
+                Some((l, f)) => (len, fin) = (l, f),
+                None => break,
+            }
+        }
+        s.snd_nxt = saved;
+        Some((n, end, fin))
+    }
+
+    #[test]
+    fn a_buffer_extends_as_segment_by_segment_filling_would() {
+        // Every combination of written data, receive window and segment budget around the
+        // segment boundaries (bounded: 9 × 9 × 6 × 2 × 2 cases).
+        let mut h = Harness::new();
+        let mut s = sender(cfg(), &mut h);
+        let offsets = [
+            0u64,
+            1,
+            MSS - 1,
+            MSS,
+            MSS + 1,
+            2 * MSS,
+            3 * MSS - 5,
+            10 * MSS,
+            1 << 40,
+        ];
+        let start = 1 + 7 * MSS;
+        let mut cases = 0;
+        for &written in &offsets {
+            for &wnd in &offsets {
+                for max_segs in [1u32, 2, 3, 5, 10, 45] {
+                    for fin_wanted in [false, true] {
+                        for fin_sent in [false, true] {
+                            s.snd_una = start - 3 * MSS;
+                            s.snd_nxt = start;
+                            s.write_end = start + written;
+                            s.peer_rwnd = 3 * MSS + wnd;
+                            s.fin_wanted = fin_wanted;
+                            s.fin_sent = fin_sent;
+                            let want = extent_one_segment_at_a_time(&mut s, max_segs);
+                            let got = s
+                                .next_new_segment()
+                                .map(|(len, fin)| s.buffer_extent(start, len, fin, max_segs));
+                            assert_eq!(
+                                got, want,
+                                "written {written} wnd {wnd} max {max_segs} fin {fin_wanted}/{fin_sent}"
+                            );
+                            cases += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(cases, 9 * 9 * 6 * 4);
+        // One literal case: 5 full segments written, window for 3: a 3-segment buffer.
+        s.snd_nxt = start;
+        s.write_end = start + 5 * MSS;
+        s.peer_rwnd = 6 * MSS;
+        s.fin_wanted = true;
+        s.fin_sent = false;
+        assert_eq!(
+            s.buffer_extent(start, MSS as u32, false, 45),
+            (3, start + 3 * MSS, false)
+        );
+        // The window reaches past the data: all 5, the last one carrying the FIN.
+        s.peer_rwnd = 100 * MSS;
+        assert_eq!(
+            s.buffer_extent(start, MSS as u32, false, 45),
+            (5, start + 5 * MSS, true)
+        );
     }
 
     #[test]
