@@ -63,6 +63,15 @@ impl Histogram {
     /// inlined where the engine measures each packet; allocating a row is out of line.
     #[inline]
     pub fn record(&mut self, v: u64) {
+        if v == 0 {
+            // Zeros (a packet dequeued the instant it was enqueued: most of them on an
+            // idle link) are counted by `count` alone, without touching a row: they are
+            // `count` minus what the rows hold (`zeros`). With thousands of links each
+            // row is a cold cache line (issue 19).
+            self.count += 1;
+            self.min = 0;
+            return;
+        }
         let (e, s) = index(v);
         // An absent or not yet allocated (empty) row fails `s < row.len()`.
         match self.counts.get_mut(e) {
@@ -101,6 +110,11 @@ impl Histogram {
     pub fn count(&self) -> u64 {
         self.count
     }
+
+    /// Samples equal to 0: those the rows do not hold (see `record`).
+    fn zeros(&self) -> u64 {
+        self.count - self.counts.iter().flatten().sum::<u64>()
+    }
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
@@ -128,7 +142,11 @@ impl Histogram {
             return None;
         }
         let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
-        let mut seen = 0u64;
+        // Bucket [0, 1) first: the zeros, then the rows (whose first counter, for 0, is 0).
+        let mut seen = self.zeros();
+        if seen >= rank {
+            return Some(0.0);
+        }
         for (e, row) in self.counts.iter().enumerate() {
             for (s, &c) in row.iter().enumerate() {
                 seen += c;
@@ -144,6 +162,7 @@ impl Histogram {
 
     /// Adds every sample of `other`.
     pub fn merge(&mut self, other: &Histogram) {
+        // Zeros are not in the rows: they add through `count` (below).
         if self.counts.len() < other.counts.len() {
             self.counts.resize_with(other.counts.len(), Vec::new);
         }
@@ -167,6 +186,10 @@ impl Histogram {
     /// Non-empty buckets as (lower edge, upper edge exclusive, count), for CDF plots.
     pub fn buckets(&self) -> Vec<(u64, u64, u64)> {
         let mut out = Vec::new();
+        let zeros = self.zeros();
+        if zeros > 0 {
+            out.push((0, 1, zeros));
+        }
         for (e, row) in self.counts.iter().enumerate() {
             for (s, &c) in row.iter().enumerate() {
                 if c > 0 {
@@ -249,6 +272,35 @@ mod tests {
             1000 + (1u128 << 40) + 255 + 256 + 257 + 511 + 512 + 1003 + 1_048_575
         );
         assert_eq!((h.min(), h.max()), (Some(0), Some(1 << 40)));
+    }
+
+    /// Zeros (kept out of the rows) count like any value: 6 zeros and 4 values of 1000
+    /// have median 0, 70th percentile 1000's bucket midpoint 1001.5 clamped to max 1000,
+    /// buckets [0,1) x6 and [1000,1004) x4; merged twice they double.
+    #[test]
+    fn zeros_count_like_other_values() {
+        let mut h = Histogram::new();
+        for v in [0, 1000, 0, 0, 1000, 0, 1000, 0, 0, 1000] {
+            h.record(v);
+        }
+        assert_eq!(
+            (h.count(), h.sum(), h.min(), h.max()),
+            (10, 4000, Some(0), Some(1000))
+        );
+        assert_eq!(h.quantile(0.0), Some(0.0));
+        assert_eq!(h.quantile(0.6), Some(0.0));
+        assert_eq!(h.quantile(0.7), Some(1000.0));
+        assert_eq!(h.buckets(), vec![(0, 1, 6), (1000, 1004, 4)]);
+        let mut m = Histogram::new();
+        m.record(0);
+        m.merge(&h);
+        m.merge(&h);
+        assert_eq!(m.buckets(), vec![(0, 1, 13), (1000, 1004, 8)]);
+        assert_eq!(m.quantile(13.0 / 21.0), Some(0.0));
+        assert_eq!(m.quantile(14.0 / 21.0), Some(1000.0));
+        let mut only = Histogram::new();
+        only.record(0);
+        assert_eq!((only.quantile(0.5), only.mean()), (Some(0.0), 0.0));
     }
 
     #[test]

@@ -26,9 +26,42 @@ impl FlowKind {
 }
 
 /// One flow (a UDP stream or one TCP connection/transfer).
+///
+/// Layout (issue 19, many active flows): `repr(C, align(64))` with the counters the engine
+/// updates for every packet it creates, delivers or drops in the first cache line, so
+/// each such update touches one line of a (usually cold) record; what the endpoints count
+/// and what is set once per flow follow.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 pub struct FlowRecord {
+    /// One-way delay of delivered data packets: sum, count, max (ns).
+    pub delay_sum_ns: u128,
+    pub delay_count: u64,
+    pub delay_max_ns: u64,
+    /// Packets of this flow in the network now (created minus delivered and dropped, the
+    /// engine's conservation count per flow): a record is final once this and
+    /// `open_endpoints` are zero.
+    pub in_network: u64,
+    /// Packets of this flow put on the wire by its endpoints (both directions).
+    pub pkts_sent: u64,
+    /// Packets of this flow dropped anywhere (both directions).
+    pub pkts_dropped: u64,
+    /// Packets of this flow that arrived CE-marked.
+    pub pkts_ce: u64,
+    // ----- second cache line: the endpoints' counters, then the flow's description -----
+    /// Payload bytes delivered in order to the receiving application.
+    pub delivered_bytes: u64,
+    /// Retransmitted segments (TCP).
+    pub retransmits: u64,
+    /// Retransmission timeouts (TCP).
+    pub rtos: u64,
+    /// `delivered_bytes` at the previous per-flow goodput sample (`[record] flows`).
+    pub sampled_bytes: u64,
     pub flow: u32,
+    /// Endpoints of this flow not yet closed.
+    pub open_endpoints: u32,
+    /// The application watching this flow's completion (`u32::MAX`: none).
+    pub owner: u32,
     pub kind: FlowKind,
     /// Index of the `[[workload]]` entry that created it.
     pub workload: u32,
@@ -44,32 +77,6 @@ pub struct FlowRecord {
     pub end: Option<Time>,
     /// Planned size in payload bytes; 0 = unbounded (bulk, CBR).
     pub size_bytes: u64,
-    /// Payload bytes delivered in order to the receiving application.
-    pub delivered_bytes: u64,
-    /// Packets of this flow put on the wire by its endpoints (both directions).
-    pub pkts_sent: u64,
-    /// Packets of this flow dropped anywhere (both directions).
-    pub pkts_dropped: u64,
-    /// Packets of this flow that arrived CE-marked.
-    pub pkts_ce: u64,
-    /// Retransmitted segments (TCP).
-    pub retransmits: u64,
-    /// Retransmission timeouts (TCP).
-    pub rtos: u64,
-    /// One-way delay of delivered data packets: sum, count, max (ns).
-    pub delay_sum_ns: u128,
-    pub delay_count: u64,
-    pub delay_max_ns: u64,
-    /// Packets of this flow in the network now (created minus delivered and dropped, the
-    /// engine's conservation count per flow): a record is final once this and
-    /// `open_endpoints` are zero.
-    pub in_network: u64,
-    /// Endpoints of this flow not yet closed.
-    pub open_endpoints: u32,
-    /// The application watching this flow's completion (`u32::MAX`: none).
-    pub owner: u32,
-    /// `delivered_bytes` at the previous per-flow goodput sample (`[record] flows`).
-    pub sampled_bytes: u64,
 }
 
 impl FlowRecord {
@@ -258,5 +265,31 @@ impl FlowTable {
         let n = n.min(self.released.len());
         let rest = self.released.split_off(n);
         std::mem::replace(&mut self.released, rest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every counter the engine updates per packet (created, delivered, dropped) is in
+    /// the record's first 64-byte cache line (issue 19: one line touched per update).
+    #[test]
+    fn per_packet_counters_share_the_first_cache_line() {
+        use std::mem::{align_of, offset_of, size_of};
+        assert_eq!(align_of::<FlowRecord>(), 64);
+        // Option<FlowRecord> uses the kind's niche: records stay 64-byte aligned in the window.
+        assert_eq!(size_of::<Option<FlowRecord>>(), size_of::<FlowRecord>());
+        for (name, off, len) in [
+            ("delay_sum_ns", offset_of!(FlowRecord, delay_sum_ns), 16),
+            ("delay_count", offset_of!(FlowRecord, delay_count), 8),
+            ("delay_max_ns", offset_of!(FlowRecord, delay_max_ns), 8),
+            ("in_network", offset_of!(FlowRecord, in_network), 8),
+            ("pkts_sent", offset_of!(FlowRecord, pkts_sent), 8),
+            ("pkts_dropped", offset_of!(FlowRecord, pkts_dropped), 8),
+            ("pkts_ce", offset_of!(FlowRecord, pkts_ce), 8),
+        ] {
+            assert!(off + len <= 64, "{name} at {off}");
+        }
     }
 }

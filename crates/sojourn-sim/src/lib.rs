@@ -11,6 +11,7 @@ pub mod classify;
 pub mod config;
 pub mod endpoint;
 pub mod event;
+pub mod flight;
 pub mod flows;
 pub mod link;
 pub mod metrics;

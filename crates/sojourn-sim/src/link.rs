@@ -4,12 +4,15 @@
 //!
 //! In-flight packets wait in the link's own FIFO (arrival times are non-decreasing because
 //! the delay is constant between changes), so only the head's arrival is a pending event.
+//! The FIFO is a list through one pool of slots shared by all links ([`crate::flight`]):
+//! a packet is copied into the slot freed last, which is in cache.
 //!
 //! Performance: a packet is ~200 bytes and copying it dominated the per-hop cost, so the
 //! common case moves it only once on a link: `begin_tx` already places it at the back of
 //! `in_flight` (its fate is known then, see [`TxFate`]) and the serialisation-end event
 //! only touches counters.
 
+use crate::flight::FlightList;
 use sojourn_core::device::Device;
 pub use sojourn_core::device::{RateModel, Trace};
 use sojourn_core::hist::Histogram;
@@ -79,30 +82,49 @@ pub enum TxFate {
 }
 
 /// The medium's propagation delay, constant between scheduled changes.
+///
+/// 24 bytes (the schedule, rare, behind a pointer): it shares a cache line with the link's
+/// per-packet counters (see [`Link`]'s layout).
 pub struct Propagation {
     pub delay: Duration,
-    /// `(from, delay)` changes, sorted; applied to packets whose transmission ends after `from`.
-    pub delay_schedule: Vec<(Time, Duration)>,
-    delay_idx: usize,
     last_arrival: Time,
+    /// Scheduled changes of `delay`, if any ([`Propagation::set_delay_schedule`]).
+    schedule: Option<Box<DelaySchedule>>,
+}
+
+/// `(from, delay)` changes, sorted; applied to packets whose transmission ends after `from`.
+struct DelaySchedule {
+    changes: Vec<(Time, Duration)>,
+    /// The first change not applied yet.
+    next: usize,
 }
 
 impl Propagation {
+    pub fn new(delay: Duration) -> Propagation {
+        Propagation {
+            delay,
+            last_arrival: Time::ZERO,
+            schedule: None,
+        }
+    }
+
+    /// Sets the `(from, delay)` changes (sorted by `from`) applied to packets whose
+    /// transmission ends at or after `from`; none for an empty list.
+    pub fn set_delay_schedule(&mut self, changes: Vec<(Time, Duration)>) {
+        self.schedule = (!changes.is_empty()).then(|| Box::new(DelaySchedule { changes, next: 0 }));
+    }
+
     /// Arrival time at the far end of a packet whose serialisation ended `now`; never
     /// earlier than the previous arrival (a delay decrease does not reorder the wire).
     #[inline]
     pub fn arrival_time(&mut self, now: Time) -> Time {
-        let mut delay = self.delay;
-        if !self.delay_schedule.is_empty() {
-            while self.delay_idx < self.delay_schedule.len()
-                && self.delay_schedule[self.delay_idx].0 <= now
-            {
-                self.delay = self.delay_schedule[self.delay_idx].1;
-                self.delay_idx += 1;
+        if let Some(sch) = &mut self.schedule {
+            while sch.next < sch.changes.len() && sch.changes[sch.next].0 <= now {
+                self.delay = sch.changes[sch.next].1;
+                sch.next += 1;
             }
-            delay = self.delay;
         }
-        let t = (now + delay).max(self.last_arrival);
+        let t = (now + self.delay).max(self.last_arrival);
         self.last_arrival = t;
         t
     }
@@ -112,6 +134,9 @@ impl Propagation {
 /// transmission and arrival reads or writes comes first and shares a few cache lines
 /// (issue 19: with 10,000 flows each event touches a cold link); the device follows; the
 /// packets held only for loss, reordering, zero delay or TSQ, and the names, come last.
+/// Lines (64 bytes; the device aligns the link to 64): 0, the link's own fields and its
+/// in-flight list; 1, the propagation delay and the per-packet counters; 2, the sojourn
+/// histogram's header; then the device's per-packet line and its qdisc's.
 #[repr(C)]
 pub struct Link {
     pub from: u32,
@@ -127,9 +152,10 @@ pub struct Link {
     /// Probability that a packet is reordered: held back by `reorder_delay` beyond its
     /// normal arrival, in a second in-flight FIFO, so later packets overtake it.
     pub reorder: f64,
-    /// Packets propagating, with their arrival times; while `tx_fate` is `InFlight` the
-    /// back entry is still being serialised.
-    pub in_flight: VecDeque<(Time, Packet)>,
+    /// Packets propagating, with their arrival times (slots of the engine's
+    /// [`crate::flight::FlightPool`]); while `tx_fate` is `InFlight` the back entry is
+    /// still being serialised.
+    pub in_flight: FlightList,
     /// Propagation delay (and its schedule).
     pub prop: Propagation,
     pub stats: LinkStats,
@@ -166,12 +192,7 @@ impl Link {
             from,
             to,
             dev,
-            prop: Propagation {
-                delay,
-                delay_schedule: Vec::new(),
-                delay_idx: 0,
-                last_arrival: Time::ZERO,
-            },
+            prop: Propagation::new(delay),
             loss,
             loss_rng,
             reorder: 0.0,
@@ -181,7 +202,7 @@ impl Link {
             qdisc_desc,
             tx_fate: TxFate::Idle,
             tx_pkt: None,
-            in_flight: VecDeque::new(),
+            in_flight: FlightList::default(),
             notify_tx: false,
             tx_notify: None,
             stats: LinkStats::default(),
@@ -202,7 +223,7 @@ impl Link {
 
     /// Integral of the rate over `[a, b]`, in bits.
     pub fn capacity_bits_between(&self, a: Time, b: Time) -> f64 {
-        self.dev.rate.capacity_bits_between(a, b)
+        self.dev.rate().capacity_bits_between(a, b)
     }
 
     /// Starts a new measurement period at `now` (warm-up end).
@@ -214,5 +235,38 @@ impl Link {
             since: now,
             ..Default::default()
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::offset_of;
+
+    /// Every field a transmission or an arrival touches lies in the link's first three
+    /// 64-byte cache lines (0: own fields and in-flight list; 1: propagation and counters;
+    /// 2: the histogram header), and the device starts on a line of its own.
+    #[test]
+    fn per_packet_fields_share_three_cache_lines() {
+        assert_eq!(std::mem::align_of::<Link>(), 64);
+        let line = |off: usize, len: usize| {
+            assert_eq!(
+                off / 64,
+                (off + len - 1) / 64,
+                "field at {off} straddles lines"
+            );
+            off / 64
+        };
+        assert_eq!(line(offset_of!(Link, to), 4), 0);
+        assert_eq!(line(offset_of!(Link, tx_fate), 16), 0);
+        assert_eq!(line(offset_of!(Link, loss), 8), 0);
+        assert_eq!(line(offset_of!(Link, reorder), 8), 0);
+        assert_eq!(line(offset_of!(Link, in_flight), 12), 0);
+        assert_eq!(line(offset_of!(Link, prop), 24), 1);
+        let stats = offset_of!(Link, stats);
+        assert_eq!(line(stats + offset_of!(LinkStats, tx_pkts), 8), 1);
+        assert_eq!(line(stats + offset_of!(LinkStats, busy_ns), 8), 1);
+        assert_eq!(line(stats + offset_of!(LinkStats, sojourn), 64), 2);
+        assert_eq!(offset_of!(Link, dev) % 64, 0);
     }
 }

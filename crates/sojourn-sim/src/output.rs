@@ -431,7 +431,7 @@ pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSum
             json!({
                 "from": sim.nodes[l.from as usize].name,
                 "to": sim.nodes[l.to as usize].name,
-                "rate_bps": match &l.dev.rate { crate::link::RateModel::Constant(r) => json!(r), _ => J::Null },
+                "rate_bps": match l.dev.rate() { crate::link::RateModel::Constant(r) => json!(r), _ => J::Null },
                 "delay_ms": l.prop.delay.as_millis_f64(),
                 "qdisc": l.qdisc_desc,
                 "tx_packets": l.stats.tx_pkts,

@@ -18,6 +18,7 @@ use crate::classify::{lookup, Conntrack, Hook, MedianPolicy};
 use crate::config::{static_routes, Experiment, Routes};
 use crate::endpoint::{receiver_of, AnyEndpoint, Endpoint, Io, Note};
 use crate::event::{Event, EventQueue};
+use crate::flight::FlightPool;
 use crate::flows::FlowTable;
 use crate::link::{Link, TxFate};
 use crate::metrics::{LinkCounts, PacketLog, TimeSeries};
@@ -90,9 +91,13 @@ pub struct Sim {
     pub hash_salt: u64,
     events: EventQueue,
     pub nodes: Vec<Node>,
+    /// Whether any node tracks connections (`Node::conntrack`, set at construction).
+    any_conntrack: bool,
     /// Static routes (egress link per node and destination; no N×N table).
     pub routes: Routes,
     pub links: Vec<Link>,
+    /// The packets propagating on every link (each link's `in_flight` lists its own).
+    flight: FlightPool,
     endpoints: Vec<EndpointSlot>,
     free_endpoints: Vec<u32>,
     pub flows: FlowTable,
@@ -173,7 +178,7 @@ impl Sim {
                 lp.loss,
                 Rng::stream(seed, "link-loss", i as u64),
             );
-            l.prop.delay_schedule = lp.delay_schedule.clone();
+            l.prop.set_delay_schedule(lp.delay_schedule.clone());
             l.reorder = lp.reorder;
             l.reorder_delay = lp.reorder_delay;
             l.reorder_rng = Rng::stream(seed, "link-reorder", i as u64);
@@ -192,9 +197,11 @@ impl Sim {
             seed,
             hash_salt: splitmix64_mix(seed ^ 0x00c0_ffee),
             events: EventQueue::new(),
+            any_conntrack: nodes.iter().any(|n| n.conntrack.is_some()),
             nodes,
             routes: static_routes(exp),
             links,
+            flight: FlightPool::default(),
             endpoints: Vec::new(),
             free_endpoints: Vec::new(),
             flows: FlowTable::default(),
@@ -422,7 +429,9 @@ impl Sim {
     // next qdisc; a delivered packet is not copied at all (issue 19, session 7).
     #[inline(always)]
     fn forward(&mut self, node: u32, pkt: &mut Packet, local: bool) {
-        if self.nodes[node as usize].conntrack.is_some() {
+        // The flag first: without it every hop would read the node's record (a cold line
+        // per packet with thousands of hosts; issue 19).
+        if self.any_conntrack && self.nodes[node as usize].conntrack.is_some() {
             self.conntrack_hook(node, pkt, local);
         }
         // The simulator's addresses are its node ids (IPv4, see `Addr::v4`).
@@ -610,18 +619,17 @@ impl Sim {
                 continue;
             }
             let at = link.prop.arrival_time(seg.depart);
-            let (fifo, at) = if link.reorder > 0.0 && link.reorder_rng.chance(link.reorder) {
-                (&mut link.late, at + link.reorder_delay)
-            } else {
-                (&mut link.in_flight, at)
-            };
             // The buffer is copied once, into the FIFO slot, and cut there.
             let buffer = link
                 .dev
                 .burst_buffer()
                 .expect("cutting until the last is taken");
-            fifo.push_back((at, *buffer));
-            let (_, pkt) = fifo.back_mut().expect("just pushed");
+            let pkt = if link.reorder > 0.0 && link.reorder_rng.chance(link.reorder) {
+                link.late.push_back((at + link.reorder_delay, *buffer));
+                &mut link.late.back_mut().expect("just pushed").1
+            } else {
+                self.flight.push_back(&mut link.in_flight, at, buffer)
+            };
             buffer.cut_segment(seg.index, pkt);
             if let Some(uid) = uid {
                 pkt.uid = uid;
@@ -638,7 +646,7 @@ impl Sim {
             rec.in_network -= lost;
         }
         if !had_in_flight {
-            if let Some(&(at, _)) = link.in_flight.front() {
+            if let Some((at, _)) = self.flight.front(&link.in_flight) {
                 self.events.push(at, Event::Arrive(l));
             }
         }
@@ -764,7 +772,7 @@ impl Sim {
                     } else {
                         // The common case: the packet's only copy on this link.
                         link.tx_fate = TxFate::InFlight;
-                        link.in_flight.push_back((at, *p));
+                        self.flight.push_back(&mut link.in_flight, at, p);
                     }
                 }
                 self.events.push(end, Event::TxDone(l));
@@ -801,7 +809,10 @@ impl Sim {
         link.stats.tx_bytes += done.bytes as u64;
         let notify = link.notify_tx;
         if fate == TxFate::InFlight {
-            let &(at, ref pkt) = link.in_flight.back().expect("in flight since begin_tx");
+            let (at, pkt) = self
+                .flight
+                .back(&link.in_flight)
+                .expect("in flight since begin_tx");
             if link.in_flight.len() == 1 {
                 self.events.push(at, Event::Arrive(l));
             }
@@ -879,11 +890,11 @@ impl Sim {
 
     /// The head of link `l`'s in-flight FIFO arrives at the far node.
     ///
-    /// The packet is handed on where it lies, not popped into a local first (one ~200-byte
-    /// copy fewer per link packet; issue 19, session 7): the FIFO is lent out of the link
-    /// for the call and the head popped afterwards. Nothing the call does can reach this
-    /// FIFO: the packet goes on from `to`, over links leaving `to`, and a link never joins
-    /// a node to itself (the experiment refuses it), so link `l` is not among them.
+    /// The packet is popped into a local (a copy from a pool slot written when its
+    /// transmission started, so still in cache, to the stack) and its slot freed before it
+    /// moves on: the next transmission on any link reuses that slot (`flight.rs`; issue 19,
+    /// session 8: one copy more per hop than handing it on in place, for the write misses
+    /// of copying into a cold per-link buffer).
     fn on_arrive(&mut self, l: u32) {
         let link = &mut self.links[l as usize];
         let to = link.to;
@@ -891,19 +902,17 @@ impl Sim {
         // than this one propagating. Pushed before the packet moves on, as the event order
         // requires.
         let next_propagating = link.propagating() > 1;
-        let mut fifo = std::mem::take(&mut link.in_flight);
+        // Copied out of its pool slot (which the next transmission anywhere reuses, still
+        // in cache) before it moves on: the engine's calls below may push onto any link.
+        let (_, mut pkt) = self
+            .flight
+            .pop_front(&mut link.in_flight)
+            .expect("Arrive with nothing in flight");
         if next_propagating {
-            self.events.push(fifo[1].0, Event::Arrive(l));
+            let at = self.flight.front(&link.in_flight).expect("propagating").0;
+            self.events.push(at, Event::Arrive(l));
         }
-        let (_, pkt) = fifo.front_mut().expect("Arrive with nothing in flight");
-        self.forward(to, pkt, false);
-        let link = &mut self.links[l as usize];
-        assert!(
-            link.in_flight.is_empty(),
-            "link {l}'s FIFO used while lent out"
-        );
-        link.in_flight = fifo;
-        link.in_flight.pop_front();
+        self.forward(to, &mut pkt, false);
     }
 
     fn on_arrive_late(&mut self, l: u32) {
@@ -1045,6 +1054,15 @@ impl Sim {
     /// The conservation law: created = delivered + dropped + inside.
     pub fn check_conservation(&self) -> Result<(), String> {
         let inside = self.in_network();
+        // The in-flight pool holds exactly the packets the links list (none lost or
+        // leaked by a slot reused while still listed).
+        let listed: usize = self.links.iter().map(|l| l.in_flight.len()).sum();
+        if self.flight.len() != listed {
+            return Err(format!(
+                "in-flight pool holds {} packets, links list {listed}",
+                self.flight.len()
+            ));
+        }
         let a = self.acct;
         if a.created == a.delivered + a.dropped + inside {
             Ok(())
