@@ -29,7 +29,12 @@
 //! - a summary word per 64 bitmap words finds the next occupied word in at most one
 //!   `trailing_zeros` per summary word (four) instead of scanning up to 256 words;
 //! - the engine's loop pops with `pop_until(end)`, one call where `peek_time` + `pop`
-//!   made two.
+//!   made two;
+//! - when `near` is empty and the next occupied slot (in the rest of the current bitmap
+//!   word) holds a single entry and admits no `far` entry (`far_admit`), that entry is
+//!   the next event: `take_single`, inlined into the loop, takes it out directly instead
+//!   of a call to `refill`, a push into `near` and a pop (−8 % of a sparse run's
+//!   instructions).
 //!
 //! Tried and measured worse: pouring several following slots into `near` per refill
 //! (fewer refills, but each pop then sifts a larger heap: +2 % instructions on the
@@ -158,6 +163,9 @@ pub struct EventQueue {
     in_wheel: usize,
     /// Binary min-heap of the entries due in slot `cur + SLOTS` or later.
     far: Vec<Entry>,
+    /// The smallest `cur` at which `far`'s earliest entry enters the wheel's span
+    /// (`u64::MAX` when `far` is empty): a refill moving `cur` there admits far entries.
+    far_admit: u64,
     /// The slot `near` covers.
     cur: u64,
     seq: u64,
@@ -180,6 +188,7 @@ impl EventQueue {
             summary: [0; SUMMARY_WORDS],
             in_wheel: 0,
             far: Vec::new(),
+            far_admit: u64::MAX,
             cur: 0,
             seq: 0,
         }
@@ -209,7 +218,17 @@ impl EventQueue {
             self.file_in_slot(s, e);
         } else {
             heap_push(&mut self.far, e);
+            self.set_far_admit();
         }
+    }
+
+    /// Recomputes `far_admit` after `far` changed.
+    #[inline]
+    fn set_far_admit(&mut self) {
+        self.far_admit = self
+            .far
+            .first()
+            .map_or(u64::MAX, |f| (slot_of(f.time) + 1).saturating_sub(SLOTS));
     }
 
     #[inline(always)]
@@ -244,23 +263,62 @@ impl EventQueue {
 
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, Event)> {
-        if self.near.is_empty() && !self.refill() {
-            return None;
-        }
-        heap_pop(&mut self.near).map(|e| (Time(e.time), e.ev))
+        self.pop_until(Time(u64::MAX))
     }
 
     /// The next event if it is due at or before `end` (the engine's loop: one call where
     /// `peek_time` and `pop` made two).
     #[inline]
     pub fn pop_until(&mut self, end: Time) -> Option<(Time, Event)> {
-        if self.near.is_empty() && !self.refill() {
-            return None;
+        if self.near.is_empty() {
+            if let Some(e) = self.take_single() {
+                if e.time > end.0 {
+                    self.near.push(e);
+                    return None;
+                }
+                return Some((Time(e.time), e.ev));
+            }
+            if !self.refill() {
+                return None;
+            }
         }
         if self.near[0].time > end.0 {
             return None;
         }
         heap_pop(&mut self.near).map(|e| (Time(e.time), e.ev))
+    }
+
+    /// `refill` + `heap_pop` for the common case of a sparse run, inlined into the
+    /// engine's loop: `near` is empty (the caller checked) and the next occupied slot,
+    /// in the rest of `cur + 1`'s bitmap word, holds a single entry and admits no far
+    /// entry. That entry is the next event: it is taken out directly, `cur` moved to its
+    /// slot as `refill` would. `None` (and nothing changed) in every other case.
+    #[inline(always)]
+    fn take_single(&mut self) -> Option<Entry> {
+        let start = ((self.cur + 1) & (SLOTS - 1)) as usize;
+        let w0 = start / 64;
+        let bits = self.occupied[w0] & (!0u64 << (start % 64));
+        if bits == 0 {
+            return None;
+        }
+        let i = w0 * 64 + bits.trailing_zeros() as usize;
+        let n = self.heads[i];
+        let node = self.nodes[n as usize];
+        let s = self.cur + 1 + (i - start) as u64;
+        if node.next != NIL || s >= self.far_admit {
+            return None;
+        }
+        self.cur = s;
+        self.heads[i] = NIL;
+        let w = self.occupied[w0] & !(1 << (i % 64));
+        self.occupied[w0] = w;
+        if w == 0 {
+            self.summary[w0 / 64] &= !(1 << (w0 % 64));
+        }
+        self.nodes[n as usize].next = self.free;
+        self.free = n;
+        self.in_wheel -= 1;
+        Some(node.e)
     }
 
     /// `near` is empty: advance `cur` to the next slot holding anything and pour it into
@@ -277,11 +335,7 @@ impl EventQueue {
             return false;
         }
         // The span moved: far entries now inside it go to their slot (or to `near`).
-        if self
-            .far
-            .first()
-            .is_some_and(|f| slot_of(f.time) - self.cur < SLOTS)
-        {
+        if self.cur >= self.far_admit {
             self.admit_far();
         }
         true
@@ -326,6 +380,7 @@ impl EventQueue {
                 self.file_in_slot(s, e);
             }
         }
+        self.set_far_admit();
     }
 
     /// The first occupied slot after `cur` (the wheel is not empty), as an absolute slot:
