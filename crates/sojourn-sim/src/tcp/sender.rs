@@ -1037,7 +1037,143 @@ impl TcpSender {
 
     // ----- ACK processing -----
 
+    /// ACK processing: the quiet path for the common ACK ([`Self::ack_is_quiet`]), else
+    /// the general one.
+    #[inline(always)]
     fn on_ack(&mut self, pkt: &Packet, io: &mut Io) {
+        if self.ack_is_quiet(&pkt.hdr) {
+            self.on_quiet_ack(pkt, io);
+        } else {
+            self.on_ack_general(pkt, io);
+        }
+    }
+
+    /// Whether `h` is the common ACK of a quiet connection, for which
+    /// [`Self::on_quiet_ack`] does exactly what [`Self::on_ack_general`] does: it advances
+    /// `snd_una` within what was sent, carries no SACK block (so no D-SACK either) and no
+    /// ECN echo (no ECE counted, no AccECN), and the connection is in the Open state with
+    /// nothing SACKed, marked lost or being retransmitted, no loss probe outstanding, SACK
+    /// loss detection on (`dupthresh` ≥ 1). Most ACKs of a bulk transfer without loss
+    /// are (issue 19: 662 k per 2 s of seed 000's 10 Gb/s run).
+    #[inline(always)]
+    fn ack_is_quiet(&self, h: &TransportHeader) -> bool {
+        h.ack > self.snd_una
+            && h.ack <= self.snd_nxt
+            && h.sack_count == 0
+            && self.cfg.sack
+            && self.cfg.dupthresh > 0
+            && self.accecn.is_none()
+            && !(self.ecn_ok && h.flags & tcp_flags::ECE != 0)
+            && self.cs.ca_state == CaState::Open
+            && (self.sb.sacked_out | self.sb.lost_out | self.sb.retrans_out) == 0
+            && self.tlp_high_seq.is_none()
+    }
+
+    /// [`Self::on_ack_general`] for an ACK [`Self::ack_is_quiet`] accepted: the steps it
+    /// takes in that case, in its order, without the ones that cannot apply (SACK blocks,
+    /// D-SACK, ECE, duplicate ACKs, RFC 6675 / RACK loss marking with nothing SACKed or
+    /// retransmitted, the loss probe's outcome, the recovery state machine). The tests
+    /// (`quiet_ack_path_matches_the_general_one`) run both on the same ACKs.
+    #[inline]
+    fn on_quiet_ack(&mut self, pkt: &Packet, io: &mut Io) {
+        let now = io.now;
+        let h = &pkt.hdr;
+        let ack = h.ack;
+        self.cs.now = now;
+        self.peer_rwnd = h.window as u64;
+        if h.ts_val > self.ts_recent {
+            self.ts_recent = h.ts_val;
+        }
+        let prior_in_flight = self.sb.in_flight();
+        // The cumulatively acknowledged segments (none was SACKed before).
+        let c = self.sb.ack_cum(ack);
+        let delivered = c.delivered;
+        self.snd_una = ack;
+        self.rtt.backoff = 0;
+        self.cs.delivered += delivered;
+        let acked_sacked = delivered as u32;
+        self.dupacks = 0;
+        // RTT (RFC 6298, Karn; RFC 7323 §4.1 from the timestamp echo otherwise), and the
+        // congestion control's sample: the newest never-retransmitted segment, none when
+        // this ACK covers a retransmission.
+        let seq_rtt = if c.retrans_acked {
+            None
+        } else {
+            c.oldest_sent_at.map(|t| now.saturating_since(t).0)
+        }
+        .or_else(|| (h.ts_ecr > Time::ZERO).then(|| now.saturating_since(h.ts_ecr).0));
+        if let Some(r) = seq_rtt {
+            self.rtt.sample(Duration(r));
+        }
+        let ca_rtt = if c.retrans_acked {
+            None
+        } else {
+            c.newest_sent_at.map(|t| now.saturating_since(t).0)
+        };
+        self.cs.srtt_ns = self.rtt.srtt_ns;
+        self.cs.min_rtt_ns = self.rtt.min_rtt_ns;
+
+        // Rate sample (tcp_rate_gen).
+        if self.app_limited_until != 0 && self.cs.delivered > self.app_limited_until {
+            self.app_limited_until = 0;
+        }
+        if delivered > 0 {
+            self.delivered_at = now;
+        }
+        let mut rs = RateSample {
+            delivered: -1,
+            acked_sacked,
+            prior_in_flight,
+            rtt_ns: ca_rtt,
+            ..Default::default()
+        };
+        if let Some(b) = c.best {
+            self.first_tx_at = b.sent_at;
+            rs.prior_delivered = b.delivered;
+            rs.delivered = (self.cs.delivered - b.delivered) as i64;
+            rs.is_app_limited = b.app_limited;
+            let snd = b.sent_at.saturating_since(b.first_tx_at).0;
+            let ackd = now.saturating_since(b.delivered_at).0;
+            let interval = snd.max(ackd);
+            if interval >= self.rtt.min_rtt_ns.min(u64::MAX - 1) || self.rtt.min_rtt_ns == u64::MAX
+            {
+                rs.interval_ns = interval;
+            }
+        }
+        // Nothing SACKed: RFC 6675 marks nothing lost; nothing retransmitted: nor does
+        // RACK. The loss mark still follows the cumulative ACK (done by `ack_cum`).
+        self.cs.snd_una = self.snd_una;
+        self.cs.snd_nxt = self.snd_nxt;
+        self.cc.in_ack_event(&mut self.cs, false);
+
+        // Congestion control (Open: no window reduction under way).
+        self.cs.in_flight = self.sb.in_flight();
+        self.cs.packets_out = self.sb.packets_out();
+        self.cc.pkts_acked(&mut self.cs, acked_sacked, ca_rtt);
+        if !self.cc.cong_control(&mut self.cs, &rs) && acked_sacked > 0 {
+            self.cc.cong_avoid(&mut self.cs, acked_sacked);
+        }
+        self.update_pacing_rate();
+
+        // Close once everything including the FIN is acknowledged.
+        if self.fin_sent && self.snd_una >= self.snd_nxt {
+            self.state = ConnState::Closed;
+            self.rto_at = None;
+            self.tlp_at = None;
+            io.note(Note::Closed);
+            return;
+        }
+        // Timers: RFC 6298 §5.2/5.3 (snd_una advanced).
+        self.rto_at = if self.sb.packets_out() == 0 {
+            None
+        } else {
+            Some(self.rtt.rto_deadline(now))
+        };
+        self.try_send(io);
+    }
+
+    /// ACK processing, every case.
+    fn on_ack_general(&mut self, pkt: &Packet, io: &mut Io) {
         let now = io.now;
         let h = &pkt.hdr;
         let ack = h.ack;
@@ -1906,3 +2042,7 @@ mod tests {
 #[cfg(test)]
 #[path = "sender_laws.rs"]
 mod laws;
+
+#[cfg(test)]
+#[path = "sender_quiet_ack.rs"]
+mod quiet_ack;
