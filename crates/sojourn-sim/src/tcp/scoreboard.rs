@@ -298,6 +298,39 @@ impl Scoreboard {
         out
     }
 
+    /// [`Scoreboard::ack_cum`] for the usual ACK of a quiet connection: it ends inside
+    /// the first entry or at its end, and that entry is neither SACKed, marked lost nor
+    /// being retransmitted. Then only that entry's first `k` segments go (the entry is
+    /// trimmed, or removed when `k` is all of them) and every one of them is newly
+    /// delivered with the entry's send time and delivery-rate snapshot. Returns the entry
+    /// as it was and `k`; `None`, changing nothing, for any other ACK.
+    #[inline(always)]
+    pub fn ack_front(&mut self, ack: u64) -> Option<(Seg, u32)> {
+        let mss = self.mss;
+        let e = self.segs.front_mut()?;
+        if e.flags & (SACKED | LOST | RETRANS) != 0 || ack > e.end() {
+            return None;
+        }
+        let k = segs_ending_by(mss, e, ack);
+        if k == 0 {
+            return None;
+        }
+        let before = *e;
+        if k < before.pcount {
+            let cut = k * mss;
+            e.start += cut as u64;
+            e.len -= cut;
+            e.pcount -= k;
+        } else {
+            self.segs.pop_front();
+        }
+        self.packets -= k;
+        if self.lost_mark < ack {
+            self.lost_mark = ack;
+        }
+        Some((before, k))
+    }
+
     /// Marks segments fully inside `b` SACKed; calls `f` once for each entry of newly
     /// SACKed segments (its `pcount` of them).
     pub fn sack(&mut self, b: SackBlock, mut f: impl FnMut(&Seg)) {
@@ -1056,5 +1089,155 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// `ack_front` (the quiet ACK's form of `ack_cum`) against `ack_cum` on two boards
+    /// put through the same random buffers, SACK blocks, loss marks and retransmission
+    /// marks: where it applies it removes exactly what `ack_cum` removes and reports the
+    /// same delivery (every removed segment delivered, Karn's flag, the send times and the
+    /// rate snapshot of the entry); where it does not, it changes nothing.
+    #[test]
+    fn ack_front_is_ack_cum_for_the_first_entry() {
+        use sojourn_core::rng::Rng;
+        const MSS: u32 = 100;
+        let mut applied = 0;
+        for seed in 0..300 {
+            let mut r = Rng::from_seed(1000 + seed);
+            let mut b = Scoreboard::new(MSS);
+            let mut c = Scoreboard::new(MSS);
+            let mut nxt = 1u64;
+            for step in 0..80 {
+                let now = step * 3 + 1;
+                let what = r.below(100);
+                let ctx = format!("seed {seed} step {step} op {what}");
+                if what < 35 {
+                    let n = 1 + r.below(6) as u32;
+                    let last = if r.chance(0.3) {
+                        1 + r.below(MSS as u64) as u32
+                    } else {
+                        MSS
+                    };
+                    let e = Seg {
+                        start: nxt,
+                        len: (n - 1) * MSS + last,
+                        pcount: n,
+                        flags: if r.chance(0.03) { FIN } else { 0 }
+                            | if r.chance(0.1) { EVER_RETRANS } else { 0 },
+                        sent_at: Time(now),
+                        delivered: now * 7,
+                        delivered_at: Time(now / 2),
+                        first_tx_at: Time(now / 3),
+                        app_limited: r.chance(0.5),
+                    };
+                    b.push(e);
+                    c.push(e);
+                    nxt = e.end();
+                    if e.is(FIN) {
+                        break;
+                    }
+                } else if what < 50 {
+                    let segs = expand(&b);
+                    if segs.is_empty() {
+                        continue;
+                    }
+                    let x = segs[r.below(segs.len() as u64) as usize].0;
+                    let blk = SackBlock {
+                        start: x,
+                        end: x + r.below(3 * MSS as u64),
+                    };
+                    b.sack(blk, |_| {});
+                    c.sack(blk, |_| {});
+                } else if what < 55 {
+                    assert_eq!(b.mark_lost(3), c.mark_lost(3), "{ctx}");
+                } else if what < 60 {
+                    if !b.segs.is_empty() {
+                        assert_eq!(b.mark_one_lost(0), c.mark_one_lost(0), "{ctx}");
+                    }
+                } else {
+                    let segs = expand(&b);
+                    if segs.is_empty() {
+                        continue;
+                    }
+                    let una = segs[0].0;
+                    let ack = if r.chance(0.85) {
+                        let s = &segs[r.below(segs.len().min(8) as u64) as usize];
+                        s.0 + s.1 as u64 + (s.2 & FIN != 0) as u64
+                    } else {
+                        una + r.below(nxt - una + 1)
+                    };
+                    let before = expand(&b);
+                    let mark = b.lost_mark;
+                    let cum = c.ack_cum(ack);
+                    match b.ack_front(ack) {
+                        Some((e, k)) => {
+                            applied += 1;
+                            assert_eq!(cum.delivered, k as u64, "{ctx}");
+                            assert_eq!(cum.retrans_acked, e.is(EVER_RETRANS), "{ctx}");
+                            let t = (!e.is(EVER_RETRANS)).then_some(e.sent_at);
+                            assert_eq!((cum.oldest_sent_at, cum.newest_sent_at), (t, t), "{ctx}");
+                            let best = cum.best.expect("delivered");
+                            assert_eq!(
+                                (best.sent_at, best.delivered, best.delivered_at),
+                                (e.sent_at, e.delivered, e.delivered_at),
+                                "{ctx}"
+                            );
+                            assert_eq!(
+                                (best.first_tx_at, best.app_limited),
+                                (e.first_tx_at, e.app_limited),
+                                "{ctx}"
+                            );
+                        }
+                        None => {
+                            assert_eq!(expand(&b), before, "{ctx}: changed");
+                            assert_eq!(b.lost_mark, mark, "{ctx}: changed");
+                            b.ack_cum(ack);
+                        }
+                    }
+                }
+                b.check().unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                assert_eq!(expand(&b), expand(&c), "{ctx}");
+                assert_eq!(
+                    (b.lost_mark, b.sacked_below_mark, b.highest_sack),
+                    (c.lost_mark, c.sacked_below_mark, c.highest_sack),
+                    "{ctx}"
+                );
+                assert_eq!(
+                    (b.packets_out(), b.sacked_out, b.lost_out, b.retrans_out),
+                    (c.packets_out(), c.sacked_out, c.lost_out, c.retrans_out),
+                    "{ctx}"
+                );
+            }
+        }
+        assert!(applied > 1000, "ack_front applied {applied} times");
+    }
+
+    /// A literal case: a 5-segment buffer of 100-byte segments at sequence 1. An ACK of
+    /// 201 takes its first two segments (the entry keeps 3 from 201); an ACK of 251 ends
+    /// inside a segment and takes nothing more; the ACK of 501 takes the rest.
+    #[test]
+    fn ack_front_trims_then_removes_the_first_buffer() {
+        let mut b = Scoreboard::new(100);
+        let e = Seg {
+            start: 1,
+            len: 500,
+            pcount: 5,
+            flags: 0,
+            sent_at: Time(9),
+            delivered: 0,
+            delivered_at: Time::ZERO,
+            first_tx_at: Time::ZERO,
+            app_limited: false,
+        };
+        b.push(e);
+        assert_eq!(b.ack_front(201).map(|(_, k)| k), Some(2));
+        assert_eq!(
+            (b.segs[0].start, b.segs[0].len, b.segs[0].pcount),
+            (201, 300, 3)
+        );
+        assert_eq!(b.packets_out(), 3);
+        assert!(b.ack_front(251).is_none());
+        assert_eq!(b.ack_front(501).map(|(_, k)| k), Some(3));
+        assert!(b.segs.is_empty());
+        assert_eq!(b.packets_out(), 0);
     }
 }

@@ -1085,9 +1085,25 @@ impl TcpSender {
             self.ts_recent = h.ts_val;
         }
         let prior_in_flight = self.sb.in_flight();
-        // The cumulatively acknowledged segments (none was SACKed before).
-        let c = self.sb.ack_cum(ack);
-        let delivered = c.delivered;
+        // The cumulatively acknowledged segments (none was SACKed before): what is
+        // delivered, whether one was ever retransmitted (Karn), the send times of the
+        // oldest and the newest never retransmitted, and the delivery-rate snapshot of
+        // the most recently sent one (`best`; only its send time and snapshot are read
+        // below). Usually the ACK ends in the first entry, whose segments share all of
+        // these (`ack_front`).
+        let (delivered, retrans_acked, oldest_sent_at, newest_sent_at, best) =
+            match self.sb.ack_front(ack) {
+                Some((e, k)) => {
+                    let retrans = e.is(EVER_RETRANS);
+                    let t = (!retrans).then_some(e.sent_at);
+                    (k as u64, retrans, t, t, Some(e))
+                }
+                None => {
+                    let c = self.sb.ack_cum(ack);
+                    let (o, n) = (c.oldest_sent_at, c.newest_sent_at);
+                    (c.delivered, c.retrans_acked, o, n, c.best)
+                }
+            };
         self.snd_una = ack;
         self.rtt.backoff = 0;
         self.cs.delivered += delivered;
@@ -1096,19 +1112,19 @@ impl TcpSender {
         // RTT (RFC 6298, Karn; RFC 7323 §4.1 from the timestamp echo otherwise), and the
         // congestion control's sample: the newest never-retransmitted segment, none when
         // this ACK covers a retransmission.
-        let seq_rtt = if c.retrans_acked {
+        let seq_rtt = if retrans_acked {
             None
         } else {
-            c.oldest_sent_at.map(|t| now.saturating_since(t).0)
+            oldest_sent_at.map(|t| now.saturating_since(t).0)
         }
         .or_else(|| (h.ts_ecr > Time::ZERO).then(|| now.saturating_since(h.ts_ecr).0));
         if let Some(r) = seq_rtt {
             self.rtt.sample(Duration(r));
         }
-        let ca_rtt = if c.retrans_acked {
+        let ca_rtt = if retrans_acked {
             None
         } else {
-            c.newest_sent_at.map(|t| now.saturating_since(t).0)
+            newest_sent_at.map(|t| now.saturating_since(t).0)
         };
         self.cs.srtt_ns = self.rtt.srtt_ns;
         self.cs.min_rtt_ns = self.rtt.min_rtt_ns;
@@ -1127,7 +1143,7 @@ impl TcpSender {
             rtt_ns: ca_rtt,
             ..Default::default()
         };
-        if let Some(b) = c.best {
+        if let Some(b) = best {
             self.first_tx_at = b.sent_at;
             rs.prior_delivered = b.delivered;
             rs.delivered = (self.cs.delivered - b.delivered) as i64;

@@ -160,7 +160,7 @@ fn run_case(case: u64, counts: &mut Counts) {
     };
     let size = 20_000 + rng.below(3_000_000);
     let source = || {
-        if case % 5 == 0 {
+        if case.is_multiple_of(5) {
             Source::Bulk
         } else {
             Source::Sized(size)
