@@ -1136,25 +1136,8 @@ impl TcpSender {
         if delivered > 0 {
             self.delivered_at = now;
         }
-        let mut rs = RateSample {
-            delivered: -1,
-            acked_sacked,
-            prior_in_flight,
-            rtt_ns: ca_rtt,
-            ..Default::default()
-        };
         if let Some(b) = best {
             self.first_tx_at = b.sent_at;
-            rs.prior_delivered = b.delivered;
-            rs.delivered = (self.cs.delivered - b.delivered) as i64;
-            rs.is_app_limited = b.app_limited;
-            let snd = b.sent_at.saturating_since(b.first_tx_at).0;
-            let ackd = now.saturating_since(b.delivered_at).0;
-            let interval = snd.max(ackd);
-            if interval >= self.rtt.min_rtt_ns.min(u64::MAX - 1) || self.rtt.min_rtt_ns == u64::MAX
-            {
-                rs.interval_ns = interval;
-            }
         }
         // Nothing SACKed: RFC 6675 marks nothing lost; nothing retransmitted: nor does
         // RACK. The loss mark still follows the cumulative ACK (done by `ack_cum`).
@@ -1166,7 +1149,12 @@ impl TcpSender {
         self.cs.in_flight = self.sb.in_flight();
         self.cs.packets_out = self.sb.packets_out();
         self.cc.pkts_acked(&mut self.cs, acked_sacked, ca_rtt);
-        if !self.cc.cong_control(&mut self.cs, &rs) && acked_sacked > 0 {
+        // Only BBR takes the rate sample (`cong_control`; the others' returns false).
+        let controlled = matches!(self.cc, AnyCc::Bbr(_)) && {
+            let rs = self.quiet_rate_sample(now, best, acked_sacked, prior_in_flight, ca_rtt);
+            self.cc.cong_control(&mut self.cs, &rs)
+        };
+        if !controlled && acked_sacked > 0 {
             self.cc.cong_avoid(&mut self.cs, acked_sacked);
         }
         self.update_pacing_rate();
@@ -1186,6 +1174,39 @@ impl TcpSender {
             Some(self.rtt.rto_deadline(now))
         };
         self.try_send(io);
+    }
+
+    /// The delivery-rate sample of a quiet ACK (Linux `tcp_rate_gen`, as
+    /// [`Self::on_ack_general`] builds it), from the most recently sent acknowledged
+    /// segment's snapshot.
+    fn quiet_rate_sample(
+        &self,
+        now: Time,
+        best: Option<Seg>,
+        acked_sacked: u32,
+        prior_in_flight: u32,
+        ca_rtt: Option<u64>,
+    ) -> RateSample {
+        let mut rs = RateSample {
+            delivered: -1,
+            acked_sacked,
+            prior_in_flight,
+            rtt_ns: ca_rtt,
+            ..Default::default()
+        };
+        if let Some(b) = best {
+            rs.prior_delivered = b.delivered;
+            rs.delivered = (self.cs.delivered - b.delivered) as i64;
+            rs.is_app_limited = b.app_limited;
+            let snd = b.sent_at.saturating_since(b.first_tx_at).0;
+            let ackd = now.saturating_since(b.delivered_at).0;
+            let interval = snd.max(ackd);
+            if interval >= self.rtt.min_rtt_ns.min(u64::MAX - 1) || self.rtt.min_rtt_ns == u64::MAX
+            {
+                rs.interval_ns = interval;
+            }
+        }
+        rs
     }
 
     /// ACK processing, every case.
