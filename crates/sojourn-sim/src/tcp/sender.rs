@@ -1148,14 +1148,23 @@ impl TcpSender {
         // Congestion control (Open: no window reduction under way).
         self.cs.in_flight = self.sb.in_flight();
         self.cs.packets_out = self.sb.packets_out();
-        self.cc.pkts_acked(&mut self.cs, acked_sacked, ca_rtt);
-        // Only BBR takes the rate sample (`cong_control`; the others' returns false).
-        let controlled = matches!(self.cc, AnyCc::Bbr(_)) && {
-            let rs = self.quiet_rate_sample(now, best, acked_sacked, prior_in_flight, ca_rtt);
-            self.cc.cong_control(&mut self.cs, &rs)
-        };
-        if !controlled && acked_sacked > 0 {
-            self.cc.cong_avoid(&mut self.cs, acked_sacked);
+        if let AnyCc::Cubic(c) = &mut self.cc {
+            // The default's hooks called directly (no dispatch per ACK): CUBIC has no
+            // `cong_control`.
+            c.pkts_acked(&mut self.cs, acked_sacked, ca_rtt);
+            if acked_sacked > 0 {
+                c.cong_avoid(&mut self.cs, acked_sacked);
+            }
+        } else {
+            self.cc.pkts_acked(&mut self.cs, acked_sacked, ca_rtt);
+            // Only BBR takes the rate sample (`cong_control`; the others' returns false).
+            let controlled = matches!(self.cc, AnyCc::Bbr(_)) && {
+                let rs = self.quiet_rate_sample(now, best, acked_sacked, prior_in_flight, ca_rtt);
+                self.cc.cong_control(&mut self.cs, &rs)
+            };
+            if !controlled && acked_sacked > 0 {
+                self.cc.cong_avoid(&mut self.cs, acked_sacked);
+            }
         }
         self.update_pacing_rate();
 
