@@ -915,6 +915,34 @@ mod tests {
         assert_eq!(observed(&mut q, later)[2].1, 1f64.to_bits());
     }
 
+    /// With alpha = beta = 0 (tc accepts 0) an idle flow's probability only decays by
+    /// prob/64 per update (Linux `pie_calculate_probability`), which stops changing once
+    /// prob < 64 (of the kernel's MAX_PROB = 2^56 - 1): a fixed point with prob > 0. Such a
+    /// flow still counts in `prob_max` at every sample, so it is never taken for settled.
+    #[test]
+    fn idle_flow_at_a_nonzero_fixed_point_stays_in_prob_max() {
+        let mut p = PieParams::linux_default(MTU);
+        p.alpha = 0;
+        p.beta = 0;
+        let mut q = FqPie::new(p, default_cfg(), Rng::from_seed(5), 77);
+        let f = distinct_flows(&q, 1)[0];
+        let idx = q.classify(&pkt(0, f, 100));
+        let mut d = Drops::new();
+        q.enqueue(pkt(0, f, 1500), Time(1000), &mut d);
+        q.dequeue(Time(2000), &mut d).packet().unwrap();
+        q.flows[idx].vars.prob = (u64::MAX >> 8) / 4;
+        // 60 s of 15-ms updates: ~4000 decays by prob/64 leave prob in 1..63.
+        for s in [60u64, 61, 62] {
+            let v = observed(&mut q, Time(s * 1_000_000_000));
+            let prob_max = f64::from_bits(v[0].1);
+            assert!(
+                prob_max > 0.0 && prob_max < 64.0 / (u64::MAX >> 8) as f64,
+                "{v:?}"
+            );
+            assert_eq!(q.unsettled_count(), 1, "at {s} s");
+        }
+    }
+
     /// The settled-flow skip against the reference that walks every flow: two copies of
     /// one fq_pie under random traffic (bursts, idle gaps long enough to settle, random
     /// observation instants) emit the same bits, make the same decisions, and end in the
