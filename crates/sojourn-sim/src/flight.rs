@@ -123,18 +123,62 @@ impl FlightPool {
     /// Removes the first packet of `list` (its slot is reused next).
     #[inline(always)]
     pub fn pop_front(&mut self, list: &mut FlightList) -> Option<(Time, Packet)> {
+        let i = self.unlink_front(list)?;
+        let s = &self.slots[i as usize];
+        let out = (s.at, s.pkt);
+        self.free(i);
+        Some(out)
+    }
+
+    /// Takes the first packet of `list` out of it without freeing its slot: the caller
+    /// works on the packet in place ([`FlightPool::packet`]) and then either hands the
+    /// slot to another list ([`FlightPool::relink_back`]) or frees it
+    /// ([`FlightPool::free`]). Returns the slot.
+    #[inline(always)]
+    pub fn unlink_front(&mut self, list: &mut FlightList) -> Option<u32> {
         if list.head == NIL {
             return None;
         }
         let i = list.head;
-        let s = &self.slots[i as usize];
-        list.head = s.next;
+        list.head = self.slots[i as usize].next;
         if list.head == NIL {
             list.tail = NIL;
         }
         list.len -= 1;
+        Some(i)
+    }
+
+    /// The packet in slot `i` (taken out by [`FlightPool::unlink_front`]).
+    #[inline(always)]
+    pub fn packet(&self, i: u32) -> &Packet {
+        &self.slots[i as usize].pkt
+    }
+
+    /// The packet in slot `i`, to change in place.
+    #[inline(always)]
+    pub fn packet_mut(&mut self, i: u32) -> &mut Packet {
+        &mut self.slots[i as usize].pkt
+    }
+
+    /// Appends slot `i` (unlinked, its packet in place: no copy) to `list`, arriving at `at`.
+    #[inline(always)]
+    pub fn relink_back(&mut self, i: u32, list: &mut FlightList, at: Time) {
+        let s = &mut self.slots[i as usize];
+        s.at = at;
+        s.next = NIL;
+        if list.tail == NIL {
+            list.head = i;
+        } else {
+            self.slots[list.tail as usize].next = i;
+        }
+        list.tail = i;
+        list.len += 1;
+    }
+
+    /// Frees slot `i` (unlinked; reused next).
+    #[inline(always)]
+    pub fn free(&mut self, i: u32) {
         self.free.push(i);
-        Some((s.at, s.pkt))
     }
 
     /// Packets held by all lists.
@@ -194,7 +238,8 @@ mod tests {
     }
 
     /// A randomised run against one `VecDeque` per list (the structure this replaces):
-    /// every pop returns what the deque returns, for 5 lists and 10,000 operations.
+    /// every pop returns what the deque returns, for 5 lists and 10,000 operations, with
+    /// heads moved between lists in place (`unlink_front` + `relink_back`) or freed.
     #[test]
     fn behaves_like_a_deque_per_list() {
         use std::collections::VecDeque;
@@ -204,14 +249,39 @@ mod tests {
         let mut deques: Vec<VecDeque<(Time, u64)>> = vec![VecDeque::new(); 5];
         for uid in 0..10_000u64 {
             let k = (rng.next_u64() % 5) as usize;
-            if rng.next_u64().is_multiple_of(3) {
+            let op = rng.next_u64() % 6;
+            if op < 2 {
                 let got = pool.pop_front(&mut lists[k]).map(|(t, p)| (t, p.uid));
                 assert_eq!(got, deques[k].pop_front());
+            } else if op == 2 {
+                // The engine's arrival: the head taken out in place, then either moved on
+                // to another list with a new arrival time (a cut-through hop: same packet,
+                // no copy) or freed after being read.
+                let j = (rng.next_u64() % 5) as usize;
+                let got = pool.unlink_front(&mut lists[k]);
+                assert_eq!(got.is_some(), !deques[k].is_empty());
+                if let Some(s) = got {
+                    let (_, uid) = deques[k].pop_front().expect("same length");
+                    assert_eq!(pool.packet(s).uid, uid);
+                    if rng.next_u64().is_multiple_of(2) {
+                        pool.packet_mut(s).uid = uid + 1_000_000;
+                        pool.relink_back(s, &mut lists[j], Time(uid + 7));
+                        deques[j].push_back((Time(uid + 7), uid + 1_000_000));
+                    } else {
+                        pool.free(s);
+                    }
+                }
             } else {
                 pool.push_back(&mut lists[k], Time(uid), &pkt(uid));
                 deques[k].push_back((Time(uid), uid));
             }
-            assert_eq!(lists[k].len(), deques[k].len());
+            for (list, deque) in lists.iter().zip(&deques) {
+                assert_eq!(list.len(), deque.len());
+                assert_eq!(
+                    pool.back(list).map(|(t, p)| (t, p.uid)),
+                    deque.back().copied()
+                );
+            }
             assert_eq!(
                 pool.front(&lists[k]).map(|(t, p)| (t, p.uid)),
                 deques[k].front().copied()

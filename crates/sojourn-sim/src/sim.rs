@@ -12,6 +12,11 @@
 //! link whose FIFO is empty does not call the dequeue (`restart_tx`). A FIFO keeps no
 //! state but its packets, so both are exact; other disciplines always take the full path.
 //! On a dumbbell this is every hop but the bottleneck.
+//!
+//! Arrivals in place (issue 19, session 9; outputs byte-identical): an arriving packet is
+//! not copied out of its in-flight pool slot; the receiving endpoint reads it there, the
+//! next qdisc copies it from there, and a cut-through hop moves the slot itself to the next
+//! link's list ([`Held`]).
 
 use crate::app::AnyApp;
 use crate::classify::{lookup, Conntrack, Hook, MedianPolicy};
@@ -34,6 +39,27 @@ pub struct Accounting {
     pub created: u64,
     pub delivered: u64,
     pub dropped: u64,
+}
+
+/// Where the packet a hop handles lies: the caller's (an endpoint's output, a dequeued
+/// packet, a local) or the in-flight pool slot it arrived in (`Sim::on_arrive`), where it
+/// is read in place and, on a cut-through hop, stays: the slot moves to the next link's
+/// in-flight list (issue 19, session 9: one ~200-byte copy fewer per arrival, none at
+/// all on a cut-through hop).
+#[derive(Clone, Copy)]
+enum Held<'a> {
+    Here(&'a Packet),
+    Flight(u32),
+}
+
+impl Held<'_> {
+    /// The packet's bytes are no longer needed: frees its in-flight slot, if any.
+    #[inline(always)]
+    fn release(self, flight: &mut FlightPool) {
+        if let Held::Flight(s) = self {
+            flight.free(s);
+        }
+    }
 }
 
 pub struct Node {
@@ -449,12 +475,33 @@ impl Sim {
         // The simulator's addresses are its node ids (IPv4, see `Addr::v4`).
         let dst = pkt.key.dst_addr.low32();
         if dst == node {
-            self.deliver(pkt);
+            self.deliver(Held::Here(pkt));
             return;
         }
         let l = self.routes.hop(node, dst);
         debug_assert!(l != u32::MAX, "route checked at load time");
         self.link_enqueue(l, pkt);
+    }
+
+    /// `forward` for a packet that arrived at `node` in in-flight slot `s`: handled in
+    /// place (see [`Held`]); the slot is freed or moved to the next link's list.
+    #[inline(always)]
+    fn forward_arrived(&mut self, node: u32, s: u32) {
+        if self.any_conntrack && self.nodes[node as usize].conntrack.is_some() {
+            // The hooks rewrite the packet and are rare: on a copy, as before.
+            let mut pkt = *self.flight.packet(s);
+            self.flight.free(s);
+            self.forward(node, &mut pkt, false);
+            return;
+        }
+        let dst = self.flight.packet(s).key.dst_addr.low32();
+        if dst == node {
+            self.deliver(Held::Flight(s));
+            return;
+        }
+        let l = self.routes.hop(node, dst);
+        debug_assert!(l != u32::MAX, "route checked at load time");
+        self.link_enqueue_arrived(l, s);
     }
 
     fn conntrack_hook(&mut self, node: u32, pkt: &mut Packet, local: bool) {
@@ -513,7 +560,11 @@ impl Sim {
         }
     }
 
-    fn deliver(&mut self, pkt: &Packet) {
+    fn deliver(&mut self, held: Held) {
+        let pkt = match held {
+            Held::Here(p) => p,
+            Held::Flight(s) => self.flight.packet(s),
+        };
         self.acct.delivered += 1;
         let rec = self.flows.get_mut(pkt.conversation());
         rec.in_network -= 1;
@@ -530,10 +581,19 @@ impl Sim {
         // A packet for an endpoint that has closed (its slot may be reused) is discarded
         // by the host, as a closed socket would; it still counts as delivered.
         if !self.serves(id, pkt.conversation()) {
+            held.release(&mut self.flight);
             return;
         }
-        let (ep, mut io) = self.endpoint_io(id);
-        ep.on_packet(pkt, &mut io);
+        // `endpoint_io` spelled out: the packet may be borrowed from `self.flight`.
+        let mut io = Io {
+            now: self.now,
+            out: &mut self.out,
+            notes: &mut self.notes,
+            flows: &mut self.flows,
+        };
+        self.endpoints[id as usize].ep.on_packet(pkt, &mut io);
+        // Freed before the endpoint's output is sent: its first packet reuses the slot.
+        held.release(&mut self.flight);
         self.after_endpoint_call(id);
     }
 
@@ -549,12 +609,38 @@ impl Sim {
         // dispatches fewer; everything observable happens in the same order.
         // (Out of line: the queueing path below stays compact where links are busy.)
         if !link.busy() && link.dev.ring_cap() == 0 && fifo::cut_through(&link.dev.qdisc, pkt) {
-            self.transmit_cut_through(l, pkt);
+            self.transmit_cut_through(l, Held::Here(pkt));
             return;
         }
-        // A qdisc may segment a GSO buffer (CAKE's split_gso): the packets it created count.
         let flow = pkt.conversation();
         let created = link.dev.enqueue(*pkt, now, &mut self.drops);
+        self.after_enqueue(l, flow, created);
+    }
+
+    /// `link_enqueue` for a packet that arrived in in-flight slot `s`: copied from there
+    /// into the qdisc (and the slot freed), or, cutting through, not copied at all.
+    #[inline(always)]
+    fn link_enqueue_arrived(&mut self, l: u32, s: u32) {
+        let now = self.now;
+        let link = &mut self.links[l as usize];
+        let pkt = self.flight.packet_mut(s);
+        pkt.enqueued_at = now;
+        link.stats.enq_pkts += 1;
+        if !link.busy() && link.dev.ring_cap() == 0 && fifo::cut_through(&link.dev.qdisc, pkt) {
+            self.transmit_cut_through(l, Held::Flight(s));
+            return;
+        }
+        let flow = pkt.conversation();
+        let created = link.dev.enqueue(*pkt, now, &mut self.drops);
+        self.flight.free(s);
+        self.after_enqueue(l, flow, created);
+    }
+
+    /// The rest of `link_enqueue` once the qdisc took the packet: what it created and
+    /// dropped is counted, and an idle link starts (or a ring is topped up).
+    #[inline(always)]
+    fn after_enqueue(&mut self, l: u32, flow: u32, created: u64) {
+        // A qdisc may segment a GSO buffer (CAKE's split_gso): the packets it created count.
         if created > 0 {
             self.acct.created += created;
             self.flows.get_mut(flow).in_network += created;
@@ -735,7 +821,7 @@ impl Sim {
         // answer into the in-flight queue with one copy, and nothing is set up for an
         // empty qdisc (the common answer at a transmission's end).
         match link.dev.next_packet(now, &mut self.drops) {
-            Dequeue::Packet(p) => self.transmit(l, &p, !ring),
+            Dequeue::Packet(p) => self.transmit(l, Held::Here(&p), !ring),
             Dequeue::Empty | Dequeue::NotBefore(_) => {
                 if ring {
                     return;
@@ -758,9 +844,13 @@ impl Sim {
     /// recorded and it is logged here; not for a packet from the ring, measured when it
     /// entered the ring): the body of `start_tx` for a packet, shared with cut-through.
     #[inline(always)]
-    fn transmit(&mut self, l: u32, p: &Packet, measured: bool) {
+    fn transmit(&mut self, l: u32, held: Held, measured: bool) {
         let now = self.now;
         let link = &mut self.links[l as usize];
+        let p = match held {
+            Held::Here(p) => p,
+            Held::Flight(s) => self.flight.packet(s),
+        };
         if measured {
             link.stats.sojourn.record((now - p.enqueued_at).as_ns());
             if link.log_packets {
@@ -773,30 +863,43 @@ impl Sim {
                 if link.loss > 0.0 && link.loss_rng.chance(link.loss) {
                     link.tx_fate = TxFate::Lost;
                     link.tx_pkt = Some(*p);
+                    held.release(&mut self.flight);
                 } else {
                     let at = link.prop.arrival_time(end);
                     if link.reorder > 0.0 && link.reorder_rng.chance(link.reorder) {
                         link.tx_fate = TxFate::Late(at + link.reorder_delay);
                         link.tx_pkt = Some(*p);
+                        held.release(&mut self.flight);
                     } else if at == end {
                         link.tx_fate = TxFate::Direct;
                         link.tx_pkt = Some(*p);
+                        held.release(&mut self.flight);
                     } else {
-                        // The common case: the packet's only copy on this link.
+                        // The common case: the packet's only copy on this link (an arrived
+                        // packet's slot moves to this link's list: no copy at all).
                         link.tx_fate = TxFate::InFlight;
-                        self.flight.push_back(&mut link.in_flight, at, p);
+                        match held {
+                            Held::Here(p) => {
+                                self.flight.push_back(&mut link.in_flight, at, p);
+                            }
+                            Held::Flight(s) => self.flight.relink_back(s, &mut link.in_flight, at),
+                        }
                     }
                 }
                 self.events.push(end, Event::TxDone(l));
             }
-            Begin::Burst { .. } => self.begin_tx_released(l),
+            Begin::Burst { .. } => {
+                // The device holds its own copy of the buffer.
+                held.release(&mut self.flight);
+                self.begin_tx_released(l)
+            }
         }
     }
 
     /// `transmit` for a packet that cut through an idle FIFO link (`link_enqueue`).
     #[inline(never)]
-    fn transmit_cut_through(&mut self, l: u32, pkt: &Packet) {
-        self.transmit(l, pkt, true);
+    fn transmit_cut_through(&mut self, l: u32, held: Held) {
+        self.transmit(l, held, true);
     }
 
     /// `start_tx` at the end of a transmission, skipped when it would do nothing: no ring
@@ -902,11 +1005,11 @@ impl Sim {
 
     /// The head of link `l`'s in-flight FIFO arrives at the far node.
     ///
-    /// The packet is popped into a local (a copy from a pool slot written when its
-    /// transmission started, so still in cache, to the stack) and its slot freed before it
-    /// moves on: the next transmission on any link reuses that slot (`flight.rs`; issue 19,
-    /// session 8: one copy more per hop than handing it on in place, for the write misses
-    /// of copying into a cold per-link buffer).
+    /// The packet is handled where it lies, in its pool slot (see [`Held`]): read there by
+    /// the receiving endpoint, copied from there into the next qdisc, or, cutting through
+    /// an idle FIFO link, not copied at all (the slot joins that link's list). Issue 19,
+    /// session 9; until then it was first copied into a local (session 8), one ~200-byte
+    /// copy per arrival.
     fn on_arrive(&mut self, l: u32) {
         let link = &mut self.links[l as usize];
         let to = link.to;
@@ -914,17 +1017,15 @@ impl Sim {
         // than this one propagating. Pushed before the packet moves on, as the event order
         // requires.
         let next_propagating = link.propagating() > 1;
-        // Copied out of its pool slot (which the next transmission anywhere reuses, still
-        // in cache) before it moves on: the engine's calls below may push onto any link.
-        let (_, mut pkt) = self
+        let s = self
             .flight
-            .pop_front(&mut link.in_flight)
+            .unlink_front(&mut link.in_flight)
             .expect("Arrive with nothing in flight");
         if next_propagating {
             let at = self.flight.front(&link.in_flight).expect("propagating").0;
             self.events.push(at, Event::Arrive(l));
         }
-        self.forward(to, &mut pkt, false);
+        self.forward_arrived(to, s);
     }
 
     fn on_arrive_late(&mut self, l: u32) {
