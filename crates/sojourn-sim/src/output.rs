@@ -336,25 +336,36 @@ pub fn flow_columns<R: Borrow<FlowRecord>>(
 /// timeseries.parquet and its series names (docs/output-schema.md), from a [`TimeSeries`]:
 /// one builder for both engines.
 pub fn timeseries_columns(ts: TimeSeries) -> (Columns, Columns) {
+    let names = series_name_columns(&ts.names);
+    (timeseries_row_columns(ts.t_ns, ts.series, ts.value), names)
+}
+
+/// The rows of timeseries.parquet (`time_s, series, value`) from a time series' columns.
+pub fn timeseries_row_columns(t_ns: Vec<u64>, series: Vec<u32>, value: Vec<f64>) -> Columns {
     let mut timeseries = Columns::default();
     // In place: a Vec<u64> mapped to f64 and collected reuses its own buffer.
     timeseries.add(
         "time_s",
-        Column::F64(ts.t_ns.into_iter().map(|t| t as f64 * 1e-9).collect()),
+        Column::F64(t_ns.into_iter().map(|t| t as f64 * 1e-9).collect()),
     );
-    timeseries.add("series", Column::U32(ts.series));
-    timeseries.add("value", Column::F64(ts.value));
+    timeseries.add("series", Column::U32(series));
+    timeseries.add("value", Column::F64(value));
+    timeseries
+}
+
+/// The series names (`series, entity, metric`) of a time series, id `i` in row `i`.
+pub fn series_name_columns(names: &[(String, String)]) -> Columns {
     let mut series_names = Columns::default();
-    series_names.add("series", Column::U32((0..ts.names.len() as u32).collect()));
+    series_names.add("series", Column::U32((0..names.len() as u32).collect()));
     series_names.add(
         "entity",
-        Column::Str(ts.names.iter().map(|n| n.0.clone()).collect()),
+        Column::Str(names.iter().map(|n| n.0.clone()).collect()),
     );
     series_names.add(
         "metric",
-        Column::Str(ts.names.iter().map(|n| n.1.clone()).collect()),
+        Column::Str(names.iter().map(|n| n.1.clone()).collect()),
     );
-    (timeseries, series_names)
+    series_names
 }
 
 /// packets.parquet (docs/output-schema.md) from a [`PacketLog`]; `link_name` names a
