@@ -438,26 +438,27 @@ pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSum
             }
         }
         let period = (end - l.stats.since).as_secs_f64();
-        links.insert(
-            l.name.clone(),
-            json!({
-                "from": sim.nodes[l.from as usize].name,
-                "to": sim.nodes[l.to as usize].name,
-                "rate_bps": match l.dev.rate() { crate::link::RateModel::Constant(r) => json!(r), _ => J::Null },
-                "delay_ms": l.prop.delay.as_millis_f64(),
-                "qdisc": l.qdisc_desc,
-                "tx_packets": l.stats.tx_pkts,
-                "tx_bytes": l.stats.tx_bytes,
-                "throughput_bps": if period > 0.0 { l.stats.tx_bytes as f64 * 8.0 / period } else { 0.0 },
-                "utilisation": if measured > 0.0 { wire_bits / measured } else { 0.0 },
-                "drops": drops,
-                "drops_total": l.stats.drops.iter().sum::<u64>(),
-                "ecn_marks": l.dev.qdisc.ecn_marks() - l.stats.marks_at_reset,
-                "sojourn_ms": hist_ms(&l.stats.sojourn),
-                "queue_packets_at_end": l.dev.qdisc.len_packets(),
-                "ring_packets_at_end": l.dev.ring_len(),
-            }),
-        );
+        // `json!` serialises each value it is given (a deep copy of a map): the nested
+        // maps are moved in after it.
+        let mut entry = json!({
+            "from": sim.nodes[l.from as usize].name,
+            "to": sim.nodes[l.to as usize].name,
+            "rate_bps": match l.dev.rate() { crate::link::RateModel::Constant(r) => json!(r), _ => J::Null },
+            "delay_ms": l.prop.delay.as_millis_f64(),
+            "qdisc": l.qdisc_desc,
+            "tx_packets": l.stats.tx_pkts,
+            "tx_bytes": l.stats.tx_bytes,
+            "throughput_bps": if period > 0.0 { l.stats.tx_bytes as f64 * 8.0 / period } else { 0.0 },
+            "utilisation": if measured > 0.0 { wire_bits / measured } else { 0.0 },
+            "drops_total": l.stats.drops.iter().sum::<u64>(),
+            "ecn_marks": l.dev.qdisc.ecn_marks() - l.stats.marks_at_reset,
+            "queue_packets_at_end": l.dev.qdisc.len_packets(),
+            "ring_packets_at_end": l.dev.ring_len(),
+        });
+        let o = entry.as_object_mut().expect("an object");
+        o.insert("drops".to_string(), J::Object(drops));
+        o.insert("sojourn_ms".to_string(), hist_ms(&l.stats.sojourn));
+        links.insert(l.name.clone(), entry);
     }
 
     // Flows that started after warm-up.
@@ -465,7 +466,7 @@ pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSum
     for r in sim.flows.iter() {
         flow_summary.add(r, warm, end, fct_from);
     }
-    let summary = json!({
+    let mut summary = json!({
         "schema": "sojourn.summary",
         "schema_version": SCHEMA_VERSION,
         "sojourn_version": env!("CARGO_PKG_VERSION"),
@@ -482,9 +483,10 @@ pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSum
             "in_network": inside,
             "conserved": a.created == a.delivered + a.dropped + inside,
         },
-        "links": links,
-        "flows": flow_summary.json(fct_from),
     });
+    let o = summary.as_object_mut().expect("an object");
+    o.insert("links".to_string(), J::Object(links));
+    o.insert("flows".to_string(), flow_summary.json(fct_from));
 
     let held: Vec<&FlowRecord> = sim.flows.iter().collect();
     let flows = flow_columns(&held, |n| sim.nodes[n as usize].name.clone(), end, fct_from);
