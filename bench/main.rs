@@ -516,7 +516,7 @@ fn bench_scale_setup(sizes: &[u32], out: &mut serde_json::Map<String, serde_json
 fn bench_file(args: &[String]) {
     let path = args
         .first()
-        .expect("usage: sojourn-bench file PATH [--set KEY=VALUE]...");
+        .expect("usage: sojourn-bench file PATH [--set KEY=VALUE]... [--collect]");
     let set: Vec<String> = args
         .windows(2)
         .filter(|w| w[0] == "--set")
@@ -532,6 +532,23 @@ fn bench_file(args: &[String]) {
     sim.run(&mut |_| true);
     let cpu = thread_cpu_seconds() - t1;
     sim.check_conservation().expect("conservation");
+    if args.iter().any(|a| a == "--collect") {
+        // The per-run fixed cost after the run: summary, flow and time-series columns.
+        let t2 = thread_cpu_seconds();
+        let out = sojourn_sim::output::collect(&mut sim, exp.record.fct_from);
+        let collect = thread_cpu_seconds() - t2;
+        let t3 = thread_cpu_seconds();
+        let text = out.summary_json();
+        let json = thread_cpu_seconds() - t3;
+        println!(
+            "  collect {collect:.3} CPU s ({} time-series rows, {} series, {} flows), \
+             summary.json {json:.3} CPU s ({} bytes)",
+            out.timeseries.rows(),
+            out.series_names.rows(),
+            out.flows.rows(),
+            text.len()
+        );
+    }
     let link_pkts: u64 = sim.links.iter().map(|l| l.stats.tx_pkts).sum();
     let secs = exp.duration.as_secs_f64();
     println!(

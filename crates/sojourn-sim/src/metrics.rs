@@ -6,31 +6,158 @@ use std::collections::HashMap;
 
 /// Samples `(time, series, value)`, where a series is an (entity, metric) pair such as
 /// ("bottleneck", "queue_packets") or ("flow3", "cwnd_bytes").
+///
+/// Series ids are assigned in first-push order (`names[id]`). Recording is on every run's
+/// path (a 1,024-pair dumbbell pushes ~12 M rows a minute), so a row must not allocate or
+/// hash two strings: an entity is resolved once to an [`EntityId`] (callers that sample
+/// the same entity repeatedly keep it), and within an entity each metric remembers which
+/// metric was pushed after it last time, so a sample that repeats the previous sample's
+/// order (every engine's does) finds each id with one string comparison. Anything else
+/// (a new metric, a changed order) falls back to the entity's hash map: same ids, slower.
 #[derive(Clone, Debug, Default)]
 pub struct TimeSeries {
     pub names: Vec<(String, String)>,
-    index: HashMap<(String, String), u32>,
+    /// Entity name -> its slot in `entities`.
+    entity_index: HashMap<Box<str>, u32>,
+    entities: Vec<EntityKeys>,
     pub t_ns: Vec<u64>,
     pub series: Vec<u32>,
     pub value: Vec<f64>,
 }
 
+/// An entity of a [`TimeSeries`] resolved once ([`TimeSeries::entity`]), so that pushing
+/// its rows does not hash its name. Valid for the series that issued it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntityId(u32);
+
+const NO_SLOT: u32 = u32::MAX;
+
+/// The metrics an entity has series for, in first-push order.
+#[derive(Clone, Debug)]
+struct EntityKeys {
+    name: Box<str>,
+    metrics: Vec<MetricSlot>,
+    /// Metric name -> slot in `metrics` (the fallback when the guess is wrong).
+    index: HashMap<Box<str>, u32>,
+    /// The slot pushed last (`NO_SLOT` before the first push).
+    last: u32,
+    /// The series ids of [`LINK_METRICS`] once pushed (`NO_SLOT` before): a link sample
+    /// pushes them without looking them up.
+    link_ids: [u32; LINK_METRICS.len()],
+}
+
+/// The metrics every link sample pushes itself ([`TimeSeries::push_link`]), in order.
+const LINK_METRICS: [&str; 6] = [
+    "queue_packets",
+    "queue_bytes",
+    "ring_packets",
+    "throughput_bps",
+    "drops",
+    "ecn_marks",
+];
+
+#[derive(Clone, Debug)]
+struct MetricSlot {
+    name: Box<str>,
+    /// The series id.
+    id: u32,
+    /// The slot pushed right after this one last time: the guess for the next push.
+    next: u32,
+}
+
 impl TimeSeries {
     pub fn push(&mut self, t: Time, entity: &str, metric: &str, v: f64) {
-        let key = (entity.to_string(), metric.to_string());
-        let id = match self.index.get(&key) {
-            Some(&i) => i,
-            None => {
-                let i = self.names.len() as u32;
-                self.names.push(key.clone());
-                self.index.insert(key, i);
-                i
+        let e = self.entity(entity);
+        self.push_at(t, e, metric, v);
+    }
+
+    /// The handle of `entity` (registered on first use; registering creates no series).
+    pub fn entity(&mut self, entity: &str) -> EntityId {
+        if let Some(&e) = self.entity_index.get(entity) {
+            return EntityId(e);
+        }
+        let e = self.entities.len() as u32;
+        self.entities.push(EntityKeys {
+            name: entity.into(),
+            metrics: Vec::new(),
+            index: HashMap::new(),
+            last: NO_SLOT,
+            link_ids: [NO_SLOT; LINK_METRICS.len()],
+        });
+        self.entity_index.insert(entity.into(), e);
+        EntityId(e)
+    }
+
+    /// The series id of (`entity`, `metric`), assigned now if it is new.
+    #[inline]
+    pub fn series_id(&mut self, entity: EntityId, metric: &str) -> u32 {
+        let ek = &mut self.entities[entity.0 as usize];
+        let guess = match ek.last {
+            NO_SLOT => NO_SLOT,
+            last => ek.metrics[last as usize].next,
+        };
+        let slot = if guess != NO_SLOT && &*ek.metrics[guess as usize].name == metric {
+            guess
+        } else {
+            match ek.index.get(metric) {
+                Some(&s) => s,
+                None => {
+                    let s = ek.metrics.len() as u32;
+                    let id = self.names.len() as u32;
+                    self.names.push((ek.name.to_string(), metric.to_string()));
+                    ek.metrics.push(MetricSlot {
+                        name: metric.into(),
+                        id,
+                        next: NO_SLOT,
+                    });
+                    ek.index.insert(metric.into(), s);
+                    s
+                }
             }
         };
+        if ek.last != NO_SLOT {
+            ek.metrics[ek.last as usize].next = slot;
+        }
+        ek.last = slot;
+        ek.metrics[slot as usize].id
+    }
+
+    /// The series id of the link metric `LINK_METRICS[k]` of `entity`; looked up (and
+    /// assigned, in push order like every other) only at its first row.
+    #[inline]
+    fn link_metric_id(&mut self, entity: EntityId, k: usize) -> u32 {
+        let id = self.entities[entity.0 as usize].link_ids[k];
+        if id != NO_SLOT {
+            return id;
+        }
+        let id = self.series_id(entity, LINK_METRICS[k]);
+        self.entities[entity.0 as usize].link_ids[k] = id;
+        id
+    }
+
+    /// Pushes one row of (`entity`, `metric`).
+    #[inline]
+    pub fn push_at(&mut self, t: Time, entity: EntityId, metric: &str, v: f64) {
+        let id = self.series_id(entity, metric);
+        self.push_id(t, id, v);
+    }
+
+    /// Pushes one row of the series `id` (from [`TimeSeries::series_id`]).
+    #[inline]
+    pub fn push_id(&mut self, t: Time, id: u32, v: f64) {
+        debug_assert!((id as usize) < self.names.len());
         self.t_ns.push(t.0);
         self.series.push(id);
         self.value.push(v);
     }
+
+    /// Room for `rows` more rows without reallocating.
+    pub fn reserve(&mut self, rows: usize) {
+        self.t_ns.reserve(rows);
+        self.series.reserve(rows);
+        self.value.reserve(rows);
+    }
+
     pub fn len(&self) -> usize {
         self.t_ns.len()
     }
@@ -38,16 +165,17 @@ impl TimeSeries {
         self.t_ns.is_empty()
     }
     /// Takes the first `n` rows out as a series of their own (the streaming writer's
-    /// chunk, with the names of every series known so far), keeping this series' names and
-    /// its vectors' capacity, so later pushes do not reallocate.
+    /// chunk, with the names of every series known so far; only for reading: its rows
+    /// and names, not for further pushes), keeping this series' names and its vectors'
+    /// capacity, so later pushes do not reallocate.
     pub fn drain_front(&mut self, n: usize) -> TimeSeries {
         let n = n.min(self.len());
         TimeSeries {
             names: self.names.clone(),
-            index: HashMap::new(),
             t_ns: self.t_ns.drain(..n).collect(),
             series: self.series.drain(..n).collect(),
             value: self.value.drain(..n).collect(),
+            ..TimeSeries::default()
         }
     }
 
@@ -69,21 +197,54 @@ impl TimeSeries {
         prev: &mut LinkCounts,
         dt_s: f64,
     ) {
+        let e = self.entity(name);
+        self.push_link_at(now, e, qdisc, ring_packets, now_counts, prev, dt_s);
+    }
+
+    /// [`TimeSeries::push_link`] for an entity already resolved ([`TimeSeries::entity`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn push_link_at(
+        &mut self,
+        now: Time,
+        e: EntityId,
+        qdisc: &mut dyn Qdisc,
+        ring_packets: Option<usize>,
+        now_counts: LinkCounts,
+        prev: &mut LinkCounts,
+        dt_s: f64,
+    ) {
         let d_tx = now_counts.tx_bytes.wrapping_sub(prev.tx_bytes);
         let d_drop = now_counts.drops.wrapping_sub(prev.drops);
         let d_marks = now_counts.ecn_marks.saturating_sub(prev.ecn_marks);
         *prev = now_counts;
-        self.push(now, name, "queue_packets", qdisc.len_packets() as f64);
-        self.push(now, name, "queue_bytes", qdisc.len_bytes() as f64);
+        // The link's own rows go in with one copy per column; ids are resolved in push
+        // order first, so a new series gets its id in the same order as row by row.
+        let mut rows = [(0usize, 0.0f64); LINK_METRICS.len()];
+        let mut n = 0;
+        let mut row = |k: usize, v: f64| {
+            rows[n] = (k, v);
+            n += 1;
+        };
+        row(0, qdisc.len_packets() as f64);
+        row(1, qdisc.len_bytes() as f64);
         if let Some(r) = ring_packets {
-            self.push(now, name, "ring_packets", r as f64);
+            row(2, r as f64);
         }
         if now > Time::ZERO {
-            self.push(now, name, "throughput_bps", d_tx as f64 * 8.0 / dt_s);
-            self.push(now, name, "drops", d_drop as f64);
-            self.push(now, name, "ecn_marks", d_marks as f64);
+            row(3, d_tx as f64 * 8.0 / dt_s);
+            row(4, d_drop as f64);
+            row(5, d_marks as f64);
         }
-        qdisc.observe(now, &mut |metric, v| self.push(now, name, metric, v));
+        let mut ids = [0u32; LINK_METRICS.len()];
+        let mut values = [0.0f64; LINK_METRICS.len()];
+        for (i, &(k, v)) in rows[..n].iter().enumerate() {
+            ids[i] = self.link_metric_id(e, k);
+            values[i] = v;
+        }
+        self.t_ns.extend(std::iter::repeat_n(now.0, n));
+        self.series.extend_from_slice(&ids[..n]);
+        self.value.extend_from_slice(&values[..n]);
+        qdisc.observe(now, &mut |metric, v| self.push_at(now, e, metric, v));
     }
 
     /// Appends every sample of `other`, keeping each row's time (series ids are mapped
@@ -91,12 +252,28 @@ impl TimeSeries {
     /// equal times, so the result is sorted by time when both were.
     pub fn merge(&mut self, other: &TimeSeries) {
         let mine = std::mem::take(self);
+        self.reserve(mine.len() + other.len());
+        // Each source id's id here, resolved (by name) at its first row: the ids are
+        // assigned in the merged rows' first-appearance order.
+        let mut map = [
+            vec![NO_SLOT; mine.names.len()],
+            vec![NO_SLOT; other.names.len()],
+        ];
         let (mut i, mut j) = (0, 0);
         while i < mine.len() || j < other.len() {
             let take_mine = j >= other.len() || (i < mine.len() && mine.t_ns[i] <= other.t_ns[j]);
-            let (src, k) = if take_mine { (&mine, i) } else { (other, j) };
-            let (e, m) = &src.names[src.series[k] as usize];
-            self.push(Time(src.t_ns[k]), e, m, src.value[k]);
+            let (src, k, m) = if take_mine {
+                (&mine, i, &mut map[0])
+            } else {
+                (other, j, &mut map[1])
+            };
+            let s = src.series[k] as usize;
+            if m[s] == NO_SLOT {
+                let (en, mn) = &src.names[s];
+                let e = self.entity(en);
+                m[s] = self.series_id(e, mn);
+            }
+            self.push_id(Time(src.t_ns[k]), m[s], src.value[k]);
             if take_mine {
                 i += 1;
             } else {

@@ -337,9 +337,10 @@ pub fn flow_columns<R: Borrow<FlowRecord>>(
 /// one builder for both engines.
 pub fn timeseries_columns(ts: TimeSeries) -> (Columns, Columns) {
     let mut timeseries = Columns::default();
+    // In place: a Vec<u64> mapped to f64 and collected reuses its own buffer.
     timeseries.add(
         "time_s",
-        Column::F64(ts.t_ns.iter().map(|&t| t as f64 * 1e-9).collect()),
+        Column::F64(ts.t_ns.into_iter().map(|t| t as f64 * 1e-9).collect()),
     );
     timeseries.add("series", Column::U32(ts.series));
     timeseries.add("value", Column::F64(ts.value));

@@ -26,7 +26,7 @@ use crate::event::{Event, EventQueue};
 use crate::flight::FlightPool;
 use crate::flows::FlowTable;
 use crate::link::{Link, TxFate};
-use crate::metrics::{LinkCounts, PacketLog, TimeSeries};
+use crate::metrics::{EntityId, LinkCounts, PacketLog, TimeSeries};
 use crate::workload;
 use sojourn_core::device::{Begin, Device};
 use sojourn_core::qdisc::{fifo, BuildCtx, Dequeue, DropReason, Drops, Qdisc};
@@ -141,6 +141,10 @@ pub struct Sim {
     pub packet_log: PacketLog,
     sample_interval: Duration,
     sampled_links: Vec<u32>,
+    /// Each sampled link's entity in `series` (resolved once, not per sample).
+    sampled_entities: Vec<EntityId>,
+    /// Each flow's entity in `series` (`flow{id}`, by flow id; resolved at its first row).
+    flow_entities: Vec<Option<EntityId>>,
     flow_series: bool,
     packet_sample: f64,
     /// Previous sample's counters per sampled link: (tx_bytes, drops, marks).
@@ -215,6 +219,12 @@ impl Sim {
             None => (0..exp.links.len() as u32).collect(),
             Some(names) => names.iter().filter_map(|n| exp.link(n)).collect(),
         };
+        // Registering an entity creates no series: ids still follow the first push.
+        let mut series = TimeSeries::default();
+        let sampled_entities = sampled_links
+            .iter()
+            .map(|&l| series.entity(&links[l as usize].name))
+            .collect();
         let end = Time::ZERO + exp.duration;
         let mut sim = Sim {
             now: Time::ZERO,
@@ -240,11 +250,13 @@ impl Sim {
             acct: Accounting::default(),
             events_processed: 0,
             event_counts: EventCounts::default(),
-            series: TimeSeries::default(),
+            series,
             packet_log: PacketLog::default(),
             sample_interval: exp.record.interval,
             prev_link: vec![LinkCounts::default(); sampled_links.len()],
             sampled_links,
+            sampled_entities,
+            flow_entities: Vec::new(),
             flow_series: exp.record.flow_series,
             packet_sample: exp.record.packet_sample,
             exp: exp.clone(),
@@ -1194,9 +1206,9 @@ impl Sim {
                 ecn_marks: link.dev.qdisc.ecn_marks(),
             };
             let ring = (link.dev.ring_cap() > 0).then(|| link.dev.ring_len());
-            self.series.push_link(
+            self.series.push_link_at(
                 now,
-                &link.name,
+                self.sampled_entities[k],
                 &mut link.dev.qdisc,
                 ring,
                 counts,
@@ -1209,11 +1221,10 @@ impl Sim {
                 if !slot.live {
                     continue;
                 }
-                let f = slot.flow;
-                let entity = format!("flow{f}");
+                let e = flow_entity(&mut self.flow_entities, &mut self.series, slot.flow);
                 let series = &mut self.series;
                 slot.ep
-                    .observe(&mut |metric, v| series.push(now, &entity, metric, v));
+                    .observe(&mut |metric, v| series.push_at(now, e, metric, v));
             }
             for rec in self.flows.iter_mut() {
                 if rec.end.is_some_and(|e| e + self.sample_interval < now) || rec.start > now {
@@ -1222,11 +1233,20 @@ impl Sim {
                 let d = rec.delivered_bytes - rec.sampled_bytes;
                 rec.sampled_bytes = rec.delivered_bytes;
                 if now > Time::ZERO {
-                    let entity = format!("flow{}", rec.flow);
+                    let e = flow_entity(&mut self.flow_entities, &mut self.series, rec.flow);
                     self.series
-                        .push(now, &entity, "goodput_bps", d as f64 * 8.0 / dt);
+                        .push_at(now, e, "goodput_bps", d as f64 * 8.0 / dt);
                 }
             }
         }
     }
+}
+
+/// The entity `flow{flow}` of `series`, resolved once per flow.
+fn flow_entity(cache: &mut Vec<Option<EntityId>>, series: &mut TimeSeries, flow: u32) -> EntityId {
+    let f = flow as usize;
+    if cache.len() <= f {
+        cache.resize(f + 1, None);
+    }
+    *cache[f].get_or_insert_with(|| series.entity(&format!("flow{flow}")))
 }
