@@ -13,6 +13,16 @@
 //! `next_update` and catches up its due updates when it is touched (or observed): a flow's
 //! update depends only on its own state and its own backlog, which cannot change between
 //! its operations, so this is exact and costs nothing per packet for idle flows.
+//!
+//! `observe` (the time series, every record interval) reports over every flow. A flow
+//! whose queue is empty, whose probability is 0 and whose state is a fixed point of the
+//! update (the next update would change nothing: an idle flow after its decay and
+//! re-initialisation) is *settled*: it contributes nothing to `prob_max` (0), `prob_mean`
+//! or `flows_backlogged`, and catching it up would change nothing but its `next_update`,
+//! which its next enqueue or dequeue catches up to the same instant anyway. `observe` walks
+//! only the unsettled flows, in index order (a bitmap; the float sum keeps its order), so
+//! with 16 busy flows of 1024 it visits 16, not 1024 (issue 19, session 9: row A fq_pie
+//! spent a quarter of its instructions there).
 
 use super::drr_lists::{DrrLists, NEW};
 use super::pie::{
@@ -158,6 +168,10 @@ pub struct FqPie {
     /// Bytes of truesize above which `overmemory` is counted (never enforced, as Linux).
     memory_limit: u32,
     flows: Vec<Flow>,
+    /// Bit `i` set: flow `i` may not be settled (see the module doc), so `observe` must
+    /// catch it up and read it. Set by every enqueue and dequeue of the flow; cleared by
+    /// `observe` once the flow is found settled; clear for a fresh flow.
+    unsettled: Vec<u64>,
     /// DRR credits (`s32 deficit`) and the new/old lists, as fq_codel's.
     drr: DrrLists<2>,
     qlen: usize,
@@ -189,6 +203,10 @@ impl FqPie {
                 next_update: Time::ZERO + FIRST_UPDATE,
             })
             .collect();
+        let n = cfg.flows as usize;
+        // A fresh flow (`PieVars::new()`, empty) is settled: its updates change nothing
+        // until it gets a packet (test `fresh_pie_vars_are_a_fixed_point`).
+        let unsettled = vec![0; n.div_ceil(64)];
         FqPie {
             params,
             limit: cfg.limit,
@@ -196,7 +214,8 @@ impl FqPie {
             ecn_prob: cfg.ecn_prob,
             memory_limit: cfg.memory_limit,
             flows,
-            drr: DrrLists::new(cfg.flows as usize),
+            unsettled,
+            drr: DrrLists::new(n),
             qlen: 0,
             backlog_bytes: 0,
             memory_usage: 0,
@@ -259,12 +278,37 @@ impl FqPie {
         f.vars
             .run_timer(&self.params, f.backlog_bytes, &mut f.next_update, now);
     }
+
+    /// [`Self::catch_up`] before an enqueue or dequeue of flow `idx`, which may unsettle it.
+    #[inline]
+    fn touch(&mut self, idx: usize, now: Time) {
+        self.unsettled[idx / 64] |= 1 << (idx % 64);
+        self.catch_up(idx, now);
+    }
+
+    /// Whether flow `idx` (caught up) is settled: empty, probability 0, and a fixed point
+    /// of the update with its backlog (so every later update leaves it as it is).
+    fn is_settled(&self, idx: usize) -> bool {
+        let f = &self.flows[idx];
+        if !f.queue.is_empty() || f.vars.prob != 0 {
+            return false;
+        }
+        let mut next = f.vars;
+        next.calculate_probability(&self.params, f.backlog_bytes);
+        next == f.vars
+    }
+
+    /// Flows `observe` still walks (tests: settled flows must drop out).
+    #[cfg(test)]
+    fn unsettled_count(&self) -> u32 {
+        self.unsettled.iter().map(|w| w.count_ones()).sum()
+    }
 }
 
 impl Qdisc for FqPie {
     fn enqueue(&mut self, mut pkt: Packet, now: Time, drops: &mut Drops) -> Verdict {
         let idx = self.classify(&pkt);
-        self.catch_up(idx, now);
+        self.touch(idx, now);
         // memory_limit is only a statistic in Linux (never a drop).
         let memory_limited =
             self.memory_usage > self.memory_limit as u64 + pkt.truesize_bytes as u64;
@@ -316,7 +360,7 @@ impl Qdisc for FqPie {
                 continue;
             }
             // Due updates see the backlog before this dequeue.
-            self.catch_up(idx, now);
+            self.touch(idx, now);
             let f = &mut self.flows[idx];
             let pkt = f.queue.pop_front().expect("non-empty flow");
             let len = pkt.len_bytes;
@@ -349,19 +393,27 @@ impl Qdisc for FqPie {
         self.ecn_marks
     }
     /// `prob_max` over all flows, `prob_mean` over backlogged flows, `flows_backlogged`,
-    /// `memory_usage_bytes`. Brings every flow's timer up to `now` (O(flows)).
+    /// `memory_usage_bytes`. Brings every unsettled flow's timer up to `now` (settled flows
+    /// read 0 and are not backlogged: see the module doc), in index order.
     fn observe(&mut self, now: Time, emit: &mut dyn FnMut(&str, f64)) {
         let mut max: f64 = 0.0;
         let mut sum = 0.0;
         let mut backlogged = 0u32;
-        for idx in 0..self.flows.len() {
-            self.catch_up(idx, now);
-            let f = &self.flows[idx];
-            let p = prob_fraction(f.vars.prob);
-            max = max.max(p);
-            if !f.queue.is_empty() {
-                sum += p;
-                backlogged += 1;
+        for w in 0..self.unsettled.len() {
+            let mut bits = self.unsettled[w];
+            while bits != 0 {
+                let idx = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                self.catch_up(idx, now);
+                let f = &self.flows[idx];
+                let p = prob_fraction(f.vars.prob);
+                max = max.max(p);
+                if !f.queue.is_empty() {
+                    sum += p;
+                    backlogged += 1;
+                } else if self.is_settled(idx) {
+                    self.unsettled[w] &= !(1 << (idx % 64));
+                }
             }
         }
         emit("prob_max", max);
@@ -759,6 +811,216 @@ mod tests {
             "the test should exercise early drops ({early})"
         );
         assert_eq!(dl.len(), de.len());
+    }
+
+    /// The `observe` of before session 9, the reference for the settled-flow skip: catches
+    /// up and reads every flow, in index order. Returns what it emits, as bits.
+    fn observe_every_flow(q: &mut FqPie, now: Time) -> Vec<(String, u64)> {
+        let mut max: f64 = 0.0;
+        let mut sum = 0.0;
+        let mut backlogged = 0u32;
+        for idx in 0..q.flows.len() {
+            q.catch_up(idx, now);
+            let f = &q.flows[idx];
+            let p = prob_fraction(f.vars.prob);
+            max = max.max(p);
+            if !f.queue.is_empty() {
+                sum += p;
+                backlogged += 1;
+            }
+        }
+        let mean = if backlogged > 0 {
+            sum / backlogged as f64
+        } else {
+            0.0
+        };
+        vec![
+            ("prob_max".into(), max.to_bits()),
+            ("prob_mean".into(), mean.to_bits()),
+            ("flows_backlogged".into(), (backlogged as f64).to_bits()),
+            (
+                "memory_usage_bytes".into(),
+                (q.memory_usage as f64).to_bits(),
+            ),
+        ]
+    }
+
+    fn observed(q: &mut FqPie, now: Time) -> Vec<(String, u64)> {
+        let mut v = vec![];
+        q.observe(now, &mut |k, x| v.push((k.to_string(), x.to_bits())));
+        v
+    }
+
+    /// RFC 8033 §4.2 / Linux `pie_calculate_probability` on a fresh `pie_vars` with an
+    /// empty queue: delay 0 drives the probability to (stay at) 0, and an idle queue at
+    /// prob 0 re-initialises to the fresh state, so the update changes nothing. What lets
+    /// fq_pie leave fresh flows out of `observe`.
+    #[test]
+    fn fresh_pie_vars_are_a_fixed_point() {
+        for dq_rate_estimator in [false, true] {
+            let mut p = PieParams::linux_default(MTU);
+            p.dq_rate_estimator = dq_rate_estimator;
+            let mut v = PieVars::new();
+            v.calculate_probability(&p, 0);
+            assert_eq!(v, PieVars::new(), "dq_rate_estimator {dq_rate_estimator}");
+            assert_eq!(v.prob, 0);
+            assert_eq!(
+                v.burst_time,
+                ns_to_ticks(150_000_000),
+                "150 ms burst allowance"
+            );
+        }
+    }
+
+    #[test]
+    fn observe_walks_only_flows_that_can_still_change() {
+        let mut q = fq_pie(default_cfg());
+        assert_eq!(q.unsettled_count(), 0, "1024 fresh flows are settled");
+        let zero = 0f64.to_bits();
+        let at_1s = observed(&mut q, Time(1_000_000_000));
+        assert!(at_1s[..3].iter().all(|(_, v)| *v == zero), "{at_1s:?}");
+        assert_eq!(q.unsettled_count(), 0);
+        // One unresponsive flow at twice the link rate for 3 s: its prob rises.
+        let f = distinct_flows(&q, 1)[0];
+        let idx = q.classify(&pkt(0, f, 1));
+        let t0 = Time(1_000_000_000);
+        drive(
+            &mut q,
+            t0,
+            t0 + Duration::from_secs(3),
+            &[(f, 1514, SERVICE / 2)],
+        );
+        assert_eq!(q.unsettled_count(), 1, "the busy flow");
+        let mut d = Drops::new();
+        let mut now = t0 + Duration::from_secs(3);
+        let mut bound = Bound::new(100_000, "drain");
+        while q.dequeue(now, &mut d).packet().is_some() {
+            bound.tick();
+            now += SERVICE;
+        }
+        // Empty but prob > 0: it still decays, so observe keeps reading it.
+        let drained = observed(&mut q, now);
+        assert!(f64::from_bits(drained[0].1) > 0.1, "{drained:?}");
+        assert_eq!(drained[2].1, zero, "no backlogged flow");
+        assert_eq!(q.unsettled_count(), 1);
+        // 30 s later it has decayed to 0 and re-initialised: settled.
+        let later = now + Duration::from_secs(30);
+        let idle = observed(&mut q, later);
+        assert_eq!(idle[0].1, zero, "prob_max");
+        assert_eq!(q.unsettled_count(), 0);
+        assert_eq!(q.flows[idx].vars, PieVars::new(), "back to the fresh state");
+        // A packet unsettles it again, and observe reads it as backlogged.
+        q.enqueue(pkt(1, f, 1514), later, &mut d);
+        assert_eq!(q.unsettled_count(), 1);
+        assert_eq!(observed(&mut q, later)[2].1, 1f64.to_bits());
+    }
+
+    /// With alpha = beta = 0 (tc accepts 0) an idle flow's probability only decays by
+    /// prob/64 per update (Linux `pie_calculate_probability`), which stops changing once
+    /// prob < 64 (of the kernel's MAX_PROB = 2^56 - 1): a fixed point with prob > 0. Such a
+    /// flow still counts in `prob_max` at every sample, so it is never taken for settled.
+    #[test]
+    fn idle_flow_at_a_nonzero_fixed_point_stays_in_prob_max() {
+        let mut p = PieParams::linux_default(MTU);
+        p.alpha = 0;
+        p.beta = 0;
+        let mut q = FqPie::new(p, default_cfg(), Rng::from_seed(5), 77);
+        let f = distinct_flows(&q, 1)[0];
+        let idx = q.classify(&pkt(0, f, 100));
+        let mut d = Drops::new();
+        q.enqueue(pkt(0, f, 1500), Time(1000), &mut d);
+        q.dequeue(Time(2000), &mut d).packet().unwrap();
+        q.flows[idx].vars.prob = (u64::MAX >> 8) / 4;
+        // 60 s of 15-ms updates: ~4000 decays by prob/64 leave prob in 1..63.
+        for s in [60u64, 61, 62] {
+            let v = observed(&mut q, Time(s * 1_000_000_000));
+            let prob_max = f64::from_bits(v[0].1);
+            assert!(
+                prob_max > 0.0 && prob_max < 64.0 / (u64::MAX >> 8) as f64,
+                "{v:?}"
+            );
+            assert_eq!(q.unsettled_count(), 1, "at {s} s");
+        }
+    }
+
+    /// The settled-flow skip against the reference that walks every flow: two copies of
+    /// one fq_pie under random traffic (bursts, idle gaps long enough to settle, random
+    /// observation instants) emit the same bits, make the same decisions, and end in the
+    /// same state.
+    #[test]
+    fn observe_skip_equals_walking_every_flow() {
+        let mut settled_seen = 0;
+        let mut nonzero_max = 0;
+        for mode in 0..3 {
+            for (seed, flows) in [(1u64, 1024u32), (2, 37), (3, 1), (4, 64)] {
+                let mut p = PieParams::linux_default(MTU);
+                p.target_ticks = ns_to_ticks(2_000_000);
+                match mode {
+                    1 => p.dq_rate_estimator = true,
+                    2 => {
+                        p.bytemode = true;
+                        p.ecn = true;
+                    }
+                    _ => {}
+                }
+                let cfg = FqPieConfig {
+                    flows,
+                    limit: 300,
+                    ..default_cfg()
+                };
+                let mut fast = FqPie::new(p.clone(), cfg, Rng::from_seed(seed), seed);
+                let mut slow = FqPie::new(p, cfg, Rng::from_seed(seed), seed);
+                let mut rng = Rng::from_seed(100 + seed);
+                let (mut df, mut ds) = (Drops::new(), Drops::new());
+                let mut now = Time::ZERO;
+                for uid in 0..12_000u64 {
+                    now += if rng.chance(0.002) {
+                        Duration(rng.below(4_000_000_000)) // idle gap: flows settle
+                    } else {
+                        Duration(rng.below(700_000))
+                    };
+                    let r = rng.below(100);
+                    if r < 52 {
+                        let flow = if rng.chance(0.6) {
+                            rng.below(4)
+                        } else {
+                            rng.below(200)
+                        } as u32;
+                        let mut x = pkt(uid, flow, 60 + rng.below(1455) as u32);
+                        x.enqueued_at = now;
+                        if rng.chance(0.5) {
+                            x.ecn = crate::packet::Ecn::Ect0;
+                        }
+                        assert_eq!(fast.enqueue(x, now, &mut df), slow.enqueue(x, now, &mut ds));
+                    } else if r < 97 {
+                        let a = fast.dequeue(now, &mut df).packet().map(|x| x.uid);
+                        let b = slow.dequeue(now, &mut ds).packet().map(|x| x.uid);
+                        assert_eq!(a, b);
+                    } else {
+                        let before = fast.unsettled_count();
+                        let a = observed(&mut fast, now);
+                        assert_eq!(a, observe_every_flow(&mut slow, now), "uid {uid}");
+                        settled_seen += (fast.unsettled_count() < before) as u32;
+                        nonzero_max += (a[0].1 != 0) as u32;
+                    }
+                }
+                assert_eq!(df.len(), ds.len());
+                assert_eq!(fast.ecn_marks(), slow.ecn_marks());
+                now += Duration::from_secs(1);
+                assert_eq!(
+                    observe_every_flow(&mut fast, now),
+                    observe_every_flow(&mut slow, now)
+                );
+                for (a, b) in fast.flows.iter().zip(&slow.flows) {
+                    assert_eq!((a.vars, a.next_update), (b.vars, b.next_update));
+                }
+            }
+        }
+        assert!(settled_seen > 50, "flows should settle ({settled_seen})");
+        assert!(
+            nonzero_max > 100,
+            "probabilities should rise ({nonzero_max})"
+        );
     }
 
     #[test]
