@@ -26,8 +26,9 @@ def run(
     chunk_rows: int = 65536,
 ) -> dict[str, Any]:
     """Runs one experiment: summary_json (str) and the flows, timeseries, series_names,
-    histograms and packets tables as [(name, dtype, data)] columns (packets may be None).
-    With ``sink``, the time series, packet log and finished flows' records are handed to
+    histograms and packets tables as [(name, dtype, data)] columns (packets may be None;
+    timeseries rows also carry ``entity_code`` and ``metric_code``, each row's index in the
+    dictionaries :func:`sojourn._stream.name_series` builds from the names). With ``sink``, the time series, packet log and finished flows' records are handed to
     ``sink(kind, columns, names)`` in chunks of ``chunk_rows`` rows while the run proceeds
     ("timeseries" with the series names known so far, "packets" and "flows" with None;
     flow records in the order the flows finished) and the result holds the rest; without

@@ -79,20 +79,25 @@ def arrow_table(cols: list) -> pa.Table:
 def name_series(ts: pa.Table, names: pa.Table) -> pa.Table:
     """Long-form time series (``time_s, entity, metric, value``) from rows with series ids
     (``time_s, series, value``) and the ids' names, ``entity`` and ``metric``
-    dictionary-encoded in first-appearance order of the series (deterministic)."""
-    ids = ts.column("series").to_numpy().astype(np.int64)
+    dictionary-encoded in first-appearance order of the series (deterministic). Rows from
+    the engine carry each row's dictionary codes (``entity_code``, ``metric_code``,
+    computed by the same rule), which are used as they are."""
     cols = []
+    ids = None
     for key in ("entity", "metric"):
-        per_series = np.asarray(names.column(key).to_pylist(), dtype=object)
-        uniq, first = [], {}
-        codes = np.empty(len(per_series), dtype=np.int32)
-        for i, v in enumerate(per_series):
-            if v not in first:
-                first[v] = len(uniq)
-                uniq.append(v)
-            codes[i] = first[v]
-        row_codes = codes[ids] if len(ids) else np.empty(0, dtype=np.int32)
-        cols.append(pa.DictionaryArray.from_arrays(pa.array(row_codes, type=pa.int32()), pa.array(uniq, type=pa.string())))
+        per_series = names.column(key).to_pylist()
+        uniq = list(dict.fromkeys(per_series))  # distinct names, first appearance first
+        if f"{key}_code" in ts.column_names:
+            col = ts.column(f"{key}_code")
+            # combine_chunks copies even a single chunk
+            row_codes = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+        else:
+            first = {v: i for i, v in enumerate(uniq)}
+            codes = np.array([first[v] for v in per_series], dtype=np.int32)
+            if ids is None:
+                ids = ts.column("series").to_numpy().astype(np.int64)
+            row_codes = pa.array(codes[ids] if len(ids) else np.empty(0, dtype=np.int32), type=pa.int32())
+        cols.append(pa.DictionaryArray.from_arrays(row_codes, pa.array(uniq, type=pa.string())))
     return pa.Table.from_arrays([ts.column("time_s"), cols[0], cols[1], ts.column("value")],
                                 names=["time_s", "entity", "metric", "value"])
 
@@ -242,10 +247,16 @@ class RunStream:
         self.timeseries = _TableStream(self.staging / "timeseries.parquet", rg, named=True)
         self.packets = _TableStream(self.staging / "packets.parquet", rg, named=False)
         self.flows = _FlowStream(self.staging / "flows.parquet", rg)
+        self._names_in: Optional[list] = None
+        self._names: Optional[pa.Table] = None
 
     def __call__(self, kind: str, cols: list, names: Optional[list]) -> None:
         if kind == "timeseries":
-            self.timeseries.add(arrow_table(cols), arrow_table(names) if names is not None else None)
+            # The engine passes the same names object while no series was added: convert
+            # it once (a run may have tens of thousands of series).
+            if names is not None and names is not self._names_in:
+                self._names_in, self._names = names, arrow_table(names)
+            self.timeseries.add(arrow_table(cols), self._names if names is not None else None)
         elif kind == "packets":
             self.packets.add(arrow_table(cols))
         elif kind == "flows":

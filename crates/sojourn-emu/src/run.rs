@@ -656,6 +656,7 @@ pub fn run_streaming(
             while merger.out.len() >= chunk_rows {
                 let (rows, names) =
                     sojourn_sim::output::timeseries_columns(merger.out.drain_front(chunk_rows));
+                let names = std::sync::Arc::new(names);
                 if !sink(sojourn_sim::Chunk::TimeSeries { rows, names }) {
                     aborted = true;
                     break;

@@ -118,48 +118,104 @@ pub(crate) fn parse(cfg: &Bound<'_, PyDict>, base_dir: &str) -> PyResult<config:
     config::from_table(&t, Path::new(base_dir)).map_err(conf_err)
 }
 
+/// `v` as little-endian bytes in a Python bytes object: one copy, straight into it.
+fn le_bytes<T: Copy, const N: usize>(
+    py: Python<'_>,
+    v: &[T],
+    to_le: impl Fn(T) -> [u8; N],
+) -> PyResult<Py<PyAny>> {
+    let b = PyBytes::new_with(py, v.len() * N, |b| {
+        for (d, &x) in b.chunks_exact_mut(N).zip(v) {
+            d.copy_from_slice(&to_le(x));
+        }
+        Ok(())
+    })?;
+    Ok(b.into_any().unbind())
+}
+
 fn columns<'py>(py: Python<'py>, c: &Columns) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for (name, col) in &c.0 {
         let (dtype, data): (&str, Py<PyAny>) = match col {
-            Column::U64(v) => (
-                "<u8",
-                PyBytes::new(
-                    py,
-                    &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
-                )
-                .into_any()
-                .unbind(),
-            ),
-            Column::U32(v) => (
-                "<u4",
-                PyBytes::new(
-                    py,
-                    &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
-                )
-                .into_any()
-                .unbind(),
-            ),
-            Column::F64(v) => (
-                "<f8",
-                PyBytes::new(
-                    py,
-                    &v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
-                )
-                .into_any()
-                .unbind(),
-            ),
-            Column::Bool(v) => (
-                "bool",
-                PyBytes::new(py, &v.iter().map(|&b| b as u8).collect::<Vec<u8>>())
-                    .into_any()
-                    .unbind(),
-            ),
+            Column::U64(v) => ("<u8", le_bytes(py, v, u64::to_le_bytes)?),
+            Column::U32(v) => ("<u4", le_bytes(py, v, u32::to_le_bytes)?),
+            Column::F64(v) => ("<f8", le_bytes(py, v, f64::to_le_bytes)?),
+            Column::Bool(v) => ("bool", le_bytes(py, v, |b| [b as u8])?),
             Column::Str(v) => ("str", PyList::new(py, v)?.into_any().unbind()),
         };
         out.append((name.as_str(), dtype, data))?;
     }
     Ok(out)
+}
+
+/// Each series' index in the `entity` and `metric` dictionaries of
+/// `sojourn._stream.name_series`: the distinct names in series-id order, each at its first
+/// appearance. A series keeps its codes when later series are added (they only append
+/// names), so a chunk's codes hold for the names known at any later time.
+fn name_codes(names: &Columns) -> [Vec<i32>; 2] {
+    ["entity", "metric"].map(|key| {
+        let Some(Column::Str(per_series)) = names.get(key) else {
+            return Vec::new();
+        };
+        let mut first: std::collections::HashMap<&str, i32> = Default::default();
+        per_series
+            .iter()
+            .map(|n| {
+                let next = first.len() as i32;
+                *first.entry(n.as_str()).or_insert(next)
+            })
+            .collect()
+    })
+}
+
+/// Time-series rows (`time_s, series, value`) for Python, plus `entity_code` and
+/// `metric_code` (int32): each row's series' [`name_codes`], so that Python does not
+/// gather them row by row.
+fn timeseries_columns<'py>(
+    py: Python<'py>,
+    rows: &Columns,
+    codes: &[Vec<i32>; 2],
+) -> PyResult<Bound<'py, PyList>> {
+    let out = columns(py, rows)?;
+    let Some(Column::U32(series)) = rows.get("series") else {
+        return Ok(out);
+    };
+    for (key, codes) in ["entity_code", "metric_code"].into_iter().zip(codes) {
+        let data = PyBytes::new_with(py, series.len() * 4, |b| {
+            for (d, &s) in b.chunks_exact_mut(4).zip(series) {
+                d.copy_from_slice(&codes[s as usize].to_le_bytes());
+            }
+            Ok(())
+        })?;
+        out.append((key, "<i4", data))?;
+    }
+    Ok(out)
+}
+
+/// The series names of the last time-series chunk, as Python columns, and their codes:
+/// consecutive chunks share one `Arc` of names while no series is added, and then share
+/// these too (a run with 20,000 series would otherwise convert 40,000 strings per chunk).
+type NamesCache = Option<(std::sync::Arc<Columns>, Py<PyList>, [Vec<i32>; 2])>;
+
+/// The `(rows, names)` arguments of the sink for a time-series chunk.
+fn timeseries_chunk<'py>(
+    py: Python<'py>,
+    cache: &mut NamesCache,
+    rows: &Columns,
+    names: &std::sync::Arc<Columns>,
+) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+    let (_, py_names, codes) = match cache {
+        Some(c) if std::sync::Arc::ptr_eq(&c.0, names) => c,
+        _ => cache.insert((
+            std::sync::Arc::clone(names),
+            columns(py, names)?.unbind(),
+            name_codes(names),
+        )),
+    };
+    Ok((
+        timeseries_columns(py, rows, codes)?,
+        py_names.bind(py).clone(),
+    ))
 }
 
 /// Validates an experiment dict; returns a short description of the plan.
@@ -261,13 +317,15 @@ fn run<'py>(
                 true
             })
         };
+        let mut names_cache: NamesCache = None;
         let mut hand_out = |c: sojourn_sim::Chunk| -> bool {
             let Some(f) = &sink else { return true };
             Python::attach(|py| {
                 let r = (|| -> PyResult<()> {
                     match &c {
                         sojourn_sim::Chunk::TimeSeries { rows, names } => {
-                            f.call1(py, ("timeseries", columns(py, rows)?, columns(py, names)?))?;
+                            let (r, n) = timeseries_chunk(py, &mut names_cache, rows, names)?;
+                            f.call1(py, ("timeseries", r, n))?;
                         }
                         sojourn_sim::Chunk::Packets(rows) => {
                             f.call1(py, ("packets", columns(py, rows)?, py.None()))?;
@@ -307,7 +365,10 @@ fn output_dict<'py>(py: Python<'py>, out: &sojourn_sim::RunOutput) -> PyResult<B
     let d = PyDict::new(py);
     d.set_item("summary_json", out.summary_json())?;
     d.set_item("flows", columns(py, &out.flows)?)?;
-    d.set_item("timeseries", columns(py, &out.timeseries)?)?;
+    d.set_item(
+        "timeseries",
+        timeseries_columns(py, &out.timeseries, &name_codes(&out.series_names))?,
+    )?;
     d.set_item("series_names", columns(py, &out.series_names)?)?;
     d.set_item("histograms", columns(py, &out.histograms)?)?;
     match &out.packets {
@@ -378,12 +439,14 @@ fn emulate<'py>(
         true
     };
     let mut sink_err: Option<PyErr> = None;
+    let mut names_cache: NamesCache = None;
     let mut hand_out = |c: sojourn_sim::Chunk| -> bool {
         let Some(f) = &sink else { return true };
         let r = match &c {
-            sojourn_sim::Chunk::TimeSeries { rows, names } => columns(py, rows)
-                .and_then(|r| Ok((r, columns(py, names)?)))
-                .and_then(|(r, n)| f.call1(py, ("timeseries", r, n)).map(|_| ())),
+            sojourn_sim::Chunk::TimeSeries { rows, names } => {
+                timeseries_chunk(py, &mut names_cache, rows, names)
+                    .and_then(|(r, n)| f.call1(py, ("timeseries", r, n)).map(|_| ()))
+            }
             sojourn_sim::Chunk::Packets(rows) => {
                 columns(py, rows).and_then(|r| f.call1(py, ("packets", r, py.None())).map(|_| ()))
             }

@@ -54,7 +54,12 @@ pub fn run(
 pub enum Chunk {
     /// `chunk_rows` time-series rows (`time_s, series, value`) and the names of every
     /// series id known so far (`series, entity, metric`; a prefix of the final list).
-    TimeSeries { rows: Columns, names: Columns },
+    /// Consecutive chunks share one `names` while no series was added (the same `Arc`),
+    /// so a run with many series does not copy every name per chunk.
+    TimeSeries {
+        rows: Columns,
+        names: std::sync::Arc<Columns>,
+    },
     /// `chunk_rows` packet-log rows (the `packets.parquet` columns).
     Packets(Columns),
     /// `chunk_rows` finished flows' rows (the `flows.parquet` columns) in the order they
@@ -83,6 +88,8 @@ pub fn run_streaming(
     let link_names: Vec<String> = sim.links.iter().map(|l| l.name.clone()).collect();
     let (warm, end, fct_from) = (sim.warmup_end, sim.end, exp.record.fct_from);
     let mut released = output::FlowSummary::default();
+    // The series names of the last time-series chunk: (how many, their columns).
+    let mut names: Option<(usize, std::sync::Arc<Columns>)> = None;
     if chunk_rows > 0 {
         sim.release_final_flows();
     }
@@ -101,7 +108,18 @@ pub fn run_streaming(
                 }
             }
             while sim.series.len() >= chunk_rows {
-                let (rows, names) = output::timeseries_columns(sim.series.drain_front(chunk_rows));
+                let (t_ns, series, value) = sim.series.drain_rows(chunk_rows);
+                let rows = output::timeseries_row_columns(t_ns, series, value);
+                // Names only grow: the same count is the same names.
+                let known = sim.series.names.len();
+                let names = match &names {
+                    Some((n, c)) if *n == known => std::sync::Arc::clone(c),
+                    _ => {
+                        let c = std::sync::Arc::new(output::series_name_columns(&sim.series.names));
+                        names = Some((known, std::sync::Arc::clone(&c)));
+                        c
+                    }
+                };
                 if !sink(Chunk::TimeSeries { rows, names }) {
                     return false;
                 }

@@ -179,6 +179,17 @@ impl TimeSeries {
         }
     }
 
+    /// Takes the first `n` rows out as `(t_ns, series, value)` (the streaming writer's
+    /// chunk, without copying the names), keeping the vectors' capacity.
+    pub fn drain_rows(&mut self, n: usize) -> (Vec<u64>, Vec<u32>, Vec<f64>) {
+        let n = n.min(self.len());
+        (
+            self.t_ns.drain(..n).collect(),
+            self.series.drain(..n).collect(),
+            self.value.drain(..n).collect(),
+        )
+    }
+
     /// One sample of a link's series — the same for every engine (the simulator's links
     /// and the live forwarder's): `queue_packets`, `queue_bytes`, `ring_packets` (if the
     /// link has a ring), then, after time zero, `throughput_bps`, `drops` and `ecn_marks`

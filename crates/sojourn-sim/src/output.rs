@@ -336,25 +336,36 @@ pub fn flow_columns<R: Borrow<FlowRecord>>(
 /// timeseries.parquet and its series names (docs/output-schema.md), from a [`TimeSeries`]:
 /// one builder for both engines.
 pub fn timeseries_columns(ts: TimeSeries) -> (Columns, Columns) {
+    let names = series_name_columns(&ts.names);
+    (timeseries_row_columns(ts.t_ns, ts.series, ts.value), names)
+}
+
+/// The rows of timeseries.parquet (`time_s, series, value`) from a time series' columns.
+pub fn timeseries_row_columns(t_ns: Vec<u64>, series: Vec<u32>, value: Vec<f64>) -> Columns {
     let mut timeseries = Columns::default();
     // In place: a Vec<u64> mapped to f64 and collected reuses its own buffer.
     timeseries.add(
         "time_s",
-        Column::F64(ts.t_ns.into_iter().map(|t| t as f64 * 1e-9).collect()),
+        Column::F64(t_ns.into_iter().map(|t| t as f64 * 1e-9).collect()),
     );
-    timeseries.add("series", Column::U32(ts.series));
-    timeseries.add("value", Column::F64(ts.value));
+    timeseries.add("series", Column::U32(series));
+    timeseries.add("value", Column::F64(value));
+    timeseries
+}
+
+/// The series names (`series, entity, metric`) of a time series, id `i` in row `i`.
+pub fn series_name_columns(names: &[(String, String)]) -> Columns {
     let mut series_names = Columns::default();
-    series_names.add("series", Column::U32((0..ts.names.len() as u32).collect()));
+    series_names.add("series", Column::U32((0..names.len() as u32).collect()));
     series_names.add(
         "entity",
-        Column::Str(ts.names.iter().map(|n| n.0.clone()).collect()),
+        Column::Str(names.iter().map(|n| n.0.clone()).collect()),
     );
     series_names.add(
         "metric",
-        Column::Str(ts.names.iter().map(|n| n.1.clone()).collect()),
+        Column::Str(names.iter().map(|n| n.1.clone()).collect()),
     );
-    (timeseries, series_names)
+    series_names
 }
 
 /// packets.parquet (docs/output-schema.md) from a [`PacketLog`]; `link_name` names a
@@ -427,26 +438,27 @@ pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSum
             }
         }
         let period = (end - l.stats.since).as_secs_f64();
-        links.insert(
-            l.name.clone(),
-            json!({
-                "from": sim.nodes[l.from as usize].name,
-                "to": sim.nodes[l.to as usize].name,
-                "rate_bps": match l.dev.rate() { crate::link::RateModel::Constant(r) => json!(r), _ => J::Null },
-                "delay_ms": l.prop.delay.as_millis_f64(),
-                "qdisc": l.qdisc_desc,
-                "tx_packets": l.stats.tx_pkts,
-                "tx_bytes": l.stats.tx_bytes,
-                "throughput_bps": if period > 0.0 { l.stats.tx_bytes as f64 * 8.0 / period } else { 0.0 },
-                "utilisation": if measured > 0.0 { wire_bits / measured } else { 0.0 },
-                "drops": drops,
-                "drops_total": l.stats.drops.iter().sum::<u64>(),
-                "ecn_marks": l.dev.qdisc.ecn_marks() - l.stats.marks_at_reset,
-                "sojourn_ms": hist_ms(&l.stats.sojourn),
-                "queue_packets_at_end": l.dev.qdisc.len_packets(),
-                "ring_packets_at_end": l.dev.ring_len(),
-            }),
-        );
+        // `json!` serialises each value it is given (a deep copy of a map): the nested
+        // maps are moved in after it.
+        let mut entry = json!({
+            "from": sim.nodes[l.from as usize].name,
+            "to": sim.nodes[l.to as usize].name,
+            "rate_bps": match l.dev.rate() { crate::link::RateModel::Constant(r) => json!(r), _ => J::Null },
+            "delay_ms": l.prop.delay.as_millis_f64(),
+            "qdisc": l.qdisc_desc,
+            "tx_packets": l.stats.tx_pkts,
+            "tx_bytes": l.stats.tx_bytes,
+            "throughput_bps": if period > 0.0 { l.stats.tx_bytes as f64 * 8.0 / period } else { 0.0 },
+            "utilisation": if measured > 0.0 { wire_bits / measured } else { 0.0 },
+            "drops_total": l.stats.drops.iter().sum::<u64>(),
+            "ecn_marks": l.dev.qdisc.ecn_marks() - l.stats.marks_at_reset,
+            "queue_packets_at_end": l.dev.qdisc.len_packets(),
+            "ring_packets_at_end": l.dev.ring_len(),
+        });
+        let o = entry.as_object_mut().expect("an object");
+        o.insert("drops".to_string(), J::Object(drops));
+        o.insert("sojourn_ms".to_string(), hist_ms(&l.stats.sojourn));
+        links.insert(l.name.clone(), entry);
     }
 
     // Flows that started after warm-up.
@@ -454,7 +466,7 @@ pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSum
     for r in sim.flows.iter() {
         flow_summary.add(r, warm, end, fct_from);
     }
-    let summary = json!({
+    let mut summary = json!({
         "schema": "sojourn.summary",
         "schema_version": SCHEMA_VERSION,
         "sojourn_version": env!("CARGO_PKG_VERSION"),
@@ -471,9 +483,10 @@ pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSum
             "in_network": inside,
             "conserved": a.created == a.delivered + a.dropped + inside,
         },
-        "links": links,
-        "flows": flow_summary.json(fct_from),
     });
+    let o = summary.as_object_mut().expect("an object");
+    o.insert("links".to_string(), J::Object(links));
+    o.insert("flows".to_string(), flow_summary.json(fct_from));
 
     let held: Vec<&FlowRecord> = sim.flows.iter().collect();
     let flows = flow_columns(&held, |n| sim.nodes[n as usize].name.clone(), end, fct_from);

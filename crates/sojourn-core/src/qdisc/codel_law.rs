@@ -193,7 +193,10 @@ pub fn codel_dequeue<Q: CodelQueue + ?Sized>(
     now: Time,
     drops: &mut Drops,
 ) -> Option<Packet> {
-    let Some(first) = queue.dequeue_head(vars) else {
+    // The packet stays in this one `Option` until it is returned or dropped (unwrapping
+    // and re-wrapping it cost a ~200-byte copy per dequeue; issue 19, session 9).
+    let mut pkt = queue.dequeue_head(vars);
+    if pkt.is_none() {
         // An empty queue cannot be above target: leave the dropping state and forget
         // `first_above_time` (RFC 8289 §5.4 reference `dodequeue`; Linux since commit
         // 815980fe6dbb "net_sched: codel: fix stale state for empty flows in fq_codel",
@@ -202,8 +205,7 @@ pub fn codel_dequeue<Q: CodelQueue + ?Sized>(
         vars.dropping = false;
         vars.first_above_time = Time::ZERO;
         return None;
-    };
-    let mut pkt = Some(first);
+    }
     let mut marked_by_law = false;
     let drop = should_drop(pkt.as_ref(), queue, params, vars, stats, now);
 

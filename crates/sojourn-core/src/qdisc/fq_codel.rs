@@ -113,19 +113,26 @@ struct FlowQueue<'a> {
 impl CodelQueue for FlowQueue<'_> {
     #[inline]
     fn dequeue_head(&mut self, _vars: &CodelVars) -> Option<Packet> {
-        if *self.head == NIL {
+        let i = *self.head;
+        if i == NIL {
             return None;
         }
-        let (p, next) = self.slab.release(*self.head);
+        // Read what the counters need in the slab and copy the packet once, straight
+        // into the result (`Slab::release` would copy it twice; issue 19, session 9).
+        let n = &mut self.slab.nodes[i as usize];
+        let next = n.next;
+        let (len, truesize) = (n.pkt.len_bytes, n.pkt.truesize_bytes);
+        n.next = self.slab.free;
+        self.slab.free = i;
         *self.head = next;
         if next == NIL {
             *self.tail = NIL;
         }
-        *self.flow_backlog -= p.len_bytes;
+        *self.flow_backlog -= len;
         *self.qlen -= 1;
-        *self.backlog_bytes -= p.len_bytes as u64;
-        *self.memory_usage -= p.truesize_bytes as u64;
-        Some(p)
+        *self.backlog_bytes -= len as u64;
+        *self.memory_usage -= truesize as u64;
+        Some(self.slab.nodes[i as usize].pkt)
     }
     #[inline]
     fn backlog_bytes(&self) -> u64 {

@@ -169,7 +169,7 @@ pub struct FqPie {
     memory_limit: u32,
     flows: Vec<Flow>,
     /// Bit `i` set: flow `i` may not be settled (see the module doc), so `observe` must
-    /// catch it up and read it. Set by every enqueue and dequeue of the flow; cleared by
+    /// catch it up and read it. Set by every enqueue to the flow; cleared by
     /// `observe` once the flow is found settled; clear for a fresh flow.
     unsettled: Vec<u64>,
     /// DRR credits (`s32 deficit`) and the new/old lists, as fq_codel's.
@@ -279,7 +279,7 @@ impl FqPie {
             .run_timer(&self.params, f.backlog_bytes, &mut f.next_update, now);
     }
 
-    /// [`Self::catch_up`] before an enqueue or dequeue of flow `idx`, which may unsettle it.
+    /// [`Self::catch_up`] before an enqueue to flow `idx`, which unsettles it.
     #[inline]
     fn touch(&mut self, idx: usize, now: Time) {
         self.unsettled[idx / 64] |= 1 << (idx % 64);
@@ -359,8 +359,11 @@ impl Qdisc for FqPie {
                 self.drr.retire_empty(idx, true);
                 continue;
             }
-            // Due updates see the backlog before this dequeue.
-            self.touch(idx, now);
+            // Due updates see the backlog before this dequeue. The flow is unsettled
+            // already: it holds a packet, so an enqueue set its bit, and observe clears
+            // only the bits of empty flows.
+            debug_assert!(self.unsettled[idx / 64] & (1 << (idx % 64)) != 0);
+            self.catch_up(idx, now);
             let f = &mut self.flows[idx];
             let pkt = f.queue.pop_front().expect("non-empty flow");
             let len = pkt.len_bytes;
