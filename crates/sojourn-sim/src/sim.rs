@@ -690,9 +690,16 @@ impl Sim {
         // only for a TSQ completion.
         let p = link.dev.burst_buffer().expect("a burst");
         let (n, flow, sk) = (p.wire_packets(), p.conversation(), p.sk);
-        let buffer = if link.notify_tx && sk != 0 {
+        let notify = link.notify_tx && sk != 0;
+        // On a wire the completion waits in the link, written there directly (one copy;
+        // a local moved into place cost two more, issue 19 session 9); a shaper completes
+        // at once, from a local (the device's buffer is gone once cut).
+        let shaper_buffer = if notify && link.dev.shaper {
             Some(*p)
         } else {
+            if notify {
+                link.tx_notify = Some(*p);
+            }
             None
         };
         if n > 1 {
@@ -754,13 +761,9 @@ impl Sim {
             }
         }
         self.events.push(t, Event::TxDone(l));
-        if let Some(p) = buffer {
-            if link.dev.shaper {
-                // The shaper hands the whole buffer to the device, which orphans it.
-                self.notify_tx_complete(&p);
-            } else {
-                link.tx_notify = Some(p);
-            }
+        if let Some(p) = shaper_buffer {
+            // The shaper hands the whole buffer to the device, which orphans it.
+            self.notify_tx_complete(&p);
         }
     }
 
