@@ -1159,7 +1159,7 @@ impl TcpSender {
             self.cc.pkts_acked(&mut self.cs, acked_sacked, ca_rtt);
             // Only BBR takes the rate sample (`cong_control`; the others' returns false).
             let controlled = matches!(self.cc, AnyCc::Bbr(_)) && {
-                let rs = self.quiet_rate_sample(now, best, acked_sacked, prior_in_flight, ca_rtt);
+                let rs = self.rate_sample(now, best, acked_sacked, prior_in_flight, ca_rtt);
                 self.cc.cong_control(&mut self.cs, &rs)
             };
             if !controlled && acked_sacked > 0 {
@@ -1185,10 +1185,11 @@ impl TcpSender {
         self.try_send(io);
     }
 
-    /// The delivery-rate sample of a quiet ACK (Linux `tcp_rate_gen`, as
-    /// [`Self::on_ack_general`] builds it), from the most recently sent acknowledged
-    /// segment's snapshot.
-    fn quiet_rate_sample(
+    /// The delivery-rate sample of an ACK (Linux `tcp_rate_gen`), from the most recently
+    /// sent acknowledged segment's snapshot; shared by [`Self::on_ack_general`] and the
+    /// quiet path (which builds it only for BBR). Losses are the caller's to add.
+    #[inline]
+    fn rate_sample(
         &self,
         now: Time,
         best: Option<Seg>,
@@ -1344,26 +1345,10 @@ impl TcpSender {
         if delivered > 0 {
             self.delivered_at = now;
         }
-        let mut rs = RateSample {
-            delivered: -1,
-            acked_sacked,
-            prior_in_flight,
-            rtt_ns: ca_rtt,
-            ..Default::default()
-        };
         if let Some(b) = best {
             self.first_tx_at = b.sent_at;
-            rs.prior_delivered = b.delivered;
-            rs.delivered = (self.cs.delivered - b.delivered) as i64;
-            rs.is_app_limited = b.app_limited;
-            let snd = b.sent_at.saturating_since(b.first_tx_at).0;
-            let ackd = now.saturating_since(b.delivered_at).0;
-            let interval = snd.max(ackd);
-            if interval >= self.rtt.min_rtt_ns.min(u64::MAX - 1) || self.rtt.min_rtt_ns == u64::MAX
-            {
-                rs.interval_ns = interval;
-            }
         }
+        let mut rs = self.rate_sample(now, best, acked_sacked, prior_in_flight, ca_rtt);
 
         // Loss detection.
         let mut newly_lost = 0;
