@@ -85,13 +85,7 @@ impl FlightPool {
                 self.slots.len() as u32 - 1
             }
         };
-        if list.tail == NIL {
-            list.head = i;
-        } else {
-            self.slots[list.tail as usize].next = i;
-        }
-        list.tail = i;
-        list.len += 1;
+        self.append(i, list);
         &mut self.slots[i as usize].pkt
     }
 
@@ -166,6 +160,12 @@ impl FlightPool {
         let s = &mut self.slots[i as usize];
         s.at = at;
         s.next = NIL;
+        self.append(i, list);
+    }
+
+    /// Links slot `i` (its `next` already NIL) at the tail of `list`.
+    #[inline(always)]
+    fn append(&mut self, i: u32, list: &mut FlightList) {
         if list.tail == NIL {
             list.head = i;
         } else {

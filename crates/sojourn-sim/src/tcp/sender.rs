@@ -1130,15 +1130,7 @@ impl TcpSender {
         self.cs.min_rtt_ns = self.rtt.min_rtt_ns;
 
         // Rate sample (tcp_rate_gen).
-        if self.app_limited_until != 0 && self.cs.delivered > self.app_limited_until {
-            self.app_limited_until = 0;
-        }
-        if delivered > 0 {
-            self.delivered_at = now;
-        }
-        if let Some(b) = best {
-            self.first_tx_at = b.sent_at;
-        }
+        self.rate_gen_bookkeeping(now, delivered, best);
         // Nothing SACKed: RFC 6675 marks nothing lost; nothing retransmitted: nor does
         // RACK. The loss mark still follows the cumulative ACK (done by `ack_cum`).
         self.cs.snd_una = self.snd_una;
@@ -1183,6 +1175,22 @@ impl TcpSender {
             Some(self.rtt.rto_deadline(now))
         };
         self.try_send(io);
+    }
+
+    /// `tcp_rate_gen`'s connection bookkeeping for an ACK that delivered `delivered`
+    /// segments, `best` the most recently sent of them: the app-limited mark ends once
+    /// delivery passes it, and the delivery and first-transmission clocks move.
+    #[inline]
+    fn rate_gen_bookkeeping(&mut self, now: Time, delivered: u64, best: Option<Seg>) {
+        if self.app_limited_until != 0 && self.cs.delivered > self.app_limited_until {
+            self.app_limited_until = 0;
+        }
+        if delivered > 0 {
+            self.delivered_at = now;
+        }
+        if let Some(b) = best {
+            self.first_tx_at = b.sent_at;
+        }
     }
 
     /// The delivery-rate sample of an ACK (Linux `tcp_rate_gen`), from the most recently
@@ -1339,15 +1347,7 @@ impl TcpSender {
         self.cs.min_rtt_ns = self.rtt.min_rtt_ns;
 
         // Rate sample (tcp_rate_gen).
-        if self.app_limited_until != 0 && self.cs.delivered > self.app_limited_until {
-            self.app_limited_until = 0;
-        }
-        if delivered > 0 {
-            self.delivered_at = now;
-        }
-        if let Some(b) = best {
-            self.first_tx_at = b.sent_at;
-        }
+        self.rate_gen_bookkeeping(now, delivered, best);
         let mut rs = self.rate_sample(now, best, acked_sacked, prior_in_flight, ca_rtt);
 
         // Loss detection.
