@@ -68,20 +68,27 @@ pub struct FlightPool {
 impl FlightPool {
     /// Appends a copy of `pkt`, arriving at `at`, to `list`; returns the copy (a GSO
     /// segment is cut in place there).
+    ///
+    /// A reused slot is written field by field: the packet is copied once, straight from
+    /// `pkt` into the slot. (Building a `Slot` value first and assigning it copied the
+    /// ~200 bytes twice, a local in between: two `memcpy` calls per packet, 4.6 % of seed
+    /// 000's instructions; issue 19, session 10.)
     #[inline(always)]
     pub fn push_back(&mut self, list: &mut FlightList, at: Time, pkt: &Packet) -> &mut Packet {
-        let slot = Slot {
-            pkt: *pkt,
-            at,
-            next: NIL,
-        };
         let i = match self.free.pop() {
             Some(i) => {
-                self.slots[i as usize] = slot;
+                let s = &mut self.slots[i as usize];
+                s.pkt = *pkt;
+                s.at = at;
+                s.next = NIL;
                 i
             }
             None => {
-                self.slots.push(slot);
+                self.slots.push(Slot {
+                    pkt: *pkt,
+                    at,
+                    next: NIL,
+                });
                 self.slots.len() as u32 - 1
             }
         };

@@ -712,7 +712,10 @@ impl Sim {
         let had_late = !link.late.is_empty();
         let mut lost = 0u64;
         let mut t = now;
-        while let Some(seg) = link.dev.next_segment_at() {
+        let flight = &mut self.flight;
+        // One loop over the burst (`Device::cut_burst`): the link's fields it uses are
+        // borrowed apart from the device.
+        link.dev.cut_burst(|buffer, seg| {
             // Every segment after the first gets the engine's next uid, lost ones too.
             let uid = (seg.index > 0).then(|| {
                 next_uid += 1;
@@ -721,25 +724,21 @@ impl Sim {
             t = seg.end;
             if link.loss > 0.0 && link.loss_rng.chance(link.loss) {
                 lost += 1;
-                continue;
+                return;
             }
             let at = link.prop.arrival_time(seg.depart);
             // The buffer is copied once, into the FIFO slot, and cut there.
-            let buffer = link
-                .dev
-                .burst_buffer()
-                .expect("cutting until the last is taken");
             let pkt = if link.reorder > 0.0 && link.reorder_rng.chance(link.reorder) {
                 link.late.push_back((at + link.reorder_delay, *buffer));
                 &mut link.late.back_mut().expect("just pushed").1
             } else {
-                self.flight.push_back(&mut link.in_flight, at, buffer)
+                flight.push_back(&mut link.in_flight, at, buffer)
             };
-            buffer.cut_segment(seg.index, pkt);
+            buffer.apply_cut(&seg.cut, pkt);
             if let Some(uid) = uid {
                 pkt.uid = uid;
             }
-        }
+        });
         self.next_uid = next_uid;
         link.stats.busy_ns += (t - now).as_ns();
         link.tx_fate = TxFate::Released;
