@@ -97,6 +97,11 @@ pub struct TcpReceiver {
     fin_at: Option<u64>,
     fin_received: bool,
     linger_at: Option<Time>,
+    /// [`Self::quiet_state`], kept up to date: the per-connection half of
+    /// [`Self::is_plain_next_segment`] in one flag instead of eight tests per segment
+    /// (issue 19). Only the path for other packets and the timer change its inputs; both
+    /// refresh it.
+    quiet: bool,
     /// In-order payload bytes handed to the application.
     pub delivered: u64,
     /// Duplicate segments received.
@@ -144,6 +149,7 @@ impl TcpReceiver {
             fin_at: None,
             fin_received: false,
             linger_at: None,
+            quiet: false,
             delivered: 0,
             dup_segments: 0,
             acks_sent: 0,
@@ -356,6 +362,27 @@ impl TcpReceiver {
 }
 
 impl TcpReceiver {
+    /// The connection is in the state in which the next in-order segment needs nothing but
+    /// being taken in: established, past its first data segment, nothing out of order held
+    /// or reported, no FIN seen, not lingering, no per-segment ECN feedback (AccECN,
+    /// DCTCP's echo).
+    fn quiet_state(&self) -> bool {
+        self.established
+            && self.data_seen
+            && self.ooo.is_empty()
+            && self.recent.is_empty()
+            && self.fin_at.is_none()
+            && self.linger_at.is_none()
+            && self.accecn.is_none()
+            && !(self.dctcp_echo && self.ecn)
+    }
+
+    /// The cached [`Self::quiet_state`] is the state's (tests).
+    #[cfg(test)]
+    pub(crate) fn quiet_flag_is_exact(&self) -> bool {
+        self.quiet == self.quiet_state()
+    }
+
     /// Whether `pkt` is the next in-order data segment of an established connection that
     /// asks for nothing but being taken in: no SYN, FIN or CWR, not CE-marked, nothing out
     /// of order held or reported, no per-segment ECN feedback (AccECN, DCTCP's echo), not
@@ -369,14 +396,7 @@ impl TcpReceiver {
             && h.payload_bytes > 0
             && h.flags & (tcp_flags::SYN | tcp_flags::FIN | tcp_flags::CWR) == 0
             && pkt.ecn != sojourn_core::Ecn::Ce
-            && self.established
-            && self.data_seen
-            && self.ooo.is_empty()
-            && self.recent.is_empty()
-            && self.fin_at.is_none()
-            && self.linger_at.is_none()
-            && self.accecn.is_none()
-            && !(self.dctcp_echo && self.ecn)
+            && self.quiet
             && now.saturating_since(self.last_rcv) <= self.idle_rto
     }
 
@@ -448,7 +468,11 @@ impl Endpoint for TcpReceiver {
             self.take_next_segment(pkt, io);
             false
         } else {
-            let Some(urgent) = self.on_other_packet(pkt, io) else {
+            let urgent = self.on_other_packet(pkt, io);
+            // The linger timer below starts only once the FIN arrived, which leaves the
+            // quiet state for good: refreshing here covers it too.
+            self.quiet = self.quiet_state();
+            let Some(urgent) = urgent else {
                 return;
             };
             urgent
@@ -474,6 +498,8 @@ impl Endpoint for TcpReceiver {
             self.send_ack(io, false);
         }
         if self.linger_at.is_some_and(|t| t <= io.now) {
+            // No quiet-flag refresh: lingering follows the FIN, which ended the quiet
+            // state for good (`fin_at` stays set).
             self.linger_at = None;
             io.note(Note::Closed);
         }
@@ -688,6 +714,7 @@ mod tests {
         let mut r = receiver(5 * MSS);
         let t = Time(1_000_000);
         r.data_seen = true; // past quick-ACK mode
+        r.quiet = r.quiet_state();
         r.quick = 0;
         r.on_packet(&seg(0), &mut h.io(t));
         assert!(h.out.is_empty(), "delayed");

@@ -23,6 +23,10 @@ pub struct RttEstimator {
     pub max_rto: Duration,
     /// Number of consecutive RTO expiries (exponential backoff exponent).
     pub backoff: u32,
+    /// [`Self::base_rto`] in ns, kept by [`Self::sample`] (the only writer of its inputs
+    /// here): every ACK restarts the RTO timer, and this saves recomputing the sum from
+    /// SRTT and RTTVAR each time (issue 19).
+    base_rto_ns: u64,
 }
 
 impl RttEstimator {
@@ -36,6 +40,7 @@ impl RttEstimator {
             initial_rto,
             max_rto: Duration::from_ms(120_000),
             backoff: 0,
+            base_rto_ns: initial_rto.0,
         }
     }
 
@@ -45,6 +50,7 @@ impl RttEstimator {
 
     /// RFC 6298 §2.2/§2.3: first sample sets SRTT = R, RTTVAR = R/2; later ones use the
     /// gains 1/8 and 1/4.
+    #[inline]
     pub fn sample(&mut self, rtt: Duration) {
         let r = rtt.0.max(1);
         self.latest_ns = r;
@@ -57,19 +63,26 @@ impl RttEstimator {
             self.rttvar_ns = (3 * self.rttvar_ns + err) / 4;
             self.srtt_ns = (7 * self.srtt_ns + r) / 8;
         }
+        // SRTT ≥ 1 from here on: the measured form of `base_rto`.
+        let var = (4 * self.rttvar_ns).max(self.min_rto.0);
+        self.base_rto_ns = (self.srtt_ns + var).min(self.max_rto.0);
     }
 
-    /// The RTO without backoff: `SRTT + max(4·RTTVAR, rto_min)` (Linux), or the initial RTO.
+    /// The RTO without backoff: `SRTT + max(4·RTTVAR, rto_min)` (Linux), or the initial RTO
+    /// before the first sample.
+    #[inline]
     pub fn base_rto(&self) -> Duration {
-        if self.srtt_ns == 0 {
-            return self.initial_rto;
-        }
-        let var = (4 * self.rttvar_ns).max(self.min_rto.0);
-        Duration((self.srtt_ns + var).min(self.max_rto.0))
+        Duration(self.base_rto_ns)
     }
 
     /// The RTO with the current backoff applied (RFC 6298 §5.5), capped at 120 s.
+    #[inline]
     pub fn rto(&self) -> Duration {
+        if self.backoff == 0 {
+            // No backoff: no doubling (a measured `base_rto` is capped already, the
+            // initial one is capped here).
+            return Duration(self.base_rto_ns.min(self.max_rto.0));
+        }
         let b = self.backoff.min(20);
         Duration(self.base_rto().0.saturating_mul(1 << b).min(self.max_rto.0))
     }
@@ -79,6 +92,7 @@ impl RttEstimator {
     }
 
     /// When an RTO started at `now` expires.
+    #[inline]
     pub fn rto_deadline(&self, now: Time) -> Time {
         now + self.rto()
     }

@@ -298,6 +298,60 @@ impl Scoreboard {
         out
     }
 
+    /// [`Scoreboard::ack_cum`] for a queue in which no segment is SACKed, marked lost or
+    /// being retransmitted (`sacked_out`, `lost_out` and `retrans_out` all 0, as on the
+    /// sender's quiet-ACK path): only `packets` moves, and every acknowledged segment is
+    /// newly delivered. The same result as `ack_cum` without its per-entry state tests and
+    /// bookkeeping: an ACK covering several small buffers (one or two segments each, a slow
+    /// link's) costs about half as much (issue 19).
+    #[inline]
+    pub fn ack_cum_clean(&mut self, ack: u64) -> CumAcked {
+        debug_assert_eq!(self.sacked_out | self.lost_out | self.retrans_out, 0);
+        let mss = self.mss;
+        let mut out = CumAcked::default();
+        let mut best_sent = Time::ZERO;
+        while let Some(e) = self.segs.front_mut() {
+            let k = segs_ending_by(mss, e, ack);
+            if k == 0 {
+                break;
+            }
+            self.packets -= k;
+            out.delivered += k as u64;
+            if e.is(EVER_RETRANS) {
+                out.retrans_acked = true;
+            } else {
+                out.oldest_sent_at.get_or_insert(e.sent_at);
+                out.newest_sent_at = Some(e.sent_at.max(out.newest_sent_at.unwrap_or(e.sent_at)));
+            }
+            // As in `ack_cum`: the last acknowledged segment of the latest-sent entry.
+            if out.best.is_none() || e.sent_at >= best_sent {
+                best_sent = e.sent_at;
+                let start = seg_start(mss, e, k - 1);
+                let end = seg_end(mss, e, k - 1);
+                let fin = k == e.pcount && e.is(FIN);
+                out.best = Some(Seg {
+                    start,
+                    len: (end - start - fin as u64) as u32,
+                    pcount: 1,
+                    flags: if fin { e.flags } else { e.flags & !FIN },
+                    ..*e
+                });
+            }
+            if k < e.pcount {
+                let cut = k * mss;
+                e.start += cut as u64;
+                e.len -= cut;
+                e.pcount -= k;
+                break;
+            }
+            self.segs.pop_front();
+        }
+        if self.lost_mark < ack {
+            self.lost_mark = ack;
+        }
+        out
+    }
+
     /// [`Scoreboard::ack_cum`] for the usual ACK of a quiet connection: it ends inside
     /// the first entry or at its end, and that entry is neither SACKed, marked lost nor
     /// being retransmitted. Then only that entry's first `k` segments go (the entry is
@@ -1209,6 +1263,76 @@ mod tests {
             }
         }
         assert!(applied > 1000, "ack_front applied {applied} times");
+    }
+
+    /// `ack_cum_clean` is `ack_cum` on a queue with nothing SACKed, lost or retransmitting:
+    /// random buffers (some ever retransmitted, some carrying the FIN) acknowledged at
+    /// random points, segment boundaries or not, across several buffers, give the same
+    /// report (every field of the rate sample's segment) and leave the same queue.
+    #[test]
+    fn ack_cum_clean_is_ack_cum_on_a_clean_queue() {
+        use sojourn_core::rng::Rng;
+        const MSS: u32 = 100;
+        let mut multi = 0;
+        for seed in 0..300 {
+            let mut r = Rng::from_seed(5000 + seed);
+            let mut b = Scoreboard::new(MSS);
+            let mut c = Scoreboard::new(MSS);
+            let mut nxt = 1u64;
+            for step in 0..60 {
+                let now = step * 3 + 1;
+                let ctx = format!("seed {seed} step {step}");
+                if r.chance(0.5) {
+                    let n = 1 + r.below(4) as u32;
+                    let last = if r.chance(0.3) {
+                        1 + r.below(MSS as u64) as u32
+                    } else {
+                        MSS
+                    };
+                    let e = Seg {
+                        start: nxt,
+                        len: (n - 1) * MSS + last,
+                        pcount: n,
+                        flags: if r.chance(0.03) { FIN } else { 0 }
+                            | if r.chance(0.1) { EVER_RETRANS } else { 0 },
+                        // Send times not always increasing (a retransmission's is later).
+                        sent_at: Time(now - r.below(3)),
+                        delivered: now * 7,
+                        delivered_at: Time(now / 2),
+                        first_tx_at: Time(now / 3),
+                        app_limited: r.chance(0.5),
+                    };
+                    b.push(e);
+                    c.push(e);
+                    nxt = e.end();
+                    if e.is(FIN) {
+                        break;
+                    }
+                    continue;
+                }
+                let segs = expand(&b);
+                if segs.is_empty() {
+                    continue;
+                }
+                let una = segs[0].0;
+                let ack = una + r.below(nxt - una + 1);
+                let entries = b.segs.len();
+                let x = b.ack_cum_clean(ack);
+                let y = c.ack_cum(ack);
+                if entries - b.segs.len() > 1 {
+                    multi += 1;
+                }
+                assert_eq!(format!("{x:?}"), format!("{y:?}"), "{ctx}");
+                b.check().unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                assert_eq!(expand(&b), expand(&c), "{ctx}");
+                assert_eq!(
+                    (b.packets_out(), b.lost_mark),
+                    (c.packets_out(), c.lost_mark),
+                    "{ctx}"
+                );
+            }
+        }
+        assert!(multi > 300, "ACKs of several buffers: {multi}");
     }
 
     /// A literal case: a 5-segment buffer of 100-byte segments at sequence 1. An ACK of

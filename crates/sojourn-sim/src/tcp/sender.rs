@@ -1099,7 +1099,8 @@ impl TcpSender {
                     (k as u64, retrans, t, t, Some(e))
                 }
                 None => {
-                    let c = self.sb.ack_cum(ack);
+                    // Nothing SACKed, lost or retransmitting (the quiet gate's counters).
+                    let c = self.sb.ack_cum_clean(ack);
                     let (o, n) = (c.oldest_sent_at, c.newest_sent_at);
                     (c.delivered, c.retrans_acked, o, n, c.best)
                 }

@@ -197,6 +197,8 @@ fn run_case(case: u64, counts: &mut Counts) {
         assert_eq!(out_a, out_b, "case {case} step {step}: packets differ");
         assert_eq!(ha.notes, hb.notes, "case {case} step {step}: notes differ");
         assert_eq!(snapshot(&a), snapshot(&b), "case {case} step {step}: state");
+        // The receiver's cached quiet flag (its fast path's gate) is its state's.
+        assert!(r.quiet_flag_is_exact(), "case {case} step {step}: receiver");
         hb.out.clear();
         let closed = ha.notes.contains(&Note::Closed);
         ha.notes.clear();
