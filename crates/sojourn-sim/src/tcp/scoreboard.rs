@@ -137,7 +137,18 @@ pub struct Scoreboard {
     sacked_below_mark: u32,
     /// Highest SACKed sequence end (0 if none).
     pub highest_sack: u64,
+    /// The last SACK blocks processed, a ring (Linux keeps the previous ACK's blocks in
+    /// `recv_sack_cache` for the same purpose): every segment wholly inside one of them is
+    /// SACKed, for good — nothing clears the mark but the cumulative ACK that removes the
+    /// segment — so a block seen again needs no work, and one grown at its end only the
+    /// work of its new part ([`Scoreboard::sack`]).
+    sack_cache: [SackBlock; SACK_CACHE],
+    /// Next slot of `sack_cache` to overwrite.
+    sack_cache_next: usize,
 }
+
+/// Blocks in [`Scoreboard`]'s SACK cache: an ACK carries at most 4 (RFC 2018 §3).
+const SACK_CACHE: usize = 4;
 
 impl Scoreboard {
     pub fn new(mss: u32) -> Scoreboard {
@@ -387,7 +398,55 @@ impl Scoreboard {
 
     /// Marks segments fully inside `b` SACKed; calls `f` once for each entry of newly
     /// SACKed segments (its `pcount` of them).
-    pub fn sack(&mut self, b: SackBlock, mut f: impl FnMut(&Seg)) {
+    ///
+    /// A block the cache holds changes nothing; a cached block grown at its end (each
+    /// duplicate ACK after a loss reports the block of the segments above the hole one
+    /// segment longer) is processed from its old end when that is an entry boundary:
+    /// the walk from its start would pass the SACKed entries before it unchanged. Without
+    /// the cache, that walk grew with every duplicate ACK (issue 19). The same result as
+    /// [`Scoreboard::sack_uncached`], entries included.
+    pub fn sack(&mut self, b: SackBlock, f: impl FnMut(&Seg)) {
+        let hit = self
+            .sack_cache
+            .iter()
+            .find(|c| c.start == b.start && c.end <= b.end && c.end > c.start)
+            .copied();
+        if let Some(c) = hit {
+            if c.end == b.end {
+                return;
+            }
+            let (i, k) = self.seg_at_or_after(c.end);
+            let boundary = match self.segs.get(i) {
+                Some(e) => k == 0 && e.start == c.end,
+                None => self.segs.back().is_none_or(|e| e.end() <= c.end),
+            };
+            if boundary {
+                self.sack_entries_from(i, b, f);
+                self.remember_sack(b);
+                return;
+            }
+        }
+        self.sack_uncached(b, f);
+        self.remember_sack(b);
+    }
+
+    /// Caches processed block `b`, cut at the end of the queue: segments sent later may
+    /// lie inside a block that reaches beyond what was sent (a receiver never sends one,
+    /// but the cache must not rely on it), and they are not SACKed.
+    #[inline]
+    fn remember_sack(&mut self, b: SackBlock) {
+        let Some(last) = self.segs.back() else {
+            return;
+        };
+        self.sack_cache[self.sack_cache_next] = SackBlock {
+            start: b.start,
+            end: b.end.min(last.end()),
+        };
+        self.sack_cache_next = (self.sack_cache_next + 1) % SACK_CACHE;
+    }
+
+    /// [`Scoreboard::sack`] without the cache: the walk from the block's start.
+    pub fn sack_uncached(&mut self, b: SackBlock, f: impl FnMut(&Seg)) {
         let (mut i, k) = self.seg_at_or_after(b.start);
         if i < self.segs.len() && k > 0 {
             // The block starts inside entry i: its segments from k on are candidates.
@@ -404,6 +463,11 @@ impl Scoreboard {
             }
             i += 1;
         }
+        self.sack_entries_from(i, b, f);
+    }
+
+    /// The walk of [`Scoreboard::sack_uncached`] from entry `i`, which starts inside `b`.
+    fn sack_entries_from(&mut self, mut i: usize, b: SackBlock, mut f: impl FnMut(&Seg)) {
         while i < self.segs.len() {
             let e = self.segs[i];
             let k = segs_ending_by(self.mss, &e, b.end);
@@ -1333,6 +1397,172 @@ mod tests {
             }
         }
         assert!(multi > 300, "ACKs of several buffers: {multi}");
+    }
+
+    /// The SACK cache changes nothing: a board taking SACK blocks through `sack` and one
+    /// taking them through `sack_uncached` hold the same entries (not only the same
+    /// segments) and counters and report the same newly SACKed entries, over random
+    /// buffers, blocks that mostly repeat or grow a recent one at its end (duplicate ACKs
+    /// after a loss), fresh blocks on and off segment boundaries, cumulative ACKs, loss
+    /// marking, retransmissions and RTOs; and the cache is used.
+    #[test]
+    fn the_sack_cache_changes_nothing() {
+        use sojourn_core::rng::Rng;
+        const MSS: u32 = 100;
+        let (mut hits, mut grown) = (0, 0);
+        for seed in 0..300 {
+            let mut r = Rng::from_seed(9000 + seed);
+            let mut b = Scoreboard::new(MSS);
+            let mut c = Scoreboard::new(MSS);
+            let mut nxt = 1u64;
+            let mut recent: Vec<SackBlock> = Vec::new();
+            for step in 0..150 {
+                let now = step * 3 + 1;
+                let what = r.below(100);
+                let ctx = format!("seed {seed} step {step} op {what}");
+                if what < 20 {
+                    let n = 1 + r.below(4) as u32;
+                    let last = if r.chance(0.2) {
+                        1 + r.below(MSS as u64) as u32
+                    } else {
+                        MSS
+                    };
+                    let e = Seg {
+                        start: nxt,
+                        len: (n - 1) * MSS + last,
+                        pcount: n,
+                        flags: if r.chance(0.02) { FIN } else { 0 },
+                        sent_at: Time(now),
+                        delivered: now * 7,
+                        delivered_at: Time(now / 2),
+                        first_tx_at: Time(now / 3),
+                        app_limited: false,
+                    };
+                    b.push(e);
+                    c.push(e);
+                    nxt = e.end();
+                    if e.is(FIN) {
+                        break;
+                    }
+                } else if what < 70 {
+                    let segs = expand(&b);
+                    if segs.is_empty() {
+                        continue;
+                    }
+                    let end_of =
+                        |s: &(u64, u32, u8, Time)| s.0 + s.1 as u64 + (s.2 & FIN != 0) as u64;
+                    let una = segs[0].0;
+                    let blk = if !recent.is_empty() && r.chance(0.7) {
+                        // A recent block again, or grown at its end by one or two
+                        // segments (or by an odd amount, at times).
+                        let old = recent[r.below(recent.len() as u64) as usize];
+                        let end = if r.chance(0.3) {
+                            old.end
+                        } else if r.chance(0.8) {
+                            segs.iter()
+                                .map(end_of)
+                                .filter(|&e| e > old.end)
+                                .nth(r.below(2) as usize)
+                                .unwrap_or(old.end)
+                        } else {
+                            old.end + r.below(2 * MSS as u64)
+                        };
+                        SackBlock {
+                            start: old.start,
+                            end,
+                        }
+                    } else {
+                        let i = r.below(segs.len() as u64) as usize;
+                        let start = if r.chance(0.9) {
+                            segs[i].0
+                        } else {
+                            una + r.below(nxt - una + 1)
+                        };
+                        let j = (i + r.below(3) as usize).min(segs.len() - 1);
+                        SackBlock {
+                            start,
+                            end: end_of(&segs[j]).max(start),
+                        }
+                    };
+                    if blk.start < una {
+                        continue; // a D-SACK: the sender does not process it
+                    }
+                    if b.sack_cache
+                        .iter()
+                        .any(|x| x.start == blk.start && x.end <= blk.end && x.end > x.start)
+                    {
+                        hits += 1;
+                        grown += b.sack_cache.iter().all(|x| x.end != blk.end) as u32;
+                    }
+                    let (mut vb, mut vc) = (Vec::new(), Vec::new());
+                    b.sack(blk, |s| vb.push(format!("{s:?}")));
+                    c.sack_uncached(blk, |s| vc.push(format!("{s:?}")));
+                    assert_eq!(vb, vc, "{ctx}");
+                    recent.retain(|x| *x != blk);
+                    recent.push(blk);
+                    if recent.len() > 4 {
+                        recent.remove(0);
+                    }
+                } else if what < 78 {
+                    assert_eq!(b.mark_lost(3), c.mark_lost(3), "{ctx}");
+                } else if what < 86 {
+                    let (i, j) = (b.next_lost_from(0), c.next_lost_from(0));
+                    assert_eq!(i, j, "{ctx}");
+                    if let Some(i) = i {
+                        for x in [&mut b, &mut c] {
+                            let s = &mut x.segs[i];
+                            s.flags |= RETRANS | EVER_RETRANS;
+                            x.retrans_out += s.pcount;
+                        }
+                    }
+                } else if what < 88 {
+                    b.mark_all_lost();
+                    c.mark_all_lost();
+                } else {
+                    let segs = expand(&b);
+                    if segs.is_empty() {
+                        continue;
+                    }
+                    let s = &segs[r.below(segs.len().min(4) as u64) as usize];
+                    let ack = s.0 + s.1 as u64 + (s.2 & FIN != 0) as u64;
+                    assert_eq!(
+                        format!("{:?}", b.ack_cum(ack)),
+                        format!("{:?}", c.ack_cum(ack)),
+                        "{ctx}"
+                    );
+                }
+                b.check().unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                let raw =
+                    |x: &Scoreboard| x.segs.iter().map(|e| format!("{e:?}")).collect::<Vec<_>>();
+                assert_eq!(raw(&b), raw(&c), "{ctx}: entries");
+                assert_eq!(
+                    (
+                        b.packets_out(),
+                        b.sacked_out,
+                        b.lost_out,
+                        b.retrans_out,
+                        b.highest_sack
+                    ),
+                    (
+                        c.packets_out(),
+                        c.sacked_out,
+                        c.lost_out,
+                        c.retrans_out,
+                        c.highest_sack
+                    ),
+                    "{ctx}"
+                );
+                assert_eq!(
+                    (b.lost_mark, b.sacked_below_mark),
+                    (c.lost_mark, c.sacked_below_mark),
+                    "{ctx}"
+                );
+            }
+        }
+        assert!(
+            hits > 3000 && grown > 1000,
+            "cache hits {hits}, of grown blocks {grown}"
+        );
     }
 
     /// A literal case: a 5-segment buffer of 100-byte segments at sequence 1. An ACK of
