@@ -625,14 +625,15 @@ impl Device {
     /// Every segment of the current burst not taken yet, in order: `each(buffer, at)` with
     /// what [`Device::next_segment_at`] would answer, one call after another (the same
     /// times; a varying rate is asked in the same order), and the burst is over. The
-    /// cut segment is `buffer` cut by `buffer.apply_cut(&at.cut, ..)`.
+    /// cut segment is `buffer` cut by `buffer.apply_cut(&at.cut, ..)`. Returns the last
+    /// segment's end (`None` if none was left).
     ///
     /// One loop per burst rather than a call per segment: what the segments share (the
     /// buffer, the rate, the framing, the propagation start) is read once, the device's
     /// state written once at the end (issue 19, session 10: seed 000's 10 Gbit/s sender
     /// cuts ~32 segments per buffer).
     #[inline(always)]
-    pub fn cut_burst(&mut self, mut each: impl FnMut(&Packet, &SegmentAt)) {
+    pub fn cut_burst(&mut self, mut each: impl FnMut(&Packet, &SegmentAt)) -> Option<Time> {
         let Device {
             cutting,
             rate,
@@ -643,12 +644,14 @@ impl Device {
             shaper,
             ..
         } = self;
-        let Some(c) = cutting.as_mut() else {
-            return;
-        };
+        let c = cutting.as_mut()?;
         let (framing, bps, shaper) = (*framing_bytes, *constant_bps, *shaper);
         let (start, mut t, mut last_tx) = (c.start, c.t, c.last_tx);
-        while let Some(cut) = c.cuts.next_cut() {
+        // The cursor in a local (the device forgets it after the loop): the loop keeps it
+        // in registers rather than in the device across the caller's stores.
+        let mut cuts = c.cuts;
+        let mut last = None;
+        while let Some(cut) = cuts.next_cut() {
             // As `next_segment_at`.
             let bytes = cut.len_bytes + framing;
             let end = if bps != 0 {
@@ -668,10 +671,12 @@ impl Device {
                 cut,
             };
             each(&c.buffer, &at);
+            last = Some(end);
         }
         // `busy_until` follows the cutting time (`begin` and `next_segment_at` set both).
         *busy_until = Some(t);
         *cutting = None;
+        last
     }
 
     /// The buffer the current burst is cut from (its TSQ completion is the caller's).
@@ -862,10 +867,16 @@ mod tests {
             for _ in 0..taken_first {
                 got.push(looped.next_segment_at().expect("a first segment"));
             }
-            looped.cut_burst(|b, at| {
+            let last = looped.cut_burst(|b, at| {
                 assert_eq!(b.hdr.seq, 1000, "the buffer itself");
                 got.push(*at);
             });
+            assert_eq!(last, Some(Time(3_275_200)));
+            assert_eq!(
+                looped.cut_burst(|_, _| unreachable!()),
+                None,
+                "nothing left"
+            );
             assert_eq!(got, want);
             assert_eq!(
                 got.iter().map(|a| a.end.0).collect::<Vec<_>>(),

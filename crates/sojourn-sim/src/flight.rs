@@ -76,13 +76,7 @@ impl FlightPool {
     #[inline(always)]
     pub fn push_back(&mut self, list: &mut FlightList, at: Time, pkt: &Packet) -> &mut Packet {
         let i = match self.free.pop() {
-            Some(i) => {
-                let s = &mut self.slots[i as usize];
-                s.pkt = *pkt;
-                s.at = at;
-                s.next = NIL;
-                i
-            }
+            Some(i) => i,
             None => {
                 self.slots.push(Slot {
                     pkt: *pkt,
@@ -92,8 +86,13 @@ impl FlightPool {
                 self.slots.len() as u32 - 1
             }
         };
+        // Linked first, so the slot is looked up once, for writing and for the answer.
         self.append(i, list);
-        &mut self.slots[i as usize].pkt
+        let s = &mut self.slots[i as usize];
+        s.pkt = *pkt;
+        s.at = at;
+        s.next = NIL;
+        &mut s.pkt
     }
 
     /// The first packet of `list` and its arrival time.

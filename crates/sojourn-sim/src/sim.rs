@@ -711,14 +711,13 @@ impl Sim {
         let had_in_flight = !link.in_flight.is_empty();
         let had_late = !link.late.is_empty();
         let mut lost = 0u64;
-        let mut t = now;
         let flight = &mut self.flight;
         // One loop over the burst (`Device::cut_burst`): the link's fields it uses are
         // borrowed apart from the device. A medium without loss or reordering (every
         // wire of a dumbbell) draws nothing: its loop tests neither per segment.
+        let mut last = None;
         if link.loss == 0.0 && link.reorder == 0.0 {
-            link.dev.cut_burst(|buffer, seg| {
-                t = seg.end;
+            last = link.dev.cut_burst(|buffer, seg| {
                 let at = link.prop.arrival_time(seg.depart);
                 let pkt = flight.push_back(&mut link.in_flight, at, buffer);
                 buffer.apply_cut(&seg.cut, pkt);
@@ -728,13 +727,13 @@ impl Sim {
                 }
             });
         }
-        link.dev.cut_burst(|buffer, seg| {
+        // (Nothing is left for this one after the loop above.)
+        let general = link.dev.cut_burst(|buffer, seg| {
             // Every segment after the first gets the engine's next uid, lost ones too.
             let uid = (seg.index > 0).then(|| {
                 next_uid += 1;
                 next_uid - 1
             });
-            t = seg.end;
             if link.loss > 0.0 && link.loss_rng.chance(link.loss) {
                 lost += 1;
                 return;
@@ -752,6 +751,8 @@ impl Sim {
                 pkt.uid = uid;
             }
         });
+        // The last segment's end (`now` for a burst of none).
+        let t = general.or(last).unwrap_or(now);
         self.next_uid = next_uid;
         link.stats.busy_ns += (t - now).as_ns();
         link.tx_fate = TxFate::Released;
