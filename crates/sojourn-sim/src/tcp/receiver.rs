@@ -56,6 +56,9 @@ pub struct TcpReceiver {
     rwnd: u64,
     mss: u32,
     header_bytes: u32,
+    /// `truesize_for(header_bytes)`: the truesize of an ACK without options beyond the
+    /// timestamps, the usual one (computed once, not per ACK).
+    ack_truesize: u32,
     syn_frame_bytes: u32,
     ecn: bool,
     /// This end offers Accurate ECN (`ecn = "accecn"`).
@@ -122,6 +125,7 @@ impl TcpReceiver {
             rwnd: cfg.rwnd_bytes,
             mss: cfg.mss,
             header_bytes: cfg.header_bytes(),
+            ack_truesize: sojourn_core::packet::truesize_for(cfg.header_bytes()),
             syn_frame_bytes: cfg.syn_frame_bytes(),
             ecn: cfg.ecn_enabled(),
             accecn_offered: cfg.accecn,
@@ -224,7 +228,11 @@ impl TcpReceiver {
             key: self.key,
             hash: self.hash,
             len_bytes: len,
-            truesize_bytes: sojourn_core::packet::truesize_for(len),
+            truesize_bytes: if len == self.header_bytes {
+                self.ack_truesize
+            } else {
+                sojourn_core::packet::truesize_for(len)
+            },
             hdr: h,
             ..Default::default()
         };
@@ -506,9 +514,10 @@ impl Endpoint for TcpReceiver {
     }
 
     fn deadline(&self) -> Option<Time> {
-        match (self.delack_at, self.linger_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        // The engine asks after every call; lingering (after the FIN) is the rare case.
+        match self.linger_at {
+            None => self.delack_at,
+            Some(b) => Some(self.delack_at.map_or(b, |a| a.min(b))),
         }
     }
 }

@@ -247,6 +247,9 @@ pub struct TcpSender {
     /// `tcp_xmit_size_goal` before growing to the quota: the largest multiple of the MSS in
     /// `gso_max_size` (at least one MSS). Constant per connection, computed once.
     size_goal_bytes: u64,
+    /// `gso_max_size / mss` (the MSS at least 1): what `tcp_tso_autosize` gives before
+    /// the minimum when the minimum RTT is under 512 µs (computed once).
+    gso_max_segs: u32,
     // Counters.
     pub retransmits: u64,
     pub rtos: u64,
@@ -320,6 +323,7 @@ impl TcpSender {
             tso_defers: 0,
             tso_deferred_cwnd_limited: false,
             size_goal_bytes: (cfg.gso_max_bytes as u64 / cfg.mss as u64).max(1) * cfg.mss as u64,
+            gso_max_segs: (cfg.gso_max_bytes as u64 / cfg.mss.max(1) as u64) as u32,
             retransmits: 0,
             rtos: 0,
             tlps: 0,
@@ -844,6 +848,12 @@ impl TcpSender {
         } else {
             self.cs.min_rtt_ns / 1000
         };
+        if min_rtt_us >> 9 == 0 {
+            // Under 512 µs `tcp_tso_autosize` adds all of `gso_max_size` to the rate's
+            // bytes and then caps them at it: the pacing rate does not matter (issue 19:
+            // every transmission attempt of a 10 Gb/s LAN flow).
+            return self.gso_max_segs.max(min_tso);
+        }
         tso_autosize_segs(
             self.cs.pacing_rate_bps,
             min_rtt_us,
@@ -1832,6 +1842,59 @@ mod tests {
         assert_eq!(tso_autosize_segs(1_000_000, 100_000, 65_536, 1448, 2), 2);
         // No pacing rate yet (~0UL) or no RTT sample: capped by gso_max_size.
         assert_eq!(tso_autosize_segs(0, u64::MAX, 65_536, 1448, 2), 45);
+    }
+
+    /// `tso_segs` (with its shortcut under 512 µs of minimum RTT) is `tcp_tso_autosize`
+    /// of the sender's state, for rates from 0 (unknown) to 100 Gb/s, minimum RTTs around
+    /// the 512-µs step and none yet, CUBIC and BBR (whose minimum is 1 below 1.2 Mb/s),
+    /// and GSO sizes from under two segments to 64 KiB; and the near-peer literal: 45.
+    #[test]
+    fn tso_segs_is_tcp_tso_autosize_of_the_state() {
+        let mut h = Harness::new();
+        for cc in [CcKind::Cubic, CcKind::Bbr] {
+            for gso_max_bytes in [2000, 20_000, 65_536] {
+                let cfg = TcpConfig {
+                    cc,
+                    gso_max_bytes,
+                    ..cfg()
+                };
+                let mut s = sender(cfg.clone(), &mut h);
+                for rate in [
+                    0,
+                    1_000_000,
+                    1_199_999,
+                    1_200_000,
+                    200_000_000,
+                    100_000_000_000,
+                ] {
+                    for min_rtt_ns in [1, 50_000, 511_999, 512_000, 2_000_000, 20_000_000, u64::MAX]
+                    {
+                        s.cs.pacing_rate_bps = rate;
+                        s.cs.min_rtt_ns = min_rtt_ns;
+                        let min_tso = if cc == CcKind::Bbr && rate < 1_200_000 {
+                            1
+                        } else {
+                            2
+                        };
+                        let us = if min_rtt_ns == u64::MAX {
+                            u64::MAX
+                        } else {
+                            min_rtt_ns / 1000
+                        };
+                        let want = tso_autosize_segs(rate, us, gso_max_bytes, cfg.mss, min_tso);
+                        assert_eq!(
+                            s.tso_segs(),
+                            want,
+                            "{cc:?} {gso_max_bytes} {rate} {min_rtt_ns}"
+                        );
+                    }
+                }
+            }
+        }
+        let mut s = sender(cfg(), &mut h);
+        s.cs.min_rtt_ns = 100_000;
+        s.cs.pacing_rate_bps = 10_000_000_000;
+        assert_eq!(s.tso_segs(), 45, "65536 B / 1448 B");
     }
 
     #[test]
