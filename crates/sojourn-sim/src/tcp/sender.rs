@@ -1238,7 +1238,9 @@ impl TcpSender {
         rs
     }
 
-    /// ACK processing, every case.
+    /// ACK processing, every case. Out of line: inlined into `on_packet`, its frame and
+    /// spills were the quiet path's too (issue 19).
+    #[inline(never)]
     fn on_ack_general(&mut self, pkt: &Packet, io: &mut Io) {
         let now = io.now;
         let h = &pkt.hdr;
