@@ -40,7 +40,11 @@ disc's SojournTime trace (a C++ sink compiled by cppyy: no Python runs per packe
 wall time is Simulator::Run() only (topology set-up and cppyy start-up excluded).
 
 sojourn side: `sojourn.run(dict)`; the wall time is the whole call (set-up, run, results),
-median of --reps runs; utilisation and mean sojourn from the run's summary.
+median of --reps runs; utilisation and mean sojourn from the run's summary. Each
+scenario's sojourn runs happen in a fresh Python process (`--sojourn-in-process` keeps the
+old way, inside this process): after minutes of ns-3 in the same process, with cppyy's and
+ns-3's heap and caches around it, a sojourn run of 0.12 s took 0.17-0.22 s (measured
+2026-11-26, bench/README.md "Quiet, full length, end of session 10").
 """
 from __future__ import annotations
 
@@ -148,6 +152,17 @@ def sojourn_config(s: Scenario) -> dict:
         "transport": {"cc": "cubic"},
         "workload": [{"kind": "bulk", "pairs": "all", "count": s.flows}],
     }
+
+
+def run_sojourn_fresh(s: Scenario, reps: int, seed: int = 1) -> dict:
+    """`run_sojourn` in a fresh interpreter (multiprocessing's spawn), as a user's own
+    process would run it: not beside ns-3's heap in this one. Its timings are the child's."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        res = pool.apply(run_sojourn, (s, reps, seed))
+    res["process"] = "fresh"
+    return res
 
 
 def run_sojourn(s: Scenario, reps: int, seed: int = 1) -> dict:
@@ -418,6 +433,8 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", metavar="FILE", help="write the ratio table as Markdown")
     ap.add_argument("--ns3-min-rto-ms", type=float, default=1000, help="ns-3 TcpSocketBase::MinRto (default 1000)")
     ap.add_argument("--skip-ns3", action="store_true", help="run sojourn only")
+    ap.add_argument("--sojourn-in-process", action="store_true",
+                    help="run sojourn in this process, beside ns-3 (default: a fresh process per scenario)")
     args = ap.parse_args(argv)
     rows = {x.strip().upper() for x in args.rows.split(",") if x.strip()}
     if not rows <= {"A", "B", "C"}:
@@ -447,7 +464,10 @@ def main(argv=None) -> int:
             print(f"[ns-3]    {s.name}, {s.duration_s:g} s ...", flush=True)
             r["ns3"] = run_ns3(s, args.ns3_min_rto_ms)
         print(f"[sojourn] {s.name}, {s.duration_s:g} s x {args.reps} ...", flush=True)
-        r["sojourn"] = run_sojourn(s, args.reps)
+        if args.sojourn_in_process:
+            r["sojourn"] = {**run_sojourn(s, args.reps), "process": "shared with ns-3"}
+        else:
+            r["sojourn"] = run_sojourn_fresh(s, args.reps)
         out["results"].append(r)
         if args.json:  # after every scenario: a long run interrupted keeps what it measured
             Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
