@@ -984,6 +984,59 @@ mod tests {
     }
 
     /// Every segment of the entry queue, one per line, as the per-segment queue holds it.
+    /// One random buffer of the twin tests, pushed onto both boards: 1..=`max_segs`
+    /// segments of `MSS` from `*nxt` (the last one short with probability `p_short`), FIN,
+    /// ever-retransmitted and app-limited with their probabilities (a probability of 0 draws
+    /// nothing, so each test keeps its own random stream). Returns whether it carried a FIN.
+    struct TwinSend {
+        max_segs: u64,
+        p_short: f64,
+        p_fin: f64,
+        p_retrans: f64,
+        p_app_limited: f64,
+    }
+
+    impl TwinSend {
+        fn send(
+            &self,
+            r: &mut sojourn_core::rng::Rng,
+            boards: [&mut Scoreboard; 2],
+            nxt: &mut u64,
+            now: u64,
+        ) -> bool {
+            const MSS: u32 = 100;
+            let n = 1 + r.below(self.max_segs) as u32;
+            let last = if r.chance(self.p_short) {
+                1 + r.below(MSS as u64) as u32
+            } else {
+                MSS
+            };
+            let fin = if r.chance(self.p_fin) { FIN } else { 0 };
+            let mut draw = |p: f64| p > 0.0 && r.chance(p);
+            let retrans = if draw(self.p_retrans) {
+                EVER_RETRANS
+            } else {
+                0
+            };
+            let e = Seg {
+                start: *nxt,
+                len: (n - 1) * MSS + last,
+                pcount: n,
+                flags: fin | retrans,
+                sent_at: Time(now),
+                delivered: now * 7,
+                delivered_at: Time(now / 2),
+                first_tx_at: Time(now / 3),
+                app_limited: draw(self.p_app_limited),
+            };
+            for b in boards {
+                b.push(e);
+            }
+            *nxt = e.end();
+            e.is(FIN)
+        }
+    }
+
     fn expand(b: &Scoreboard) -> Vec<(u64, u32, u8, Time)> {
         let mut v = Vec::new();
         for e in b.segs.iter() {
@@ -1240,28 +1293,14 @@ mod tests {
                 let what = r.below(100);
                 let ctx = format!("seed {seed} step {step} op {what}");
                 if what < 35 {
-                    let n = 1 + r.below(6) as u32;
-                    let last = if r.chance(0.3) {
-                        1 + r.below(MSS as u64) as u32
-                    } else {
-                        MSS
+                    let mix = TwinSend {
+                        max_segs: 6,
+                        p_short: 0.3,
+                        p_fin: 0.03,
+                        p_retrans: 0.1,
+                        p_app_limited: 0.5,
                     };
-                    let e = Seg {
-                        start: nxt,
-                        len: (n - 1) * MSS + last,
-                        pcount: n,
-                        flags: if r.chance(0.03) { FIN } else { 0 }
-                            | if r.chance(0.1) { EVER_RETRANS } else { 0 },
-                        sent_at: Time(now),
-                        delivered: now * 7,
-                        delivered_at: Time(now / 2),
-                        first_tx_at: Time(now / 3),
-                        app_limited: r.chance(0.5),
-                    };
-                    b.push(e);
-                    c.push(e);
-                    nxt = e.end();
-                    if e.is(FIN) {
+                    if mix.send(&mut r, [&mut b, &mut c], &mut nxt, now) {
                         break;
                     }
                 } else if what < 50 {
@@ -1432,27 +1471,14 @@ mod tests {
                 let what = r.below(100);
                 let ctx = format!("seed {seed} step {step} op {what}");
                 if what < 20 {
-                    let n = 1 + r.below(4) as u32;
-                    let last = if r.chance(0.2) {
-                        1 + r.below(MSS as u64) as u32
-                    } else {
-                        MSS
+                    let mix = TwinSend {
+                        max_segs: 4,
+                        p_short: 0.2,
+                        p_fin: 0.02,
+                        p_retrans: 0.0,
+                        p_app_limited: 0.0,
                     };
-                    let e = Seg {
-                        start: nxt,
-                        len: (n - 1) * MSS + last,
-                        pcount: n,
-                        flags: if r.chance(0.02) { FIN } else { 0 },
-                        sent_at: Time(now),
-                        delivered: now * 7,
-                        delivered_at: Time(now / 2),
-                        first_tx_at: Time(now / 3),
-                        app_limited: false,
-                    };
-                    b.push(e);
-                    c.push(e);
-                    nxt = e.end();
-                    if e.is(FIN) {
+                    if mix.send(&mut r, [&mut b, &mut c], &mut nxt, now) {
                         break;
                     }
                 } else if what < 70 {
