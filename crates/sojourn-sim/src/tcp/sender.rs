@@ -1079,6 +1079,20 @@ impl TcpSender {
             && self.tlp_high_seq.is_none()
     }
 
+    /// Closes the connection once everything, the FIN included, is acknowledged: the step
+    /// both ACK paths take after their congestion response. Returns whether it closed.
+    #[inline(always)]
+    fn close_if_all_acked(&mut self, io: &mut Io) -> bool {
+        if !(self.fin_sent && self.snd_una >= self.snd_nxt) {
+            return false;
+        }
+        self.state = ConnState::Closed;
+        self.rto_at = None;
+        self.tlp_at = None;
+        io.note(Note::Closed);
+        true
+    }
+
     /// [`Self::on_ack_general`] for an ACK [`Self::ack_is_quiet`] accepted: the steps it
     /// takes in that case, in its order, without the ones that cannot apply (SACK blocks,
     /// D-SACK, ECE, duplicate ACKs, RFC 6675 / RACK loss marking with nothing SACKed or
@@ -1170,13 +1184,7 @@ impl TcpSender {
             }
         }
         self.update_pacing_rate();
-
-        // Close once everything including the FIN is acknowledged.
-        if self.fin_sent && self.snd_una >= self.snd_nxt {
-            self.state = ConnState::Closed;
-            self.rto_at = None;
-            self.tlp_at = None;
-            io.note(Note::Closed);
+        if self.close_if_all_acked(io) {
             return;
         }
         // Timers: RFC 6298 §5.2/5.3 (snd_una advanced).
@@ -1254,7 +1262,6 @@ impl TcpSender {
             self.ts_recent = h.ts_val;
         }
         let prior_in_flight = self.sb.in_flight();
-        let prior_delivered = self.cs.delivered;
         let prior_una = self.snd_una;
         let prior_sacked = self.sb.sacked_out;
 
@@ -1456,14 +1463,7 @@ impl TcpSender {
             self.cc.cong_avoid(&mut self.cs, acked_sacked);
         }
         self.update_pacing_rate();
-        let _ = prior_delivered;
-
-        // Close once everything including the FIN is acknowledged.
-        if self.fin_sent && self.snd_una >= self.snd_nxt {
-            self.state = ConnState::Closed;
-            self.rto_at = None;
-            self.tlp_at = None;
-            io.note(Note::Closed);
+        if self.close_if_all_acked(io) {
             return;
         }
 
