@@ -123,6 +123,11 @@ fn segments(p: &Packet) -> Vec<Packet> {
 struct Counts {
     quiet: u64,
     general: u64,
+    /// Receiver: plain next segments, other packets, quiet ACKs, other ACKs.
+    plain: u64,
+    other: u64,
+    quiet_acks: u64,
+    other_acks: u64,
 }
 
 /// The next `(time, index)` in `v` (earliest time, then earliest queued).
@@ -179,9 +184,14 @@ fn run_case(case: u64, counts: &mut Counts) {
     let ns_per_byte = [1u64, 8, 80, 800][rng.below(4) as usize] as f64 / 10.0;
 
     let (mut ha, mut hb, mut hr) = (Harness::new(), Harness::new(), Harness::new());
+    let mut hg = Harness::new();
     let mut a = TcpSender::new(0, FlowKey::default(), 0, 1, 0, &cfg, source(), 7);
     let mut b = TcpSender::new(0, FlowKey::default(), 0, 1, 0, &cfg, source(), 7);
-    let mut r = TcpReceiver::new(0, FlowKey::default(), 0, &cfg, 0);
+    let rsize = if case.is_multiple_of(3) { 0 } else { size };
+    let mut r = TcpReceiver::new(0, FlowKey::default(), 0, &cfg, rsize);
+    // The receiver's twin: every packet and ACK through the general path.
+    let mut g = TcpReceiver::new(0, FlowKey::default(), 0, &cfg, rsize);
+    g.general_only = true;
     a.start(&mut ha.io(Time::ZERO));
     b.start(&mut hb.io(Time::ZERO));
 
@@ -197,8 +207,31 @@ fn run_case(case: u64, counts: &mut Counts) {
         assert_eq!(out_a, out_b, "case {case} step {step}: packets differ");
         assert_eq!(ha.notes, hb.notes, "case {case} step {step}: notes differ");
         assert_eq!(snapshot(&a), snapshot(&b), "case {case} step {step}: state");
-        // The receiver's cached quiet flag (its fast path's gate) is its state's.
+        // The receiver's cached quiet flag (its fast path's gate) is its state's, and its
+        // fast paths did what the general ones did in its twin.
         assert!(r.quiet_flag_is_exact(), "case {case} step {step}: receiver");
+        let out_r: Vec<String> = hr.out.iter().map(|p| format!("{p:?}")).collect();
+        let out_g: Vec<String> = hg.out.iter().map(|p| format!("{p:?}")).collect();
+        assert_eq!(
+            out_r, out_g,
+            "case {case} step {step}: receiver packets differ"
+        );
+        assert_eq!(
+            hr.notes, hg.notes,
+            "case {case} step {step}: receiver notes"
+        );
+        assert_eq!(
+            hr.flows.get(0).delivered_bytes,
+            hg.flows.get(0).delivered_bytes,
+            "case {case} step {step}: delivered"
+        );
+        assert_eq!(
+            r.snapshot(),
+            g.snapshot(),
+            "case {case} step {step}: receiver"
+        );
+        hg.out.clear();
+        hg.notes.clear();
         hb.out.clear();
         let closed = ha.notes.contains(&Note::Closed);
         ha.notes.clear();
@@ -245,7 +278,11 @@ fn run_case(case: u64, counts: &mut Counts) {
         match what {
             0 => {
                 let (_, p) = data.remove(i);
+                let plain = r.takes_plain(&p, now);
+                counts.plain += plain as u64;
+                counts.other += !plain as u64;
                 r.on_packet(&p, &mut hr.io(now));
+                g.on_packet(&p, &mut hg.io(now));
             }
             1 => {
                 let (_, p) = acks.remove(i);
@@ -270,9 +307,15 @@ fn run_case(case: u64, counts: &mut Counts) {
                 a.on_timer(&mut ha.io(now));
                 b.on_timer(&mut hb.io(now));
             }
-            _ => r.on_timer(&mut hr.io(now)),
+            _ => {
+                r.on_timer(&mut hr.io(now));
+                g.on_timer(&mut hg.io(now));
+            }
         }
     }
+    assert_eq!(g.quiet_acks, 0, "case {case}: the twin sent a quiet ACK");
+    counts.quiet_acks += r.quiet_acks;
+    counts.other_acks += r.acks_sent - r.quiet_acks;
 }
 
 /// The quiet path is exact: over 200 random connections (every congestion control,
@@ -287,6 +330,19 @@ fn quiet_ack_path_matches_the_general_one() {
     }
     assert!(counts.quiet > 10_000, "quiet ACKs: {}", counts.quiet);
     assert!(counts.general > 10_000, "general ACKs: {}", counts.general);
+    // The receiver's fast paths too (its twin takes every packet through the general one).
+    assert!(counts.plain > 10_000, "plain segments: {}", counts.plain);
+    assert!(counts.other > 10_000, "other segments: {}", counts.other);
+    assert!(
+        counts.quiet_acks > 10_000,
+        "quiet ACKs: {}",
+        counts.quiet_acks
+    );
+    assert!(
+        counts.other_acks > 1_000,
+        "other ACKs: {}",
+        counts.other_acks
+    );
 }
 
 /// Literal truths for a quiet ACK (RFC 5681 §3.1, RFC 6298 §2.2 / §5.3, RFC 7323 §4.1):
