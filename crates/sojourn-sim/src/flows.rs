@@ -159,10 +159,21 @@ impl FlowTable {
     #[inline]
     pub fn get_mut(&mut self, flow: u32) -> &mut FlowRecord {
         match flow.checked_sub(self.base) {
-            Some(i) => self.window[i as usize].as_mut(),
-            None => self.old.get_mut(&flow),
+            Some(i) => self.window[i as usize]
+                .as_mut()
+                .expect("a flow's record lives while it has endpoints or packets"),
+            None => self.old_mut(flow),
         }
-        .expect("a flow's record lives while it has endpoints or packets")
+    }
+    /// [`Self::get_mut`] for a flow below the window: rare (a long flow outliving the
+    /// ones after it), and out of line so that the B-tree walk's registers are not every
+    /// caller's (issue 19: the TCP receiver's per-segment path saved and restored six).
+    #[cold]
+    #[inline(never)]
+    fn old_mut(&mut self, flow: u32) -> &mut FlowRecord {
+        self.old
+            .get_mut(&flow)
+            .expect("a flow's record lives while it has endpoints or packets")
     }
     #[inline]
     pub fn get(&self, flow: u32) -> &FlowRecord {
