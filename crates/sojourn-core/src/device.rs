@@ -318,6 +318,57 @@ pub struct Device {
     cutting: Option<Cutting>,
 }
 
+/// The segments of a burst not cut yet and its serialisation clock, at a constant rate on
+/// a wire ([`Device::take_burst`]): each [`BurstCursor::next_segment`] is the next
+/// iteration of [`Device::cut_burst`]'s loop (the same cut, the same end).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BurstCursor {
+    cuts: SegmentCuts,
+    /// The previous segment's end (the burst's start before the first).
+    t: Time,
+    /// As [`Cutting::last_tx`].
+    last_tx: (u32, Duration),
+    bps: u64,
+    framing: u32,
+}
+
+impl BurstCursor {
+    /// Segments not cut yet.
+    #[inline]
+    pub fn remaining(&self) -> u32 {
+        self.cuts.remaining()
+    }
+
+    /// The next segment's cut and serialisation end (it departs then: a wire), `None`
+    /// after the last.
+    #[inline(always)]
+    pub fn next_segment(&mut self) -> Option<(SegmentCut, Time)> {
+        let cut = self.cuts.next_cut()?;
+        // As `cut_burst` at a constant rate: framing once per segment, the duration
+        // reused while the size is.
+        let bytes = cut.len_bytes + self.framing;
+        if self.last_tx.0 != bytes {
+            self.last_tx = (bytes, tx_time(bytes as u64, self.bps));
+        }
+        self.t += self.last_tx.1;
+        Some((cut, self.t))
+    }
+
+    /// The last segment's end (the clock as it is if none is left): what walking the
+    /// cursor to its end gives, from the segments' lengths (at most three distinct ones)
+    /// rather than segment by segment.
+    fn last_end(&self) -> Time {
+        let mut t = self.t;
+        for (len, count) in self.cuts.remaining_lens() {
+            if count > 0 {
+                let d = tx_time((len + self.framing) as u64, self.bps);
+                t += Duration(d.0.saturating_mul(count as u64));
+            }
+        }
+        t
+    }
+}
+
 /// What a finished transmission carried (for counters).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TxDone {
@@ -679,6 +730,40 @@ impl Device {
         last
     }
 
+    /// Ends the current burst at once for a caller that cuts its segments later, one at a
+    /// time: `take(buffer, cursor, last_end)` gets the buffer, a cursor that gives each
+    /// segment's cut and serialisation end in order (the values [`Device::cut_burst`]
+    /// gives), and the last segment's end, until which the device is busy; its answer is
+    /// returned. An engine that keeps a buffer's propagating segments in one queue slot
+    /// cuts each in place when it arrives instead of copying the ~200-byte buffer once
+    /// per segment at the start (issue 19, session 11).
+    ///
+    /// Only on a wire at a constant rate (`None`, and `take` is not called, on a shaper,
+    /// whose segments all depart at the slot's start, or at a varying rate: use
+    /// `cut_burst` there), and `None` without a burst.
+    #[inline(always)]
+    pub fn take_burst<R>(
+        &mut self,
+        take: impl FnOnce(&Packet, BurstCursor, Time) -> R,
+    ) -> Option<R> {
+        if self.shaper || self.constant_bps == 0 {
+            return None;
+        }
+        let c = self.cutting.as_ref()?;
+        let cursor = BurstCursor {
+            cuts: c.cuts,
+            t: c.t,
+            last_tx: c.last_tx,
+            bps: self.constant_bps,
+            framing: self.framing_bytes,
+        };
+        let last = cursor.last_end();
+        let r = take(&c.buffer, cursor, last);
+        self.busy_until = Some(last);
+        self.cutting = None;
+        Some(r)
+    }
+
     /// The buffer the current burst is cut from (its TSQ completion is the caller's).
     pub fn burst_buffer(&self) -> Option<&Packet> {
         self.cutting.as_ref().map(|c| &c.buffer)
@@ -885,6 +970,59 @@ mod tests {
             assert!(looped.burst_buffer().is_none() && looped.next_segment_at().is_none());
             let r = looped.poll(Time(1), &mut Drops::new(), &mut nop, |_, _| {});
             assert!(matches!(r, Poll::Busy(Time(3_275_200))));
+        }
+    }
+
+    /// `take_burst` hands over the burst `cut_burst` would walk: the same cuts at the same
+    /// ends (the 1514/1514/1066-B frames at 10 Mbit/s of the test above: 1,211,200 ns
+    /// each for the full ones, 852,800 for the last), the last end at once, and the
+    /// device busy until then with nothing left to cut. Not on a shaper or at a varying
+    /// rate, which keep their burst for `cut_burst`.
+    #[test]
+    fn take_burst_hands_over_what_cut_burst_walks() {
+        let mut buffer = gso_buffer(3);
+        buffer.hdr.payload_bytes = 2 * 1448 + 1000;
+        buffer.len_bytes = 2 * 1514 + 1066;
+        let start = |rate: RateModel, shaper: bool| {
+            let q = AnyQdisc::Pfifo(pfifo_with_limit(10));
+            let mut dev = Device::new(q, rate, 0, 0, shaper);
+            let mut drops = Drops::new();
+            dev.enqueue(buffer, Time(5), &mut drops);
+            let r = dev.poll(Time(5), &mut drops, &mut nop, |_, _| unreachable!());
+            assert!(matches!(r, Poll::Burst { segments: 3 }));
+            dev
+        };
+        let mut looped = start(RateModel::Constant(10_000_000), false);
+        let mut want = vec![];
+        looped.cut_burst(|_, at| want.push((at.cut, at.end)));
+        let mut dev = start(RateModel::Constant(10_000_000), false);
+        let (mut got, last) = dev
+            .take_burst(|b, mut cursor, last| {
+                assert_eq!(b.hdr.seq, buffer.hdr.seq, "the buffer itself");
+                assert_eq!(cursor.remaining(), 3);
+                let mut got = vec![];
+                while let Some(s) = cursor.next_segment() {
+                    got.push(s);
+                }
+                (got, last)
+            })
+            .expect("a burst on a wire at a constant rate");
+        assert_eq!(got, want);
+        assert_eq!(last, Time(5 + 3_275_200));
+        let ends: Vec<u64> = got.drain(..).map(|(_, end)| end.0 - 5).collect();
+        assert_eq!(ends, vec![1_211_200, 2_422_400, 3_275_200]);
+        assert!(dev.burst_buffer().is_none() && dev.take_burst(|_, _, _| ()).is_none());
+        let r = dev.poll(Time(6), &mut Drops::new(), &mut nop, |_, _| {});
+        assert!(matches!(r, Poll::Busy(Time(3_275_205))));
+        // A shaper, a schedule: the burst stays for `cut_burst`.
+        for (rate, shaper) in [
+            (RateModel::Constant(10_000_000), true),
+            (RateModel::Schedule(vec![(Time::ZERO, 10_000_000)]), false),
+        ] {
+            let mut dev = start(rate, shaper);
+            assert!(dev.take_burst(|_, _, _| ()).is_none());
+            assert!(dev.burst_buffer().is_some());
+            assert_eq!(dev.cut_burst(|_, _| {}), Some(Time(5 + 3_275_200)));
         }
     }
 

@@ -361,7 +361,7 @@ pub const SEGMENT_UID_SHIFT: u32 = 48;
 
 /// What makes wire segment `index` of a GSO buffer differ from the buffer, computed once
 /// per segment by [`SegmentCuts`] and written by [`Packet::apply_cut`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SegmentCut {
     /// Position in the buffer (0 for the first).
     pub index: u32,
@@ -380,7 +380,7 @@ pub struct SegmentCut {
 /// cumulative `truesize` share up to the previous segment's end, which is the share up to
 /// this one's start (one division per segment instead of two). The cuts equal
 /// [`Packet::cut_segment`]'s (issue 19, session 10: cutting was 3.3 % of seed 000).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct SegmentCuts {
     n: u32,
     next: u32,
@@ -398,6 +398,29 @@ impl SegmentCuts {
     #[inline]
     pub fn remaining(&self) -> u32 {
         self.n - self.next
+    }
+
+    /// The `len_bytes` of the segments not cut yet, in order, as at most three runs of
+    /// equal lengths `(len_bytes, count)` (counts may be 0): the full segments, the one
+    /// holding the rest of the payload, and any left without payload. What the cuts'
+    /// lengths add up to, without cutting (a serialisation end, [`crate::device`]).
+    pub fn remaining_lens(&self) -> [(u32, u32); 3] {
+        if self.n == 1 {
+            return [(self.whole_len, (self.next == 0) as u32), (0, 0), (0, 0)];
+        }
+        // Segment i's payload is min(size, total - min(i * size, total)) (`next_cut`):
+        // `size` while i < total / size, the rest of the payload at i = total / size,
+        // nothing after.
+        let full = (self.total / self.size).min(self.n);
+        let rest = self.total - full * self.size;
+        let count_full = full.saturating_sub(self.next);
+        let count_rest = (full < self.n && full >= self.next) as u32;
+        let count_none = self.n.saturating_sub((full + 1).max(self.next));
+        [
+            (self.size + self.headers, count_full),
+            (rest + self.headers, count_rest),
+            (self.headers, count_none),
+        ]
     }
 
     /// The next segment's cut, `None` after the last.
@@ -434,6 +457,50 @@ impl SegmentCuts {
             truesize_bytes,
         };
         Some(cut)
+    }
+}
+
+/// The fields of a GSO buffer its segments' cuts depend on ([`Packet::segment_base`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SegmentBase {
+    uid: u64,
+    seq: u64,
+    remaining_bytes: u64,
+    enqueued_at: Time,
+    total: u32,
+    n: u32,
+    flags: u8,
+}
+
+impl SegmentBase {
+    /// Turns `seg`, which holds this buffer cut to any of its segments (the first cut a
+    /// copy of the buffer, a later one cut in place by this), into the segment `cut`
+    /// describes: the packet [`Packet::apply_cut`] makes of a fresh copy of the buffer.
+    /// Besides the fields `apply_cut` writes, the flags it only clears are rebuilt from
+    /// the buffer's, and the queueing stamp, which a hop that copied the segment on may
+    /// have set in place, is the buffer's again. For a segment of a GSO buffer (`n > 1`).
+    #[inline(always)]
+    pub fn cut_in_place(&self, cut: &SegmentCut, seg: &mut Packet) {
+        debug_assert!(self.n > 1);
+        let i = cut.index;
+        seg.gso_segs = 1;
+        seg.gso_size = 0;
+        seg.uid = self.uid.wrapping_add((i as u64) << SEGMENT_UID_SHIFT);
+        seg.hdr.seq = self.seq + cut.offset as u64;
+        seg.hdr.payload_bytes = cut.payload;
+        seg.len_bytes = cut.len_bytes;
+        seg.truesize_bytes = cut.truesize_bytes;
+        seg.remaining_bytes = self.remaining_bytes + (self.total - cut.offset - cut.payload) as u64;
+        seg.enqueued_at = self.enqueued_at;
+        // As `apply_cut`: FIN and PSH only on the last segment, CWR only on the first.
+        let mut flags = self.flags;
+        if i + 1 != self.n {
+            flags &= !(tcp_flags::FIN | tcp_flags::PSH);
+        }
+        if i > 0 {
+            flags &= !tcp_flags::CWR;
+        }
+        seg.hdr.flags = flags;
     }
 }
 
@@ -612,6 +679,21 @@ impl Packet {
         }
     }
 
+    /// What [`Packet::apply_cut`] reads of this buffer, to cut its segments in place later
+    /// without a copy of the whole buffer ([`SegmentBase::cut_in_place`]).
+    #[inline]
+    pub fn segment_base(&self) -> SegmentBase {
+        SegmentBase {
+            uid: self.uid,
+            seq: self.hdr.seq,
+            remaining_bytes: self.remaining_bytes,
+            enqueued_at: self.enqueued_at,
+            total: self.hdr.payload_bytes,
+            n: self.wire_packets(),
+            flags: self.hdr.flags,
+        }
+    }
+
     /// Offset and length of segment `i`'s payload in the buffer's (of a GSO buffer: every
     /// segment but the last carries exactly `gso_size` bytes). Segment `i`'s `len_bytes` is
     /// this length plus [`Packet::segment_headers_bytes`].
@@ -755,6 +837,104 @@ mod tests {
         let cut = cuts.next_cut().expect("one segment");
         assert_eq!((cut.index, cut.len_bytes), (0, 1514));
         assert!(cuts.next_cut().is_none());
+    }
+
+    /// Cutting each segment in place over the one before (`SegmentBase::cut_in_place`,
+    /// an engine's run of segments in one slot) gives exactly the segments `apply_cut`
+    /// makes of fresh copies, even after a hop stamped the previous one's queueing time:
+    /// the shares and flags of `segment_cuts_in_order_are_the_segments` by hand.
+    #[test]
+    fn segments_cut_in_place_over_each_other_are_the_segments() {
+        let mut p = Packet::synthetic(1, 1, 0);
+        p.hdr.seq = 5000;
+        p.hdr.payload_bytes = 3896;
+        p.hdr.flags = tcp_flags::ACK | tcp_flags::PSH | tcp_flags::CWR | tcp_flags::FIN;
+        p.len_bytes = 3896 + 3 * 66;
+        p.truesize_bytes = 1000;
+        p.remaining_bytes = 10_000;
+        p.enqueued_at = Time(77);
+        p.gso_segs = 3;
+        p.gso_size = 1448;
+        let base = p.segment_base();
+        let mut cuts = p.segment_cuts();
+        let mut slot = p;
+        let mut got = vec![];
+        while let Some(cut) = cuts.next_cut() {
+            if cut.index == 0 {
+                p.apply_cut(&cut, &mut slot);
+            } else {
+                base.cut_in_place(&cut, &mut slot);
+            }
+            assert_eq!(format!("{slot:?}"), format!("{:?}", p.segment(cut.index)));
+            got.push((slot.hdr.seq, slot.truesize_bytes, slot.hdr.flags));
+            // The next hop's stamp, in place: the next cut must not keep it.
+            slot.enqueued_at = Time(1_000 + cut.index as u64);
+        }
+        let (ack, psh, cwr, fin) = (
+            tcp_flags::ACK,
+            tcp_flags::PSH,
+            tcp_flags::CWR,
+            tcp_flags::FIN,
+        );
+        assert_eq!(
+            got,
+            vec![
+                (5000, 371, ack | cwr),
+                (6448, 372, ack),
+                (7896, 257, ack | psh | fin),
+            ]
+        );
+    }
+
+    /// The remaining segments' lengths in (at most) three runs, by hand, and as the cuts
+    /// give them for every position of the cursor over a range of buffers.
+    #[test]
+    fn remaining_lens_are_the_cuts_lengths() {
+        let buffer = |total: u32, segs: u16, size: u16| {
+            let mut p = Packet::synthetic(1, 1, 0);
+            p.hdr.payload_bytes = total;
+            p.len_bytes = total + segs.max(1) as u32 * 66;
+            p.gso_segs = segs;
+            p.gso_size = size;
+            p
+        };
+        // 2 x 1448 + 1000 B: two 1514-B frames and a 1066-B one (66 B of headers each).
+        let mut cuts = buffer(3896, 3, 1448).segment_cuts();
+        assert_eq!(cuts.remaining_lens(), [(1514, 2), (1066, 1), (66, 0)]);
+        cuts.next_cut();
+        assert_eq!(cuts.remaining_lens(), [(1514, 1), (1066, 1), (66, 0)]);
+        cuts.next_cut();
+        cuts.next_cut();
+        assert_eq!(cuts.remaining_lens(), [(1514, 0), (1066, 0), (66, 0)]);
+        // Payload for two full segments of three: the third carries headers only.
+        let cuts = buffer(2896, 3, 1448).segment_cuts();
+        assert_eq!(cuts.remaining_lens(), [(1514, 2), (66, 1), (66, 0)]);
+        // Not a GSO buffer: one packet of its own length.
+        let cuts = Packet::synthetic(2, 1, 1514).segment_cuts();
+        assert_eq!(cuts.remaining_lens(), [(1514, 1), (0, 0), (0, 0)]);
+        for total in [0, 1, 999, 1448, 1449, 2896, 5000, 64_000] {
+            for segs in [0u16, 1, 2, 3, 4, 7, 45] {
+                for size in [1u16, 536, 1448] {
+                    let mut cuts = buffer(total, segs, size).segment_cuts();
+                    loop {
+                        let mut want: Vec<u32> = vec![];
+                        let mut rest = cuts;
+                        while let Some(c) = rest.next_cut() {
+                            want.push(c.len_bytes);
+                        }
+                        let got: Vec<u32> = cuts
+                            .remaining_lens()
+                            .iter()
+                            .flat_map(|&(len, n)| std::iter::repeat_n(len, n as usize))
+                            .collect();
+                        assert_eq!(got, want, "total {total} segs {segs} size {size}");
+                        if cuts.next_cut().is_none() {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -114,6 +114,14 @@ impl Propagation {
         self.schedule = (!changes.is_empty()).then(|| Box::new(DelaySchedule { changes, next: 0 }));
     }
 
+    /// The delay when it never changes (no schedule): then a packet whose serialisation
+    /// ends at `t` arrives at `max(t + delay, previous arrival)`, which a caller may
+    /// compute itself (a run of segments, `FlightPool::push_run`).
+    #[inline]
+    pub fn constant_delay(&self) -> Option<Duration> {
+        self.schedule.is_none().then_some(self.delay)
+    }
+
     /// Arrival time at the far end of a packet whose serialisation ended `now`; never
     /// earlier than the previous arrival (a delay decrease does not reorder the wire).
     #[inline]
