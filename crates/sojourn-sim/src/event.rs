@@ -8,7 +8,8 @@
 //! (serialisation ends, arrivals). Each such push sifted up ~11 levels of that heap and each
 //! pop sifted down ~14: callgrind put the heap at ~40 % of the run's instructions.
 //!
-//! The wheel splits time into slots of 2^14 ns (16.4 µs). Entries due in the current slot
+//! The wheel splits time into slots of 2^14 ns (16.4 µs; 2^12 ns on fast networks, see
+//! `slot_shift_for`). Entries due in the current slot
 //! (or earlier) are in `near`, a binary heap holding only a few dozen entries; entries due
 //! in the next `SLOTS - 1` slots (≈ 1.07 s) are appended to their slot's vector without any
 //! ordering (O(1)); entries due later wait in `far`, a binary heap (their pushes are rarely
@@ -52,6 +53,14 @@
 //! dumbbell; the list heads grow from 64 to 256 KiB (cold heads of far slots are touched
 //! only when a timer is filed there). 2^15 slots gave −1.4 %.
 //!
+//! Session 11: the slot width is chosen per run from the fastest link (`slot_shift_for`:
+//! 2^12 ns when it sends a full-size frame within 2^14 ns), the span staying 2^30 ns. The
+//! lengths of the wheel's arrays are then no longer constants: the hot paths index them
+//! without bounds checks (`head_mut`, `occupied_mut`, `summary_mut`: the index is masked
+//! by the slot count), and `near`'s heap compares (time, seq) as one u128. Callgrind,
+//! run loop: seed 000 2 s 2,204.8 M -> 2,130.4 M instructions (-3.4 %), 16 flows at
+//! 10 Mbit/s 134.75 M -> 133.11 M, 10,000 pairs 3 s 689.8 M -> 668.2 M.
+//!
 //! Tried and measured worse: pouring several following slots into `near` per refill
 //! (fewer refills, but each pop then sifts a larger heap: +2 % instructions on the
 //! dumbbell). The list order inside a slot does not matter: `near` is a heap.
@@ -87,48 +96,85 @@ struct Entry {
 }
 
 impl Entry {
+    /// The pop order: (time, seq) as one 128-bit number, compared without a branch (a
+    /// `cmp`/`sbb` pair) where the tuple's lexicographic comparison branched on the times.
+    #[inline(always)]
+    fn key(&self) -> u128 {
+        ((self.time as u128) << 64) | self.seq as u128
+    }
+
     #[inline(always)]
     fn before(&self, o: &Entry) -> bool {
-        (self.time, self.seq) < (o.time, o.seq)
+        self.key() < o.key()
     }
 }
 
-/// log2 of a slot's width in ns (16.4 µs: a few dozen events of a 10 Gb/s link).
-const SLOT_SHIFT: u32 = 14;
-/// Slots in the wheel (span 2^30 ns ≈ 1.07 s: a few backed-off RTOs' distance).
-const SLOTS: u64 = 1 << 16;
-const WORDS: usize = (SLOTS / 64) as usize;
+/// log2 of the wheel's span in ns (2^30 ns ≈ 1.07 s: a few backed-off RTOs' distance),
+/// whatever the slot width: a slot of 2^shift ns gives 2^(30 - shift) slots.
+const SPAN_SHIFT: u32 = 30;
+/// The slot widths a queue may use: 2^11 ns (2.0 µs; 2^19 slots, 2 MiB of list heads) to
+/// 2^16 ns (65.5 µs; 2^14 slots).
+pub const MIN_SLOT_SHIFT: u32 = 11;
+pub const MAX_SLOT_SHIFT: u32 = 16;
+/// log2 of the default slot width in ns (16.4 µs).
+pub const DEFAULT_SLOT_SHIFT: u32 = 14;
+/// log2 of the slot width of a fast network (4.1 µs).
+pub const FAST_SLOT_SHIFT: u32 = 12;
 
-#[inline(always)]
-fn slot_of(time: u64) -> u64 {
-    time >> SLOT_SHIFT
+/// The slot width (log2, ns) for a run whose fastest link sends `fastest_bps` bit/s
+/// (`None`: no link has a known rate).
+///
+/// When that link serialises a full-size Ethernet frame (1514 B, 12,112 bits) within one
+/// default slot (2^14 ns: at >= 739.3 Mbit/s), its events alone fill every default slot
+/// and `near`, a binary heap, holds dozens of entries (seed 000 at 10 Gbit/s: ~35 per
+/// 2^14-ns slot; each pop sifts through ~5 levels): 2^12-ns slots keep it to a few.
+/// Slower networks keep 2^14 ns: a 100 Mbit/s link's frame takes 121 µs, slots hold
+/// about one entry already, and narrower ones only lengthen the bitmap searches of the
+/// sparse runs. Callgrind (bench/README.md "Session 11, event queue"), 2^12 against 2^14:
+/// seed 000 2 s -3.0 % instructions, a 1 Gbit/s dumbbell (80 flows, 10 Gbit/s access)
+/// -3.5 %, a 100 Mbit/s one (64 flows, 1 Gbit/s access) -2.2 %; a 10 Mbit/s one
+/// (16 flows, 100 Mbit/s access) +3.7 %: it keeps 2^14. The pop order never depends on
+/// the width.
+pub fn slot_shift_for(fastest_bps: Option<u64>) -> u32 {
+    const FRAME_BITS: u128 = 1514 * 8;
+    match fastest_bps {
+        // Frame time <= 2^14 ns  <=>  FRAME_BITS * 1e9 <= 2^14 * rate.
+        Some(r) if FRAME_BITS * 1_000_000_000 <= (r as u128) << DEFAULT_SLOT_SHIFT => {
+            FAST_SLOT_SHIFT
+        }
+        _ => DEFAULT_SLOT_SHIFT,
+    }
 }
 
+/// Adds `e` to the binary min-heap `h` (sift-up through a hole).
 #[inline(always)]
 fn heap_push(h: &mut Vec<Entry>, e: Entry) {
     h.push(e);
+    let h = h.as_mut_slice();
     let mut i = h.len() - 1;
     while i > 0 {
         let parent = (i - 1) / 2;
-        if e.before(&h[parent]) {
-            h[i] = h[parent];
-            i = parent;
-        } else {
+        let p = h[parent];
+        if !e.before(&p) {
             break;
         }
+        h[i] = p;
+        i = parent;
     }
     h[i] = e;
 }
 
+/// Removes the minimum of the binary min-heap `h` (the former last entry sifts down
+/// from the root through a hole).
 #[inline(always)]
 fn heap_pop(h: &mut Vec<Entry>) -> Option<Entry> {
     let last = h.pop()?;
+    let h = h.as_mut_slice();
     let n = h.len();
     if n == 0 {
         return Some(last);
     }
     let top = h[0];
-    // sift `last` down from the root
     let mut i = 0;
     loop {
         let l = 2 * i + 1;
@@ -137,12 +183,12 @@ fn heap_pop(h: &mut Vec<Entry>) -> Option<Entry> {
         }
         let r = l + 1;
         let c = if r < n && h[r].before(&h[l]) { r } else { l };
-        if h[c].before(&last) {
-            h[i] = h[c];
-            i = c;
-        } else {
+        let ce = h[c];
+        if !ce.before(&last) {
             break;
         }
+        h[i] = ce;
+        i = c;
     }
     h[i] = last;
     Some(top)
@@ -150,8 +196,6 @@ fn heap_pop(h: &mut Vec<Entry>) -> Option<Entry> {
 
 /// No node: the end of a slot's list, or of the free list.
 const NIL: u32 = u32::MAX;
-/// Words of the slot bitmap covered by one summary word.
-const SUMMARY_WORDS: usize = WORDS.div_ceil(64);
 
 /// A wheel entry in the node pool, linked into its slot's list (or the free list).
 #[derive(Clone, Copy, Debug)]
@@ -164,18 +208,18 @@ struct Node {
 pub struct EventQueue {
     /// Binary min-heap of the entries due in slot `cur` or earlier.
     near: Vec<Entry>,
-    /// Per slot (`slot & (SLOTS - 1)`) of `cur + 1 .. cur + SLOTS`, the first node of its
-    /// unordered list in `nodes`, or `NIL`.
+    /// Per slot (`slot & mask`) of `cur + 1 .. cur + SLOTS`, the first node of its
+    /// unordered list in `nodes`, or `NIL` (`SLOTS = mask + 1 = 2^(30 - shift)`).
     heads: Box<[u32]>,
     /// Every wheel entry lives in this pool, its slot's list threaded through `next`;
     /// freed nodes form a LIFO free list from `free` (reused while still in cache).
     nodes: Vec<Node>,
     free: u32,
     /// Bit `i` set iff slot `i`'s list is not empty.
-    occupied: Box<[u64; WORDS]>,
+    occupied: Box<[u64]>,
     /// Bit `w` set iff `occupied[w]` is not zero: the next occupied slot is found with
-    /// at most two `trailing_zeros` per summary word instead of a scan of 256 words.
-    summary: [u64; SUMMARY_WORDS],
+    /// at most two `trailing_zeros` per summary word instead of a scan of the bitmap.
+    summary: Box<[u64]>,
     in_wheel: usize,
     /// Binary min-heap of the entries due in slot `cur + SLOTS` or later.
     far: Vec<Entry>,
@@ -185,6 +229,10 @@ pub struct EventQueue {
     /// The slot `near` covers.
     cur: u64,
     seq: u64,
+    /// log2 of a slot's width in ns (`slot_of(t) = t >> shift`).
+    shift: u32,
+    /// Slots in the wheel minus one (a power of two minus one).
+    mask: u64,
 }
 
 impl Default for EventQueue {
@@ -195,19 +243,78 @@ impl Default for EventQueue {
 
 impl EventQueue {
     pub fn new() -> EventQueue {
+        EventQueue::with_slot_shift(DEFAULT_SLOT_SHIFT)
+    }
+
+    /// A queue whose wheel slots are 2^`shift` ns wide (`MIN_SLOT_SHIFT..=MAX_SLOT_SHIFT`),
+    /// spanning 2^30 ns. The width changes only the cost of the operations, never the pop
+    /// order: see `slot_shift_for`.
+    pub fn with_slot_shift(shift: u32) -> EventQueue {
+        assert!(
+            (MIN_SLOT_SHIFT..=MAX_SLOT_SHIFT).contains(&shift),
+            "slot shift {shift}"
+        );
+        let slots = 1usize << (SPAN_SHIFT - shift);
+        let words = slots / 64;
         EventQueue {
             near: Vec::with_capacity(256),
-            heads: vec![NIL; SLOTS as usize].into_boxed_slice(),
+            heads: vec![NIL; slots].into_boxed_slice(),
             nodes: Vec::with_capacity(1024),
             free: NIL,
-            occupied: Box::new([0; WORDS]),
-            summary: [0; SUMMARY_WORDS],
+            occupied: vec![0; words].into_boxed_slice(),
+            summary: vec![0; words.div_ceil(64)].into_boxed_slice(),
             in_wheel: 0,
             far: Vec::new(),
             far_admit: u64::MAX,
             cur: 0,
             seq: 0,
+            shift,
+            mask: slots as u64 - 1,
         }
+    }
+
+    /// log2 of the slot width in ns.
+    pub fn slot_shift(&self) -> u32 {
+        self.shift
+    }
+
+    #[inline(always)]
+    fn slot_of(&self, time: u64) -> u64 {
+        time >> self.shift
+    }
+
+    /// The wheel index of absolute slot `s`, and the places of its list head, of its
+    /// bitmap word and of that word's summary bit, without bounds checks (issue 19: with
+    /// a slot width chosen per run the array lengths are no longer constants, and the
+    /// three checks cost ~2 % of a sparse run's instructions).
+    #[inline(always)]
+    fn index(&self, s: u64) -> usize {
+        (s & self.mask) as usize
+    }
+
+    #[inline(always)]
+    fn head_mut(&mut self, i: usize) -> &mut u32 {
+        debug_assert!(i < self.heads.len());
+        // SAFETY: every caller's `i` is `s & mask` (`index`) or `w * 64 + b` with `b < 64`
+        // and `w` a (checked) index of `occupied` (`take_single_beyond`), and
+        // `heads.len() == mask + 1 == 64 * occupied.len()` (`with_slot_shift`): in both
+        // cases `i <= mask < heads.len()`.
+        unsafe { self.heads.get_unchecked_mut(i) }
+    }
+
+    #[inline(always)]
+    fn occupied_mut(&mut self, i: usize) -> &mut u64 {
+        debug_assert!(i / 64 < self.occupied.len());
+        // SAFETY: `i <= mask` (see `head_mut`) and `occupied.len() == (mask + 1) / 64`.
+        unsafe { self.occupied.get_unchecked_mut(i / 64) }
+    }
+
+    #[inline(always)]
+    fn summary_mut(&mut self, i: usize) -> &mut u64 {
+        debug_assert!(i / 4096 < self.summary.len());
+        // SAFETY: `i <= mask` (see `head_mut`) and
+        // `summary.len() == ceil((mask + 1) / 64 / 64)`.
+        unsafe { self.summary.get_unchecked_mut(i / 4096) }
     }
 
     pub fn len(&self) -> usize {
@@ -227,10 +334,10 @@ impl EventQueue {
             ev,
         };
         self.seq += 1;
-        let s = slot_of(e.time);
+        let s = self.slot_of(e.time);
         if s <= self.cur {
             heap_push(&mut self.near, e);
-        } else if s - self.cur < SLOTS {
+        } else if s - self.cur <= self.mask {
             self.file_in_slot(s, e);
         } else {
             heap_push(&mut self.far, e);
@@ -241,16 +348,15 @@ impl EventQueue {
     /// Recomputes `far_admit` after `far` changed.
     #[inline]
     fn set_far_admit(&mut self) {
-        self.far_admit = self
-            .far
-            .first()
-            .map_or(u64::MAX, |f| (slot_of(f.time) + 1).saturating_sub(SLOTS));
+        self.far_admit = self.far.first().map_or(u64::MAX, |f| {
+            ((f.time >> self.shift) + 1).saturating_sub(self.mask + 1)
+        });
     }
 
     #[inline(always)]
     fn file_in_slot(&mut self, s: u64, e: Entry) {
-        let i = (s & (SLOTS - 1)) as usize;
-        let next = self.heads[i];
+        let i = self.index(s);
+        let next = *self.head_mut(i);
         let n = if self.free != NIL {
             let n = self.free;
             let node = &mut self.nodes[n as usize];
@@ -261,10 +367,9 @@ impl EventQueue {
             self.nodes.push(Node { e, next });
             self.nodes.len() as u32 - 1
         };
-        self.heads[i] = n;
-        let w = i / 64;
-        self.occupied[w] |= 1 << (i % 64);
-        self.summary[w / 64] |= 1 << (w % 64);
+        *self.head_mut(i) = n;
+        *self.occupied_mut(i) |= 1 << (i % 64);
+        *self.summary_mut(i) |= 1 << ((i / 64) % 64);
         self.in_wheel += 1;
     }
 
@@ -311,9 +416,9 @@ impl EventQueue {
     /// slot as `refill` would. `None` (and nothing changed) in every other case.
     #[inline(always)]
     fn take_single(&mut self) -> Option<Entry> {
-        let start = ((self.cur + 1) & (SLOTS - 1)) as usize;
+        let start = self.index(self.cur + 1);
         let w0 = start / 64;
-        let bits = self.occupied[w0] & (!0u64 << (start % 64));
+        let bits = *self.occupied_mut(start) & (!0u64 << (start % 64));
         if bits == 0 {
             return self.take_single_beyond(start);
         }
@@ -331,7 +436,7 @@ impl EventQueue {
         }
         let w = self.next_word_after(start / 64);
         let i = w * 64 + self.occupied[w].trailing_zeros() as usize;
-        let offset = (i as u64).wrapping_sub(start as u64) & (SLOTS - 1);
+        let offset = (i as u64).wrapping_sub(start as u64) & self.mask;
         self.take_single_at(i, self.cur + 1 + offset)
     }
 
@@ -339,18 +444,17 @@ impl EventQueue {
     /// after `cur`) if it is the slot's only one and `s` admits no far entry.
     #[inline(always)]
     fn take_single_at(&mut self, i: usize, s: u64) -> Option<Entry> {
-        let n = self.heads[i];
+        let n = *self.head_mut(i);
         let node = self.nodes[n as usize];
         if node.next != NIL || s >= self.far_admit {
             return None;
         }
         self.cur = s;
-        self.heads[i] = NIL;
-        let w0 = i / 64;
-        let w = self.occupied[w0] & !(1 << (i % 64));
-        self.occupied[w0] = w;
+        *self.head_mut(i) = NIL;
+        let w = *self.occupied_mut(i) & !(1 << (i % 64));
+        *self.occupied_mut(i) = w;
         if w == 0 {
-            self.summary[w0 / 64] &= !(1 << (w0 % 64));
+            *self.summary_mut(i) &= !(1 << ((i / 64) % 64));
         }
         self.nodes[n as usize].next = self.free;
         self.free = n;
@@ -367,7 +471,7 @@ impl EventQueue {
             self.pour(first);
         } else if let Some(f) = self.far.first() {
             // Nothing in the wheel's span: jump to the earliest far entry.
-            self.cur = slot_of(f.time);
+            self.cur = self.slot_of(f.time);
         } else {
             return false;
         }
@@ -384,7 +488,7 @@ impl EventQueue {
     #[inline(always)]
     fn pour(&mut self, s: u64) {
         self.cur = s;
-        let i = (s & (SLOTS - 1)) as usize;
+        let i = (s & self.mask) as usize;
         let w = i / 64;
         self.occupied[w] &= !(1 << (i % 64));
         if self.occupied[w] == 0 {
@@ -406,8 +510,8 @@ impl EventQueue {
     #[inline(never)]
     fn admit_far(&mut self) {
         while let Some(f) = self.far.first() {
-            let s = slot_of(f.time);
-            if s - self.cur >= SLOTS {
+            let s = self.slot_of(f.time);
+            if s - self.cur > self.mask {
                 break;
             }
             let e = heap_pop(&mut self.far).expect("non-empty");
@@ -425,7 +529,7 @@ impl EventQueue {
     /// it, then from the start: the wheel is circular).
     #[inline(always)]
     fn next_occupied(&self) -> u64 {
-        let start = ((self.cur + 1) & (SLOTS - 1)) as usize;
+        let start = ((self.cur + 1) & self.mask) as usize;
         let w0 = start / 64;
         let bits = self.occupied[w0] & (!0u64 << (start % 64));
         let i = if bits != 0 {
@@ -434,7 +538,7 @@ impl EventQueue {
             let w = self.next_word_after(w0);
             w * 64 + self.occupied[w].trailing_zeros() as usize
         };
-        let offset = (i as u64).wrapping_sub(start as u64) & (SLOTS - 1);
+        let offset = (i as u64).wrapping_sub(start as u64) & self.mask;
         self.cur + 1 + offset
     }
 
@@ -451,8 +555,9 @@ impl EventQueue {
         if above != 0 {
             return s0 * 64 + above.trailing_zeros() as usize;
         }
-        for k in 1..=SUMMARY_WORDS {
-            let s = (s0 + k) % SUMMARY_WORDS;
+        let n = self.summary.len();
+        for k in 1..=n {
+            let s = (s0 + k) % n;
             let bits = self.summary[s];
             if bits != 0 {
                 return s * 64 + bits.trailing_zeros() as usize;
@@ -469,7 +574,13 @@ mod tests {
 
     #[test]
     fn pops_in_time_then_insertion_order() {
-        let mut q = EventQueue::new();
+        for shift in MIN_SLOT_SHIFT..=MAX_SLOT_SHIFT {
+            pops_in_time_then_insertion_order_at(shift);
+        }
+    }
+
+    fn pops_in_time_then_insertion_order_at(shift: u32) {
+        let mut q = EventQueue::with_slot_shift(shift);
         let mut r = Rng::from_seed(3);
         let mut items = Vec::new();
         for i in 0..5000u32 {
@@ -488,7 +599,13 @@ mod tests {
     /// Interleaved pushes and pops (the engine's pattern) against a sorted reference.
     #[test]
     fn interleaved_push_pop_matches_a_sorted_reference() {
-        let mut q = EventQueue::new();
+        for shift in MIN_SLOT_SHIFT..=MAX_SLOT_SHIFT {
+            interleaved_push_pop_matches_a_sorted_reference_at(shift);
+        }
+    }
+
+    fn interleaved_push_pop_matches_a_sorted_reference_at(shift: u32) {
+        let mut q = EventQueue::with_slot_shift(shift);
         let mut r = Rng::from_seed(11);
         let mut reference = std::collections::BTreeSet::new();
         let mut now = 0u64;
@@ -518,7 +635,13 @@ mod tests {
     /// (time, insertion number).
     #[test]
     fn wheel_regions_pop_like_a_sorted_reference() {
-        let mut q = EventQueue::new();
+        for shift in MIN_SLOT_SHIFT..=MAX_SLOT_SHIFT {
+            wheel_regions_pop_like_a_sorted_reference_at(shift);
+        }
+    }
+
+    fn wheel_regions_pop_like_a_sorted_reference_at(shift: u32) {
+        let mut q = EventQueue::with_slot_shift(shift);
         let mut r = Rng::from_seed(19);
         let mut reference = std::collections::BTreeSet::new();
         let mut now = 0u64;
@@ -571,7 +694,13 @@ mod tests {
     /// list. Same order as a sorted reference.
     #[test]
     fn sparse_entries_across_the_bitmap_pop_like_a_sorted_reference() {
-        let mut q = EventQueue::new();
+        for shift in MIN_SLOT_SHIFT..=MAX_SLOT_SHIFT {
+            sparse_entries_across_the_bitmap_pop_like_a_sorted_reference_at(shift);
+        }
+    }
+
+    fn sparse_entries_across_the_bitmap_pop_like_a_sorted_reference_at(shift: u32) {
+        let mut q = EventQueue::with_slot_shift(shift);
         let mut r = Rng::from_seed(23);
         let mut reference = std::collections::BTreeSet::new();
         let mut now = 0u64;
@@ -603,8 +732,15 @@ mod tests {
     /// due after `end` stays pending; the slot nodes are reused (no refill ever pours them).
     #[test]
     fn lone_entries_words_apart_pop_in_time_order() {
-        let mut q = EventQueue::new();
-        // 3 ms, 1 ms, 800 ms and 1,040 ms ahead of 0: slots 183, 61, 48,828 and 63,476.
+        for shift in MIN_SLOT_SHIFT..=MAX_SLOT_SHIFT {
+            lone_entries_words_apart_pop_in_time_order_at(shift);
+        }
+    }
+
+    fn lone_entries_words_apart_pop_in_time_order_at(shift: u32) {
+        let mut q = EventQueue::with_slot_shift(shift);
+        // 3 ms, 1 ms, 800 ms and 1,040 ms ahead of 0 (with 2^14-ns slots: slots 183, 61,
+        // 48,828 and 63,476).
         for (t, i) in [
             (3_000_000, 0),
             (1_000_000, 1),
@@ -616,8 +752,8 @@ mod tests {
         assert_eq!(q.pop(), Some((Time(1_000_000), Event::AppTimer(1))));
         assert_eq!(q.pop(), Some((Time(3_000_000), Event::AppTimer(0))));
         assert_eq!(q.pop(), Some((Time(800_000_000), Event::AppTimer(2))));
-        // 400 ms after 800 ms (slot 73,242) wraps past the wheel's last slot (65,536 slots
-        // of 16.4 µs: 1,073.7 ms).
+        // 400 ms after 800 ms (2^14-ns slot 73,242) wraps past the wheel's last slot (the
+        // span is 2^30 ns = 1,073.7 ms whatever the width).
         q.push(Time(1_200_000_000), Event::AppTimer(4));
         assert_eq!(q.pop(), Some((Time(1_040_000_000), Event::AppTimer(3))));
         assert_eq!(q.pop_until(Time(1_199_999_999)), None);
@@ -626,10 +762,32 @@ mod tests {
         assert!(q.nodes.len() <= 5);
     }
 
+    /// The slot width rule on hand-worked rates: a 1514-byte frame (12,112 bits) takes
+    /// 1,211.2 ns at 10 Gbit/s, 12,112 ns at 1 Gbit/s and 16,384 ns (one 2^14-ns slot)
+    /// at 12,112 * 10^9 / 16,384 = 739,257,812.5 bit/s: from 739,257,813 bit/s up a
+    /// frame fits in a default slot and the narrow slots are chosen.
+    #[test]
+    fn slot_width_rule_on_hand_worked_rates() {
+        assert_eq!(slot_shift_for(Some(10_000_000_000)), 12);
+        assert_eq!(slot_shift_for(Some(1_000_000_000)), 12);
+        assert_eq!(slot_shift_for(Some(739_257_813)), 12);
+        assert_eq!(slot_shift_for(Some(739_257_812)), 14);
+        assert_eq!(slot_shift_for(Some(100_000_000)), 14);
+        assert_eq!(slot_shift_for(Some(10_000_000)), 14);
+        assert_eq!(slot_shift_for(None), 14);
+        assert_eq!(EventQueue::with_slot_shift(12).slot_shift(), 12);
+    }
+
     /// `pop_until` stops before the first entry after `end` and leaves it pending.
     #[test]
     fn pop_until_leaves_later_entries() {
-        let mut q = EventQueue::new();
+        for shift in MIN_SLOT_SHIFT..=MAX_SLOT_SHIFT {
+            pop_until_leaves_later_entries_at(shift);
+        }
+    }
+
+    fn pop_until_leaves_later_entries_at(shift: u32) {
+        let mut q = EventQueue::with_slot_shift(shift);
         q.push(Time(5_000_000), Event::Sample);
         q.push(Time(1_000), Event::WarmupEnd);
         q.push(Time(5_000_000), Event::TxDone(3));

@@ -246,13 +246,26 @@ impl Sim {
             .map(|&l| series.entity(&links[l as usize].name))
             .collect();
         let end = Time::ZERO + exp.duration;
+        // The event wheel's slot width follows the fastest link (`event::slot_shift_for`;
+        // only the queue's cost depends on it, never the pop order). Trace-driven links
+        // have no rate to go by.
+        let fastest_bps = exp
+            .links
+            .iter()
+            .filter_map(|lp| match &lp.rate {
+                sojourn_experiment::LinkRate::Constant(r) => Some(*r),
+                sojourn_experiment::LinkRate::Schedule(s) => s.iter().map(|&(_, r)| r).max(),
+                _ => None,
+            })
+            .max();
+        let slot_shift = crate::event::slot_shift_for(fastest_bps);
         let mut sim = Sim {
             now: Time::ZERO,
             end,
             warmup_end: Time::ZERO + exp.warmup,
             seed,
             hash_salt: splitmix64_mix(seed ^ 0x00c0_ffee),
-            events: EventQueue::new(),
+            events: EventQueue::with_slot_shift(slot_shift),
             any_conntrack: nodes.iter().any(|n| n.conntrack.is_some()),
             nodes,
             routes: static_routes(exp),
