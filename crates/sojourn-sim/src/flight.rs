@@ -186,8 +186,10 @@ impl FlightPool {
 
     /// Cuts run slot `i`'s next segment in place (its current one has arrived and been
     /// handled, [`FlightPool::run_front`]); the slot stays at the head of its list. A run
-    /// down to its last segment is an ordinary slot.
-    #[inline(never)]
+    /// down to its last segment is an ordinary slot. Inlined into the arrival (seed 000
+    /// 2 s: −36 M instructions against a call on main 55b48cc, once the event queue's own
+    /// code there shrank; before that the inlined copy made that code spill, +9 M).
+    #[inline(always)]
     pub fn advance_run(&mut self, i: u32) {
         let s = &mut self.slots[i as usize];
         let run = &mut self.runs[i as usize];
