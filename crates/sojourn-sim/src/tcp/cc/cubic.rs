@@ -183,6 +183,7 @@ impl CongestionControl for Cubic {
         (st.cwnd * BETA / BETA_SCALE).max(2)
     }
 
+    #[inline]
     fn cong_avoid(&mut self, st: &mut CcState, mut acked: u32) {
         if !st.cwnd_limited() {
             return;
@@ -198,6 +199,7 @@ impl CongestionControl for Cubic {
         st.cong_avoid_ai(cnt, acked);
     }
 
+    #[inline]
     fn pkts_acked(&mut self, st: &mut CcState, _acked: u32, rtt_ns: Option<u64>) {
         let Some(delay) = rtt_ns else { return };
         // Discard delay samples right after fast recovery (Linux: within 1 s of the epoch).
