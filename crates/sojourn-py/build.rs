@@ -4,6 +4,10 @@
 //! `crates/**/*.rs` and `crates/**/Cargo.toml` plus the workspace `Cargo.toml` and
 //! `Cargo.lock`, in path order, each as `path NUL content NUL`. `sojourn._fingerprint`
 //! computes the same hash in Python.
+//!
+//! Also records the profile the engine was optimised with (`_engine.pgo_profile()`):
+//! the first 16 hex digits of the SHA-256 of the file named by `-Cprofile-use=` in the
+//! build's RUSTFLAGS (pgo/sojourn_build.py adds it, docs/pgo.md), or "" without one.
 
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -27,7 +31,29 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// SHA-256 prefix of the `-Cprofile-use` file of this build, or "".
+fn pgo_profile() -> String {
+    // Cargo passes the build's RUSTFLAGS to build scripts, separated by 0x1f.
+    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let Some(path) = flags
+        .split('\x1f')
+        .find_map(|f| f.strip_prefix("-Cprofile-use="))
+    else {
+        return String::new();
+    };
+    println!("cargo:rerun-if-changed={path}");
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("-Cprofile-use={path}: {e}"));
+    Sha256::digest(&bytes)
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 fn main() {
+    println!("cargo:rustc-env=SOJOURN_PGO_PROFILE={}", pgo_profile());
+    println!("cargo:rerun-if-env-changed=RUSTFLAGS");
+    println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let root = manifest
         .join("../..")

@@ -378,7 +378,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.version:
         import sojourn
 
-        print(f"sojourn {sojourn.__version__}")
+        from . import _engine_info
+
+        print(f"sojourn {sojourn.__version__} ({_engine_info.describe()})")
         return 0
     if not getattr(a, "cmd", None):
         p.print_help()

@@ -518,6 +518,14 @@ fn source_hash() -> &'static str {
     env!("SOJOURN_SOURCE_HASH")
 }
 
+/// The profile this engine was optimised with (profile-guided optimisation, docs/pgo.md):
+/// the first 16 hex digits of the SHA-256 of `pgo/sojourn.profdata` as it was at build
+/// time, or "" for a build without one (`maturin develop`, `SOJOURN_PGO=0`).
+#[pyfunction]
+fn pgo_profile() -> &'static str {
+    env!("SOJOURN_PGO_PROFILE")
+}
+
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate, m)?)?;
@@ -533,6 +541,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("EmulateError", m.py().get_type::<EmulateError>())?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(source_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(pgo_profile, m)?)?;
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
     model::register(m)?;
     deploy::register(m)?;
