@@ -64,6 +64,10 @@ def source_hash() -> str:
     """SHA-256 of the engine's sources at build time (crates/**/*.rs and Cargo files); the
     test suite compares it with the tree's to refuse a stale build."""
 
+def pgo_profile() -> str:
+    """First 16 hex digits of the SHA-256 of the PGO profile the engine was optimised with
+    (pgo/sojourn.profdata at build time, docs/pgo.md), or "" for a build without one."""
+
 def parse_bytes(s: str) -> int:
     """Bytes in a size such as "1500B", "300KiB", "64kB" (ValueError on bad input)."""
 
