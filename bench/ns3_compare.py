@@ -165,6 +165,14 @@ def run_sojourn_fresh(s: Scenario, reps: int, seed: int = 1) -> dict:
     return res
 
 
+def _engine_build() -> str:
+    try:
+        from sojourn import _engine_info
+    except ImportError:  # a sojourn older than the PGO build
+        return "unknown"
+    return _engine_info.describe()
+
+
 def run_sojourn(s: Scenario, reps: int, seed: int = 1) -> dict:
     import sojourn
 
@@ -182,6 +190,8 @@ def run_sojourn(s: Scenario, reps: int, seed: int = 1) -> dict:
     goodputs = [float(b) * 8 / s.duration_s for b in res.flows["delivered_bytes"]]
     return {
         "simulator": f"sojourn {getattr(sojourn, '__version__', '?')}",
+        # Whether the engine was optimised with the PGO profile (docs/pgo.md).
+        "engine": _engine_build(),
         "wall_s": wall, "wall_s_all": walls, "cpu_s": cpu,
         "bottleneck_packets": pkts,
         "bottleneck_packets_per_wall_s": pkts / wall,
