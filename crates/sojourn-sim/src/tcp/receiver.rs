@@ -509,12 +509,11 @@ impl TcpReceiver {
             && now.saturating_since(self.last_rcv) <= self.idle_rto
     }
 
-    /// [`Self::on_data`] for a segment [`Self::is_plain_next_segment`] accepted: it goes
-    /// to the application at once and asks for no immediate ACK.
+    /// The receive state's part of taking a segment [`Self::is_plain_next_segment`]
+    /// accepted; returns its payload bytes (the caller credits the flow record).
     #[inline(always)]
-    fn take_next_segment(&mut self, pkt: &Packet, io: &mut Io) {
-        let h = &pkt.hdr;
-        self.last_rcv = io.now;
+    fn absorb_next_segment(&mut self, h: &TransportHeader, now: Time) -> u64 {
+        self.last_rcv = now;
         // RFC 7323 §4.3: remember TSval of the segment covering the last ACK point.
         if h.seq <= self.rcv_wup && h.ts_val > self.ts_recent {
             self.ts_recent = h.ts_val;
@@ -522,6 +521,14 @@ impl TcpReceiver {
         let gained = h.payload_bytes as u64;
         self.rcv_nxt += gained;
         self.delivered += gained;
+        gained
+    }
+
+    /// [`Self::on_data`] for a segment [`Self::is_plain_next_segment`] accepted: it goes
+    /// to the application at once and asks for no immediate ACK.
+    #[inline(always)]
+    fn take_next_segment(&mut self, pkt: &Packet, io: &mut Io) {
+        let gained = self.absorb_next_segment(&pkt.hdr, io.now);
         io.flows.get_mut(self.flow).delivered_bytes += gained;
         if self.delivered >= self.complete_at {
             self.complete_at = u64::MAX;
@@ -629,15 +636,7 @@ impl Endpoint for TcpReceiver {
             && self.delayed_ack
             && self.delivered + (pkt.hdr.payload_bytes as u64) < self.complete_at
         {
-            let h = &pkt.hdr;
-            self.last_rcv = io.now;
-            // RFC 7323 §4.3: remember TSval of the segment covering the last ACK point.
-            if h.seq <= self.rcv_wup && h.ts_val > self.ts_recent {
-                self.ts_recent = h.ts_val;
-            }
-            let gained = h.payload_bytes as u64;
-            self.rcv_nxt += gained;
-            self.delivered += gained;
+            let gained = self.absorb_next_segment(&pkt.hdr, io.now);
             // What `on_packet_general` decides for it: not urgent, `rcv_nxt > rcv_wup`
             // (the segment carried payload), no FIN seen (the quiet state) so no linger.
             if self.rcv_nxt - self.rcv_wup > self.mss as u64 {
