@@ -44,7 +44,7 @@ median of --reps runs; utilisation and mean sojourn from the run's summary. Each
 scenario's sojourn runs happen in a fresh Python process (`--sojourn-in-process` keeps the
 old way, inside this process): after minutes of ns-3 in the same process, with cppyy's and
 ns-3's heap and caches around it, a sojourn run of 0.12 s took 0.17-0.22 s (measured
-2026-11-26, bench/README.md "Quiet, full length, end of session 10").
+2026-11-26, bench/HISTORY.md "Quiet, full length, end of session 10").
 """
 from __future__ import annotations
 

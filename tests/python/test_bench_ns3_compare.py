@@ -1,6 +1,6 @@
 """bench/ns3_compare.py's sojourn side (the ns-3 side needs the optional `ns3` wheel and
 minutes; it is a manual benchmark). The script times sojourn in a fresh process per scenario
-(bench/README.md, "Quiet, full length, end of session 10"): that run must be the very run the
+(bench/HISTORY.md, "Quiet, full length, end of session 10"): that run must be the very run the
 in-process call makes, or the ratio table would compare different simulations."""
 from __future__ import annotations
 

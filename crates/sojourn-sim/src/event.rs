@@ -48,7 +48,7 @@
 //! `far`: a heap of ~10^4 entries whose every push and pop sifted through ~14 levels, one
 //! cold cache line each, and whose entries were all moved once more into the wheel. Filed
 //! in a slot instead, such an entry costs one list push and one pour. Measured with
-//! callgrind (bench/README.md "Session 10, many active flows"): −3.0 % instructions and
+//! callgrind (bench/HISTORY.md "Session 10, many active flows"): −3.0 % instructions and
 //! −0.6 % last-level misses in the 10,000-flow run, −0.5 % instructions on a 16-flow
 //! dumbbell; the list heads grow from 64 to 256 KiB (cold heads of far slots are touched
 //! only when a timer is filed there). 2^15 slots gave −1.4 %.
@@ -136,7 +136,7 @@ pub const FAST_SLOT_SHIFT: u32 = 12;
 /// 2^14-ns slot; each pop sifts through ~5 levels): 2^12-ns slots keep it to a few.
 /// Slower networks keep 2^14 ns: a 100 Mbit/s link's frame takes 121 µs, slots hold
 /// about one entry already, and narrower ones only lengthen the bitmap searches of the
-/// sparse runs. Callgrind (bench/README.md "Session 11, event queue"), 2^12 against 2^14:
+/// sparse runs. Callgrind (bench/HISTORY.md "Session 11, event queue"), 2^12 against 2^14:
 /// seed 000 2 s -3.0 % instructions, a 1 Gbit/s dumbbell (80 flows, 10 Gbit/s access)
 /// -3.5 %, a 100 Mbit/s one (64 flows, 1 Gbit/s access) -2.2 %; a 10 Mbit/s one
 /// (16 flows, 100 Mbit/s access) +3.7 %: it keeps 2^14. The pop order never depends on

@@ -143,7 +143,7 @@ pub struct Scoreboard {
     /// segment — so a block seen again needs no work, and one grown at its end only the
     /// work of its new part ([`Scoreboard::sack`]). Boxed on first use: it is read only
     /// when SACK blocks arrive, and inline it made every socket 72 bytes larger, which cost
-    /// cache misses per event with 10,000 active flows (bench/README.md, session 10).
+    /// cache misses per event with 10,000 active flows (bench/HISTORY.md, session 10).
     sack_cache: Option<Box<SackCache>>,
 }
 
