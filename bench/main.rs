@@ -557,12 +557,11 @@ fn bench_file(args: &[String]) {
         );
     }
     let link_pkts: u64 = sim.links.iter().map(|l| l.stats.tx_pkts).sum();
-    let secs = exp.duration.as_secs_f64();
-    // Printed from the integer nanoseconds: `as_secs_f64` multiplies by 1e-9, which shows
-    // 60 s as 60.00000000000001.
-    let secs_text = exp.duration.as_ns() as f64 / 1e9;
+    // From the integer nanoseconds: `as_secs_f64` multiplies by 1e-9, which prints 60 s as
+    // 60.00000000000001.
+    let secs = exp.duration.as_ns() as f64 / 1e9;
     println!(
-        "{path}: {secs_text} s simulated; set-up {setup:.3} CPU s; run {cpu:.2} CPU s \
+        "{path}: {secs} s simulated; set-up {setup:.3} CPU s; run {cpu:.2} CPU s \
          ({:.2}x real time)",
         cpu / secs
     );

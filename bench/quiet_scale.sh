@@ -3,12 +3,14 @@
 # repository root. Prints, in order:
 #   1. seed 000's 10 Gb/s run, 60 s simulated (CPU s, link packets per CPU s) and the full
 #      4-hour run it projects to (×240) — docs/repro/age-based.md, "Performance";
-#   2. `sojourn-bench --short cbr tcp` — bench/README.md, "Latest results" (its first rows);
+#   2. `sojourn-bench --short cbr tcp` — the shortened runs of bench/README.md's "Latest
+#      results" (its first two rows are the full-length `sojourn-bench cbr tcp`);
 #   3. the ns-3 side by side at full length, every row — bench/README.md, the table under
 #      "Latest results" (the one it replaces moves to bench/HISTORY.md)
 #      (skipped with a note when ns-3's Python bindings cannot be imported).
-# ns-3 comes from the `ns3` wheel (bench/README.md, "Side by side with ns-3"); NS3_PYTHONPATH points at a
-# site-packages holding it if it is not in the current interpreter's.
+# ns-3 comes from the `ns3` wheel (bench/README.md, "Side by side with ns-3");
+# NS3_PYTHONPATH points at a site-packages holding it if it is not in the current
+# interpreter's.
 # Env: PYTHON (default python3; must import this checkout's `sojourn`), BENCH (a built
 # `sojourn-bench`; default: cargo builds target/release/sojourn-bench), OUT (default
 # bench/quiet-<UTC time>) for the outputs, NS3_ARGS (extra ns3_compare.py arguments, e.g.
