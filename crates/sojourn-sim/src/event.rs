@@ -1,112 +1,107 @@
 //! The pending-event set: a timing wheel in front of two small binary heaps, popping in
-//! (time, insertion sequence) order exactly as one min-heap over all entries would.
+//! the canonical event order.
 //!
-//! Why not one binary heap (what this was until issue 19): the pending set is not small.
-//! Endpoint deadlines are re-armed lazily — an earlier deadline pushes a new entry and the
-//! superseded one stays until its time (an RTO ~200 ms ahead) — so seed 000's 10 Gb/s run
-//! held ~15,000 pending entries while almost every push is for the next microseconds
-//! (serialisation ends, arrivals). Each such push sifted up ~11 levels of that heap and each
-//! pop sifted down ~14: callgrind put the heap at ~40 % of the run's instructions.
+//! **The order** (docs/engine.md, "Event order", a contract): events pop by time; events
+//! due at the same nanosecond by class, in the order of [`Event`]'s variants (warm-up end,
+//! sample, arrivals, late arrivals, transmission ends, qdisc wake-ups, endpoint timers,
+//! application timers); events of one class at one instant by their entity's id under a
+//! bijection drawn from the run's seed (`EventQueue::with_order_seed`; application
+//! timers, i.e. workload generators, by their id in the file's order). The key is
+//! (time, class, permuted id) as one 128-bit number. Nothing in it depends on when or in
+//! which order the engine filed its events, so moving, adding or removing filings (an event
+//! filed earlier, a no-op event between real ones: `EventQueue::relay_every`) leaves the run
+//! unchanged. Two entries with equal keys are the same event for the same entity, and the
+//! engine handles them identically, so their relative order does not matter. An event
+//! filed for the instant being handled with a key below the current one pops next.
 //!
-//! The wheel splits time into slots of 2^14 ns (16.4 µs; 2^12 ns on fast networks, see
-//! `slot_shift_for`). Entries due in the current slot
-//! (or earlier) are in `near`, a binary heap holding only a few dozen entries; entries due
-//! in the next `SLOTS - 1` slots (≈ 1.07 s) are appended to their slot's vector without any
-//! ordering (O(1)); entries due later wait in `far`, a binary heap (their pushes are rarely
-//! near its top, and each is moved once). When `near` runs dry, the next occupied slot
-//! (found in a bitmap) is poured into it, and `far` entries that entered the wheel's span
-//! move into their slots. Every entry in `near` is due before every entry in the wheel,
-//! and those before every entry in `far`, so popping `near`'s minimum by (time, seq) yields
-//! the same order, ties included, as the single heap did: outputs are byte-identical.
-//! The engine never schedules before the event being handled, except through a caller bug;
-//! such an entry lands in `near` and still pops first, as it would from one heap.
-//!
-//! Session 8 (issue 19, the sparse rows of the ns-3 comparison: a 10 Mbit/s dumbbell has
-//! about one event per 7 slots, so almost every pop refills):
-//! - a slot is a singly linked list threaded through one pool of nodes (`nodes`, LIFO
-//!   free list), not a vector per slot: no slot ever allocates (the per-slot vectors grew
-//!   on first use, ~5 % of the instructions of a 30-s dumbbell run), and the wheel's
-//!   fixed memory is 64 KiB of list heads instead of 384 KiB of vector headers;
-//! - a summary word per 64 bitmap words finds the next occupied word in at most one
-//!   `trailing_zeros` per summary word (four) instead of scanning up to 256 words;
-//! - the engine's loop pops with `pop_until(end)`, one call where `peek_time` + `pop`
-//!   made two;
-//! - when `near` is empty and the next occupied slot (in the rest of the current bitmap
-//!   word) holds a single entry and admits no `far` entry (`far_admit`), that entry is
-//!   the next event: `take_single`, inlined into the loop, takes it out directly instead
-//!   of a call to `refill`, a push into `near` and a pop (−8 % of a sparse run's
-//!   instructions).
-//!
-//! Session 9: `take_single` also looks beyond the current bitmap word (through the
-//! summary, out of line), so a lone entry several words ahead is taken directly too
-//! (−0.1 to −0.35 % of the instructions of the ns-3 rows' shapes: in those runs most
-//! refills pour slots holding several entries).
-//!
-//! Session 10 (issue 19, many active flows): the wheel spans 2^16 slots (≈ 1.07 s), not
-//! 2^14 (≈ 268 ms). With 10,000 flows living on retransmission timeouts (0.77 per sent
-//! packet; backed-off RTOs of 400 ms, 800 ms, …) most timer entries lay beyond 268 ms, in
-//! `far`: a heap of ~10^4 entries whose every push and pop sifted through ~14 levels, one
-//! cold cache line each, and whose entries were all moved once more into the wheel. Filed
-//! in a slot instead, such an entry costs one list push and one pour. Measured with
-//! callgrind (bench/HISTORY.md "Session 10, many active flows"): −3.0 % instructions and
-//! −0.6 % last-level misses in the 10,000-flow run, −0.5 % instructions on a 16-flow
-//! dumbbell; the list heads grow from 64 to 256 KiB (cold heads of far slots are touched
-//! only when a timer is filed there). 2^15 slots gave −1.4 %.
-//!
-//! Session 11: the slot width is chosen per run from the fastest link (`slot_shift_for`:
-//! 2^12 ns when it sends a full-size frame within 2^14 ns), the span staying 2^30 ns. The
-//! lengths of the wheel's arrays are then no longer constants: the hot paths index them
-//! without bounds checks (`head_mut`, `occupied_mut`, `summary_mut`: the index is masked
-//! by the slot count), and `near`'s heap compares (time, seq) as one u128. Callgrind,
-//! run loop: seed 000 2 s 2,204.8 M -> 2,130.4 M instructions (-3.4 %), 16 flows at
-//! 10 Mbit/s 134.75 M -> 133.11 M, 10,000 pairs 3 s 689.8 M -> 668.2 M.
-//!
-//! Session 11 (later): an entry pushed due before everything in `near` is kept out of
-//! the heap (`hot`) and pops next without a sift. In seed 000 most pushes into the
-//! current slot are such entries (each delivery batch's ACK timer, 1 ns ahead; the
-//! ACK's serialisation end, 67 ns ahead): callgrind, run loop, seed 000 2 s
-//! 2,082.8 M -> 1,988.7 M (-4.5 %), 16 flows at 10 Mbit/s 134.49 M -> 133.67 M.
-//!
-//! Tried and measured worse: pouring several following slots into `near` per refill
-//! (fewer refills, but each pop then sifts a larger heap: +2 % instructions on the
-//! dumbbell). The list order inside a slot does not matter: `near` is a heap.
+//! **The wheel.** Time is split into slots of 2^14 ns (16.4 µs; 2^12 ns on fast networks,
+//! see `slot_shift_for`). Entries due in the current slot (or earlier) are in `near`, a
+//! binary heap holding a few dozen entries, with the one due before all of them held out
+//! of it (`hot`: the engine's most frequent push, an ACK 1 ns ahead, pops next without a
+//! sift); entries due in the next `SLOTS - 1` slots (2^30 ns ≈ 1.07 s in all) are threaded
+//! unordered into their slot's linked list in one node pool (O(1), no allocation per slot);
+//! entries due later wait in `far`, a binary heap, and move once into their slot when it
+//! enters the span. When `near` runs dry, the next occupied slot (found through a bitmap
+//! and a summary word per 64 bitmap words) is poured into it; a lone entry in that slot is
+//! taken directly (`take_single`). Every entry in `near` is due before every entry in the
+//! wheel, and those before every entry in `far`, so popping `near`'s minimum yields the
+//! order a single heap over all entries would. Why a wheel, and what each piece saved, is
+//! measured in bench/HISTORY.md (sessions 8–11 of issue 19): one heap of ~15,000 lazily
+//! cancelled timers was ~40 % of a 10 Gb/s run's instructions.
 
 use sojourn_core::Time;
 
 /// What happens at an event. Ids are dense indices.
+///
+/// The variants are listed in their *class order*: of two events due at the same
+/// nanosecond, the one of the earlier class runs first (docs/engine.md, "Event order").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
-    /// A link finished serialising its current packet.
-    TxDone(u32),
+    /// End of warm-up: reset the link statistics (before anything else at that instant).
+    WarmupEnd,
+    /// Time-series sampling tick: it sees the state left by every event before its time.
+    Sample,
     /// The head packet in flight on a link reaches the far end.
     Arrive(u32),
     /// The head of a link's reordered (extra-delayed) packets reaches the far end.
     ArriveLate(u32),
+    /// A link finished serialising its current packet: packets arriving at the same
+    /// instant are already queued behind it.
+    TxDone(u32),
     /// A shaper/pacer asked to be woken (`Dequeue::NotBefore`).
     QdiscWake(u32),
     /// An endpoint's deadline (lazily cancelled: checked against the endpoint's state).
     EndpointTimer(u32),
     /// A workload generator's timer.
     AppTimer(u32),
-    /// Time-series sampling tick.
-    Sample,
-    /// End of warm-up: reset the link statistics.
-    WarmupEnd,
 }
 
+/// An event's class: its place in the tie order (the high word of [`Entry::tag`]).
+mod class {
+    pub const WARMUP_END: u64 = 0;
+    pub const SAMPLE: u64 = 1;
+    pub const ARRIVE: u64 = 2;
+    pub const ARRIVE_LATE: u64 = 3;
+    pub const TX_DONE: u64 = 4;
+    /// The queue's own no-op (`EventQueue::relay_every`), filed between real classes.
+    pub const RELAY: u64 = 5;
+    pub const QDISC_WAKE: u64 = 6;
+    pub const ENDPOINT_TIMER: u64 = 7;
+    pub const APP_TIMER: u64 = 8;
+}
+
+/// The odd multiplier of the entity permutation (2^32 / golden ratio, rounded to odd) and
+/// its inverse modulo 2^32: `K * K_INV = 1 (mod 2^32)`.
+const PERM_K: u32 = 0x9e37_79b1;
+const PERM_K_INV: u32 = inverse_mod_2_32(PERM_K);
+
+/// The inverse of odd `k` modulo 2^32 (Newton's iteration doubles the correct low bits:
+/// `x = k` is right to 3 bits for odd `k`, five steps give 96 > 32).
+const fn inverse_mod_2_32(k: u32) -> u32 {
+    let mut x = k;
+    let mut i = 0;
+    while i < 5 {
+        x = x.wrapping_mul(2u32.wrapping_sub(k.wrapping_mul(x)));
+        i += 1;
+    }
+    x
+}
+
+/// A pending event: its time and its tie-break `tag` (class in the high word, the
+/// permuted entity id in the low word), 16 bytes. The event itself is decoded from the
+/// tag when it pops.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     time: u64,
-    seq: u64,
-    ev: Event,
+    tag: u64,
 }
 
 impl Entry {
-    /// The pop order: (time, seq) as one 128-bit number, compared without a branch (a
-    /// `cmp`/`sbb` pair) where the tuple's lexicographic comparison branched on the times.
+    /// The pop order: (time, class, permuted entity) as one 128-bit number, compared
+    /// without a branch (a `cmp`/`sbb` pair).
     #[inline(always)]
     fn key(&self) -> u128 {
-        ((self.time as u128) << 64) | self.seq as u128
+        ((self.time as u128) << 64) | self.tag as u128
     }
 
     #[inline(always)]
@@ -210,7 +205,8 @@ struct Node {
     next: u32,
 }
 
-/// The pending events; ties in time keep insertion order (determinism).
+/// The pending events, popped in the canonical order (time, class, permuted entity):
+/// never in the order they were filed (docs/engine.md, "Event order").
 pub struct EventQueue {
     /// An entry due before every entry of `near` (so the next to pop), kept out of the
     /// heap: the engine's most frequent push is due before everything pending (an ACK
@@ -238,7 +234,17 @@ pub struct EventQueue {
     far_admit: u64,
     /// The slot `near` covers.
     cur: u64,
-    seq: u64,
+    /// The time of the last event popped.
+    now: u64,
+    /// The run's salt of the entity permutation (`EventQueue::with_order_seed`).
+    salt: u32,
+    /// Testing (`relay_every`): every n-th eligible push goes through a relay; 0 = never.
+    relay_every: u32,
+    relay_count: u32,
+    relays_filed: u64,
+    /// The entries waiting in relays, by relay index, and the free indices.
+    relayed: Vec<Entry>,
+    relay_free: Vec<u32>,
     /// log2 of a slot's width in ns (`slot_of(t) = t >> shift`).
     shift: u32,
     /// Slots in the wheel minus one (a power of two minus one).
@@ -278,10 +284,89 @@ impl EventQueue {
             far: Vec::new(),
             far_admit: u64::MAX,
             cur: 0,
-            seq: 0,
+            now: 0,
+            salt: 0,
+            relay_every: 0,
+            relay_count: 0,
+            relays_filed: 0,
+            relayed: Vec::new(),
+            relay_free: Vec::new(),
             shift,
             mask: slots as u64 - 1,
         }
+    }
+
+    /// The same queue with the tie order among entities of one class drawn from `seed`
+    /// (a bijection of the 32-bit ids, so no two entities tie and low ids are not
+    /// favoured; the same seed gives the same order).
+    pub fn with_order_seed(mut self, seed: u64) -> EventQueue {
+        self.salt = sojourn_core::rng::Rng::stream(seed, "event-order", 0).next_u32();
+        self
+    }
+
+    /// Testing the order contract: from now on, file every `n`-th push due at least 2 ns
+    /// after the last popped event through a no-op relay entry due halfway, which files
+    /// the real entry when it pops (`n = 0`: never). Relays are a class of their own
+    /// between the real ones. Under the canonical order the real events pop in the same
+    /// order either way, so a whole run's outputs do not change (tests/order_contract.rs);
+    /// under an insertion-order tie-break they would.
+    pub fn relay_every(&mut self, n: u32) {
+        self.relay_every = n;
+    }
+
+    /// How many entries went through a relay.
+    pub fn relays_filed(&self) -> u64 {
+        self.relays_filed
+    }
+
+    /// The permuted id: `(id ^ salt) * K` then its high half folded into the low half,
+    /// both bijections of u32.
+    #[inline(always)]
+    fn permute(&self, id: u32) -> u32 {
+        let m = (id ^ self.salt).wrapping_mul(PERM_K);
+        m ^ (m >> 16)
+    }
+
+    /// The inverse of `permute`.
+    #[inline(always)]
+    fn unpermute(&self, p: u32) -> u32 {
+        let m = p ^ (p >> 16);
+        m.wrapping_mul(PERM_K_INV) ^ self.salt
+    }
+
+    #[inline(always)]
+    fn tag_of(&self, ev: Event) -> u64 {
+        let (c, id) = match ev {
+            Event::WarmupEnd => (class::WARMUP_END, 0),
+            Event::Sample => (class::SAMPLE, 0),
+            Event::Arrive(l) => (class::ARRIVE, self.permute(l)),
+            Event::ArriveLate(l) => (class::ARRIVE_LATE, self.permute(l)),
+            Event::TxDone(l) => (class::TX_DONE, self.permute(l)),
+            Event::QdiscWake(l) => (class::QDISC_WAKE, self.permute(l)),
+            Event::EndpointTimer(e) => (class::ENDPOINT_TIMER, self.permute(e)),
+            // Generators in the file's order: the flows they open at one instant are
+            // numbered in that order (flow i on pair i for `pairs = "all"`).
+            Event::AppTimer(a) => (class::APP_TIMER, a),
+        };
+        (c << 32) | id as u64
+    }
+
+    /// The event of a real entry's tag; `None` for a relay.
+    #[inline(always)]
+    fn event_of(&self, tag: u64) -> Option<Event> {
+        let low = tag as u32;
+        let id = self.unpermute(low);
+        Some(match tag >> 32 {
+            class::WARMUP_END => Event::WarmupEnd,
+            class::SAMPLE => Event::Sample,
+            class::ARRIVE => Event::Arrive(id),
+            class::ARRIVE_LATE => Event::ArriveLate(id),
+            class::TX_DONE => Event::TxDone(id),
+            class::QDISC_WAKE => Event::QdiscWake(id),
+            class::ENDPOINT_TIMER => Event::EndpointTimer(id),
+            class::APP_TIMER => Event::AppTimer(low),
+            _ => return None,
+        })
     }
 
     /// log2 of the slot width in ns.
@@ -328,6 +413,7 @@ impl EventQueue {
         unsafe { self.summary.get_unchecked_mut(i / 4096) }
     }
 
+    /// Pending entries (relays and the entries they hold count once each).
     pub fn len(&self) -> usize {
         self.hot.is_some() as usize + self.near.len() + self.in_wheel + self.far.len()
     }
@@ -341,10 +427,51 @@ impl EventQueue {
     pub fn push(&mut self, time: Time, ev: Event) {
         let e = Entry {
             time: time.0,
-            seq: self.seq,
-            ev,
+            tag: self.tag_of(ev),
         };
-        self.seq += 1;
+        if self.relay_every != 0 && self.relay(e) {
+            return;
+        }
+        self.insert(e);
+    }
+
+    /// `relay_every`'s filing: true when `e` went into a relay.
+    #[inline(never)]
+    fn relay(&mut self, e: Entry) -> bool {
+        self.relay_count += 1;
+        if !self.relay_count.is_multiple_of(self.relay_every) || e.time < self.now.saturating_add(2)
+        {
+            return false;
+        }
+        self.relays_filed += 1;
+        let r = match self.relay_free.pop() {
+            Some(r) => {
+                self.relayed[r as usize] = e;
+                r
+            }
+            None => {
+                self.relayed.push(e);
+                self.relayed.len() as u32 - 1
+            }
+        };
+        self.insert(Entry {
+            time: self.now + (e.time - self.now) / 2,
+            tag: (class::RELAY << 32) | r as u64,
+        });
+        true
+    }
+
+    /// A relay popped: file the entry it held.
+    #[inline(never)]
+    fn unrelay(&mut self, tag: u64) {
+        let r = tag as u32;
+        let e = self.relayed[r as usize];
+        self.relay_free.push(r);
+        self.insert(e);
+    }
+
+    #[inline(always)]
+    fn insert(&mut self, e: Entry) {
         let s = self.slot_of(e.time);
         if s <= self.cur {
             match self.hot {
@@ -418,12 +545,25 @@ impl EventQueue {
     /// `peek_time` and `pop` made two).
     #[inline]
     pub fn pop_until(&mut self, end: Time) -> Option<(Time, Event)> {
+        loop {
+            let e = self.pop_entry_until(end)?;
+            self.now = e.time;
+            match self.event_of(e.tag) {
+                Some(ev) => return Some((Time(e.time), ev)),
+                None => self.unrelay(e.tag),
+            }
+        }
+    }
+
+    /// The next entry if it is due at or before `end`.
+    #[inline(always)]
+    fn pop_entry_until(&mut self, end: Time) -> Option<Entry> {
         if let Some(h) = self.hot {
             if h.time > end.0 {
                 return None;
             }
             self.hot = None;
-            return Some((Time(h.time), h.ev));
+            return Some(h);
         }
         if self.near.is_empty() {
             if let Some(e) = self.take_single() {
@@ -431,7 +571,7 @@ impl EventQueue {
                     self.near.push(e);
                     return None;
                 }
-                return Some((Time(e.time), e.ev));
+                return Some(e);
             }
             if !self.refill() {
                 return None;
@@ -440,7 +580,7 @@ impl EventQueue {
         if self.near[0].time > end.0 {
             return None;
         }
-        heap_pop(&mut self.near).map(|e| (Time(e.time), e.ev))
+        heap_pop(&mut self.near)
     }
 
     /// `refill` + `heap_pop` for the common case of a sparse run, inlined into the
@@ -605,29 +745,163 @@ impl EventQueue {
 mod tests {
     use super::*;
     use sojourn_core::rng::Rng;
+    use sojourn_core::Duration;
 
-    #[test]
-    fn pops_in_time_then_insertion_order() {
-        for shift in MIN_SLOT_SHIFT..=MAX_SLOT_SHIFT {
-            pops_in_time_then_insertion_order_at(shift);
+    /// Every kind of event, with its id, for the tests.
+    fn event(class: u64, id: u32) -> Event {
+        match class {
+            0 => Event::WarmupEnd,
+            1 => Event::Sample,
+            2 => Event::Arrive(id),
+            3 => Event::ArriveLate(id),
+            4 => Event::TxDone(id),
+            5 => Event::QdiscWake(id),
+            6 => Event::EndpointTimer(id),
+            _ => Event::AppTimer(id),
         }
     }
 
-    fn pops_in_time_then_insertion_order_at(shift: u32) {
-        let mut q = EventQueue::with_slot_shift(shift);
-        let mut r = Rng::from_seed(3);
-        let mut items = Vec::new();
-        for i in 0..5000u32 {
-            let t = r.below(200);
-            q.push(Time(t), Event::AppTimer(i));
-            items.push((t, i));
+    /// The documented class order (docs/engine.md, "Event order"), as a literal.
+    fn rank(ev: Event) -> u32 {
+        match ev {
+            Event::WarmupEnd => 0,
+            Event::Sample => 1,
+            Event::Arrive(_) => 2,
+            Event::ArriveLate(_) => 3,
+            Event::TxDone(_) => 4,
+            Event::QdiscWake(_) => 5,
+            Event::EndpointTimer(_) => 6,
+            Event::AppTimer(_) => 7,
         }
-        items.sort(); // by time then by i (= insertion order)
-        for (t, i) in items {
-            let (tt, ev) = q.pop().unwrap();
-            assert_eq!((tt.0, ev), (t, Event::AppTimer(i)));
+    }
+
+    fn id(ev: Event) -> u32 {
+        match ev {
+            Event::WarmupEnd | Event::Sample => 0,
+            Event::Arrive(i)
+            | Event::ArriveLate(i)
+            | Event::TxDone(i)
+            | Event::QdiscWake(i)
+            | Event::EndpointTimer(i)
+            | Event::AppTimer(i) => i,
         }
-        assert!(q.pop().is_none());
+    }
+
+    /// The contract: the same set of events filed in two different orders pops in the
+    /// same order; by time, then class in the documented order, then entity in one fixed
+    /// order of the ids (the same at every instant and for every class).
+    #[test]
+    fn pop_order_is_canonical_whatever_the_filing_order() {
+        for shift in MIN_SLOT_SHIFT..=MAX_SLOT_SHIFT {
+            let mut r = Rng::from_seed(3);
+            let mut set = std::collections::BTreeSet::new();
+            while set.len() < 5000 {
+                // Times within a few slots; 8 classes; 40 entities: many exact ties.
+                let c = r.below(8);
+                let i = if c < 2 { 0 } else { r.below(40) as u32 };
+                set.insert((r.below(200_000), c, i));
+            }
+            let items: Vec<_> = set.into_iter().collect();
+            let mut shuffled = items.clone();
+            for k in (1..shuffled.len()).rev() {
+                shuffled.swap(k, r.below(k as u64 + 1) as usize);
+            }
+            let mut orders = Vec::new();
+            for filing in [&items, &shuffled] {
+                let mut q = EventQueue::with_slot_shift(shift).with_order_seed(9);
+                for &(t, c, i) in filing.iter() {
+                    q.push(Time(t), event(c, i));
+                }
+                orders.push(std::iter::from_fn(|| q.pop()).collect::<Vec<_>>());
+            }
+            assert_eq!(orders[0].len(), 5000);
+            assert_eq!(orders[0], orders[1]);
+            // Time, then class; within one (time, class) the ids keep one fixed order.
+            let mut before = std::collections::BTreeSet::new();
+            for w in orders[0].windows(2) {
+                let ((t0, e0), (t1, e1)) = (w[0], w[1]);
+                assert!(t0 <= t1);
+                if t0 == t1 {
+                    assert!(rank(e0) <= rank(e1), "{e0:?} before {e1:?} at {t0:?}");
+                    if rank(e0) == rank(e1) {
+                        assert_ne!(id(e0), id(e1));
+                        before.insert((id(e0), id(e1)));
+                    }
+                }
+            }
+            for &(a, b) in &before {
+                assert!(!before.contains(&(b, a)), "ids {a} and {b} swap places");
+            }
+        }
+    }
+
+    /// The tie order among entities is a permutation drawn from the seed: every one of 64
+    /// entities due at one instant pops exactly once, the id order is not the natural one
+    /// (low ids are not favoured), and another seed gives another order.
+    #[test]
+    fn entity_order_is_a_seeded_permutation() {
+        let order_for = |seed: u64| {
+            let mut q = EventQueue::with_slot_shift(DEFAULT_SLOT_SHIFT).with_order_seed(seed);
+            for i in 0..64 {
+                q.push(Time(1_000), Event::EndpointTimer(i));
+            }
+            std::iter::from_fn(|| q.pop())
+                .map(|(_, e)| id(e))
+                .collect::<Vec<u32>>()
+        };
+        let (a, b) = (order_for(1), order_for(2));
+        let mut sorted = a.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..64).collect::<Vec<u32>>());
+        assert_ne!(a, sorted);
+        assert_ne!(a, b);
+        assert_eq!(a, order_for(1));
+        // The permutation inverts exactly (ids far apart, the largest one included).
+        let q = EventQueue::with_slot_shift(DEFAULT_SLOT_SHIFT).with_order_seed(5);
+        for i in [0, 1, 2, 65_535, 65_536, 1 << 31, u32::MAX] {
+            assert_eq!(q.unpermute(q.permute(i)), i);
+        }
+    }
+
+    /// Filing events through relays (a no-op class between the real ones, due halfway)
+    /// changes neither which events pop nor their order.
+    #[test]
+    fn relays_leave_the_pop_order_unchanged() {
+        for shift in [MIN_SLOT_SHIFT, DEFAULT_SLOT_SHIFT, MAX_SLOT_SHIFT] {
+            let mut orders = Vec::new();
+            for relay in [0, 1, 3] {
+                let mut q = EventQueue::with_slot_shift(shift).with_order_seed(4);
+                q.relay_every(relay);
+                let mut r = Rng::from_seed(17);
+                let mut popped = Vec::new();
+                // The engine's pattern: each popped event files 0-2 more, some at the
+                // same instant, some far ahead.
+                for i in 0..8 {
+                    q.push(Time(r.below(1_000)), event(2 + r.below(6), i));
+                }
+                while let Some((t, e)) = q.pop() {
+                    popped.push((t, e));
+                    if popped.len() >= 20_000 {
+                        break;
+                    }
+                    // Two when few are pending (the run must not die out), else 0 or 1.
+                    let files = if q.len() < 20 { 2 } else { r.below(2) };
+                    for _ in 0..files {
+                        let d = match r.below(4) {
+                            0 => 0,
+                            1 => r.below(100),
+                            2 => r.below(100_000),
+                            _ => r.below(2_000_000_000),
+                        };
+                        q.push(t + Duration(d), event(2 + r.below(6), r.below(16) as u32));
+                    }
+                }
+                orders.push(popped);
+            }
+            assert_eq!(orders[0].len(), 20_000);
+            assert_eq!(orders[0], orders[1]);
+            assert_eq!(orders[0], orders[2]);
+        }
     }
 
     /// Interleaved pushes and pops (the engine's pattern) against a sorted reference.
@@ -643,13 +917,13 @@ mod tests {
         let mut r = Rng::from_seed(11);
         let mut reference = std::collections::BTreeSet::new();
         let mut now = 0u64;
-        let mut seq = 0u64;
-        for i in 0..20_000u32 {
+        let mut n = 0u32; // every entry its own id: no two are the same event
+        for _ in 0..20_000u32 {
             for _ in 0..r.below(3) {
                 let t = now + r.below(50);
-                q.push(Time(t), Event::AppTimer(i));
-                reference.insert((t, seq, i));
-                seq += 1;
+                n += 1;
+                q.push(Time(t), Event::AppTimer(n));
+                reference.insert((t, q.tag_of(Event::AppTimer(n)), n));
             }
             if r.below(2) == 0 {
                 let expect = reference.pop_first();
@@ -666,7 +940,7 @@ mod tests {
     /// The wheel's three regions (`near`, slots, `far`) and the moves between them, with
     /// delays from nanoseconds to minutes, exact ties, jumps over an empty wheel and
     /// pushes due before the last popped event: the pop order is that of a sorted set of
-    /// (time, insertion number).
+    /// (time, tie tag).
     #[test]
     fn wheel_regions_pop_like_a_sorted_reference() {
         for shift in MIN_SLOT_SHIFT..=MAX_SLOT_SHIFT {
@@ -679,9 +953,9 @@ mod tests {
         let mut r = Rng::from_seed(19);
         let mut reference = std::collections::BTreeSet::new();
         let mut now = 0u64;
-        let mut seq = 0u64;
         let mut popped = 0u32;
-        for i in 0..200_000u32 {
+        let mut n = 0u32; // every entry its own id: no two are the same event
+        for _ in 0..200_000u32 {
             let pushes = if reference.is_empty() { 1 } else { r.below(3) };
             for _ in 0..pushes {
                 let delay = match r.below(10) {
@@ -698,9 +972,9 @@ mod tests {
                 } else {
                     now + delay
                 };
-                q.push(Time(t), Event::AppTimer(i));
-                reference.insert((t, seq, i));
-                seq += 1;
+                n += 1;
+                q.push(Time(t), Event::AppTimer(n));
+                reference.insert((t, q.tag_of(Event::AppTimer(n)), n));
             }
             if r.below(2) == 0 {
                 let expect = reference.pop_first();
@@ -738,9 +1012,9 @@ mod tests {
         let mut r = Rng::from_seed(23);
         let mut reference = std::collections::BTreeSet::new();
         let mut now = 0u64;
-        let mut seq = 0u64;
         let span = 1u64 << 30; // the wheel's span, SLOTS << SLOT_SHIFT
-        for i in 0..50_000u32 {
+        let mut n = 0u32; // every entry its own id: no two are the same event
+        for _ in 0..50_000u32 {
             while reference.len() < 1 + r.below(3) as usize {
                 let delay = match r.below(4) {
                     0 => r.below(1 << 14),       // this slot or the next
@@ -748,9 +1022,9 @@ mod tests {
                     2 => r.below(span),          // anywhere in the span
                     _ => span - 1 - r.below(64), // the span's last slots
                 };
-                q.push(Time(now + delay), Event::AppTimer(i));
-                reference.insert((now + delay, seq, i));
-                seq += 1;
+                n += 1;
+                q.push(Time(now + delay), Event::AppTimer(n));
+                reference.insert((now + delay, q.tag_of(Event::AppTimer(n)), n));
             }
             let (t, _, id) = reference.pop_first().expect("non-empty");
             assert_eq!(q.pop(), Some((Time(t), Event::AppTimer(id))));
@@ -813,16 +1087,17 @@ mod tests {
     }
 
     /// A push due before everything pending is held out of the heap (`hot`) and pops
-    /// next; a later one due before it displaces it into the heap; ties keep insertion
-    /// order; `pop_until` leaves it pending when it is due after `end`.
+    /// next; a later one due before it displaces it into the heap; a tie filed later
+    /// but of an earlier class pops first; `pop_until` leaves it pending when it is due
+    /// after `end`.
     #[test]
-    fn entry_due_first_pops_first_with_ties_in_insertion_order() {
+    fn entry_due_first_pops_first_with_ties_in_class_order() {
         for shift in MIN_SLOT_SHIFT..=MAX_SLOT_SHIFT {
             let mut q = EventQueue::with_slot_shift(shift);
             q.push(Time(10), Event::TxDone(0));
-            q.push(Time(5), Event::TxDone(1)); // before 10: held out
-            q.push(Time(5), Event::TxDone(2)); // a tie, inserted later: after 1
-            q.push(Time(3), Event::TxDone(3)); // before 5: 1 goes to the heap
+            q.push(Time(5), Event::AppTimer(1)); // before 10: held out
+            q.push(Time(5), Event::TxDone(2)); // a tie, filed later: an earlier class
+            q.push(Time(3), Event::TxDone(3)); // before 5: 2 goes to the heap
             q.push(Time(7), Event::TxDone(4));
             assert_eq!(q.len(), 5);
             assert_eq!(q.peek_time(), Some(Time(3)));
@@ -832,8 +1107,8 @@ mod tests {
                 order,
                 [
                     (Time(3), Event::TxDone(3)),
-                    (Time(5), Event::TxDone(1)),
                     (Time(5), Event::TxDone(2)),
+                    (Time(5), Event::AppTimer(1)),
                     (Time(7), Event::TxDone(4)),
                     (Time(10), Event::TxDone(0)),
                 ]

@@ -265,7 +265,7 @@ impl Sim {
             warmup_end: Time::ZERO + exp.warmup,
             seed,
             hash_salt: splitmix64_mix(seed ^ 0x00c0_ffee),
-            events: EventQueue::with_slot_shift(slot_shift),
+            events: EventQueue::with_slot_shift(slot_shift).with_order_seed(seed),
             any_conntrack: nodes.iter().any(|n| n.conntrack.is_some()),
             nodes,
             routes: static_routes(exp),
@@ -1227,6 +1227,18 @@ impl Sim {
         self.now = self.end;
         tick(self);
         true
+    }
+
+    /// Testing the event-order contract (docs/engine.md, "Event order"): from now on every
+    /// `n`-th event filed at least 2 ns ahead is filed through a no-op relay event due
+    /// halfway (`EventQueue::relay_every`; 0 = never). The outputs must not change.
+    pub fn relay_events_every(&mut self, n: u32) {
+        self.events.relay_every(n);
+    }
+
+    /// How many events went through a relay (`relay_events_every`).
+    pub fn relays_filed(&self) -> u64 {
+        self.events.relays_filed()
     }
 
     /// Starts applications (called once before `run`).
