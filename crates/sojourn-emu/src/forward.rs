@@ -14,7 +14,7 @@
 //! * [`Plan`]: `ports` (interface name in the forwarder namespace, the port's own MAC, the
 //!   peer's MAC and optional per-address neighbours), `links` ([`LinkPlan`]: rate model —
 //!   constant, schedule or Mahimahi trace —, delay and delay schedule, Bernoulli loss,
-//!   framing bytes, the discipline spec as the experiment file writes it, an optional
+//!   framing bytes, the typed discipline spec the experiment model validated, an optional
 //!   `ct bytes` → priority map, and the egress: a port or "route again" for multi-hop),
 //!   `routes` (longest-prefix match on the destination address, optionally per ingress).
 //! * [`ForwarderReport`]: per port rx/tx counters; per link received, delivered, dropped by
@@ -40,16 +40,15 @@
 use crate::afpacket::{PacketSocket, RxMode, MAX_BATCH, VNET_HDR_BYTES};
 use crate::netns::Mac;
 use crate::wire;
+use sojourn_core::conntrack::{lookup, Conntrack};
+pub use sojourn_core::conntrack::{ConntrackPlan, CountBytes, CountDirection};
 use sojourn_core::device::{Device, Poll};
 pub use sojourn_core::device::{RateModel, Trace};
 use sojourn_core::hist::Histogram;
-use sojourn_core::params::Value;
-use sojourn_core::qdisc::{self, BuildCtx, DropReason, Drops, Qdisc};
+use sojourn_core::qdisc::{BuildCtx, DropReason, Drops, Qdisc, QdiscSpec};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, FlowKey, Packet, Time};
-use sojourn_sim::classify::{lookup, Conntrack};
-pub use sojourn_sim::classify::{ConntrackPlan, CountBytes, CountDirection};
-use sojourn_sim::metrics::{LinkCounts, PacketLog, TimeSeries};
+use sojourn_record::metrics::{LinkCounts, PacketLog, TimeSeries};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::IpAddr;
@@ -111,9 +110,10 @@ pub struct LinkPlan {
     pub loss: f64,
     /// Bytes added per packet for serialisation only (preamble, FCS, IFG, ATM…).
     pub framing_bytes: u32,
-    /// The discipline exactly as the experiment file writes it (`"fq_codel"` or a table
-    /// with `kind`), built through the registry; `qdisc_path` names it in errors.
-    pub qdisc: Value,
+    /// The discipline, parsed and validated once (the experiment model's
+    /// `LinkPlan.qdisc`, which the simulator builds too); built here with the forwarder's
+    /// own seed. `qdisc_path` names it in refusals.
+    pub qdisc: QdiscSpec,
     pub qdisc_path: String,
     /// `ct bytes` → `skb->priority` ranges (inclusive upper bounds, increasing), applied
     /// to packets entering this link (needs [`Plan::conntrack`]).
@@ -739,7 +739,7 @@ pub struct Forwarder {
 
 impl Forwarder {
     /// Enters `plan.netns` (on the calling thread), binds one AF_PACKET socket per port
-    /// and builds every link's qdisc through the registry.
+    /// and builds every link's qdisc from its spec.
     pub fn new(plan: Plan) -> Result<Forwarder, ForwardError> {
         if let Some(ns) = &plan.netns {
             crate::netns::enter(ns).map_err(|e| ForwardError(e.to_string()))?;
@@ -772,7 +772,7 @@ impl Forwarder {
                 link_rate_bps: rate_bps,
                 seed: Rng::stream(plan.seed, "emu-qdisc", i as u64).next_u64(),
             };
-            if plan.gso && splits_gso(&lp.qdisc) {
+            if plan.gso && lp.qdisc.splits_gso() {
                 return Err(ForwardError(format!(
                     "{}: this discipline splits GSO buffers (split_gso of cake or dualpi2, tbf), \
                      which the forwarder cannot do with real frames; turn GSO off for this \
@@ -780,16 +780,8 @@ impl Forwarder {
                     lp.qdisc_path
                 )));
             }
-            let q = qdisc::build(&lp.qdisc, &lp.qdisc_path, &ctx)
-                .map_err(|e| ForwardError(e.to_string()))?;
-            let desc = match &lp.qdisc {
-                Value::Str(s) => s.clone(),
-                Value::Table(t) => match t.get("kind") {
-                    Some(Value::Str(k)) => k.clone(),
-                    _ => "?".into(),
-                },
-                _ => "?".into(),
-            };
+            // Validated when it was parsed: building cannot fail.
+            let q = lp.qdisc.build(&ctx);
             links.push(Link {
                 dev: Device::new(q, lp.rate.clone(), lp.framing_bytes, 0, false),
                 delay: lp.delay,
@@ -803,7 +795,7 @@ impl Forwarder {
                 last_release: Time::ZERO,
                 rep: LinkReport {
                     name: lp.name.clone(),
-                    qdisc: desc,
+                    qdisc: lp.qdisc.kind().to_string(),
                     ..Default::default()
                 },
                 plan: lp.clone(),
@@ -1123,7 +1115,7 @@ impl Forwarder {
         p.enqueued_at = at;
         link.not_before = None;
         let extra = link.dev.enqueue(p, at, &mut self.drops);
-        // Splitting disciplines are refused in GSO mode (`plan::splits_gso`), and MTU
+        // Splitting disciplines are refused in GSO mode (`QdiscSpec::splits_gso`), and MTU
         // frames are never split: a split would leave several packets on one buffer slot.
         assert_eq!(extra, 0, "a discipline split a GSO buffer in the forwarder");
         if !self.drops.is_empty() {
@@ -1633,8 +1625,6 @@ fn log_packet(
 /// gso_size, csum_start, csum_offset.
 const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
 
-use crate::plan::splits_gso;
-
 fn prefix_matches(prefix: IpAddr, len: u8, a: IpAddr) -> bool {
     match (prefix, a) {
         (IpAddr::V4(p), IpAddr::V4(a)) => {
@@ -1766,9 +1756,14 @@ mod tests {
 
     #[test]
     fn gso_mode_refuses_disciplines_that_split_buffers() {
-        // dualpi2 splits by default as Linux's sch_dualpi2 does (`split_gso`).
-        assert!(splits_gso(&Value::Str("dualpi2".into())));
-        let link = |q: Value| LinkPlan {
+        use sojourn_core::params::{Table, Value};
+        let spec = |kind: &str, args: &[(&str, Value)]| {
+            let mut t = Table::default();
+            t.0.push(("kind".into(), Value::Str(kind.into())));
+            t.0.extend(args.iter().map(|(k, v)| (k.to_string(), v.clone())));
+            QdiscSpec::parse(&Value::Table(t), "links.l.qdisc", &BuildCtx::default()).unwrap()
+        };
+        let link = |q: QdiscSpec| LinkPlan {
             name: "l".into(),
             egress: Egress::Route,
             rate: RateModel::Constant(1_000_000),
@@ -1780,32 +1775,37 @@ mod tests {
             qdisc_path: "links.l.qdisc".into(),
             classifier: None,
         };
-        let mut t = sojourn_core::params::Table::default();
-        t.0.push(("kind".into(), Value::Str("cake".into())));
-        let cake = Value::Table(t.clone());
-        t.0.push(("split_gso".into(), Value::Bool(false)));
-        let cake_whole = Value::Table(t);
-        for (q, refused) in [
-            (Value::Str("cake".into()), true),
-            (cake, true),
-            (Value::Str("tbf".into()), true),
-            (cake_whole, false),
-            (Value::Str("fq_codel".into()), false),
+        let s = |v: &str| Value::Str(v.into());
+        let tbf = [("rate", s("5Mbit")), ("burst", Value::Int(3028))];
+        for (name, q, refused) in [
+            // cake and dualpi2 split by default, as Linux's sch_cake and sch_dualpi2 do.
+            ("cake", spec("cake", &[]), true),
+            ("dualpi2", spec("dualpi2", &[]), true),
+            ("tbf", spec("tbf", &tbf), true),
+            (
+                "a splitting child",
+                spec("prio", &[("child", s("cake"))]),
+                true,
+            ),
+            (
+                "cake, split_gso off",
+                spec("cake", &[("split_gso", Value::Bool(false))]),
+                false,
+            ),
+            ("fq_codel", spec("fq_codel", &[]), false),
         ] {
-            let mut plan = Plan::new(vec![], vec![link(q.clone())], vec![]);
+            assert_eq!(q.splits_gso(), refused, "{name}");
+            let mut plan = Plan::new(vec![], vec![link(q)], vec![]);
             plan.realtime_priority = None;
             plan.gso = true;
             let r = Forwarder::new(plan.clone());
-            assert_eq!(r.is_err(), refused, "{q:?}");
+            assert_eq!(r.is_err(), refused, "{name}");
             if let Err(e) = r {
                 assert!(e.0.starts_with("links.l.qdisc: "), "{e}");
             }
             plan.gso = false;
-            if q != Value::Str("tbf".into()) {
-                // (tbf needs a rate to build at all.)
-                let r = Forwarder::new(plan);
-                assert!(r.is_ok(), "without GSO {q:?} runs: {:?}", r.err());
-            }
+            let r = Forwarder::new(plan);
+            assert!(r.is_ok(), "without GSO {name} runs: {:?}", r.err());
         }
     }
 

@@ -1,5 +1,6 @@
 //! How a link serialises: a constant rate, a rate schedule or a Mahimahi trace.
 
+use sojourn_core::device::{RateModel, Trace};
 use sojourn_core::Time;
 use std::path::Path;
 
@@ -48,6 +49,20 @@ impl LinkRate {
                 bytes * 8.0 * 1000.0 / t.period_ms() as f64
             }
         }
+    }
+}
+
+/// The rate model of the sans-IO link device ([`sojourn_core::device`]) for a link's
+/// rate: what every engine's serialiser runs (the simulator's links and the live
+/// forwarder's), from the same model.
+pub fn rate_model(r: &LinkRate) -> RateModel {
+    match r {
+        LinkRate::Constant(bps) => RateModel::Constant(*bps),
+        LinkRate::Schedule(s) => RateModel::Schedule(s.clone()),
+        LinkRate::Trace(t) => RateModel::Trace(Trace::new(
+            t.opportunities_ms.clone(),
+            t.bytes_per_opportunity,
+        )),
     }
 }
 
