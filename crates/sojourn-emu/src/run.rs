@@ -823,7 +823,7 @@ impl SeriesMerger {
     }
 }
 
-/// The outputs of a live run, in the simulator's schema (docs/output-schema.md);
+/// The outputs of a live run, in every engine's schema (docs/output-schema.md);
 /// `mapped_packets`: the packet log's rows not streamed, flows already mapped (else
 /// `rep.packets` is mapped here).
 #[allow(clippy::too_many_arguments)]
@@ -843,7 +843,7 @@ fn collect(
     let warm = Time::ZERO + exp.warmup;
     let fct_from = exp.record.fct_from;
     let recorded: Option<&Vec<String>> = exp.record.links.as_ref();
-    // Time series: the links' (sampled in the forwarder by the simulator's builder) and
+    // Time series: the links' (sampled in the forwarder by the builder both engines share) and
     // the flows' (the load generator's TCP_INFO samples), merged (`SeriesMerger`).
 
     let mut links = Map::new();
@@ -910,7 +910,8 @@ fn collect(
         flows: flow_recs,
         ..load
     };
-    // summary.json's flows block as the simulator writes it (flows started after warm-up).
+    // summary.json's flows block, by the accumulator both engines share (flows started
+    // after warm-up).
     let mut flow_summary = FlowSummary::default();
     for r in &load.flows {
         flow_summary.add(r, warm, end, fct_from);
@@ -1004,7 +1005,7 @@ fn handshake_counts(c: &[u64; 4]) -> J {
     json!({"none": c[0], "ecn": c[1], "accecn": c[2], "other": c[3]})
 }
 
-/// flows.parquet columns, as the simulator writes them (one builder for both engines).
+/// flows.parquet columns, by the builder both engines share.
 pub fn flow_columns(exp: &Experiment, r: &[FlowRecord], end: Time, fct_from: FctFrom) -> Columns {
     sojourn_record::output::flow_columns(r, |n| exp.node_names[n as usize].clone(), end, fct_from)
 }

@@ -369,7 +369,7 @@ fn warm_up_starts_the_measured_period_as_in_the_simulator() {
     // The overload flow still has its drops (flows count the whole run, as simulated).
     let dropped = u64s(&o, "pkts_dropped");
     assert!(dropped[0] > 100, "{dropped:?}");
-    // The time series run over the whole run, from the simulator's builder: the queue
+    // The time series run over the whole run, from the builder both engines share: the queue
     // was full during the overload (50 packets) and the first drops series is positive.
     let (t, series, value) = match (
         o.timeseries.get("time_s"),
