@@ -758,7 +758,11 @@ mod tests {
             classifier: None,
         };
         let s = |v: &str| Value::Str(v.into());
-        let tbf = [("rate", s("5Mbit")), ("burst", Value::Int(3028))];
+        let tbf = [
+            ("rate", s("5Mbit")),
+            ("burst", Value::Int(3028)),
+            ("limit", Value::Int(100_000)),
+        ];
         for (name, q, refused) in [
             // cake and dualpi2 split by default, as Linux's sch_cake and sch_dualpi2 do.
             ("cake", spec("cake", &[]), true),
