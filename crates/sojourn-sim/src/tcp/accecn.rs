@@ -7,7 +7,9 @@
 //!   (Table 3: Not-ECT 0b010, ECT(1) 0b011, ECT(0) 0b100, CE 0b110); a receiver with only
 //!   RFC 3168 ECN answers ECE alone (0b001) and the connection falls back to classic ECN;
 //!   one without ECN answers 0b000. Table 2's other rows: 0b111 (a broken reflector of the
-//!   SYN's flags) means no ECN, 0b101 (reserved) AccECN, as Linux reads them.
+//!   SYN's flags) means no ECN, 0b101 (reserved) AccECN, as Linux reads them. The two
+//!   tables are `sojourn_core::accecn`'s (the live forwarder reads real handshakes with
+//!   them).
 //! - **Receiver** (§3.2.1): `r.cep` counts CE-marked packets from 5 (so that a zeroed ACE
 //!   field betrays a middlebox), `r.ceb`, `r.e0b`, `r.e1b` count payload bytes by IP-ECN
 //!   codepoint from 0, 1 and 1 (Linux `TCP_ACCECN_*_INIT_OFFSET`). Every ACK carries ACE =
