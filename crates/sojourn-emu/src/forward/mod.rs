@@ -18,7 +18,7 @@
 //!   `ct bytes` → priority map, and the egress: a port or "route again" for multi-hop),
 //!   `routes` (longest-prefix match on the destination address, optionally per ingress).
 //! * [`ForwarderReport`]: per port rx/tx counters; per link received, delivered, dropped by
-//!   [`DropReason`], queued at the end, CE marks written, the qdisc sojourn histogram and
+//!   [`DropReason`](sojourn_core::qdisc::DropReason), queued at the end, CE marks written, the qdisc sojourn histogram and
 //!   release lateness; forwarder-level drops (not IP, unroutable, oversize, no buffer);
 //!   time series samples; CPU time. [`ForwarderReport::check_conservation`] verifies
 //!   received = delivered + dropped + queued.
@@ -39,12 +39,12 @@
 //!
 //! # Where the code is
 //! This file: the plan, the forwarder's state and its thread (the event loop, start and
-//! finish). [`port`]: capture and inject (AF_PACKET receive and send, parsing a frame into
-//! a `Packet`, routes). [`link`]: the per-link pipeline (conntrack classification,
+//! finish). `port.rs`: capture and inject (AF_PACKET receive and send, parsing a frame into
+//! a `Packet`, routes). `link.rs`: the per-link pipeline (conntrack classification,
 //! qdisc and serialiser in sojourn-core's device, loss, CE into the real header, the delay
-//! line, the measured period). [`record`]: logging (time series samples and the packet
-//! log, handed out while the run proceeds). [`report`]: what a run reports. [`pool`]:
-//! the frame buffers; [`conns`]: connection ids for conntrack and per-flow drops.
+//! line, the measured period). `record.rs`: logging (time series samples and the packet
+//! log, handed out while the run proceeds). `report.rs`: what a run reports. `pool.rs`:
+//! the frame buffers; `conns.rs`: connection ids for conntrack and per-flow drops.
 
 mod conns;
 mod link;

@@ -74,7 +74,7 @@ impl Forwarder {
 
 /// Logs a dequeue (`reason = None`) or drop of `p` on link `li` at `t` in the shared
 /// packet log, with the packet's number (not its buffer slot) as its uid and
-/// `2 × connection id + reply` as its flow ([`ForwarderReport::packets`]).
+/// `2 × connection id + reply` as its flow ([`ForwarderReport::packets`](super::ForwarderReport::packets)).
 pub(super) fn log_packet(
     log: &mut PacketLog,
     t: Time,

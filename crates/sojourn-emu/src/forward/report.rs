@@ -20,7 +20,7 @@ pub struct IngressDrops {
 }
 
 /// TCP handshake segments the forwarder received, by what they say about ECN
-/// ([`wire::ecn_setup`]); index = [`wire::EcnSetup`] as usize (None, Ecn, AccEcn, Other).
+/// ([`wire::ecn_setup`](crate::wire::ecn_setup)); index = [`wire::EcnSetup`](crate::wire::EcnSetup) as usize (None, Ecn, AccEcn, Other).
 /// Retransmitted SYNs count again.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EcnHandshakes {
@@ -69,7 +69,7 @@ pub struct LinkReport {
     /// CE codepoints written into real IP headers (ECT → CE).
     pub ce_written: u64,
     /// Qdisc sojourn (dequeue − enqueue) of every packet dequeued in the measured period
-    /// ([`Plan::measure_from`]..[`Plan::measure_until`]), ns.
+    /// ([`Plan::measure_from`](super::Plan::measure_from)..[`Plan::measure_until`](super::Plan::measure_until)), ns.
     pub sojourn_ns: Histogram,
     /// Counters of the measured period only.
     pub measured: Measured,
@@ -84,8 +84,8 @@ impl LinkReport {
     }
 }
 
-/// A link's counters over the measured period ([`Plan::measure_from`] to
-/// [`Plan::measure_until`]; the whole run without them), as the simulator's link counters
+/// A link's counters over the measured period ([`Plan::measure_from`](super::Plan::measure_from) to
+/// [`Plan::measure_until`](super::Plan::measure_until); the whole run without them), as the simulator's link counters
 /// after its warm-up reset.
 #[derive(Clone, Debug, Default)]
 pub struct Measured {
@@ -153,11 +153,11 @@ pub struct ForwarderReport {
     pub busy_ns: Histogram,
     /// How much later than asked each timed sleep ended, ns (timer + scheduler error).
     pub oversleep_ns: Histogram,
-    /// The links' time series ([`Plan::series_links`]) in every engine's metrics, at
+    /// The links' time series ([`Plan::series_links`](super::Plan::series_links)) in every engine's metrics, at
     /// multiples of the sample interval.
     pub series: TimeSeries,
-    /// The packet log of [`Plan::packet_log_links`] (every engine's schema; `flow` is
-    /// 2 × the connection id of [`ForwarderReport::conns`] + 1 in the reply direction,
+    /// The packet log of [`Plan::packet_log_links`](super::Plan::packet_log_links) (every engine's schema; `flow` is
+    /// 2 × the connection id of [`ForwarderReport::conns`](super::ForwarderReport::conns) + 1 in the reply direction,
     /// `uid` the packet's number).
     pub packets: PacketLog,
     /// Every connection seen, by connection id.
