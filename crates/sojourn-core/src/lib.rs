@@ -7,6 +7,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod accecn;
 pub mod conntrack;
 pub mod device;
 pub mod hist;

@@ -371,7 +371,7 @@ fn main() {
             ));
             t.0.push(("limit".into(), sojourn_core::params::Value::Int(100)));
             let mut spec = LinkSpec::new(r, Duration::from_ms(1), "pfifo");
-            spec.qdisc = sojourn_core::params::Value::Table(t);
+            spec.qdisc = testbed::qdisc(&sojourn_core::params::Value::Table(t));
             let stop = Arc::new(AtomicBool::new(false));
             let h = forward::spawn(tb.plan(&spec, &spec), stop.clone()).expect("forwarder");
             let t0 = forward::monotonic_ns();

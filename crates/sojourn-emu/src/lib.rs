@@ -14,7 +14,8 @@
 //! - [`plan`]: experiment → live plan (hosts, addresses, routes) and what is refused;
 //! - [`loadgen`]: the live load generator (real sockets in the hosts' namespaces, every
 //!   workload kind, FCT at the application, TCP_INFO sampling); [`sock`]: its system calls;
-//! - [`run`]: one live run end to end, with outputs in the simulator's schema.
+//! - [`run`]: one live run end to end, with outputs in every engine's schema (sojourn-record,
+//!   docs/output-schema.md).
 //!
 //! Everything that touches the kernel is Linux-only (`cfg(target_os = "linux")`).
 

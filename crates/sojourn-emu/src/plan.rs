@@ -13,11 +13,9 @@
 //! is the forwarder-side veth's MAC (static, so no ARP ever crosses the emulated links).
 //! The addresses exist only inside the run's namespaces: nothing is routed outside.
 
-use sojourn_core::params::{ConfError, ConfResult, Value};
-use sojourn_sim::config::Experiment;
-use sojourn_sim::tcp::apps::TcpKind;
-use sojourn_sim::tcp::TcpConfig;
-use sojourn_sim::workload::WorkloadPlan;
+use sojourn_core::params::{ConfError, ConfResult};
+use sojourn_experiment::transport::TcpConfig;
+use sojourn_experiment::{Experiment, TcpKind, WorkloadPlan};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// The kernel's name of a congestion control (`newreno` is the kernel's `reno`).
@@ -88,30 +86,6 @@ pub struct LivePlan {
     pub gso_note: Option<String>,
 }
 
-/// Whether a discipline spec (or any child in it) cuts GSO buffers into segments itself
-/// (cake and dualpi2 with `split_gso`, their default as in Linux; tbf, which segments a
-/// buffer larger than its burst): the forwarder cannot make a frame of a segment split off
-/// inside a qdisc.
-pub fn splits_gso(v: &Value) -> bool {
-    match v {
-        Value::Str(k) => k == "cake" || k == "dualpi2" || k == "tbf",
-        Value::Table(t) => {
-            let kind = match t.get("kind") {
-                Some(Value::Str(k)) => k.as_str(),
-                _ => "",
-            };
-            let own = match kind {
-                "tbf" => true,
-                "cake" | "dualpi2" => !matches!(t.get("split_gso"), Some(Value::Bool(false))),
-                _ => false,
-            };
-            own || t.0.iter().any(|(k, c)| k != "kind" && splits_gso(c))
-        }
-        Value::Array(a) => a.iter().any(splits_gso),
-        _ => false,
-    }
-}
-
 /// Environment variable that turns the forwarder's GSO mode off (`=0`) for a run whose
 /// experiment would allow it: the hosts then segment before the forwarder.
 pub const GSO_ENV: &str = "SOJOURN_EMULATE_GSO_BUFFERS";
@@ -138,7 +112,7 @@ pub fn gso_buffers(exp: &Experiment) -> (bool, Option<String>) {
     if tcp.is_empty() || tcp.iter().any(|c| !c.gso) {
         return (false, None);
     }
-    if let Some(l) = exp.links.iter().find(|l| splits_gso(&l.qdisc_value)) {
+    if let Some(l) = exp.links.iter().find(|l| l.qdisc.splits_gso()) {
         return (
             false,
             Some(format!(
@@ -505,7 +479,7 @@ mod tests {
     use std::path::Path;
 
     fn exp(text: &str) -> Experiment {
-        sojourn_sim::config::from_toml(text, Path::new(".")).unwrap()
+        sojourn_experiment::from_toml(text, Path::new(".")).unwrap()
     }
 
     const DUMBBELL: &str = r#"

@@ -15,15 +15,16 @@ use serde_json::{json, Map, Value as J};
 use sojourn_core::params::{ConfError, ConfResult};
 use sojourn_core::qdisc::DropReason;
 use sojourn_core::Time;
-use sojourn_experiment::LinkRate;
-use sojourn_sim::classify::Hook;
-use sojourn_sim::config::Experiment;
-use sojourn_sim::flows::FlowRecord;
-use sojourn_sim::link::{rate_model, RateModel};
-use sojourn_sim::metrics::{PacketLog, TimeSeries};
-use sojourn_sim::output::hist_ms;
-use sojourn_sim::output::{describe, fct_of, FctFrom, SCHEMA_VERSION};
-use sojourn_sim::{Columns, RunOutput};
+use sojourn_experiment::classify::Hook;
+use sojourn_experiment::link::rate_model;
+use sojourn_experiment::{static_routes, Experiment, LinkPlan, LinkRate};
+use sojourn_record::flows::FlowRecord;
+use sojourn_record::metrics::{PacketLog, TimeSeries};
+use sojourn_record::output::{hist_ms, SCHEMA_VERSION};
+use sojourn_record::output::{
+    histogram_columns, packet_columns, timeseries_columns, FctFrom, FlowSummary,
+};
+use sojourn_record::{Chunk, Columns, RunOutput};
 use std::net::IpAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -62,7 +63,7 @@ pub const PRIVILEGE_MESSAGE: &str = "emulate needs root (CAP_NET_ADMIN and CAP_S
 create network namespaces; run it as root (e.g. sudo sojourn emulate ...)";
 
 /// The experiment's key path of a link (`topology.bottleneck`, `topology.links[0]`).
-fn link_key(l: &sojourn_sim::config::LinkPlan) -> String {
+fn link_key(l: &LinkPlan) -> String {
     l.qdisc_path
         .strip_suffix(".qdisc")
         .unwrap_or(&l.qdisc_path)
@@ -120,7 +121,7 @@ pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
     let p = plan::plan(exp, "sj000000")?;
     // A host forwards nothing: the forwarder is every router. A path through a node that
     // also ends flows cannot be built (that node is a namespace, not part of the forwarder).
-    let routes = sojourn_sim::config::static_routes(exp);
+    let routes = static_routes(exp);
     for (i, w) in exp.workloads.iter().enumerate() {
         for (a, b) in w.endpoints() {
             for (x, y) in [(a, b), (b, a)] {
@@ -212,12 +213,12 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
             delay_schedule: l.delay_schedule.clone(),
             loss: l.loss,
             framing_bytes: l.framing_bytes,
-            qdisc: l.qdisc_value.clone(),
+            qdisc: l.qdisc.clone(),
             qdisc_path: l.qdisc_path.clone(),
             classifier: classifier[li].clone(),
         })
         .collect();
-    let table = sojourn_sim::config::static_routes(exp);
+    let table = static_routes(exp);
     let mut routes = Vec::new();
     let families = |d: &crate::plan::HostPlan| {
         let mut v = vec![IpAddr::V4(d.addr)];
@@ -273,7 +274,7 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
     // end of warm-up (its `reset_stats`) and end at the run's duration.
     p.measure_from = (!exp.warmup.is_zero()).then_some(Time::ZERO + exp.warmup);
     p.measure_until = Some(Time::ZERO + exp.duration);
-    let recorded = |l: &sojourn_sim::config::LinkPlan| {
+    let recorded = |l: &LinkPlan| {
         exp.record
             .links
             .as_ref()
@@ -546,8 +547,8 @@ pub fn run_with(
 }
 
 /// [`run_with`], handing the time series out while the run proceeds in chunks of exactly
-/// `chunk_rows` rows, as the simulator's `sojourn_sim::run_streaming` does (the same
-/// [`sojourn_sim::Chunk::TimeSeries`]; the streaming writer is shared): the forwarder's
+/// `chunk_rows` rows, as the simulator's `run_streaming` does (the same
+/// [`Chunk::TimeSeries`]; the streaming writer is shared): the forwarder's
 /// link series and the load generator's flow series are merged in time order as they
 /// arrive ([`SeriesMerger`]), so the rows are those [`run`] returns. `sink` returns false
 /// to abort. `chunk_rows = 0` hands nothing out.
@@ -557,7 +558,7 @@ pub fn run_streaming(
     chunk_rows: usize,
     progress: &mut dyn FnMut(&Progress) -> bool,
     hook: &mut dyn FnMut(Stage, &LivePlan) -> Result<(), String>,
-    sink: &mut dyn FnMut(sojourn_sim::Chunk) -> bool,
+    sink: &mut dyn FnMut(Chunk) -> bool,
 ) -> Result<RunOutput, EmuError> {
     check(exp).map_err(EmuError::Refused)?;
     if !sock::have_net_admin() {
@@ -636,9 +637,8 @@ pub fn run_streaming(
                 append_log(&mut pending, rows);
             }
             while pending.len() >= chunk_rows {
-                let rows =
-                    sojourn_sim::output::packet_columns(pending.drain_front(chunk_rows), link_name);
-                if !sink(sojourn_sim::Chunk::Packets(rows)) {
+                let rows = packet_columns(pending.drain_front(chunk_rows), link_name);
+                if !sink(Chunk::Packets(rows)) {
                     aborted = true;
                     break;
                 }
@@ -654,10 +654,9 @@ pub fn run_streaming(
             }
             merger.advance();
             while merger.out.len() >= chunk_rows {
-                let (rows, names) =
-                    sojourn_sim::output::timeseries_columns(merger.out.drain_front(chunk_rows));
+                let (rows, names) = timeseries_columns(merger.out.drain_front(chunk_rows));
                 let names = std::sync::Arc::new(names);
-                if !sink(sojourn_sim::Chunk::TimeSeries { rows, names }) {
+                if !sink(Chunk::TimeSeries { rows, names }) {
                     aborted = true;
                     break;
                 }
@@ -824,45 +823,7 @@ impl SeriesMerger {
     }
 }
 
-/// Capacity of a rate model over [a, b), in bits (integrating schedules and traces as
-/// the simulator does).
-fn capacity_bits(rate: &RateModel, a: Time, b: Time) -> f64 {
-    if b <= a {
-        return 0.0;
-    }
-    match rate {
-        RateModel::Constant(r) => *r as f64 * (b - a).as_secs_f64(),
-        RateModel::Schedule(s) => {
-            let mut total = 0.0;
-            for (i, &(from, r)) in s.iter().enumerate() {
-                let until = s.get(i + 1).map(|x| x.0).unwrap_or(Time::MAX);
-                let (lo, hi) = (from.max(a), until.min(b));
-                if hi > lo {
-                    total += r as f64 * (hi - lo).as_secs_f64();
-                }
-            }
-            total
-        }
-        RateModel::Trace(t) => {
-            // Opportunities in [a, b), counted one period at a time.
-            let period_ns = t.period_ms.max(1) * 1_000_000;
-            let mut count = 0u64;
-            let mut base = a.0 / period_ns * period_ns;
-            while base < b.0 {
-                for &o in &t.opportunities_ms {
-                    let ot = base + o * 1_000_000;
-                    if ot >= a.0 && ot < b.0 {
-                        count += 1;
-                    }
-                }
-                base += period_ns;
-            }
-            count as f64 * t.bytes_per_opportunity as f64 * 8.0
-        }
-    }
-}
-
-/// The outputs of a live run, in the simulator's schema (docs/output-schema.md);
+/// The outputs of a live run, in every engine's schema (docs/output-schema.md);
 /// `mapped_packets`: the packet log's rows not streamed, flows already mapped (else
 /// `rep.packets` is mapped here).
 #[allow(clippy::too_many_arguments)]
@@ -882,7 +843,7 @@ fn collect(
     let warm = Time::ZERO + exp.warmup;
     let fct_from = exp.record.fct_from;
     let recorded: Option<&Vec<String>> = exp.record.links.as_ref();
-    // Time series: the links' (sampled in the forwarder by the simulator's builder) and
+    // Time series: the links' (sampled in the forwarder by the builder both engines share) and
     // the flows' (the load generator's TCP_INFO samples), merged (`SeriesMerger`).
 
     let mut links = Map::new();
@@ -895,7 +856,7 @@ fn collect(
         let (since, until) = (Time(m.since_ns), Time(m.until_ns.max(m.since_ns)));
         let (bytes, pkts, segs) = (m.delivered_bytes, m.delivered_pkts, m.delivered_segs);
         let period = (until - since).as_secs_f64();
-        let capacity = capacity_bits(&rate_model(&l.rate), since, until);
+        let capacity = rate_model(&l.rate).capacity_bits_between(since, until);
         // Framing is per wire packet: a GSO buffer's every segment.
         let wire_bits = (bytes + segs * l.framing_bytes as u64) as f64 * 8.0;
         let mut drops = Map::new();
@@ -912,7 +873,7 @@ fn collect(
                 "to": exp.node_names[l.to as usize],
                 "rate_bps": match &l.rate { LinkRate::Constant(r) => json!(r), _ => J::Null },
                 "delay_ms": l.delay.as_millis_f64(),
-                "qdisc": r.qdisc,
+                "qdisc": l.qdisc_desc,
                 "tx_packets": pkts,
                 "tx_segments": segs,
                 "tx_bytes": bytes,
@@ -949,19 +910,12 @@ fn collect(
         flows: flow_recs,
         ..load
     };
-    let recs: Vec<&FlowRecord> = load.flows.iter().filter(|r| r.start >= warm).collect();
-    let sized: Vec<&&FlowRecord> = recs.iter().filter(|r| r.size_bytes > 0).collect();
-    let mut fcts: Vec<f64> = sized.iter().filter_map(|r| fct_of(r, fct_from)).collect();
-    let mut goodputs: Vec<f64> = recs
-        .iter()
-        .filter_map(|r| {
-            let from = r.first_byte.unwrap_or(r.start).max(warm);
-            let to = r.end.unwrap_or(end);
-            let d = (to.max(from) - from).as_secs_f64();
-            (d > 0.0).then(|| r.delivered_bytes as f64 * 8.0 / d)
-        })
-        .collect();
-    let completed = sized.iter().filter(|r| r.end.is_some()).count();
+    // summary.json's flows block, by the accumulator both engines share (flows started
+    // after warm-up).
+    let mut flow_summary = FlowSummary::default();
+    for r in &load.flows {
+        flow_summary.add(r, warm, end, fct_from);
+    }
     let rx: u64 = rep.ports.iter().map(|p| p.rx_frames).sum();
     let tx: u64 = rep.ports.iter().map(|p| p.tx_frames + p.tx_errors).sum();
     let d = &rep.ingress_drops;
@@ -990,14 +944,7 @@ fn collect(
             "conserved": rep.check_conservation().is_ok(),
         },
         "links": links,
-        "flows": {
-            "count": recs.len(),
-            "sized": sized.len(),
-            "completed": completed,
-            "fct_definition": match fct_from { FctFrom::Connect => "connect", FctFrom::FirstByte => "first_byte" },
-            "fct_s": describe(&mut fcts),
-            "goodput_bps": describe(&mut goodputs),
-        },
+        "flows": flow_summary.json(fct_from),
         "emulate": {
             "run_id": lp.run_id,
             "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default(),
@@ -1040,18 +987,16 @@ fn collect(
                 pl
             }
         };
-        sojourn_sim::output::packet_columns(pl, |l| exp.links[l as usize].name.clone())
+        packet_columns(pl, |l| exp.links[l as usize].name.clone())
     });
-    let (timeseries, series_names) = sojourn_sim::output::timeseries_columns(ts);
+    let (timeseries, series_names) = timeseries_columns(ts);
     RunOutput {
         summary,
         flows: flow_columns(exp, &load.flows, end, fct_from),
         timeseries,
         series_names,
         packets,
-        histograms: sojourn_sim::output::histogram_columns(
-            rep.links.iter().map(|l| (l.name.as_str(), &l.sojourn_ns)),
-        ),
+        histograms: histogram_columns(rep.links.iter().map(|l| (l.name.as_str(), &l.sojourn_ns))),
     }
 }
 
@@ -1060,9 +1005,9 @@ fn handshake_counts(c: &[u64; 4]) -> J {
     json!({"none": c[0], "ecn": c[1], "accecn": c[2], "other": c[3]})
 }
 
-/// flows.parquet columns, as the simulator writes them (one builder for both engines).
+/// flows.parquet columns, by the builder both engines share.
 pub fn flow_columns(exp: &Experiment, r: &[FlowRecord], end: Time, fct_from: FctFrom) -> Columns {
-    sojourn_sim::output::flow_columns(r, |n| exp.node_names[n as usize].clone(), end, fct_from)
+    sojourn_record::output::flow_columns(r, |n| exp.node_names[n as usize].clone(), end, fct_from)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Socket and namespace system calls for the load generator.
 //!
 //! A socket belongs to the network namespace of the thread that called `socket(2)`; after
-//! that it can be used from any thread. [`socket_in`] therefore runs only the `socket`
+//! that it can be used from any thread. `socket_in` therefore runs only the `socket`
 //! call on a short-lived thread that first `setns(2)`s into the host's namespace, so one
 //! process serves every host and the caller's own namespace is never changed.
 

@@ -14,6 +14,7 @@
 use crate::forward::{Egress, LinkPlan, Plan, PortPlan, RateModel, Route};
 use crate::netns::{self, Guard, Mac, Offloads, VethEnd};
 use sojourn_core::params::Value;
+use sojourn_core::qdisc::{BuildCtx, QdiscSpec};
 use sojourn_core::Duration;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -43,8 +44,16 @@ pub struct Testbed {
 pub struct LinkSpec {
     pub rate_bps: u64,
     pub delay: Duration,
-    pub qdisc: Value,
+    pub qdisc: QdiscSpec,
     pub loss: f64,
+}
+
+/// A discipline as an experiment file writes it (`"fq_codel"`, or a table with `kind`),
+/// parsed and validated as the experiment model does. Panics on a bad spec: the test bed's
+/// callers write theirs as literals.
+pub fn qdisc(spec: &Value) -> QdiscSpec {
+    QdiscSpec::parse(spec, "qdisc", &BuildCtx::default())
+        .unwrap_or_else(|e| panic!("test bed discipline: {e}"))
 }
 
 impl LinkSpec {
@@ -52,7 +61,7 @@ impl LinkSpec {
         LinkSpec {
             rate_bps,
             delay,
-            qdisc: Value::Str(qdisc.into()),
+            qdisc: self::qdisc(&Value::Str(qdisc.into())),
             loss: 0.0,
         }
     }

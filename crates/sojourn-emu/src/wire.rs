@@ -5,8 +5,8 @@
 //!
 //! Pure functions on byte slices: no I/O, testable anywhere.
 
+use sojourn_core::accecn::{feedback_from_synack, Feedback};
 use sojourn_core::packet::{proto, truesize_for, Addr, Ecn, FlowKey, Packet};
-use sojourn_sim::tcp::accecn::{feedback_from_synack, Feedback};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Ethernet II header length (no VLAN tag: veths carry none unless configured).
@@ -164,8 +164,8 @@ pub enum EcnSetup {
 
 /// Whether the segment is a SYN (`Some(false)`) or SYN-ACK (`Some(true)`), and what it
 /// says about ECN; `None` for any other segment. A SYN-ACK is read as an Accurate ECN
-/// client reads it (RFC 9768 Table 2, the simulator's
-/// [`sojourn_sim::tcp::accecn::feedback_from_synack`]), except that the broken
+/// client reads it (RFC 9768 Table 2, the
+/// [`sojourn_core::accecn::feedback_from_synack`] the simulator's TCP negotiates with), except that the broken
 /// reflector's 0b111 is counted apart (`Other`) rather than as no ECN.
 pub fn ecn_setup(h: &Headers) -> Option<(bool, EcnSetup)> {
     const SYN: u8 = 0x02;

@@ -119,7 +119,7 @@ fn rate_case(rate_bps: u64, secs: f64) {
     t.0.push(("kind".into(), Value::Str("pfifo".into())));
     t.0.push(("limit".into(), Value::Int(100)));
     let mut spec = LinkSpec::new(rate_bps, Duration::from_ms(2), "pfifo");
-    spec.qdisc = Value::Table(t);
+    spec.qdisc = testbed::qdisc(&Value::Table(t));
     let offered = rate_bps * 12 / 10;
     let (got, rep) = udp_through(&tb, &spec, payload, offered, secs, u64::MAX, 0);
     let link = &rep.links[0];
@@ -325,7 +325,7 @@ fn loss_and_conservation_with_every_drop_reason_counted() {
     t.0.push(("kind".into(), Value::Str("pfifo".into())));
     t.0.push(("limit".into(), Value::Int(20)));
     let mut spec = LinkSpec::new(20_000_000, Duration::from_ms(3), "pfifo");
-    spec.qdisc = Value::Table(t);
+    spec.qdisc = testbed::qdisc(&Value::Table(t));
     spec.loss = 0.1;
     let (got, rep) = udp_through(&tb, &spec, 1000, 40_000_000, 0.5, u64::MAX, 0);
     rep.check_conservation().unwrap();
@@ -579,7 +579,7 @@ fn rate_schedule_and_framing_overhead_shape_the_wire() {
         let mut t = Table::default();
         t.0.push(("kind".into(), Value::Str("pfifo".into())));
         t.0.push(("limit".into(), Value::Int(100)));
-        Value::Table(t)
+        testbed::qdisc(&Value::Table(t))
     };
     // 1) Rate schedule: 10 Mbit/s, then 20 Mbit/s from t = 1 s (the run's epoch is the
     //    forwarder's start); UDP offered at 24 Mbit/s overloads both phases.
@@ -848,7 +848,7 @@ fn a_shaping_qdisc_is_woken_on_time() {
     t.0.push(("burst".into(), Value::Int(3028)));
     t.0.push(("limit".into(), Value::Int(100_000)));
     let mut spec = LinkSpec::new(100_000_000, Duration::from_ms(1), "pfifo");
-    spec.qdisc = Value::Table(t);
+    spec.qdisc = testbed::qdisc(&Value::Table(t));
     let stop = Arc::new(AtomicBool::new(false));
     let plan = tb.plan(&spec, &LinkSpec::new(100_000_000, Duration::ZERO, "pfifo"));
     let h = forward::spawn(plan, stop.clone()).expect("forwarder starts");

@@ -2,7 +2,7 @@
 //! seconds of real kernel TCP through the user-space forwarder.
 
 use sojourn_emu::run::{self, EmuError};
-use sojourn_sim::{Column, RunOutput};
+use sojourn_record::{Column, RunOutput};
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -18,7 +18,7 @@ fn skip() -> bool {
 }
 
 fn live(text: &str) -> RunOutput {
-    let exp = sojourn_sim::config::from_toml(text, Path::new(".")).unwrap();
+    let exp = sojourn_experiment::from_toml(text, Path::new(".")).unwrap();
     match run::run(&exp, exp.seed, &mut |_| true) {
         Ok(o) => o,
         Err(e) => panic!("live run failed: {e}"),
@@ -200,7 +200,7 @@ fn every_workload_kind_runs_live() {
 
 #[test]
 fn refusals_name_the_key_before_anything_starts() {
-    let exp = sojourn_sim::config::from_toml(
+    let exp = sojourn_experiment::from_toml(
         r#"
         duration = "1s"
         [topology]
@@ -369,7 +369,7 @@ fn warm_up_starts_the_measured_period_as_in_the_simulator() {
     // The overload flow still has its drops (flows count the whole run, as simulated).
     let dropped = u64s(&o, "pkts_dropped");
     assert!(dropped[0] > 100, "{dropped:?}");
-    // The time series run over the whole run, from the simulator's builder: the queue
+    // The time series run over the whole run, from the builder both engines share: the queue
     // was full during the overload (50 packets) and the first drops series is positive.
     let (t, series, value) = match (
         o.timeseries.get("time_s"),

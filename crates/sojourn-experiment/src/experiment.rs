@@ -31,9 +31,7 @@ pub struct LinkPlan {
     pub qdisc: QdiscSpec,
     /// The spec as written in the file (`codel(target=5ms)`), the `qdisc` label in outputs.
     pub qdisc_desc: String,
-    /// The spec's value as written in the file, and its key path, for engines that build
-    /// through the registry from the value (the live forwarder).
-    pub qdisc_value: Value,
+    /// The spec's key path (`topology.bottleneck.qdisc`), for an engine's refusals.
     pub qdisc_path: String,
     /// Random loss probability per packet.
     pub loss: f64,
@@ -826,7 +824,7 @@ fn add_link(
             format!("duplicate link name {name:?}"),
         ));
     }
-    let qdisc_value = spec.qdisc.clone().unwrap_or(default_qdisc);
+    let qdisc_value = spec.qdisc.as_ref().unwrap_or(&default_qdisc);
     let qpath = join(path, "qdisc");
     // Parsed and validated once (errors with their path); engines build from the spec.
     let rate_bps = match &rate {
@@ -834,7 +832,7 @@ fn add_link(
         _ => 0,
     };
     let qdisc = QdiscSpec::parse(
-        &qdisc_value,
+        qdisc_value,
         &qpath,
         &BuildCtx {
             link_rate_bps: rate_bps,
@@ -849,9 +847,8 @@ fn add_link(
         rate,
         delay: spec.delay.unwrap_or(Duration::ZERO),
         delay_schedule: spec.delay_schedule.clone().unwrap_or_default(),
-        qdisc_desc: qdisc_label(&qdisc_value),
+        qdisc_desc: qdisc_label(qdisc_value),
         qdisc,
-        qdisc_value,
         qdisc_path: qpath,
         loss: spec.loss.unwrap_or(0.0),
         framing_bytes: spec.framing_bytes.unwrap_or(0),

@@ -1,5 +1,6 @@
 //! How a link serialises: a constant rate, a rate schedule or a Mahimahi trace.
 
+use sojourn_core::device::{RateModel, Trace};
 use sojourn_core::Time;
 use std::path::Path;
 
@@ -48,6 +49,20 @@ impl LinkRate {
                 bytes * 8.0 * 1000.0 / t.period_ms() as f64
             }
         }
+    }
+}
+
+/// The rate model of the sans-IO link device ([`sojourn_core::device`]) for a link's
+/// rate: what every engine's serialiser runs (the simulator's links and the live
+/// forwarder's), from the same model.
+pub fn rate_model(r: &LinkRate) -> RateModel {
+    match r {
+        LinkRate::Constant(bps) => RateModel::Constant(*bps),
+        LinkRate::Schedule(s) => RateModel::Schedule(s.clone()),
+        LinkRate::Trace(t) => RateModel::Trace(Trace::new(
+            t.opportunities_ms.clone(),
+            t.bytes_per_opportunity,
+        )),
     }
 }
 
@@ -114,4 +129,34 @@ pub fn parse_trace(text: &str, name: &str) -> Result<Vec<u64>, String> {
         ));
     }
     Ok(ops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sojourn_core::Duration;
+
+    /// The device's rate model carries the file's rate: its capacity over an interval,
+    /// worked out by hand, is the link's.
+    #[test]
+    fn rate_model_carries_the_links_rate() {
+        let ms = |n: u64| Time::ZERO + Duration::from_ms(n);
+        // 10 Mbit/s for 2 s: 20,000,000 bits.
+        let c = rate_model(&LinkRate::Constant(10_000_000));
+        assert_eq!(c.capacity_bits_between(ms(0), ms(2000)), 20_000_000.0);
+        // 1 Mbit/s to 1 s, then 3 Mbit/s: over [0.5 s, 1.5 s) 500,000 + 1,500,000 bits.
+        let s = rate_model(&LinkRate::Schedule(vec![
+            (ms(0), 1_000_000),
+            (ms(1000), 3_000_000),
+        ]));
+        assert_eq!(s.capacity_bits_between(ms(500), ms(1500)), 2_000_000.0);
+        // Opportunities at 1, 2 and 4 ms, repeating every 4 ms, of 1500 B each: [0.5 ms,
+        // 8.5 ms) holds six (1, 2, 4, 5, 6, 8 ms), 72,000 bits.
+        let t = rate_model(&LinkRate::Trace(TraceSpec {
+            opportunities_ms: vec![1, 2, 4],
+            bytes_per_opportunity: 1500,
+        }));
+        let us = |n: u64| Time::ZERO + Duration::from_us(n);
+        assert_eq!(t.capacity_bits_between(us(500), us(8500)), 72_000.0);
+    }
 }

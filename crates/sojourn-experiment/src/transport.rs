@@ -65,6 +65,9 @@ pub const ETHERNET_HEADER_BYTES: u32 = 14;
 pub const SYN_FRAME_BYTES: u32 = 74;
 /// The destination port of every connection (iperf3's).
 pub const SERVER_PORT: u16 = 5201;
+/// IPv4 (20) + UDP (8) + Ethernet (14) header bytes in front of a UDP payload: a UDP
+/// workload's `packet_bytes` is the frame, its payload this much less.
+pub const UDP_OVERHEAD_BYTES: u32 = 42;
 
 /// Transport settings: `[transport]` defaults, overridable per workload with the same keys.
 #[derive(Clone, Debug, PartialEq)]

@@ -3,8 +3,9 @@
 //! The experiment model (files → a validated [`Experiment`], workload schedules) is the
 //! engine-neutral crate `sojourn-experiment`; [`config`] re-exports it for this crate's
 //! users. [`sim::Sim`] builds the network and runs it; [`output::collect`] produces the summary
-//! and the columnar tables. One run is single-threaded and deterministic: same experiment
-//! and seed, same bytes out.
+//! and the columnar tables, with the recording pieces every engine shares (time series,
+//! packet log, flow records, table writers: `sojourn-record`). One run is single-threaded
+//! and deterministic: same experiment and seed, same bytes out.
 
 pub mod app;
 pub mod classify;
@@ -14,7 +15,6 @@ pub mod event;
 pub mod flight;
 pub mod flows;
 pub mod link;
-pub mod metrics;
 pub mod output;
 pub mod sim;
 pub mod tcp;
@@ -22,9 +22,13 @@ pub mod udp;
 pub mod workload;
 
 pub use config::Experiment;
-pub use output::{Column, Columns, FctFrom, RunOutput};
+// The output types of `run`/`run_streaming` are every engine's (`sojourn-record`).
 pub use sim::{Progress, Sim};
+pub use sojourn_record::{Chunk, Column, Columns, FctFrom, RunOutput};
 
+use sojourn_record::output::{
+    flow_columns, packet_columns, series_name_columns, timeseries_row_columns, FlowSummary,
+};
 use std::path::Path;
 
 /// Runs `exp` with `seed` to the end; `progress` is called periodically and may return
@@ -49,24 +53,6 @@ pub fn run(
     Some(output::collect(&mut sim, exp.record.fct_from))
 }
 
-/// A piece of a run's output handed out while the run proceeds (`run_streaming`).
-#[derive(Debug)]
-pub enum Chunk {
-    /// `chunk_rows` time-series rows (`time_s, series, value`) and the names of every
-    /// series id known so far (`series, entity, metric`; a prefix of the final list).
-    /// Consecutive chunks share one `names` while no series was added (the same `Arc`),
-    /// so a run with many series does not copy every name per chunk.
-    TimeSeries {
-        rows: Columns,
-        names: std::sync::Arc<Columns>,
-    },
-    /// `chunk_rows` packet-log rows (the `packets.parquet` columns).
-    Packets(Columns),
-    /// `chunk_rows` finished flows' rows (the `flows.parquet` columns) in the order they
-    /// finished, not by flow id: the writer puts them in order.
-    Flows(Columns),
-}
-
 /// Like [`run`], but hands the time series, the packet log and the records of finished
 /// flows out in chunks of exactly `chunk_rows` rows as they fill (checked between events,
 /// about every 2^16 events), so memory stays flat however long the run: `sink` writes them
@@ -87,7 +73,7 @@ pub fn run_streaming(
     sim.start_apps();
     let link_names: Vec<String> = sim.links.iter().map(|l| l.name.clone()).collect();
     let (warm, end, fct_from) = (sim.warmup_end, sim.end, exp.record.fct_from);
-    let mut released = output::FlowSummary::default();
+    let mut released = FlowSummary::default();
     // The series names of the last time-series chunk: (how many, their columns).
     let mut names: Option<(usize, std::sync::Arc<Columns>)> = None;
     if chunk_rows > 0 {
@@ -101,21 +87,20 @@ pub fn run_streaming(
                     released.add(r, warm, end, fct_from);
                 }
                 let nodes = &sim.nodes;
-                let cols =
-                    output::flow_columns(&recs, |n| nodes[n as usize].name.clone(), end, fct_from);
+                let cols = flow_columns(&recs, |n| nodes[n as usize].name.clone(), end, fct_from);
                 if !sink(Chunk::Flows(cols)) {
                     return false;
                 }
             }
             while sim.series.len() >= chunk_rows {
                 let (t_ns, series, value) = sim.series.drain_rows(chunk_rows);
-                let rows = output::timeseries_row_columns(t_ns, series, value);
+                let rows = timeseries_row_columns(t_ns, series, value);
                 // Names only grow: the same count is the same names.
                 let known = sim.series.names.len();
                 let names = match &names {
                     Some((n, c)) if *n == known => std::sync::Arc::clone(c),
                     _ => {
-                        let c = std::sync::Arc::new(output::series_name_columns(&sim.series.names));
+                        let c = std::sync::Arc::new(series_name_columns(&sim.series.names));
                         names = Some((known, std::sync::Arc::clone(&c)));
                         c
                     }
@@ -126,7 +111,7 @@ pub fn run_streaming(
             }
             while sim.packet_log.len() >= chunk_rows {
                 let rows = sim.packet_log.drain_front(chunk_rows);
-                let cols = output::packet_columns(rows, |l| link_names[l as usize].clone());
+                let cols = packet_columns(rows, |l| link_names[l as usize].clone());
                 if !sink(Chunk::Packets(cols)) {
                     return false;
                 }
@@ -148,7 +133,7 @@ pub fn run_streaming(
             released.add(r, warm, end, fct_from);
         }
         let nodes = &sim.nodes;
-        let cols = output::flow_columns(&recs, |n| nodes[n as usize].name.clone(), end, fct_from);
+        let cols = flow_columns(&recs, |n| nodes[n as usize].name.clone(), end, fct_from);
         if !sink(Chunk::Flows(cols)) {
             return None;
         }

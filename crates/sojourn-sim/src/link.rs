@@ -15,24 +15,13 @@
 use crate::flight::FlightList;
 use sojourn_core::device::Device;
 pub use sojourn_core::device::{RateModel, Trace};
+// Kept at this path for the engine's set-up (the rate model is the experiment model's).
 use sojourn_core::hist::Histogram;
 use sojourn_core::qdisc::DropReason;
 use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, Packet, Time};
+pub use sojourn_experiment::link::rate_model;
 use std::collections::VecDeque;
-
-/// The device's rate model for an experiment link's rate.
-pub fn rate_model(r: &sojourn_experiment::LinkRate) -> RateModel {
-    use sojourn_experiment::LinkRate as L;
-    match r {
-        L::Constant(bps) => RateModel::Constant(*bps),
-        L::Schedule(s) => RateModel::Schedule(s.clone()),
-        L::Trace(t) => RateModel::Trace(Trace::new(
-            t.opportunities_ms.clone(),
-            t.bytes_per_opportunity,
-        )),
-    }
-}
 
 /// Counters for one link (reset at the end of warm-up).
 /// `repr(C)`: the per-packet counters first, in one line with the histogram's header.

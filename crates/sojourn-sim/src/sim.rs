@@ -26,12 +26,12 @@ use crate::event::{Event, EventQueue};
 use crate::flight::FlightPool;
 use crate::flows::FlowTable;
 use crate::link::{Link, TxFate};
-use crate::metrics::{EntityId, LinkCounts, PacketLog, TimeSeries};
 use crate::workload;
 use sojourn_core::device::{Begin, Device};
 use sojourn_core::qdisc::{fifo, BuildCtx, Dequeue, DropReason, Drops, Qdisc};
 use sojourn_core::rng::{splitmix64_mix, Rng};
 use sojourn_core::{Duration, Packet, Time};
+use sojourn_record::metrics::{EntityId, LinkCounts, PacketLog, TimeSeries};
 
 /// Where packets went: every created packet is delivered, dropped, or still inside.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -9,9 +9,7 @@ use crate::endpoint::{packet_tag, Endpoint, Io};
 use sojourn_core::packet::{Ecn, FlowKey};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, Packet, Time};
-
-/// IPv4 (20) + UDP (8) + Ethernet (14) header bytes in front of a UDP payload.
-pub const UDP_OVERHEAD_BYTES: u32 = 42;
+use sojourn_experiment::transport::UDP_OVERHEAD_BYTES;
 
 pub use sojourn_experiment::workload::OnOff;
 

@@ -4,13 +4,13 @@
 //! engine-neutral `sojourn_experiment::{workload, schedule}`.
 
 use crate::endpoint::AnyEndpoint;
-use crate::flows::{FlowKind, FlowRecord};
 use crate::sim::Sim;
 use crate::udp::{OnOff, UdpSink, UdpSource};
 use sojourn_core::packet::{proto, Addr, Ecn, FlowKey};
 use sojourn_core::rng::Rng;
 use sojourn_core::Time;
 pub use sojourn_experiment::workload::WorkloadPlan;
+use sojourn_record::flows::{FlowKind, FlowRecord};
 
 /// Creates the flows and endpoints of a workload at the start of the run.
 pub fn instantiate(plan: &WorkloadPlan, sim: &mut Sim) {

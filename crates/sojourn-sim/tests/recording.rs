@@ -3,8 +3,8 @@
 //! by hand for a small topology.
 
 use sojourn_core::Time;
+use sojourn_record::metrics::TimeSeries;
 use sojourn_sim::config::from_toml;
-use sojourn_sim::metrics::TimeSeries;
 use sojourn_sim::{run_toml, Chunk, Column, Columns};
 use std::path::Path;
 

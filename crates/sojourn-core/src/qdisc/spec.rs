@@ -258,6 +258,20 @@ impl QdiscSpec {
         own || self.children().iter().any(|c| c.needs_conntrack())
     }
 
+    /// Whether any discipline in the tree cuts GSO buffers into segments itself: cake and
+    /// dualpi2 with `split_gso` (their default, as in Linux), and tbf, which segments a
+    /// buffer larger than its burst. An engine that moves real frames (the live forwarder)
+    /// cannot make a frame of a segment split off inside a qdisc.
+    pub fn splits_gso(&self) -> bool {
+        let own = match self {
+            QdiscSpec::Cake(c) => c.split_gso,
+            QdiscSpec::DualPi2(d) => d.split_gso,
+            QdiscSpec::Tbf(_) => true,
+            _ => false,
+        };
+        own || self.children().iter().any(|c| c.splits_gso())
+    }
+
     /// Whether Linux can run this whole tree as tc qdiscs; `Err` names the first part it
     /// cannot, with a one-line reason.
     pub fn linux(&self) -> Result<(), NotLinux> {

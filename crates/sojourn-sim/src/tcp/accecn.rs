@@ -7,7 +7,9 @@
 //!   (Table 3: Not-ECT 0b010, ECT(1) 0b011, ECT(0) 0b100, CE 0b110); a receiver with only
 //!   RFC 3168 ECN answers ECE alone (0b001) and the connection falls back to classic ECN;
 //!   one without ECN answers 0b000. Table 2's other rows: 0b111 (a broken reflector of the
-//!   SYN's flags) means no ECN, 0b101 (reserved) AccECN, as Linux reads them.
+//!   SYN's flags) means no ECN, 0b101 (reserved) AccECN, as Linux reads them. The two
+//!   tables are `sojourn_core::accecn`'s (the live forwarder reads real handshakes with
+//!   them).
 //! - **Receiver** (§3.2.1): `r.cep` counts CE-marked packets from 5 (so that a zeroed ACE
 //!   field betrays a middlebox), `r.ceb`, `r.e0b`, `r.e1b` count payload bytes by IP-ECN
 //!   codepoint from 0, 1 and 1 (Linux `TCP_ACCECN_*_INIT_OFFSET`). Every ACK carries ACE =
@@ -41,39 +43,6 @@ pub const E1B_INIT: u64 = 1;
 pub const ACE_MAX_DELTA: u32 = 6;
 /// The TCP option space (RFC 9293 §3.1: data offset ≤ 15 words).
 const TCP_OPTION_SPACE: u32 = 40;
-
-/// The ECN feedback a handshake settled on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Feedback {
-    None,
-    /// RFC 3168: ECE until CWR.
-    Classic,
-    AccEcn,
-}
-
-/// The SYN-ACK's ACE of an AccECN receiver: the IP-ECN field the SYN arrived with
-/// (RFC 9768 Table 3).
-pub fn synack_ace(syn_ecn: Ecn) -> u8 {
-    match syn_ecn {
-        Ecn::NotEct => 0b010,
-        Ecn::Ect1 => 0b011,
-        Ecn::Ect0 => 0b100,
-        Ecn::Ce => 0b110,
-    }
-}
-
-/// What an AccECN SYN's sender makes of the SYN-ACK's (AE, CWR, ECE) (RFC 9768 Table 2;
-/// Linux `tcp_ecn_rcv_synack`).
-pub fn feedback_from_synack(ace: u8) -> Feedback {
-    match ace & 7 {
-        // No ECN at the server, or one that reflects the SYN's three flags (broken).
-        0b000 | 0b111 => Feedback::None,
-        // ECE alone: an RFC 3168 server.
-        0b001 => Feedback::Classic,
-        // The four IP-ECN reflections of Table 3, and the reserved 0b101.
-        _ => Feedback::AccEcn,
-    }
-}
 
 /// The data receiver's AccECN state (RFC 9768 §3.2.1).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -298,19 +267,9 @@ mod tests {
     }
 
     #[test]
-    fn negotiation_tables() {
-        // RFC 9768 Table 3: the SYN's IP-ECN field reflected in the SYN-ACK.
-        assert_eq!(synack_ace(Ecn::NotEct), 0b010);
-        assert_eq!(synack_ace(Ecn::Ect1), 0b011);
-        assert_eq!(synack_ace(Ecn::Ect0), 0b100);
-        assert_eq!(synack_ace(Ecn::Ce), 0b110);
-        // Table 2, as the SYN's sender reads the SYN-ACK.
-        let f: Vec<Feedback> = (0..8).map(feedback_from_synack).collect();
-        use Feedback::*;
-        assert_eq!(
-            f,
-            [None, Classic, AccEcn, AccEcn, AccEcn, AccEcn, AccEcn, None]
-        );
+    fn an_accecn_syn_sets_ae_cwr_and_ece() {
+        // The AccECN SYN sets all three flags (RFC 9768 §3.1.1; the SYN-ACK's tables are
+        // sojourn_core::accecn's).
         let mut h = TransportHeader::default();
         set_syn(&mut h);
         assert_eq!(h.ace(), 0b111);

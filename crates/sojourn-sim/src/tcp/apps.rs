@@ -13,14 +13,15 @@ use super::sender::Source;
 use super::{open, IntervalDist, TcpConfig};
 use crate::app::App;
 use crate::endpoint::{packet_tag, AnyEndpoint, Endpoint, Io};
-use crate::flows::{FlowKind, FlowRecord};
 use crate::sim::Sim;
-use crate::udp::{UdpSink, UDP_OVERHEAD_BYTES};
+use crate::udp::UdpSink;
 use sojourn_core::packet::{proto, FlowKey, TransportHeader};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Packet, Time};
 use sojourn_experiment::schedule::{Generator, Payload, Step};
+use sojourn_experiment::transport::UDP_OVERHEAD_BYTES;
 pub use sojourn_experiment::workload::{TcpKind, TcpPlan, TCP_KINDS as KINDS};
+use sojourn_record::flows::{FlowKind, FlowRecord};
 
 /// Creates the generators of a plan (their first wake-ups are set at start).
 pub fn instantiate(plan: &TcpPlan, sim: &mut Sim) {

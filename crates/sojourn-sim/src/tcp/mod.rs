@@ -14,10 +14,10 @@ pub mod scoreboard;
 pub mod sender;
 
 use crate::endpoint::AnyEndpoint;
-use crate::flows::{FlowKind, FlowRecord};
 use crate::sim::Sim;
 use sojourn_core::packet::{proto, Addr, FlowKey};
 use sojourn_core::rng::Rng;
+use sojourn_record::flows::{FlowKind, FlowRecord};
 
 // The settings are the experiment model's (engine-neutral); this module is the machinery.
 pub use sojourn_experiment::dist::{IntervalDist, SizeDist};
@@ -90,8 +90,9 @@ pub fn node_addr(n: u32, ipv6: bool) -> Addr {
 #[cfg(test)]
 pub(crate) mod test_io {
     use crate::endpoint::{Io, Note};
-    use crate::flows::{FlowKind, FlowRecord, FlowTable};
+    use crate::flows::FlowTable;
     use sojourn_core::{Packet, Time};
+    use sojourn_record::flows::{FlowKind, FlowRecord};
 
     pub(crate) struct Harness {
         pub out: Vec<Packet>,

@@ -29,7 +29,7 @@
 //! The receiving application reads every in-order byte immediately, so the advertised
 //! window is `rwnd` minus the out-of-order bytes held.
 
-use super::accecn::{self, AccEcnReceiver};
+use super::accecn::AccEcnReceiver;
 use super::TcpConfig;
 use crate::endpoint::{packet_tag, Endpoint, Io, Note};
 use sojourn_core::packet::{tcp_flags, FlowKey, SackBlock, TransportHeader};
@@ -252,7 +252,7 @@ impl TcpReceiver {
             h.flags |= tcp_flags::SYN;
             if self.accecn.is_some() {
                 // AccECN SYN-ACK: the SYN's IP-ECN field (RFC 9768 §3.1.1, Table 3).
-                h.set_ace(accecn::synack_ace(syn_ecn));
+                h.set_ace(sojourn_core::accecn::synack_ace(syn_ecn));
             } else if self.ecn {
                 h.flags |= tcp_flags::ECE; // ECN-setup SYN-ACK (RFC 3168 §6.1.1)
             }

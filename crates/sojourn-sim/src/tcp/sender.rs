@@ -27,7 +27,7 @@
 //!   device); the socket is released when one of its packets leaves the host or is
 //!   dropped there.
 
-use super::accecn::{self, AccEcnSender, Feedback};
+use super::accecn::{self, AccEcnSender};
 use super::cc::{
     AnyCc, CaEvent, CaState, CcKind, CcState, CongestionControl, RateSample, INFINITE_SSTHRESH,
 };
@@ -35,6 +35,7 @@ use super::rtt::RttEstimator;
 use super::scoreboard::{Scoreboard, Seg, EVER_RETRANS, FIN, RETRANS, SACKED};
 use super::{IntervalDist, TcpConfig};
 use crate::endpoint::{packet_tag, Endpoint, Io, Note};
+use sojourn_core::accecn::{feedback_from_synack, Feedback};
 use sojourn_core::packet::{tcp_flags, Ecn, FlowKey, TransportHeader};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, Packet, Time};
@@ -1503,7 +1504,7 @@ impl Endpoint for TcpSender {
                     }
                     self.ecn_ok = if self.cfg.accecn {
                         // RFC 9768 Table 2: the SYN-ACK says which feedback the peer has.
-                        match accecn::feedback_from_synack(pkt.hdr.ace()) {
+                        match feedback_from_synack(pkt.hdr.ace()) {
                             Feedback::AccEcn => {
                                 self.accecn = Some(Box::default());
                                 true
