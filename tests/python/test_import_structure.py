@@ -87,7 +87,7 @@ def cycles(g: dict[str, set[str]]) -> list[set[str]]:
 
 def test_no_import_circles_in_the_python_front():
     g = graph()
-    assert "sojourn.sweeps" in g and "sojourn.cli" in g and "sojourn.compare" in g
+    assert "sojourn.sweeps" in g and "sojourn.cli" in g and "sojourn.analysis.compare" in g
     assert cycles(g) == [], cycles(g)
 
 
@@ -102,7 +102,7 @@ def test_the_check_sees_a_lazy_circle(tmp_path):
 
 def test_the_facade_is_an_arrow_and_sweeps_goes_around_it():
     g = graph()
-    assert {"sojourn.api", "sojourn.sweeps", "sojourn.tidy"} <= g["sojourn"]
+    assert {"sojourn.api", "sojourn.sweeps", "sojourn.analysis.tidy"} <= g["sojourn"]
     assert "sojourn.api" in g["sojourn.sweeps"]
     assert "sojourn" not in g["sojourn.sweeps"], "sweeps must call sojourn.api, not the facade"
 

@@ -22,12 +22,12 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from ._plots import savefig
+from .._cli_common import fail
+from .._plots import savefig
+from ..results import run_row
+from ..units import parse_seconds
 from . import stats
-from ._cli_common import fail
 from .pairs import age_base, styles
-from .results import run_row
-from .units import parse_seconds
 
 PCTS = (50.0, 75.0, 95.0, 99.0)
 METRICS = {
@@ -38,7 +38,7 @@ METRICS = {
 }
 
 
-# Statistics come from sojourn.stats (the one statistics API; NaN where a thin point
+# Statistics come from sojourn.analysis.stats (the one statistics API; NaN where a thin point
 # leaves a number undefined).
 
 
@@ -154,7 +154,9 @@ def load(dirs: Sequence) -> Data:
 # ------------------------------------------------------------------------------------
 
 
-def _point_flows(data: Data, p: str) -> pd.DataFrame:
+def point_flows(data: Data, p: str) -> pd.DataFrame:
+    """The flows of point ``p`` that count: started after the warm-up and, with an end
+    margin, not ending in the last ``end_margin`` seconds of their run."""
     f = data.flows[data.flows["point"] == p]
     if "after_warmup" in f:
         f = f[f["after_warmup"].astype(bool)]
@@ -163,7 +165,9 @@ def _point_flows(data: Data, p: str) -> pd.DataFrame:
     return f
 
 
-def _fct_flows(f: pd.DataFrame) -> pd.DataFrame:
+def fct_flows(f: pd.DataFrame) -> pd.DataFrame:
+    """Of the flows ``f``, those FCT statistics use: sized (``size_bytes`` > 0), completed,
+    with a finite ``fct_s``."""
     if "fct_s" not in f or "size_bytes" not in f:
         return f.iloc[0:0]
     ok = (f["size_bytes"] > 0) & np.isfinite(f["fct_s"].astype(float))
@@ -172,25 +176,30 @@ def _fct_flows(f: pd.DataFrame) -> pd.DataFrame:
     return f[ok]
 
 
+def goodputs(f: pd.DataFrame) -> np.ndarray:
+    """The finite per-flow goodputs (bit/s) of the flows ``f``; empty without the column."""
+    return _finite(f["goodput_bps"]) if "goodput_bps" in f else np.array([])
+
+
 def flow_throughputs(f: pd.DataFrame) -> np.ndarray:
     """Per-flow mean throughput (bit/s) for fairness: 8 size / FCT for completed sized
-    flows, else the flows' goodput (e.g. UDP streams); :func:`sojourn.stats.throughputs`
+    flows, else the flows' goodput (e.g. UDP streams); :func:`sojourn.analysis.stats.throughputs`
     is the sized-flows part."""
-    s = _fct_flows(f)
+    s = fct_flows(f)
     if len(s):
         fct = s["fct_s"].to_numpy(float)
         return 8.0 * s["size_bytes"].to_numpy(float)[fct > 0] / fct[fct > 0]
-    return _finite(f["goodput_bps"]) if "goodput_bps" in f else np.array([])
+    return goodputs(f)
 
 
 def samples(data: Data, p: str, metric: str) -> np.ndarray:
     """The samples the gain of ``metric`` is computed over: flows for fct and goodput,
     runs (mean bottleneck sojourn of each repeat) for sojourn."""
     if metric == "fct":
-        return _finite(_fct_flows(_point_flows(data, p))["fct_s"])
+        return _finite(fct_flows(point_flows(data, p))["fct_s"])
     if metric == "goodput":
-        f = _point_flows(data, p)
-        return _finite(f["goodput_bps"]) if "goodput_bps" in f else np.array([])
+        f = point_flows(data, p)
+        return goodputs(f)
     if metric == "sojourn":
         return _finite(data.runs.loc[data.runs["point"] == p, "sojourn_mean_ms"])
     raise ValueError(f"unknown metric {metric!r} (fct, sojourn, goodput)")
@@ -210,12 +219,12 @@ def table(data: Data, metric: str = "fct", baseline: Optional[str] = None) -> pd
     rows = []
     for p in data.points:
         rs = data.runs[data.runs["point"] == p]
-        f = _point_flows(data, p)
-        ff = _fct_flows(f)
+        f = point_flows(data, p)
+        ff = fct_flows(f)
         fct = ff["fct_s"].to_numpy(float) if len(ff) else np.array([])
         m, ci = _mean_hw(fct)
         rm, rci = _repeat_hw(_per_run_means(ff, "fct_s")) if len(rs) > 1 else (math.nan, math.nan)
-        gp = _finite(f["goodput_bps"]) if "goodput_bps" in f else np.array([])
+        gp = goodputs(f)
         gm, gci = _mean_hw(gp)
         th = flow_throughputs(f)
         sm = samples(data, p, metric)
@@ -436,7 +445,7 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
     fig, ax = plt.subplots(figsize=(7, 4))
     any_size = False
     for p in data.points:
-        ff = _fct_flows(_point_flows(data, p))
+        ff = fct_flows(point_flows(data, p))
         if ff.empty:
             continue
         b = stats.fct_by_size(ff)
@@ -459,7 +468,7 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
     fig, ax = plt.subplots(figsize=(5, 5))
     any_l = False
     for p in data.points:
-        th = flow_throughputs(_point_flows(data, p))
+        th = flow_throughputs(point_flows(data, p))
         if th.size:
             lc = stats.lorenz_curve(th)
             ax.plot(lc["share_flows"], lc["share_total"], label=f"{p} (gap {stats.lorenz_gap(th):.3f})", lw=1.2,
@@ -509,8 +518,8 @@ def write_plots(data: Data, t: pd.DataFrame, metric: str, out: Path) -> list:
 def compare(dirs: Sequence, metric: str = "fct", baseline: Optional[str] = None, plots: bool = False,
             out: Optional[Path] = None, console=None, quiet: bool = False, end_margin=None) -> pd.DataFrame:
     """Loads, prints (unless quiet) and writes ``compare.md`` (and plots); returns the table.
-    The command (:mod:`sojourn.cli_compare`) also writes ``report.html``
-    (:func:`sojourn.htmlreport.write_report`).
+    The command (:mod:`sojourn.cli.compare`) also writes ``report.html``
+    (:func:`sojourn.analysis.htmlreport.write_report`).
     ``end_margin`` (seconds or "60s"): leave out flows ending in the last part of a run;
     None = the sweep file's ``end_margin`` (sweep.json), else 0."""
     if metric not in METRICS:
