@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,6 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .._cli_common import fail
 from .._plots import savefig
 from ..results import run_row
 from ..units import parse_seconds
