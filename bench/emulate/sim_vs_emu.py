@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 import sojourn
-from sojourn import stats
+from sojourn.analysis import stats
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -35,7 +35,7 @@ from .api import _engine_or_fail, _run_staged  # noqa: F401  (callers: sojourn._
 from .api import _emulate_staged as _emulate_staged_forwarder
 from .api import emulate as _emulate_forwarder
 from .results import Result
-from .tidy import load
+from .analysis.tidy import load
 
 __all__ = ["run", "emulate", "emulate_cleanup", "validate", "qdiscs", "sweep", "load", "Result", "ConfigError",
            "PrivilegeError", "EmulateError", "__version__"]

@@ -1,6 +1,7 @@
 """What every ``sojourn`` sub-command shares: the one-line error convention (message on
 stderr prefixed ``sojourn:``, exit code 2; see docs/experiment-files.md). A leaf module, so
-``cli``, ``sweeps`` and ``compare`` can all use it without importing each other."""
+the commands of ``sojourn.cli`` and ``sweeps`` (which declares ``sojourn sweep``) use it
+without importing each other."""
 from __future__ import annotations
 
 import sys

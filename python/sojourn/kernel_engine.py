@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Union
 
 from . import deploy as _d
-from . import deploy_apply as _apply
+from .deploy import apply as _apply
 from ._config import ConfigError
 
 #: The forwarder's rate for a link whose queue is the kernel's: far above any link, so no

@@ -10,9 +10,9 @@ and a bare numeric string is a number of the base unit. docs/experiment-files.md
 from __future__ import annotations
 
 import math
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
-__all__ = ["parse_size", "parse_rate", "parse_seconds"]
+__all__ = ["parse_size", "parse_rate", "parse_seconds", "typed_value"]
 
 Number = Union[int, float]
 
@@ -73,3 +73,18 @@ def parse_seconds(v: Union[str, Number, None]) -> float:
     if x is not None:
         return x
     return _engine().parse_duration_ns(text) / 1e9
+
+
+def typed_value(label: Any) -> Any:
+    """A swept value as a number when it is one: ``"10Mbit"`` → 1e7 (bit/s), ``"5ms"`` →
+    0.005 (s), ``"64KiB"`` → 65536 (bytes); other labels unchanged. ``sojourn.load``'s typed
+    columns and the HTML report's parameter plots both read swept values through it."""
+    if isinstance(label, (int, float)) and not isinstance(label, bool):
+        return float(label)
+    s = str(label).strip()
+    for parse in (float, parse_rate, parse_seconds, parse_size):
+        try:
+            return float(parse(s))
+        except (ValueError, ImportError):
+            continue
+    return label

@@ -16,7 +16,7 @@ import pytest
 
 import sojourn
 from sojourn import _outdir
-from sojourn.report import write_run_report
+from sojourn.analysis.report import write_run_report
 
 ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "experiments" / "examples"

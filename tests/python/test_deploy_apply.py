@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 import _local  # noqa: F401  (this worktree's python/sojourn first)
-from sojourn import deploy, deploy_apply
+from sojourn import deploy
+from sojourn.deploy import apply as deploy_apply
 from live_experiments import upload_scripts
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 import _local  # noqa: F401  (this worktree's python/sojourn first)
-from sojourn import deploy, deploy_apply, deploy_watch
+from sojourn import deploy
+from sojourn.deploy import apply as deploy_apply
+from sojourn.deploy import watch as deploy_watch
 
 ROOT = Path(__file__).resolve().parents[2]
 AGE = ROOT / "experiments" / "repro" / "age-based" / "age-1g.toml"

@@ -87,7 +87,7 @@ def cycles(g: dict[str, set[str]]) -> list[set[str]]:
 
 def test_no_import_circles_in_the_python_front():
     g = graph()
-    assert "sojourn.sweeps" in g and "sojourn.cli" in g and "sojourn.compare" in g
+    assert "sojourn.sweeps" in g and "sojourn.cli" in g and "sojourn.analysis.compare" in g
     assert cycles(g) == [], cycles(g)
 
 
@@ -102,7 +102,7 @@ def test_the_check_sees_a_lazy_circle(tmp_path):
 
 def test_the_facade_is_an_arrow_and_sweeps_goes_around_it():
     g = graph()
-    assert {"sojourn.api", "sojourn.sweeps", "sojourn.tidy"} <= g["sojourn"]
+    assert {"sojourn.api", "sojourn.sweeps", "sojourn.analysis.tidy"} <= g["sojourn"]
     assert "sojourn.api" in g["sojourn.sweeps"]
     assert "sojourn" not in g["sojourn.sweeps"], "sweeps must call sojourn.api, not the facade"
 
@@ -137,3 +137,69 @@ def test_every_module_imports_on_its_own():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+# The families of docs/architecture.md ("The Python front"), top of its table first: an
+# import may point down the table or within a row, never up.
+FAMILY_ROWS = [
+    ("the command", ["sojourn.cli", "sojourn.__main__"]),
+    ("reproductions", ["sojourn.repro"]),
+    ("the facade", ["sojourn"]),
+    ("analysis", ["sojourn.analysis"]),
+    ("deploy", ["sojourn.deploy", "sojourn.kernel_engine"]),
+    ("the API and sweeps", ["sojourn.api", "sojourn.sweeps", "sojourn.cluster"]),
+    ("leaves", ["sojourn._config", "sojourn._cli_common", "sojourn.units", "sojourn.results", "sojourn._stream",
+                "sojourn._outdir", "sojourn.progress", "sojourn._plots", "sojourn.dists", "sojourn.threshold",
+                "sojourn.mg1sim", "sojourn._engine_info", "sojourn._fingerprint"]),
+    ("the engine", ["sojourn._engine"]),
+]
+# The paths the documentation names for two moved modules: the modules themselves.
+ALIASES = {"sojourn.stats": "sojourn.analysis.stats", "sojourn.compare": "sojourn.analysis.compare"}
+
+
+def _row(module: str) -> int:
+    best = None
+    for i, (_, prefixes) in enumerate(FAMILY_ROWS):
+        for p in prefixes:
+            if module == p or (p != "sojourn" and module.startswith(p + ".")):
+                if best is None or len(p) > best[1]:
+                    best = (i, len(p))
+    assert best is not None, f"{module} belongs to no family of docs/architecture.md"
+    return best[0]
+
+
+def test_every_module_has_a_family_and_imports_only_down_the_table():
+    g = graph()
+    up = []
+    for src, dsts in g.items():
+        if src in ALIASES:
+            assert dsts == {ALIASES[src]}, (src, dsts)  # an alias imports its module and nothing else
+            continue
+        for dst in dsts:
+            if _row(dst) < _row(src):
+                up.append(f"{src} ({FAMILY_ROWS[_row(src)][0]}) -> {dst} ({FAMILY_ROWS[_row(dst)][0]})")
+    assert up == [], "\n".join(sorted(up))
+
+
+def test_analysis_runs_no_engine_and_deploy_knows_no_report():
+    g = graph()
+    for src, dsts in g.items():
+        if src.startswith("sojourn.analysis"):
+            bad = {d for d in dsts if d.split(".")[:2] in (["sojourn", "api"], ["sojourn", "sweeps"], ["sojourn", "cluster"],
+                                                            ["sojourn", "deploy"], ["sojourn", "kernel_engine"], ["sojourn", "cli"])}
+            assert not bad, (src, bad)
+        if src.startswith("sojourn.deploy") or src == "sojourn.kernel_engine":
+            bad = {d for d in dsts if d.split(".")[:2] in (["sojourn", "analysis"], ["sojourn", "cli"])}
+            assert not bad, (src, bad)
+
+
+def test_the_family_check_sees_an_arrow_up(tmp_path):
+    pkg = tmp_path / "sojourn"
+    (pkg / "analysis").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "analysis" / "__init__.py").write_text("")
+    (pkg / "analysis" / "stats.py").write_text("from ..cli import main\n")
+    (pkg / "cli.py").write_text("def main():\n    pass\n")
+    g = graph(pkg)
+    assert g["sojourn.analysis.stats"] == {"sojourn.cli"}
+    assert _row("sojourn.analysis.stats") > _row("sojourn.cli")

@@ -121,6 +121,15 @@ def test_rates_and_durations_are_the_engines():
         E.parse_duration_ns("60")
 
 
+def test_a_swept_label_is_typed_with_the_engines_units():
+    # docs/reports.md: "20Mbit" -> 20000000.0 bit/s, "5ms" -> 0.005 s, "64KiB" -> 65536.0 bytes
+    assert U.typed_value("20Mbit") == 20_000_000.0
+    assert U.typed_value("5ms") == 0.005
+    assert U.typed_value("64KiB") == 65_536.0
+    assert U.typed_value(3) == 3.0 and U.typed_value("2.5") == 2.5
+    assert U.typed_value("fq_codel") == "fq_codel" and U.typed_value(True) is True
+
+
 def test_the_threshold_cli_reads_the_experiment_file_notation():
     inline = '{ dist = "pareto", alpha = 1.5, min = "2kB", max = "2MB" }'
     assert D.parse_dist(inline).mean == pytest.approx(5810.45, rel=1e-6)

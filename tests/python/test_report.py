@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import sojourn
-from sojourn import stats
+from sojourn.analysis import stats
 
 ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "experiments" / "examples"
@@ -118,7 +118,7 @@ def test_the_page_check_fails_on_an_empty_plot_and_a_script_error(tmp_path):
     import plotly.graph_objects as go
     import plotly.offline
 
-    from sojourn import htmlreport as H
+    from sojourn.analysis import htmlreport as H
 
     empty = go.Figure(go.Scatter(x=[], y=[])).to_html(full_html=False, include_plotlyjs=False, div_id="plot-e")
     page = (f"<html><head>{H.ERROR_TRAP}<script>{plotly.offline.get_plotlyjs()}</script></head><body>"
@@ -150,7 +150,7 @@ def test_report_command_and_bad_input(sweep_dir, tmp_path):
 def test_paired_styles():
     """A discipline and its age-based variant share a colour (variant dashed); seed 000's 13
     configurations get 7 distinct families, every family its own colour."""
-    from sojourn.pairs import styles
+    from sojourn.analysis.pairs import styles
 
     names = ["pfifo", "age-pfifofast", "codel", "age-prio-codel", "fq_codel", "age-prio-fq_codel", "pie", "age-prio-pie",
              "fq_pie", "age-prio-fq_pie", "cake", "age-cake", "age-cake-strict"]

@@ -108,7 +108,7 @@ def test_every_age_variant_beats_its_base_at_1g(tmp_path):
 def test_seed_style_age_pairs_and_end_margin():
     import pandas as pd
 
-    from sojourn import compare as cmp
+    from sojourn.analysis import compare as cmp
 
     pts = [c[0] for c in ab.CONFIGS]
     want = {"age-pfifofast": "pfifo", "age-prio-codel": "codel", "age-prio-fqcodel": "fqcodel", "age-cake": "cake",

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sojourn import stats as St
+from sojourn.analysis import stats as St
 
 
 def test_jain_extremes():

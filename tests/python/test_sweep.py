@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import sojourn
-from sojourn import cli, compare, stats
+from sojourn import cli
+from sojourn.analysis import compare, stats
 from sojourn import sweeps as sw
 from sojourn._config import ConfigError
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from sojourn import cli_threshold
+from sojourn.cli import threshold as cli_threshold
 from sojourn import dists as D
 from sojourn import mg1sim as S
 from sojourn import threshold as T

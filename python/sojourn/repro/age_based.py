@@ -10,7 +10,7 @@ Regenerate everything in docs/repro/age-based.md (after running the sweeps it na
 shipped sweep files and size tables from the definitions below (they are generated, so the
 twelve configurations of the four sweeps cannot drift apart).
 
-Statistics come from :mod:`sojourn.compare` (which uses :mod:`sojourn.stats`): mean FCT
+Statistics come from :mod:`sojourn.analysis.compare` (which uses :mod:`sojourn.analysis.stats`): mean FCT
 ± 1.96·SEM over flows, gain = mean_age / mean_base − 1, percentiles by linear
 interpolation, FCT per logarithmic size bin, Lorenz curves of per-flow mean throughput.
 """
@@ -25,8 +25,8 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import compare as cmp
-from .. import stats
+from ..analysis import compare as cmp
+from ..analysis import stats
 from ..units import parse_seconds
 
 # ------------------------------------------------------------------------------------------
@@ -343,7 +343,7 @@ def extra_table(data: cmp.Data, setup: str) -> pd.DataFrame:
     t = cmp.table(data, "fct")
     rows = []
     for r in t.itertuples():
-        f = cmp._fct_flows(cmp._point_flows(data, r.point))
+        f = cmp.fct_flows(cmp.point_flows(data, r.point))
         share = float((f["size_bytes"] <= THRESHOLD[setup]).mean()) if len(f) else math.nan
         wall, pkts = math.nan, math.nan
         for rr in data.runs[data.runs["point"] == r.point].itertuples():
@@ -488,7 +488,7 @@ def plot_fct_vs_size(setup: str, data: cmp.Data, out: Path, made: list, suffix: 
         for p, c in zip([base] + AGE_OF[base], ["#8c8c8c", "#4C72B0", "#C44E52"]):
             if p not in data.points:
                 continue
-            b = stats.fct_by_size(cmp._fct_flows(cmp._point_flows(data, p)))
+            b = stats.fct_by_size(cmp.fct_flows(cmp.point_flows(data, p)))
             b = b[b["count"] >= 5]
             ax.plot(b["size_center"], b["mean"] * 1e3, marker="o", ms=2.5, lw=1.2, color=c, label=p)
         ax.axvline(THRESHOLD[setup], color="k", ls=":", lw=1)
@@ -511,7 +511,7 @@ def plot_lorenz(setup: str, data: cmp.Data, out: Path, made: list, suffix: str =
         for p, c in zip([base] + AGE_OF[base][:1], ["#8c8c8c", "#4C72B0"]):
             if p not in data.points:
                 continue
-            th = cmp.flow_throughputs(cmp._point_flows(data, p))
+            th = cmp.flow_throughputs(cmp.point_flows(data, p))
             lc = stats.lorenz_curve(th)
             x, L = lc["share_flows"].to_numpy(), lc["share_total"].to_numpy()
             k = max(1, x.size // 400)

@@ -32,7 +32,7 @@ def write_flent(run_dir: Union[str, Path], out: Optional[Union[str, Path]] = Non
     """Writes ``RUN_DIR/<experiment>.flent.gz`` (or ``out``) from a run directory's
     summary.json and timeseries.parquet; returns its path. ``link`` defaults to the busiest
     link (the one ``sojourn compare`` reports). Raises FileNotFoundError/ValueError."""
-    from .results import pick_link
+    from ..results import pick_link
 
     d = Path(run_dir)
     sfile = d / "summary.json"

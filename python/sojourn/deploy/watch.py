@@ -41,8 +41,8 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional, Sequence, TextIO
 
-from . import deploy as _d
-from . import deploy_apply as _apply
+from .. import deploy as _d
+from . import apply as _apply
 
 POLICIES = ("mg1", "median")
 
@@ -107,8 +107,8 @@ def mg1_candidate(sizes: Sequence[int], window_s: float, rate_bps: float) -> tup
     """``(load, optimal 2LPS threshold or None)`` for connections of ``sizes`` finished in
     ``window_s`` on a link of ``rate_bps``. None when the load is 1 or more, or all sizes are
     equal."""
-    from . import dists
-    from .threshold import optimal_threshold
+    from .. import dists
+    from ..threshold import optimal_threshold
 
     load = sum(sizes) * 8.0 / (window_s * rate_bps)
     if not 0 < load < 1 or len(set(sizes)) < 2:

@@ -1,4 +1,11 @@
-"""The ``sojourn`` command."""
+"""The ``sojourn`` command (``sojourn.cli:main``, also ``python -m sojourn``).
+
+This module builds the parser and runs the sub-commands that are one call of the API (run,
+emulate, validate, qdiscs, report, flent, --version). ``sweep`` is declared by
+:mod:`sojourn.sweeps`; ``compare``, ``deploy`` and ``threshold`` have command modules of
+their own beside this one (:mod:`sojourn.cli.compare`, :mod:`sojourn.cli.deploy`,
+:mod:`sojourn.cli.threshold`). Bad input is one line on stderr and exit code 2
+(:mod:`sojourn._cli_common`)."""
 from __future__ import annotations
 
 import argparse
@@ -6,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn, Optional, Sequence
 
-from ._cli_common import fail, parse_set
-from ._config import ConfigError
+from .._cli_common import fail, parse_set
+from .._config import ConfigError
 
 EPILOG = """\
 examples:
@@ -45,9 +52,9 @@ def _set_error(e: ConfigError) -> ConfigError:
 
 def cmd_run(a: argparse.Namespace) -> int:
     import sojourn
-    from . import _outdir
-    from .progress import RunProgress
-    from .report import print_run
+    from .. import _outdir
+    from ..progress import RunProgress
+    from ..analysis.report import print_run
 
     try:
         sojourn.check_seed(a.seed, "--seed")
@@ -88,15 +95,15 @@ def cmd_run(a: argparse.Namespace) -> int:
 def _write_reports(res, staging: Path) -> None:
     """report.md with its plots and the self-contained report.html, written into the run's
     staging directory so they appear together with the results (results.Result.write)."""
-    from .htmlreport import write_report
-    from .report import write_run_report
+    from ..analysis.htmlreport import write_report
+    from ..analysis.report import write_run_report
 
     write_run_report(res, staging)
     write_report([staging], out=staging / "report.html", source=res.summary.get("experiment"))
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from .htmlreport import write_report
+    from ..analysis.htmlreport import write_report
 
     try:
         path = write_report(a.dirs, out=Path(a.output) if a.output else None, title=a.title, end_margin=a.end_margin)
@@ -107,7 +114,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def cmd_flent(a: argparse.Namespace) -> int:
-    from .flent import write_flent
+    from ..analysis.flent import write_flent
 
     if a.output and len(a.runs) > 1:
         return _err("flent: -o/--output takes one RUN_DIR")
@@ -128,9 +135,9 @@ def cmd_emulate(a: argparse.Namespace) -> int:
     import signal
 
     import sojourn
-    from . import _outdir
-    from .progress import RunProgress
-    from .report import print_run
+    from .. import _outdir
+    from ..progress import RunProgress
+    from ..analysis.report import print_run
 
     if a.cleanup:
         if a.experiment:
@@ -161,7 +168,7 @@ def cmd_emulate(a: argparse.Namespace) -> int:
         overrides = _parse_set(a.set)
         # Everything the file or this kernel cannot honour is refused before anything starts.
         if a.kernel:
-            from . import kernel_engine
+            from .. import kernel_engine
 
             kernel_engine.check(a.experiment, overrides=overrides, duration=a.duration)
         else:
@@ -204,10 +211,10 @@ def cmd_emulate(a: argparse.Namespace) -> int:
 def cmd_validate(a: argparse.Namespace) -> int:
     import sojourn
 
-    from .dists import format_bytes
+    from ..dists import format_bytes
 
     try:
-        from . import sweeps as _sweep
+        from .. import sweeps as _sweep
 
         if _sweep.is_sweep_file(a.experiment):
             # A sweep file: every point it expands to is checked by the engine.
@@ -344,18 +351,18 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_qdiscs)
 
     try:
-        from . import cli_compare as _compare
-        from . import sweeps as _sweeps
+        from . import compare as _compare
+        from .. import sweeps as _sweeps
 
         _sweeps.add_parser(sub)
         _compare.add_parser(sub)
     except ImportError:  # pragma: no cover
         pass
-    from . import cli_deploy as _deploy
+    from . import deploy as _deploy
 
     _deploy.add_parser(sub)
     try:
-        from . import cli_threshold as _thr
+        from . import threshold as _thr
 
         t = sub.add_parser("threshold", help="optimal 2LPS/MLPS threshold from a flow-size distribution and a load", add_help=False)
         t.add_argument("args", nargs=argparse.REMAINDER)
@@ -370,7 +377,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args and args[0] == "threshold":
         # `threshold` has its own parser (and its own --help): hand it every word, even a
         # leading -h/--help, which the top-level parser would otherwise take.
-        from . import cli_threshold as _thr
+        from . import threshold as _thr
 
         return _thr.main(args[1:])
     p = build_parser()
@@ -378,7 +385,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.version:
         import sojourn
 
-        from . import _engine_info
+        from .. import _engine_info
 
         print(f"sojourn {sojourn.__version__} ({_engine_info.describe()})")
         return 0
@@ -397,6 +404,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -19,11 +19,11 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import dists, threshold
+from .. import dists, threshold
 
 __all__ = ["main", "build_parser", "parse_rate"]
 
-from .units import parse_rate  # noqa: E402  (the engine's units; re-exported)
+from ..units import parse_rate  # noqa: E402  (the engine's units; re-exported)
 
 
 class _ArgError(Exception):
@@ -137,7 +137,7 @@ def _plot(
     fig.tight_layout()
     path = path if path.suffix.lower() == ".png" else path.with_suffix(".png")
     path.parent.mkdir(parents=True, exist_ok=True)
-    from ._plots import savefig
+    from .._plots import savefig
 
     savefig(fig, path, dpi=120)
     svg = path.with_suffix(".svg")

@@ -16,7 +16,7 @@ its JavaScript embedded once, so the file opens without network access):
 * Flent's throughput–latency "ellipsis" plot; for a grid sweep, the metric against each
   swept parameter.
 
-Statistics are those of :mod:`sojourn.stats`; docs/statistics.md says which interval is
+Statistics are those of :mod:`sojourn.analysis.stats`; docs/statistics.md says which interval is
 which. The page checks itself when opened (every plot rendered with data, no script
 error) and records the outcome in ``<body data-report-status=…>``, which the browser
 test reads.
@@ -37,8 +37,8 @@ import pandas as pd
 from . import compare as cmp
 from . import stats
 from .pairs import PALETTE, Style, age_base, styles
-from .results import read_timeseries
-from .units import parse_seconds
+from ..results import read_timeseries
+from ..units import parse_seconds, typed_value
 
 __all__ = ["write_report", "styles", "PALETTE", "Style"]
 
@@ -114,7 +114,7 @@ def load_report_data(dirs: Sequence[Path], end_margin=None) -> ReportData:
 
 
 def _per_repeat_fct_means(rd: ReportData, p: str) -> np.ndarray:
-    ff = cmp._fct_flows(cmp._point_flows(rd.data, p))
+    ff = cmp.fct_flows(cmp.point_flows(rd.data, p))
     return ff.groupby("seed")["fct_s"].mean().to_numpy(float) if len(ff) else np.array([])
 
 
@@ -123,8 +123,8 @@ def summary_table(rd: ReportData) -> pd.DataFrame:
     rows = []
     for p in rd.points:
         rs = rd.data.runs[rd.data.runs["point"] == p]
-        f = cmp._point_flows(rd.data, p)
-        ff = cmp._fct_flows(f)
+        f = cmp.point_flows(rd.data, p)
+        ff = cmp.fct_flows(f)
         sized = int((f["size_bytes"] > 0).sum()) if "size_bytes" in f else 0
         done = int(len(ff))
         per_flow = stats.mean_ci(ff["fct_s"]) if done else {"mean": math.nan, "half_width": math.nan}
@@ -132,7 +132,7 @@ def summary_table(rd: ReportData) -> pd.DataFrame:
         h = rd.histograms(p, _link_of(rd, p))
         sj50, sj99 = stats.hist_quantiles(h["lo_ns"], h["hi_ns"], h["count"], (0.5, 0.99)) if len(h) else (math.nan, math.nan)
         pct = stats.percentiles(ff["fct_s"], (50.0, 99.0)) if done else {"P50": math.nan, "P99": math.nan}
-        gp = cmp._finite(f["goodput_bps"]) if "goodput_bps" in f else np.array([])
+        gp = cmp.goodputs(f)
         rows.append({
             "point": p, "runs": len(rs), "flows_started": int(len(f)), "flows_sized": sized, "flows_completed": done,
             "completion": done / sized if sized else math.nan,
@@ -156,7 +156,8 @@ def pairs_table(rd: ReportData) -> pd.DataFrame:
             continue
         ga = cmp.samples(rd.data, p, "fct")
         gb = cmp.samples(rd.data, b, "fct")
-        per_flow = cmp._gain3(ga, gb)
+        g = stats.gain(ga, gb, allow_small=True)
+        per_flow = (g["gain"], g["lo"], g["hi"])
         am = rd.data.runs[rd.data.runs["point"] == p]
         # Pair repeats by seed: the same seed draws the same workload in both points.
         ma = pd.Series(_per_repeat_fct_means(rd, p), index=sorted(set(am["seed"]))[: len(_per_repeat_fct_means(rd, p))])
@@ -401,7 +402,7 @@ def fig_fct_cdf(rd: ReportData, st: dict[str, Style]):
     fig = go.Figure()
     allv = []
     for p in rd.points:
-        ff = cmp._fct_flows(cmp._point_flows(rd.data, p))
+        ff = cmp.fct_flows(cmp.point_flows(rd.data, p))
         if ff.empty:
             continue
         x, y = _ecdf(ff["fct_s"].to_numpy(float) * 1e3)
@@ -487,7 +488,7 @@ def fig_fct_vs_size(rd: ReportData, st: dict[str, Style]):
 
     bins: dict[str, pd.DataFrame] = {}
     for p in rd.points:
-        ff = cmp._fct_flows(cmp._point_flows(rd.data, p))
+        ff = cmp.fct_flows(cmp.point_flows(rd.data, p))
         if len(ff) < 2:
             continue
         bins[p] = size_bins(ff)
@@ -546,7 +547,7 @@ def fig_lorenz(rd: ReportData, st: dict[str, Style]):
     fig = go.Figure()
     any_l = False
     for p in rd.points:
-        th = cmp.flow_throughputs(cmp._point_flows(rd.data, p))
+        th = cmp.flow_throughputs(cmp.point_flows(rd.data, p))
         if th.size < 2:
             continue
         lc = stats.lorenz_curve(th)
@@ -613,23 +614,6 @@ def fig_ellipsis(rd: ReportData, st: dict[str, Style]):
                  "up and left is better)", "queueing delay at the bottleneck (ms)", "throughput (Mbit/s)", height=480)
     fig.update_xaxes(autorange="reversed")
     return fig
-
-
-def typed_value(label: Any) -> Any:
-    """A swept value as a number when it is one: ``"10Mbit"`` → 1e7 (bit/s), ``"5ms"`` →
-    0.005 (s), ``"64KiB"`` → 65536 (bytes); other labels unchanged. The units grammar is
-    the engine's (:mod:`sojourn.units`, crates/sojourn-core/src/units.rs)."""
-    from . import units
-
-    if isinstance(label, (int, float)) and not isinstance(label, bool):
-        return float(label)
-    s = str(label).strip()
-    for parse in (float, units.parse_rate, units.parse_seconds, units.parse_size):
-        try:
-            return float(parse(s))
-        except (ValueError, ImportError):
-            continue
-    return label
 
 
 def fig_param(rd: ReportData, st: dict[str, Style], t: pd.DataFrame):
@@ -725,7 +709,7 @@ def _versions() -> dict[str, str]:
 
     out = {"python": platform.python_version()}
     try:
-        from . import _engine
+        from .. import _engine
 
         out["sojourn engine"] = _engine.version()
     except ImportError:  # pragma: no cover

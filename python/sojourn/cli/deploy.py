@@ -1,14 +1,14 @@
 """``sojourn deploy …``: the command line of :mod:`sojourn.deploy` (plan, check) and
-:mod:`sojourn.deploy_apply` (apply, remove). docs/deploy.md."""
+:mod:`sojourn.deploy.apply` (apply, remove). docs/deploy.md."""
 from __future__ import annotations
 
 import argparse
 from typing import Optional, Sequence, Union
 
-from . import deploy as _d
-from . import deploy_apply as _apply
-from ._cli_common import fail, parse_set
-from ._config import ConfigError
+from .. import deploy as _d
+from .._cli_common import fail, parse_set
+from .._config import ConfigError
+from ..deploy import apply as _apply
 
 DEPLOY_EPILOG = """\
 examples:
@@ -116,7 +116,7 @@ def cmd_remove(a) -> int:
 def cmd_threshold(a) -> int:
     import sys
 
-    from . import deploy_watch as _watch
+    from ..deploy import watch as _watch
 
     if not a.watch:
         return fail("deploy threshold: only --watch exists (adapt a live map); "
@@ -128,7 +128,7 @@ def cmd_threshold(a) -> int:
         window = _seconds(a.window, "--window")
         rate = None
         if a.link_rate is not None:
-            from .api import _engine_or_fail
+            from ..api import _engine_or_fail
 
             try:
                 rate = float(_engine_or_fail().parse_rate(a.link_rate))
@@ -152,7 +152,7 @@ def cmd_threshold(a) -> int:
 
 
 def _seconds(text: str, what: str) -> float:
-    from .api import _engine_or_fail
+    from ..api import _engine_or_fail
 
     try:
         ns = _engine_or_fail().parse_duration_ns(text)

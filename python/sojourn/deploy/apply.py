@@ -40,7 +40,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from . import deploy as _d
+from .. import deploy as _d
 
 ACCT = "/proc/sys/net/netfilter/nf_conntrack_acct"
 

@@ -44,7 +44,7 @@ def _progress(total: int, label: str, show: Optional[bool]):
 
 
 def _typed(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    from .htmlreport import typed_value
+    from ..units import typed_value
 
     for c in columns:
         if c not in df:
@@ -67,7 +67,7 @@ def load(directory: Union[str, "os.PathLike[str]"], what: What = "flows", progre
     are several runs; True/False force it. Raises FileNotFoundError for a directory that
     holds no finished run.
     """
-    from .results import run_row
+    from ..results import run_row
 
     root = Path(directory)
     if not root.is_dir():

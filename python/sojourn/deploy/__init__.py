@@ -13,6 +13,10 @@ commands (docs/deploy.md).
 
 Nothing here changes the machine's own network: probes run in a namespace of unique name,
 deleted on every exit path. The plan never needs root; probing does.
+
+What does change it lives beside this module: :mod:`sojourn.deploy.apply` (``sojourn deploy
+apply`` / ``remove``: a plan put on live devices, atomically) and :mod:`sojourn.deploy.watch`
+(``sojourn deploy threshold``: a 2LPS threshold re-chosen from the flows the kernel saw).
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
-from ._config import ConfigError, check_depth, load, set_key
+from .._config import ConfigError, check_depth, load, set_key
 
 #: The largest value ``ct bytes`` can hold (a 64-bit counter): the open end of the last range.
 CT_BYTES_MAX = 2**64 - 1
@@ -107,7 +111,7 @@ def _tc_kind(cmd: str) -> Optional[str]:
 
 
 def _engine():
-    from .api import _engine_or_fail
+    from ..api import _engine_or_fail
 
     return _engine_or_fail()
 

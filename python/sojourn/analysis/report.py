@@ -8,8 +8,8 @@ from typing import Iterable
 from rich.console import Console
 from rich.table import Table
 
-from ._plots import savefig
-from .results import Result, read_timeseries
+from .._plots import savefig
+from ..results import Result, read_timeseries
 
 
 def _fmt(x, digits: int = 2, unit: str = "") -> str:

@@ -1,14 +1,14 @@
-"""``sojourn compare``, the command: the comparison tables (:mod:`sojourn.compare`) and the
-HTML report (:mod:`sojourn.htmlreport`) of a sweep or of run directories. It sits above both
+"""``sojourn compare``, the command: the comparison tables (:mod:`sojourn.analysis.compare`) and the
+HTML report (:mod:`sojourn.analysis.htmlreport`) of a sweep or of run directories. It sits above both
 so neither imports the other's command layer (docs/architecture.md)."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from ._cli_common import fail
-from .compare import compare
-from .htmlreport import write_report
+from .._cli_common import fail
+from ..analysis.compare import compare
+from ..analysis.htmlreport import write_report
 
 
 def cmd_compare(a) -> int:
