@@ -1,16 +1,17 @@
-//! Applications: workload generators that open flows over time (closed-loop actors,
-//! Poisson arrivals, …). They are not on the per-packet path (they act once per flow), so
-//! they are boxed trait objects.
+//! Workload generators as the engine holds them: the experiment model's sans-IO
+//! [`Generator`] (what to open and when), the transport settings its flows open with, and
+//! the completion it waits for. The engine drives them and applies their steps
+//! (workload.rs); they never call into the engine.
 
-use crate::sim::Sim;
+use sojourn_experiment::schedule::Generator;
+use sojourn_experiment::transport::TcpConfig;
 
-pub trait App {
-    /// Called once at time 0.
-    fn start(&mut self, sim: &mut Sim, me: u32);
-    /// This application's timer (set with [`Sim::app_timer`]) fired.
-    fn on_timer(&mut self, sim: &mut Sim, me: u32);
-    /// A flow this application owns completed.
-    fn on_flow_complete(&mut self, _sim: &mut Sim, _me: u32, _flow: u32) {}
+/// One (source, destination) entry of a TCP-kind workload.
+pub struct WorkloadGenerator {
+    pub gen: Generator,
+    pub cfg: TcpConfig,
+    /// The workload's index (flow records carry it).
+    pub index: u32,
+    /// The flow whose completion the generator waits for.
+    pub watching: Option<u32>,
 }
-
-pub type AnyApp = Box<dyn App>;

@@ -1,6 +1,7 @@
 //! Endpoints: the transport ends of flows living on hosts (UDP sources and sinks, TCP
 //! senders and receivers). Sans-IO: the engine calls them with an [`Io`] that carries
-//! `now`, collects the packets they send and the notes they leave for the engine.
+//! `now`, collects the packets they send and the notes they leave for the engine. The
+//! engine holds them in its one enum of every endpoint type, `AnyEndpoint` (dispatch.rs).
 //!
 //! Timers are deadlines: after every call the engine reads [`Endpoint::deadline`] and
 //! keeps at most one pending event per endpoint that is no later than it. An endpoint may
@@ -8,7 +9,6 @@
 //! fires early the engine just re-arms it.
 
 use crate::flows::FlowTable;
-use crate::udp::{UdpSink, UdpSource};
 use sojourn_core::{Packet, Time};
 
 /// The simulator's [`Packet::tag`]: its flow id in the low 32 bits (the packet's
@@ -73,40 +73,4 @@ pub trait Endpoint {
     fn on_host_drop(&mut self, _pkt: &Packet, _io: &mut Io) {}
     /// State for time series (cwnd, srtt, …).
     fn observe(&self, _emit: &mut dyn FnMut(&str, f64)) {}
-}
-
-macro_rules! any_endpoint {
-    ($($variant:ident($ty:ty)),* $(,)?) => {
-        /// Every endpoint type, dispatched by `match`. The sockets are held inline, not
-        /// boxed: the engine's endpoint slots are one contiguous vector, so a call into an
-        /// endpoint touches the slot and the socket's first lines together instead of
-        /// following a pointer to a separate allocation (issue 19: with 10,000 flows every
-        /// event touches a cold socket). Every slot is as large as the largest socket
-        /// (`TcpSender`); the unused tail of a smaller endpoint's slot is never touched.
-        #[allow(clippy::large_enum_variant)]
-        pub enum AnyEndpoint { $($variant($ty)),* }
-        impl Endpoint for AnyEndpoint {
-            #[inline]
-            fn start(&mut self, io: &mut Io) { match self { $(AnyEndpoint::$variant(e) => e.start(io)),* } }
-            #[inline]
-            fn on_packet(&mut self, pkt: &Packet, io: &mut Io) { match self { $(AnyEndpoint::$variant(e) => e.on_packet(pkt, io)),* } }
-            #[inline]
-            fn on_timer(&mut self, io: &mut Io) { match self { $(AnyEndpoint::$variant(e) => e.on_timer(io)),* } }
-            #[inline]
-            fn deadline(&self) -> Option<Time> { match self { $(AnyEndpoint::$variant(e) => e.deadline()),* } }
-            #[inline]
-            fn on_tx_complete(&mut self, pkt: &Packet, io: &mut Io) { match self { $(AnyEndpoint::$variant(e) => e.on_tx_complete(pkt, io)),* } }
-            #[inline]
-            fn on_host_drop(&mut self, pkt: &Packet, io: &mut Io) { match self { $(AnyEndpoint::$variant(e) => e.on_host_drop(pkt, io)),* } }
-            fn observe(&self, emit: &mut dyn FnMut(&str, f64)) { match self { $(AnyEndpoint::$variant(e) => e.observe(emit)),* } }
-        }
-    };
-}
-
-any_endpoint! {
-    UdpSource(UdpSource),
-    UdpSink(UdpSink),
-    TcpSender(crate::tcp::sender::TcpSender),
-    TcpReceiver(crate::tcp::receiver::TcpReceiver),
-    ThinUdp(crate::tcp::apps::ThinUdpSource),
 }

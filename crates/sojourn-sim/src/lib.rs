@@ -10,6 +10,7 @@
 pub mod app;
 pub mod classify;
 pub mod config;
+pub mod dispatch;
 pub mod endpoint;
 pub mod event;
 pub mod flight;

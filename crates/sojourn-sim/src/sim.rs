@@ -18,15 +18,15 @@
 //! next qdisc copies it from there, and a cut-through hop moves the slot itself to the next
 //! link's list ([`Held`]).
 
-use crate::app::AnyApp;
+use crate::app::WorkloadGenerator;
 use crate::classify::{lookup, Conntrack, Hook, MedianPolicy};
 use crate::config::{static_routes, Experiment, Routes};
-use crate::endpoint::{receiver_of, AnyEndpoint, Endpoint, Io, Note};
+use crate::dispatch::AnyEndpoint;
+use crate::endpoint::{receiver_of, Endpoint, Io, Note};
 use crate::event::{Event, EventQueue};
 use crate::flight::FlightPool;
 use crate::flows::FlowTable;
 use crate::link::{Link, TxFate};
-use crate::workload;
 use sojourn_core::device::{Begin, Device};
 use sojourn_core::qdisc::{fifo, BuildCtx, Dequeue, DropReason, Drops, Qdisc};
 use sojourn_core::rng::{splitmix64_mix, Rng};
@@ -149,7 +149,8 @@ pub struct Sim {
     pub flows: FlowTable,
     /// Nodes with an adaptive classifier (`adapt`): told of every finished flow.
     adaptive_nodes: Vec<u32>,
-    apps: Vec<Option<AnyApp>>,
+    /// Workload generators (workload.rs applies their steps); `None` while one opens.
+    pub(crate) apps: Vec<Option<WorkloadGenerator>>,
     drops: Drops,
     out: Vec<Packet>,
     notes: Vec<Note>,
@@ -307,7 +308,7 @@ impl Sim {
             l.notify_tx = is_host[l.from as usize];
         }
         for w in &exp.workloads {
-            workload::instantiate(w, &mut sim);
+            sim.add_workload(w);
         }
         if !sim.sample_interval.is_zero() {
             sim.events.push(Time::ZERO, Event::Sample);
@@ -368,14 +369,8 @@ impl Sim {
             .is_some_and(|slot| slot.live && slot.flow == flow)
     }
 
-    /// Registers an application (workload generator); it is started at time 0.
-    pub fn add_app(&mut self, app: AnyApp) -> u32 {
-        self.apps.push(Some(app));
-        self.apps.len() as u32 - 1
-    }
-
-    /// Schedules `app`'s timer at `at`.
-    pub fn app_timer(&mut self, app: u32, at: Time) {
+    /// Schedules generator `app`'s timer at `at`.
+    pub(crate) fn app_timer(&mut self, app: u32, at: Time) {
         self.events.push(at.max(self.now), Event::AppTimer(app));
     }
 
@@ -398,13 +393,6 @@ impl Sim {
     /// Mutable access to an endpoint (wiring connections at creation).
     pub fn endpoint_mut(&mut self, id: u32) -> &mut AnyEndpoint {
         &mut self.endpoints[id as usize].ep
-    }
-
-    fn with_app(&mut self, id: u32, f: impl FnOnce(&mut AnyApp, &mut Sim)) {
-        if let Some(mut app) = self.apps[id as usize].take() {
-            f(&mut app, self);
-            self.apps[id as usize] = Some(app);
-        }
     }
 
     /// Sends an endpoint's output, handles its notes and re-arms its timer.
@@ -472,7 +460,7 @@ impl Sim {
                         }
                         let app = self.flows.get(flow).owner;
                         if app != u32::MAX {
-                            self.with_app(app, |a, sim| a.on_flow_complete(sim, app, flow));
+                            self.generator_flow_completed(app, flow);
                         }
                     }
                     Note::Closed => {
@@ -1190,7 +1178,7 @@ impl Sim {
                 }
                 Event::AppTimer(a) => {
                     self.event_counts.app_timer += 1;
-                    self.with_app(a, |app, sim| app.on_timer(sim, a))
+                    self.wake_generator(a)
                 }
                 Event::Sample => {
                     self.event_counts.other += 1;
@@ -1244,7 +1232,7 @@ impl Sim {
     /// Starts applications (called once before `run`).
     pub fn start_apps(&mut self) {
         for a in 0..self.apps.len() as u32 {
-            self.with_app(a, |app, sim| app.start(sim, a));
+            self.start_generator(a);
         }
     }
 

@@ -1,4 +1,4 @@
-//! UDP sources (constant bit rate, on/off) and sinks.
+//! UDP sources (constant bit rate, on/off, thin streams of messages) and sinks.
 //!
 //! A CBR source sends one datagram of `packet_bytes` (the frame length a qdisc sees) every
 //! `packet_bytes·8/rate` seconds from `start` to `stop`. An on/off source does the same
@@ -6,9 +6,10 @@
 //! period lengths drawn from the flow's own random stream.
 
 use crate::endpoint::{packet_tag, Endpoint, Io};
-use sojourn_core::packet::{Ecn, FlowKey};
+use sojourn_core::packet::{Ecn, FlowKey, TransportHeader};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, Packet, Time};
+use sojourn_experiment::dist::IntervalDist;
 use sojourn_experiment::transport::UDP_OVERHEAD_BYTES;
 
 pub use sojourn_experiment::workload::OnOff;
@@ -138,6 +139,91 @@ impl Endpoint for UdpSink {
     fn on_timer(&mut self, _io: &mut Io) {}
     fn deadline(&self) -> Option<Time> {
         None
+    }
+}
+
+/// A thin stream over UDP: every interval one message, split into datagrams of at most
+/// MTU − 28 payload bytes (MTU − 48 over IPv6).
+pub struct ThinUdpSource {
+    pub flow: u32,
+    key: FlowKey,
+    hash: u32,
+    peer: u32,
+    message: u32,
+    max_payload: u32,
+    /// Frame bytes around the payload (Ethernet, IP, UDP headers).
+    overhead_bytes: u32,
+    interval: IntervalDist,
+    next_at: Time,
+    stop: Time,
+    rng: Rng,
+    seq: u64,
+}
+
+impl ThinUdpSource {
+    /// A stream of `message`-byte messages from now until `stop`, every `interval` (drawn
+    /// from `rng`), to endpoint `peer`; `mtu` and `ip6_extra` (the IPv6 header's extra
+    /// bytes, or 0) bound the datagrams.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        flow: u32,
+        key: FlowKey,
+        hash: u32,
+        peer: u32,
+        message: u32,
+        (mtu, ip6_extra): (u32, u32),
+        interval: IntervalDist,
+        (now, stop): (Time, Time),
+        rng: Rng,
+    ) -> ThinUdpSource {
+        ThinUdpSource {
+            flow,
+            key,
+            hash,
+            peer,
+            message,
+            // IP (20 B, or 40 B over IPv6) and UDP (8 B) headers inside the MTU.
+            max_payload: mtu - 28 - ip6_extra,
+            overhead_bytes: UDP_OVERHEAD_BYTES + ip6_extra,
+            interval,
+            next_at: now,
+            stop,
+            rng,
+            seq: 0,
+        }
+    }
+}
+
+impl Endpoint for ThinUdpSource {
+    fn start(&mut self, _io: &mut Io) {}
+    fn on_packet(&mut self, _pkt: &Packet, _io: &mut Io) {}
+    fn on_timer(&mut self, io: &mut Io) {
+        while self.next_at <= io.now && self.next_at < self.stop {
+            let mut left = self.message;
+            while left > 0 {
+                let payload = left.min(self.max_payload);
+                left -= payload;
+                let len = payload + self.overhead_bytes;
+                io.send(Packet {
+                    tag: packet_tag(self.flow, self.peer),
+                    key: self.key,
+                    hash: self.hash,
+                    len_bytes: len,
+                    truesize_bytes: sojourn_core::packet::truesize_for(len),
+                    hdr: TransportHeader {
+                        seq: self.seq,
+                        payload_bytes: payload,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                });
+                self.seq += 1;
+            }
+            self.next_at += self.interval.draw(&mut self.rng);
+        }
+    }
+    fn deadline(&self) -> Option<Time> {
+        (self.next_at < self.stop).then_some(self.next_at)
     }
 }
 
