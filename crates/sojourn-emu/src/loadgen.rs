@@ -1041,7 +1041,7 @@ fn udp_source(sh: &Arc<Shared>, u: &UdpPlan, flow: u32, src: &Host, dst: Ipv4Add
 }
 
 /// A thin stream over UDP: every interval one message in datagrams of at most MTU − 28
-/// payload bytes (sojourn-sim tcp/apps.rs `ThinUdpSource`).
+/// payload bytes (sojourn-sim udp.rs `ThinUdpSource`).
 fn udp_thin(sh: &Arc<Shared>, g: &Gen, message: u32, interval: &IntervalDist, rng: &mut Rng) {
     let start = sh.now();
     let flow = sh.add_flow(FlowRecord::new(

@@ -1,8 +1,9 @@
-//! The applications of `tcp/apps.rs`, pinned by mutation testing (docs/testing.md, "Scores
-//! (session 7)"): header arithmetic of thin UDP streams over IPv6. Truths: the IPv6 header
-//! is 40 B (RFC 8200 §3), the UDP header 8 B (RFC 768), the Ethernet header 14 B; a
-//! datagram's payload is at most MTU − 48 B over IPv6 (MTU − 28 B over IPv4), and its frame
-//! is payload + 62 B (payload + 42 B over IPv4).
+//! Thin UDP streams over IPv6 (opened by the engine in `workload.rs`, sent by `udp.rs`'s
+//! `ThinUdpSource`; `tcp/apps.rs` before issue 41), pinned by mutation testing
+//! (docs/testing.md, "Scores (session 7)"): header arithmetic. Truths: the IPv6 header is
+//! 40 B (RFC 8200 §3), the UDP header 8 B (RFC 768), the Ethernet header 14 B; a datagram's
+//! payload is at most MTU − 48 B over IPv6 (MTU − 28 B over IPv4), and its frame is
+//! payload + 62 B (payload + 42 B over IPv4).
 
 mod tcp_common;
 use tcp_common::*;
