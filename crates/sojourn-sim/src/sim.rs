@@ -5,7 +5,7 @@
 //! head of each link's in-flight FIFO is a pending event; with zero delay the packet is
 //! delivered inside `TxDone`). Endpoint timers are deadlines re-armed lazily.
 //!
-//! FIFO short cuts (issue 19, session 8; outputs byte-identical): a packet reaching an idle
+//! FIFO short cuts: a packet reaching an idle
 //! link without a ring whose FIFO is empty and would accept it goes to the wire directly
 //! (`link_enqueue` → `transmit`: the FIFO's enqueue and dequeue, two ~200-byte copies,
 //! are skipped; its sojourn, 0, is recorded all the same), and a transmission end on a
@@ -13,10 +13,9 @@
 //! state but its packets, so both are exact; other disciplines always take the full path.
 //! On a dumbbell this is every hop but the bottleneck.
 //!
-//! Arrivals in place (issue 19, session 9; outputs byte-identical): an arriving packet is
-//! not copied out of its in-flight pool slot; the receiving endpoint reads it there, the
-//! next qdisc copies it from there, and a cut-through hop moves the slot itself to the next
-//! link's list ([`Held`]).
+//! Arrivals in place: an arriving packet is not copied out of its in-flight pool slot; the
+//! receiving endpoint reads it there, the next qdisc copies it from there, and a cut-through
+//! hop moves the slot itself to the next link's list ([`Held`]).
 
 use crate::app::WorkloadGenerator;
 use crate::classify::{lookup, Conntrack, Hook, MedianPolicy};
@@ -51,7 +50,7 @@ const RUN_MIN_SEGMENTS: u32 = 4;
 /// Where the packet a hop handles lies: the caller's (an endpoint's output, a dequeued
 /// packet, a local) or the in-flight pool slot it arrived in (`Sim::on_arrive`), where it
 /// is read in place and, on a cut-through hop, stays: the slot moves to the next link's
-/// in-flight list (issue 19, session 9: one ~200-byte copy fewer per arrival, none at
+/// in-flight list (one ~200-byte copy fewer per arrival, none at
 /// all on a cut-through hop).
 #[derive(Clone, Copy)]
 enum Held<'a> {
@@ -1071,9 +1070,8 @@ impl Sim {
     ///
     /// The packet is handled where it lies, in its pool slot (see [`Held`]): read there by
     /// the receiving endpoint, copied from there into the next qdisc, or, cutting through
-    /// an idle FIFO link, not copied at all (the slot joins that link's list). Issue 19,
-    /// session 9; until then it was first copied into a local (session 8), one ~200-byte
-    /// copy per arrival.
+    /// an idle FIFO link, not copied at all (the slot joins that link's list): a copy into a
+    /// local first would cost ~200 bytes per arrival.
     fn on_arrive(&mut self, l: u32) {
         let link = &mut self.links[l as usize];
         let to = link.to;
