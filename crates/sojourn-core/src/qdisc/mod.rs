@@ -29,8 +29,7 @@ pub mod spec;
 pub mod vocab;
 
 use crate::packet::Packet;
-use crate::params::{ConfResult, Table, Value};
-use crate::time::Time;
+use crate::params::ConfResult;
 
 pub use vocab::{
     BuildCtx, Dequeue, Discipline, DropReason, Dropped, Drops, Facts, NotLinux, Qdisc, TcClass,

@@ -133,52 +133,52 @@ macro_rules! disciplines {
 
         /// Every discipline, dispatched by `match` (no virtual calls on the hot path).
         pub enum AnyQdisc {
-            $($($variant(<$module::$spec as Discipline>::Qdisc),)+)+
+            $($($variant(<$module::$spec as $crate::qdisc::vocab::Discipline>::Qdisc),)+)+
         }
 
-        impl Qdisc for AnyQdisc {
+        impl $crate::qdisc::vocab::Qdisc for AnyQdisc {
             #[inline]
-            fn enqueue(&mut self, pkt: Packet, now: Time, drops: &mut Drops) -> Verdict {
-                match self { $($(AnyQdisc::$variant(q) => q.enqueue(pkt, now, drops),)+)+ }
+            fn enqueue(&mut self, pkt: $crate::packet::Packet, now: $crate::time::Time, drops: &mut $crate::qdisc::vocab::Drops) -> $crate::qdisc::vocab::Verdict {
+                match self { $($(AnyQdisc::$variant(q) => $crate::qdisc::vocab::Qdisc::enqueue(q, pkt, now, drops),)+)+ }
             }
             #[inline]
-            fn dequeue(&mut self, now: Time, drops: &mut Drops) -> Dequeue {
-                match self { $($(AnyQdisc::$variant(q) => q.dequeue(now, drops),)+)+ }
+            fn dequeue(&mut self, now: $crate::time::Time, drops: &mut $crate::qdisc::vocab::Drops) -> $crate::qdisc::vocab::Dequeue {
+                match self { $($(AnyQdisc::$variant(q) => $crate::qdisc::vocab::Qdisc::dequeue(q, now, drops),)+)+ }
             }
             #[inline]
             fn len_packets(&self) -> usize {
-                match self { $($(AnyQdisc::$variant(q) => q.len_packets(),)+)+ }
+                match self { $($(AnyQdisc::$variant(q) => $crate::qdisc::vocab::Qdisc::len_packets(q),)+)+ }
             }
             #[inline]
             fn len_bytes(&self) -> u64 {
-                match self { $($(AnyQdisc::$variant(q) => q.len_bytes(),)+)+ }
+                match self { $($(AnyQdisc::$variant(q) => $crate::qdisc::vocab::Qdisc::len_bytes(q),)+)+ }
             }
             fn ecn_marks(&self) -> u64 {
-                match self { $($(AnyQdisc::$variant(q) => q.ecn_marks(),)+)+ }
+                match self { $($(AnyQdisc::$variant(q) => $crate::qdisc::vocab::Qdisc::ecn_marks(q),)+)+ }
             }
-            fn observe(&mut self, now: Time, emit: &mut dyn FnMut(&str, f64)) {
-                match self { $($(AnyQdisc::$variant(q) => q.observe(now, emit),)+)+ }
+            fn observe(&mut self, now: $crate::time::Time, emit: &mut dyn FnMut(&str, f64)) {
+                match self { $($(AnyQdisc::$variant(q) => $crate::qdisc::vocab::Qdisc::observe(q, now, emit),)+)+ }
             }
         }
 
         /// Every discipline an experiment file can name, in the order of the list.
-        pub static KINDS: &[registry::Kind<QdiscSpec>] = &[$($(registry::Kind {
-            name: <$module::$spec as Discipline>::KIND,
-            summary: <$module::$spec as Discipline>::SUMMARY,
-            tc_keys: <$module::$spec as Discipline>::TC_KEYS,
-            tc_handle_key: <$module::$spec as Discipline>::TC_HANDLE_KEY,
-            parse: |p, c| Ok(QdiscSpec::$variant(<$module::$spec as Discipline>::parse(p, c)?)),
+        pub static KINDS: &[$crate::qdisc::registry::Kind<QdiscSpec>] = &[$($($crate::qdisc::registry::Kind {
+            name: <$module::$spec as $crate::qdisc::vocab::Discipline>::KIND,
+            summary: <$module::$spec as $crate::qdisc::vocab::Discipline>::SUMMARY,
+            tc_keys: <$module::$spec as $crate::qdisc::vocab::Discipline>::TC_KEYS,
+            tc_handle_key: <$module::$spec as $crate::qdisc::vocab::Discipline>::TC_HANDLE_KEY,
+            parse: |p, c| Ok(QdiscSpec::$variant(<$module::$spec as $crate::qdisc::vocab::Discipline>::parse(p, c)?)),
         },)+)+];
 
         /// Builds a discipline from a spec: either a bare kind (`"codel"`) or a table with
         /// `kind` and parameters. `path` is the spec's key path, used in error messages.
         /// (Parses into a [`QdiscSpec`] and builds it; engines keep the spec and build from it.)
-        pub fn build(spec: &Value, path: &str, ctx: &BuildCtx) -> ConfResult<AnyQdisc> {
+        pub fn build(spec: &$crate::params::Value, path: &str, ctx: &$crate::qdisc::vocab::BuildCtx) -> $crate::params::ConfResult<AnyQdisc> {
             Ok(QdiscSpec::parse(spec, path, ctx)?.build(ctx))
         }
 
         /// Builds discipline `kind` with parameters from `table` (its `kind` key is ignored).
-        pub fn build_kind(kind: &str, table: &Table, path: &str, ctx: &BuildCtx) -> ConfResult<AnyQdisc> {
+        pub fn build_kind(kind: &str, table: &$crate::params::Table, path: &str, ctx: &$crate::qdisc::vocab::BuildCtx) -> $crate::params::ConfResult<AnyQdisc> {
             Ok(QdiscSpec::parse_kind(kind, table, path, ctx)?.build(ctx))
         }
 
@@ -190,37 +190,37 @@ macro_rules! disciplines {
         impl QdiscSpec {
             /// Parses and validates a spec: a bare kind (`"codel"`) or a table with `kind`
             /// and parameters. `path` is the spec's key path, used in error messages.
-            pub fn parse(spec: &Value, path: &str, ctx: &BuildCtx) -> ConfResult<QdiscSpec> {
-                registry::parse_value(KINDS, spec, path, ctx)
+            pub fn parse(spec: &$crate::params::Value, path: &str, ctx: &$crate::qdisc::vocab::BuildCtx) -> $crate::params::ConfResult<QdiscSpec> {
+                $crate::qdisc::registry::parse_value(KINDS, spec, path, ctx)
             }
 
             /// Parses discipline `kind` with parameters from `table` (its `kind` key is
             /// ignored), rejecting unknown kinds and keys with their path.
-            pub fn parse_kind(kind: &str, table: &Table, path: &str, ctx: &BuildCtx) -> ConfResult<QdiscSpec> {
-                registry::parse_kind(KINDS, kind, table, path, ctx)
+            pub fn parse_kind(kind: &str, table: &$crate::params::Table, path: &str, ctx: &$crate::qdisc::vocab::BuildCtx) -> $crate::params::ConfResult<QdiscSpec> {
+                $crate::qdisc::registry::parse_kind(KINDS, kind, table, path, ctx)
             }
 
             /// Builds the discipline (children get `ctx.child(i)`, as the kernel gives each
             /// qdisc its own state). Never fails: everything that could was checked by `parse`.
-            pub fn build(&self, ctx: &BuildCtx) -> AnyQdisc {
-                match self { $($(QdiscSpec::$variant(s) => AnyQdisc::$variant(s.build(ctx)),)+)+ }
+            pub fn build(&self, ctx: &$crate::qdisc::vocab::BuildCtx) -> AnyQdisc {
+                match self { $($(QdiscSpec::$variant(s) => AnyQdisc::$variant($crate::qdisc::vocab::Discipline::build(s, ctx)),)+)+ }
             }
 
             /// The experiment-file name of the discipline (`"fq_codel"`).
             pub fn kind(&self) -> &'static str {
-                match self { $($(QdiscSpec::$variant(_) => <$module::$spec as Discipline>::KIND,)+)+ }
+                match self { $($(QdiscSpec::$variant(_) => <$module::$spec as $crate::qdisc::vocab::Discipline>::KIND,)+)+ }
             }
 
-            /// What this node says of itself (see [`Facts`]); children are not looked at.
-            pub fn facts(&self) -> Facts {
-                match self { $($(QdiscSpec::$variant(s) => s.facts(),)+)+ }
+            /// What this node says of itself (see [`Facts`](crate::qdisc::vocab::Facts)); children are not looked at.
+            pub fn facts(&self) -> $crate::qdisc::vocab::Facts {
+                match self { $($(QdiscSpec::$variant(s) => $crate::qdisc::vocab::Discipline::facts(s),)+)+ }
             }
 
             /// tc's kind and arguments of this node alone (children are separate nodes).
             /// The kind is this discipline's own except for `age` with `count =
             /// "priority"`, which is prio.
-            pub fn tc_args(&self) -> Result<(&'static str, Vec<String>), NotLinux> {
-                match self { $($(QdiscSpec::$variant(s) => Ok((s.tc_kind(), s.tc_args()?)),)+)+ }
+            pub fn tc_args(&self) -> Result<(&'static str, Vec<String>), $crate::qdisc::vocab::NotLinux> {
+                match self { $($(QdiscSpec::$variant(s) => Ok(($crate::qdisc::vocab::Discipline::tc_kind(s), $crate::qdisc::vocab::Discipline::tc_args(s)?)),)+)+ }
             }
 
             /// The child specs of a composite (prio bands, age levels, tbf's inner qdisc),
@@ -235,7 +235,7 @@ macro_rules! disciplines {
             }
 
             /// Hangs children read from a tc tree (by class minor) under this node.
-            pub fn attach(&mut self, children: Vec<(u16, QdiscSpec)>) -> ConfResult<()> {
+            pub fn attach(&mut self, children: Vec<(u16, QdiscSpec)>) -> $crate::params::ConfResult<()> {
                 match self { $($(QdiscSpec::$variant(s) => disciplines!(@attach s children $($classful)?),)+)+ }
             }
         }
@@ -244,7 +244,7 @@ macro_rules! disciplines {
     (@children $s:ident Classful) => { Classful::children($s) };
     (@tc_children $s:ident) => {{ let _ = $s; Vec::new() }};
     (@tc_children $s:ident Classful) => { Classful::tc_children($s) };
-    (@attach $s:ident $c:ident) => { registry::no_classes($s, $c) };
+    (@attach $s:ident $c:ident) => { $crate::qdisc::registry::no_classes($s, $c) };
     (@attach $s:ident $c:ident Classful) => { Classful::attach($s, $c) };
 }
 

@@ -1,19 +1,13 @@
-//! Typed discipline specs: an experiment's `qdisc = …` parsed and validated ONCE into a
-//! [`QdiscSpec`], then built infallibly into an [`AnyQdisc`] as many times as needed (one
-//! per run, one per band of a composite), by any engine.
+//! A [`QdiscSpec`] tree as Linux sees it: the tc commands that realise it ([`QdiscSpec::dump`],
+//! [`QdiscSpec::dump_shaped`]), or the one-line reason Linux cannot ([`QdiscSpec::linux`]),
+//! and the reverse, a tc tree read back into a spec ([`QdiscSpec::from_tc`]).
 //!
-//! Each discipline's spec type lives beside its `from_params` in the discipline's own file
-//! (`fq_codel::FqCodelSpec`, …) and has the same three faces:
-//! - `parse(&mut Params, &BuildCtx) -> ConfResult<Spec>`: every range/unknown-key check;
-//!   reads only the device fields of the context (`mtu_bytes`, `tx_queue_len`), never the seed;
-//! - `build(&self, &BuildCtx) -> Qdisc`: no `Result`; the seed (hash salt, random stream)
-//!   comes from the context, so a spec is independent of where and how often it is built;
-//! - `tc_args(&self)`: the arguments of `tc qdisc … KIND ARGS` in tc's own syntax and units
-//!   (the `dump` Linux pairs with every qdisc's `change`), or why Linux cannot express it.
-//!
-//! The reverse, tc arguments → spec, maps each tc keyword to the experiment-file key and runs
-//! the same `parse`, so `from_tc(dump(spec)) == spec` and a tc line is validated exactly like
-//! a file (see [`TcKey`]).
+//! Each node's tc words come from its discipline's declaration
+//! ([`Discipline::tc_args`](super::vocab::Discipline::tc_args), in tc's own syntax and units:
+//! the `dump` Linux pairs with every qdisc's `change`); children hang under their parent's
+//! classes ([`Classful`](super::Classful)). The reverse maps each tc keyword to the
+//! experiment-file key (the declaration's [`TcKey`]s) and runs the discipline's own `parse`,
+//! so `from_tc(dump(spec)) == spec` and a tc line is validated exactly like a file.
 
 use super::vocab::{
     parse_tc_rate, parse_tc_size, parse_tc_time, tc_rate, BuildCtx, NotLinux, TcClass, TcKey,
