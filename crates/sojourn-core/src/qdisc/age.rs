@@ -21,7 +21,7 @@
 //! has a packet ready the earliest `NotBefore` is returned.
 
 use super::{AnyQdisc, Classful, QdiscSpec};
-use super::vocab::{BuildCtx, Dequeue, Discipline, Drops, Facts, NotLinux, Qdisc, TcKey, Verdict};
+use super::vocab::{BuildCtx, Dequeue, Discipline, Drops, Facts, NotLinux, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params, Value};
 use crate::time::{Duration, Time};
@@ -249,7 +249,6 @@ impl Discipline for AgeSpec {
     const KIND: &'static str = "age";
     const SUMMARY: &'static str =
         "age-based 2LPS/MLPS: byte thresholds -> strict-priority levels of any child";
-    const TC_KEYS: Option<&'static [TcKey]> = None;
     type Qdisc = Box<Age>;
 
     /// `thresholds`, `child` | `children`, `count`, `handle`, `levels`, `count_timeout`.
@@ -371,12 +370,7 @@ impl Discipline for AgeSpec {
 
     /// Level `i`'s child gets `ctx.child(i)`.
     fn build(&self, ctx: &BuildCtx) -> Box<Age> {
-        let levels = self
-            .levels
-            .iter()
-            .enumerate()
-            .map(|(i, c)| c.build(&ctx.child(i as u64)))
-            .collect();
+        let levels = QdiscSpec::build_children(&self.levels, ctx);
         Box::new(Age::new(
             self.thresholds.clone(),
             levels,

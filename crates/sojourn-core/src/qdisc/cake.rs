@@ -1661,7 +1661,6 @@ impl Discipline for CakeConfig {
     const KIND: &'static str = "cake";
     const SUMMARY: &'static str =
         "CAKE: shaper + diffserv tins + 8-way set-associative FQ with host isolation + COBALT";
-    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
     const TC_HANDLE_KEY: Option<&'static str> = Some("handle");
     type Qdisc = Box<Cake>;
 
@@ -1819,6 +1818,8 @@ impl Discipline for CakeConfig {
     fn build(&self, ctx: &BuildCtx) -> Box<Cake> {
         Box::new(Cake::new(self.clone(), ctx.rng(), ctx.hash_salt()))
     }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
 
     fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
         tc_args(self)

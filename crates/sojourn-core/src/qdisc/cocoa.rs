@@ -17,7 +17,7 @@
 //! `literal = true` reproduces the seed where its behaviour is defined.
 
 use super::fq::{Admit, FlowPolicy, FqConfig, FqSched};
-use super::vocab::{TcKey, BuildCtx, Discipline, DropReason, NotLinux};
+use super::vocab::{BuildCtx, Discipline, DropReason, NotLinux};
 use crate::params::{ConfResult, Params, Value};
 use crate::time::{Duration, Time};
 use crate::units;
@@ -318,7 +318,6 @@ pub struct CocoaSpec {
 impl Discipline for CocoaSpec {
     const KIND: &'static str = "cocoa";
     const SUMMARY: &'static str = "CoCoA/TRAQ: fq with a learned per-flow buffer limit (seed 003)";
-    const TC_KEYS: Option<&'static [TcKey]> = None;
     type Qdisc = Box<Cocoa>;
 
     /// Every fq parameter plus `guard_interval`, `max_increase`, `max_monitoring_interval`,

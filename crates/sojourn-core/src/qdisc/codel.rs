@@ -158,7 +158,6 @@ pub struct CodelSpec {
 impl Discipline for CodelSpec {
     const KIND: &'static str = "codel";
     const SUMMARY: &'static str = "CoDel AQM over one FIFO (RFC 8289, Linux sch_codel)";
-    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
     type Qdisc = Codel;
 
     /// `codel [limit PACKETS] [target TIME] [interval TIME] [ecn BOOL] [ce_threshold TIME]`.
@@ -171,6 +170,8 @@ impl Discipline for CodelSpec {
     fn build(&self, _ctx: &BuildCtx) -> Codel {
         Codel::new(self.limit as usize, self.params)
     }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
 
     /// `limit N target T interval T [ecn] [ce_threshold T]` (`tc qdisc show` order).
     fn tc_args(&self) -> Result<Vec<String>, NotLinux> {

@@ -191,7 +191,6 @@ impl DualPi2Spec {
 impl Discipline for DualPi2Spec {
     const KIND: &'static str = "dualpi2";
     const SUMMARY: &'static str = "DualQ Coupled AQM with PI2: L4S and classic queues (RFC 9332, Linux sch_dualpi2)";
-    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
     type Qdisc = Box<DualPi2>;
 
     /// `dualpi2 [limit P] [memlimit B] [target T] [tupdate T] [alpha HZ] [beta HZ]
@@ -315,6 +314,8 @@ impl Discipline for DualPi2Spec {
     fn build(&self, ctx: &BuildCtx) -> Box<DualPi2> {
         Box::new(DualPi2::new(self.clone(), ctx.rng()))
     }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
 
     /// Every parameter, in `tc qdisc show` order (tc accepts them all back).
     fn tc_args(&self) -> Result<Vec<String>, NotLinux> {

@@ -156,39 +156,28 @@ const PACKETS: u8 = 0;
 const BYTES: u8 = 1;
 const HEAD_DROP: u8 = 2;
 
-/// A packet limit (pfifo, pfifo_head_drop): tx_queue_len by default.
-fn packet_limit(p: &mut Params, ctx: &BuildCtx) -> ConfResult<u64> {
-    p.u64("limit", ctx.tx_queue_len as u64, 1, u32::MAX as u64)
-}
-
-/// `limit N` (packets; `tc qdisc show` prints `limit Np`).
-fn packet_limit_tc(limit: u64) -> Vec<String> {
-    vec!["limit".into(), limit.to_string()]
-}
-
-/// tc keywords of `pfifo` and `pfifo_head_drop`.
-const TC_KEYS_PACKETS: &[TcKey] = &[TcKey::Int("limit", "limit")];
-
 impl Discipline for PfifoSpec {
     const KIND: &'static str = "pfifo";
     const SUMMARY: &'static str = "FIFO with a packet limit (default tx_queue_len = 1000)";
-    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS_PACKETS);
     type Qdisc = Fifo;
     fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
-        Ok(FifoSpec { limit: packet_limit(p, ctx)? })
+        let limit = p.u64("limit", ctx.tx_queue_len as u64, 1, u32::MAX as u64)?;
+        Ok(FifoSpec { limit })
     }
     fn build(&self, _ctx: &BuildCtx) -> Fifo {
         Fifo::new(Mode::Packets, self.limit)
     }
+    const TC_KEYS: Option<&'static [TcKey]> = Some(&[TcKey::Int("limit", "limit")]);
+
+    /// `limit N` (packets; `tc qdisc show` prints `limit Np`).
     fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
-        Ok(packet_limit_tc(self.limit))
+        Ok(vec!["limit".into(), self.limit.to_string()])
     }
 }
 
 impl Discipline for BfifoSpec {
     const KIND: &'static str = "bfifo";
     const SUMMARY: &'static str = "FIFO with a byte limit (default 1000 x 1514 B)";
-    const TC_KEYS: Option<&'static [TcKey]> = Some(&[TcKey::Size("limit", "limit")]);
     type Qdisc = Fifo;
     fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
         let default = ctx.tx_queue_len as u64 * ctx.mtu_bytes as u64;
@@ -201,6 +190,8 @@ impl Discipline for BfifoSpec {
     fn build(&self, _ctx: &BuildCtx) -> Fifo {
         Fifo::new(Mode::Bytes, self.limit)
     }
+    const TC_KEYS: Option<&'static [TcKey]> = Some(&[TcKey::Size("limit", "limit")]);
+
     /// `limit SIZE` (bytes, in tc's size units).
     fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
         Ok(vec!["limit".into(), tc_size(self.limit)])
@@ -210,16 +201,17 @@ impl Discipline for BfifoSpec {
 impl Discipline for PfifoHeadDropSpec {
     const KIND: &'static str = "pfifo_head_drop";
     const SUMMARY: &'static str = "FIFO that drops the oldest packet when full";
-    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS_PACKETS);
     type Qdisc = Fifo;
+    /// pfifo's parameters and tc words: only the end a full queue drops from differs.
     fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
-        Ok(FifoSpec { limit: packet_limit(p, ctx)? })
+        PfifoSpec::parse(p, ctx).map(|pfifo| FifoSpec { limit: pfifo.limit })
     }
     fn build(&self, _ctx: &BuildCtx) -> Fifo {
         Fifo::new(Mode::HeadDrop, self.limit)
     }
+    const TC_KEYS: Option<&'static [TcKey]> = PfifoSpec::TC_KEYS;
     fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
-        Ok(packet_limit_tc(self.limit))
+        PfifoSpec { limit: self.limit }.tc_args()
     }
 }
 

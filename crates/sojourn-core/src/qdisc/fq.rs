@@ -478,7 +478,6 @@ pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Fq> {
 impl Discipline for FqConfig {
     const KIND: &'static str = "fq";
     const SUMMARY: &'static str = "Linux fq: per-flow fair queueing with pacing, 3 WRR bands (6.18)";
-    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
     type Qdisc = Box<Fq>;
 
     fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
@@ -487,6 +486,8 @@ impl Discipline for FqConfig {
     fn build(&self, _ctx: &BuildCtx) -> Box<Fq> {
         Box::new(Fq::new(self.clone()))
     }
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
+
     fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
         tc_args(self)
     }

@@ -478,7 +478,6 @@ pub struct FqCodelSpec {
 impl Discipline for FqCodelSpec {
     const KIND: &'static str = "fq_codel";
     const SUMMARY: &'static str = "flow queueing with per-flow CoDel (RFC 8290, Linux sch_fq_codel)";
-    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
     type Qdisc = Box<FqCodel>;
 
     /// `fq_codel [limit PACKETS] [flows N] [quantum BYTES] [target TIME] [interval TIME]
@@ -541,6 +540,8 @@ impl Discipline for FqCodelSpec {
             salt: ctx.hash_salt(),
         }))
     }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
 
     /// `limit N flows N quantum N target T [ce_threshold T] interval T memory_limit SIZE
     /// ecn|noecn drop_batch N` (`tc qdisc show` order). The two ablation switches have no

@@ -83,7 +83,6 @@ pub struct FqPieSpec {
 impl Discipline for FqPieSpec {
     const KIND: &'static str = "fq_pie";
     const SUMMARY: &'static str = "FQ-PIE: DRR over hashed flows, each with its own PIE (Linux sch_fq_pie)";
-    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
     type Qdisc = Box<FqPie>;
 
     /// `fq_pie [limit P] [flows N] [quantum B] [target T] [tupdate T] [alpha A] [beta B]
@@ -122,6 +121,8 @@ impl Discipline for FqPieSpec {
             ctx.hash_salt(),
         ))
     }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
 
     /// `limit N flows N target T tupdate T alpha A beta B quantum N memory_limit SIZE
     /// ecn_prob N [ecn] [bytemode] [dq_rate_estimator]` (`tc qdisc show` order).

@@ -18,7 +18,7 @@
 //! `srpt`) keyed by attained bytes.
 
 use super::flow_heap::FlowHeap;
-use super::vocab::{TcKey, BuildCtx, Dequeue, Discipline, Drops, NotLinux, Qdisc, Verdict};
+use super::vocab::{BuildCtx, Dequeue, Discipline, Drops, NotLinux, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::time::{Duration, Time};
@@ -150,7 +150,6 @@ pub struct LasSpec {
 impl Discipline for LasSpec {
     const KIND: &'static str = "las";
     const SUMMARY: &'static str = "LAS / foreground-background: least attained service first (reference)";
-    const TC_KEYS: Option<&'static [TcKey]> = None;
     type Qdisc = Box<Las>;
 
     /// `limit`, `idle_reset`.

@@ -44,7 +44,7 @@
 
 use super::codel::codel_params;
 use super::codel_law::{codel_dequeue, CodelParams, CodelQueue, CodelStats, CodelVars};
-use super::vocab::{TcKey, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, Verdict};
+use super::vocab::{BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::time::Time;
@@ -270,7 +270,6 @@ pub struct LstfCodelSpec {
 impl Discipline for LstfCodelSpec {
     const KIND: &'static str = "lstf_codel";
     const SUMMARY: &'static str = "LSTFCoDel: CoDel over a least-slack-time-first priority queue (seed 004)";
-    const TC_KEYS: Option<&'static [TcKey]> = None;
     type Qdisc = Box<LstfCodel>;
 
     /// `limit`, the CoDel keys and `alpha`.

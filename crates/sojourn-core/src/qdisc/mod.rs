@@ -86,6 +86,18 @@ impl AnyQdisc {
     }
 }
 
+impl QdiscSpec {
+    /// Builds a composite's children, child `i` with `ctx.child(i)`: each its own random
+    /// stream, as the kernel gives each child qdisc its own state.
+    pub fn build_children(children: &[QdiscSpec], ctx: &BuildCtx) -> Vec<AnyQdisc> {
+        children
+            .iter()
+            .enumerate()
+            .map(|(i, c)| c.build(&ctx.child(i as u64)))
+            .collect()
+    }
+}
+
 /// A discipline whose spec holds child specs (prio's bands, age's levels, tbf's inner
 /// qdisc), as tc's classful qdiscs hold a child qdisc per class. Only these disciplines
 /// import the spec tree.

@@ -213,7 +213,6 @@ pub struct PieSpec {
 impl Discipline for PieSpec {
     const KIND: &'static str = "pie";
     const SUMMARY: &'static str = "PIE: PI-controlled early drop on queueing delay (RFC 8033, Linux sch_pie)";
-    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS_PIE);
     type Qdisc = Box<Pie>;
 
     /// `pie [limit P] [target T] [tupdate T] [alpha A] [beta B] [ecn] [bytemode]
@@ -227,6 +226,8 @@ impl Discipline for PieSpec {
     fn build(&self, ctx: &BuildCtx) -> Box<Pie> {
         Box::new(Pie::new(self.control.params.clone(), self.limit, ctx.rng()))
     }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS_PIE);
 
     /// `limit N target T tupdate T alpha A beta B [ecn] [bytemode] [dq_rate_estimator]`.
     fn tc_args(&self) -> Result<Vec<String>, NotLinux> {

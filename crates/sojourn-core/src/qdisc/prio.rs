@@ -229,7 +229,6 @@ pub struct PrioSpec {
 impl Discipline for PrioSpec {
     const KIND: &'static str = "prio";
     const SUMMARY: &'static str = "Strict priority over child qdiscs chosen by skb->priority (Linux sch_prio)";
-    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
     const TC_HANDLE_KEY: Option<&'static str> = Some("handle");
     type Qdisc = Box<Prio>;
 
@@ -286,14 +285,11 @@ impl Discipline for PrioSpec {
 
     /// Band `i`'s child gets `ctx.child(i)`.
     fn build(&self, ctx: &BuildCtx) -> Box<Prio> {
-        let bands = self
-            .children
-            .iter()
-            .enumerate()
-            .map(|(i, c)| c.build(&ctx.child(i as u64)))
-            .collect();
+        let bands = QdiscSpec::build_children(&self.children, ctx);
         Box::new(Prio::new(bands, self.priomap, self.handle))
     }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
 
     /// `bands N priomap P0 … P15` (children are tc nodes of their own, at `H:band+1`).
     fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
@@ -349,7 +345,6 @@ pub struct PfifoFastSpec {
 impl Discipline for PfifoFastSpec {
     const KIND: &'static str = "pfifo_fast";
     const SUMMARY: &'static str = "Linux's default 3-band priority FIFO (priority & 15 through the priomap)";
-    const TC_KEYS: Option<&'static [TcKey]> = Some(&[]);
     type Qdisc = Box<PfifoFast>;
 
     fn parse(_p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
@@ -361,6 +356,8 @@ impl Discipline for PfifoFastSpec {
     fn build(&self, _ctx: &BuildCtx) -> Box<PfifoFast> {
         Box::new(PfifoFast::new(self.limit_per_band as usize))
     }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(&[]);
 
     /// `pfifo_fast` takes no arguments (its bands and priomap are fixed).
     fn tc_args(&self) -> Result<Vec<String>, NotLinux> {

@@ -402,7 +402,6 @@ pub struct RedSpec {
 impl Discipline for RedSpec {
     const KIND: &'static str = "red";
     const SUMMARY: &'static str = "Random Early Detection on the average byte backlog (Linux sch_red)";
-    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
     type Qdisc = Box<Red>;
 
     fn parse(p: &mut Params, _ctx: &BuildCtx) -> ConfResult<Self> {
@@ -488,6 +487,8 @@ impl Discipline for RedSpec {
     fn build(&self, ctx: &BuildCtx) -> Box<Red> {
         Box::new(Red::new(self.params.clone(), ctx.rng()).expect("RED law validated by RedSpec::parse"))
     }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
 
     /// `limit SIZE min SIZE max SIZE avpkt SIZE burst N [adaptive] probability P
     /// bandwidth RATE [ecn] [harddrop] [nodrop]` (tc-red(8)).

@@ -576,7 +576,6 @@ pub struct SfqSpec {
 impl Discipline for SfqSpec {
     const KIND: &'static str = "sfq";
     const SUMMARY: &'static str = "Stochastic Fairness Queueing: hashed slots served round robin (Linux sch_sfq)";
-    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
     type Qdisc = Box<Sfq>;
 
     fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
@@ -665,6 +664,8 @@ impl Discipline for SfqSpec {
     fn build(&self, ctx: &BuildCtx) -> Box<Sfq> {
         Box::new(Sfq::new(self.params, ctx.rng()).expect("RED law validated by SfqSpec::parse"))
     }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
 
     /// `[limit N] quantum N depth N flows N divisor N perturb SECS [headdrop]
     /// [redflowlimit SIZE min SIZE max SIZE avpkt SIZE burst N probability P [ecn]

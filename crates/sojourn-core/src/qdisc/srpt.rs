@@ -19,7 +19,7 @@
 //! work; a flow's key only changes when it is served.
 
 use super::flow_heap::FlowHeap;
-use super::vocab::{TcKey, BuildCtx, Dequeue, Discipline, Drops, NotLinux, Qdisc, Verdict};
+use super::vocab::{BuildCtx, Dequeue, Discipline, Drops, NotLinux, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::time::Time;
@@ -110,7 +110,6 @@ pub struct SrptSpec {
 impl Discipline for SrptSpec {
     const KIND: &'static str = "srpt";
     const SUMMARY: &'static str = "SRPT oracle: least remaining flow bytes first (reference, pkt.remaining_bytes)";
-    const TC_KEYS: Option<&'static [TcKey]> = None;
     type Qdisc = Box<Srpt>;
 
     /// `limit`, `unknown = "largest" | "smallest"`.

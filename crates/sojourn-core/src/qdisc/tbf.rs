@@ -188,7 +188,6 @@ impl TbfSpec {
 impl Discipline for TbfSpec {
     const KIND: &'static str = "tbf";
     const SUMMARY: &'static str = "Token bucket shaper over a child qdisc (Linux sch_tbf)";
-    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
     type Qdisc = Box<Tbf>;
 
     /// Builds `tbf rate RATE burst BYTES (limit BYTES | latency TIME) [peakrate RATE mtu BYTES]
@@ -304,6 +303,8 @@ impl Discipline for TbfSpec {
             self.child.build(&ctx.child(0)),
         ))
     }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
 
     /// `rate R burst B [peakrate R mtu M] limit L`. With a child other than bfifo, `limit`
     /// (which tc requires) sizes a bfifo the child then replaces; the burst is written.

@@ -495,8 +495,8 @@ pub trait Discipline: Sized {
     /// One line for `sojourn qdiscs`.
     const SUMMARY: &'static str;
     /// tc's keywords mapped to file keys, so a tc line is read by [`Discipline::parse`];
-    /// `None` when Linux has no such qdisc (tc lines naming the kind are refused).
-    const TC_KEYS: Option<&'static [TcKey]>;
+    /// `None` (the default) when Linux has no such qdisc: tc lines naming it are refused.
+    const TC_KEYS: Option<&'static [TcKey]> = None;
     /// The file key that holds a tc handle major this kind insists on (see
     /// [`Facts::tc_handle`]), filled from the node's handle when a tc tree is read back.
     const TC_HANDLE_KEY: Option<&'static str> = None;
