@@ -106,15 +106,15 @@ fn declared_in_sources() -> Vec<(String, bool)> {
     for e in std::fs::read_dir(src().join("qdisc")).unwrap() {
         let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
         for block in text.split("impl Discipline for ").skip(1) {
-            let field = |name: &str| -> &str {
-                let at = block
-                    .find(name)
-                    .unwrap_or_else(|| panic!("{name} in {block:.80}"));
-                let rest = &block[at..];
-                rest[rest.find('=').unwrap() + 1..rest.find(';').unwrap()].trim()
+            let block = &block[..block.find("\n}\n").expect("the impl's end")];
+            let field = |name: &str| -> Option<&str> {
+                let rest = &block[block.find(name)?..];
+                Some(rest[rest.find('=')? + 1..rest.find(';')?].trim())
             };
-            let kind = field("const KIND").trim_matches('"').to_string();
-            out.push((kind, field("const TC_KEYS") != "None"));
+            let kind = field("const KIND").expect("const KIND");
+            // TC_KEYS defaults to None (no Linux qdisc).
+            let tc = field("const TC_KEYS").is_some_and(|v| v != "None");
+            out.push((kind.trim_matches('"').to_string(), tc));
         }
     }
     out.sort();

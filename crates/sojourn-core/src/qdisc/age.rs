@@ -20,8 +20,8 @@
 //! whose child holds packets it may not send yet (`NotBefore`) is skipped, and if no level
 //! has a packet ready the earliest `NotBefore` is returned.
 
-use super::{AnyQdisc, Classful, QdiscSpec};
 use super::vocab::{BuildCtx, Dequeue, Discipline, Drops, Facts, NotLinux, Qdisc, Verdict};
+use super::{AnyQdisc, Classful, QdiscSpec};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params, Value};
 use crate::time::{Duration, Time};
@@ -423,7 +423,6 @@ impl Classful for AgeSpec {
         self.levels.iter().collect()
     }
 }
-
 
 /// Why `age` has no tc line of its own.
 pub fn not_linux() -> NotLinux {

@@ -18,7 +18,10 @@
 
 use super::cobalt::{self, CobaltParams, CobaltVars};
 use super::drr_lists::{self, DrrLists};
-use super::vocab::{tc_rate, tc_size, tc_time, BuildCtx, Dequeue, Discipline, DropReason, Facts, Drops, NotLinux, Qdisc, TcKey, Verdict};
+use super::vocab::{
+    tc_rate, tc_size, tc_time, BuildCtx, Dequeue, Discipline, DropReason, Drops, Facts, NotLinux,
+    Qdisc, TcKey, Verdict,
+};
 use crate::packet::{proto, seq32, tcp_flags, Packet, TransportHeader};
 use crate::params::{ConfResult, Params, Value};
 use crate::rng::Rng;

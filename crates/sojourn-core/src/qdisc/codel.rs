@@ -6,7 +6,9 @@
 //! 5 ms, interval 100 ms, ecn off, ce_threshold off, mtu = psched_mtu (1514 B).
 
 use super::codel_law::{codel_dequeue, CodelParams, CodelQueue, CodelStats, CodelVars};
-use super::vocab::{tc_time, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict};
+use super::vocab::{
+    tc_time, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict,
+};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::time::{Duration, Time};

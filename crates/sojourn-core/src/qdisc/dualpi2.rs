@@ -31,7 +31,9 @@
 //! random draws are `u32 <= prob`, so that decisions match the kernel's from the same
 //! packet timeline and random numbers. The timer runs lazily (see `qdisc/mod.rs`).
 
-use super::vocab::{tc_time, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict};
+use super::vocab::{
+    tc_time, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict,
+};
 use crate::packet::{Ecn, Packet};
 use crate::params::{ConfResult, Params, Value};
 use crate::rng::Rng;
@@ -190,7 +192,8 @@ impl DualPi2Spec {
 
 impl Discipline for DualPi2Spec {
     const KIND: &'static str = "dualpi2";
-    const SUMMARY: &'static str = "DualQ Coupled AQM with PI2: L4S and classic queues (RFC 9332, Linux sch_dualpi2)";
+    const SUMMARY: &'static str =
+        "DualQ Coupled AQM with PI2: L4S and classic queues (RFC 9332, Linux sch_dualpi2)";
     type Qdisc = Box<DualPi2>;
 
     /// `dualpi2 [limit P] [memlimit B] [target T] [tupdate T] [alpha HZ] [beta HZ]

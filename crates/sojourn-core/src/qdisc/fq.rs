@@ -19,7 +19,10 @@
 //! every dequeue: plain fq uses [`PerFlowLimit`] (`flow_limit` packets), and CoCoA
 //! (`cocoa.rs`) plugs in its adaptive per-flow limit without copying the scheduler.
 
-use super::vocab::{tc_rate, tc_time, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict};
+use super::vocab::{
+    tc_rate, tc_time, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey,
+    Verdict,
+};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params, Value};
 use crate::time::{Duration, Time};
@@ -477,7 +480,8 @@ pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Fq> {
 
 impl Discipline for FqConfig {
     const KIND: &'static str = "fq";
-    const SUMMARY: &'static str = "Linux fq: per-flow fair queueing with pacing, 3 WRR bands (6.18)";
+    const SUMMARY: &'static str =
+        "Linux fq: per-flow fair queueing with pacing, 3 WRR bands (6.18)";
     type Qdisc = Box<Fq>;
 
     fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {

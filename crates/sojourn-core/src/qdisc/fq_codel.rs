@@ -26,7 +26,9 @@
 use super::codel::codel_params;
 use super::codel_law::{codel_dequeue, CodelParams, CodelQueue, CodelStats, CodelVars};
 use super::drr_lists::{DrrLists, NEW, OLD};
-use super::vocab::{tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict};
+use super::vocab::{
+    tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict,
+};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::rng::splitmix64_mix;
@@ -477,7 +479,8 @@ pub struct FqCodelSpec {
 
 impl Discipline for FqCodelSpec {
     const KIND: &'static str = "fq_codel";
-    const SUMMARY: &'static str = "flow queueing with per-flow CoDel (RFC 8290, Linux sch_fq_codel)";
+    const SUMMARY: &'static str =
+        "flow queueing with per-flow CoDel (RFC 8290, Linux sch_fq_codel)";
     type Qdisc = Box<FqCodel>;
 
     /// `fq_codel [limit PACKETS] [flows N] [quantum BYTES] [target TIME] [interval TIME]

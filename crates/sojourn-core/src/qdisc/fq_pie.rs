@@ -28,7 +28,9 @@ use super::drr_lists::{DrrLists, NEW};
 use super::pie::{
     ns_to_ticks, pie_tc_keys, prob_fraction, PieControl, PieParams, PieVars, FIRST_UPDATE, MAX_PROB,
 };
-use super::vocab::{tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict};
+use super::vocab::{
+    tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict,
+};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::rng::{splitmix64_mix, Rng};
@@ -82,7 +84,8 @@ pub struct FqPieSpec {
 
 impl Discipline for FqPieSpec {
     const KIND: &'static str = "fq_pie";
-    const SUMMARY: &'static str = "FQ-PIE: DRR over hashed flows, each with its own PIE (Linux sch_fq_pie)";
+    const SUMMARY: &'static str =
+        "FQ-PIE: DRR over hashed flows, each with its own PIE (Linux sch_fq_pie)";
     type Qdisc = Box<FqPie>;
 
     /// `fq_pie [limit P] [flows N] [quantum B] [target T] [tupdate T] [alpha A] [beta B]

@@ -149,7 +149,8 @@ pub struct LasSpec {
 
 impl Discipline for LasSpec {
     const KIND: &'static str = "las";
-    const SUMMARY: &'static str = "LAS / foreground-background: least attained service first (reference)";
+    const SUMMARY: &'static str =
+        "LAS / foreground-background: least attained service first (reference)";
     type Qdisc = Box<Las>;
 
     /// `limit`, `idle_reset`.

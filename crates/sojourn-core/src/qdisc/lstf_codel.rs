@@ -269,7 +269,8 @@ pub struct LstfCodelSpec {
 
 impl Discipline for LstfCodelSpec {
     const KIND: &'static str = "lstf_codel";
-    const SUMMARY: &'static str = "LSTFCoDel: CoDel over a least-slack-time-first priority queue (seed 004)";
+    const SUMMARY: &'static str =
+        "LSTFCoDel: CoDel over a least-slack-time-first priority queue (seed 004)";
     type Qdisc = Box<LstfCodel>;
 
     /// `limit`, the CoDel keys and `alpha`.

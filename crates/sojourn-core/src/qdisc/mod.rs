@@ -19,13 +19,30 @@
 //!   at `now` a discipline runs every tick due at or before `now`. This is exactly what a
 //!   timer event would do, because a qdisc's state only changes at its own operations.
 
-pub mod cobalt;
-pub mod codel_law;
-pub mod drr_lists;
-pub mod flow_heap;
 #[macro_use]
 pub mod registry;
+pub mod age;
+pub mod cake;
+pub mod cobalt;
+pub mod cocoa;
+pub mod codel;
+pub mod codel_law;
+pub mod drr_lists;
+pub mod dualpi2;
+pub mod fifo;
+pub mod flow_heap;
+pub mod fq;
+pub mod fq_codel;
+pub mod fq_pie;
+pub mod las;
+pub mod lstf_codel;
+pub mod pie;
+pub mod prio;
+pub mod red;
+pub mod sfq;
 pub mod spec;
+pub mod srpt;
+pub mod tbf;
 pub mod vocab;
 
 use crate::packet::Packet;
@@ -38,7 +55,7 @@ pub use vocab::{
 
 // Every discipline: its module and what it declares (`Variant(SpecType)`, the type that
 // implements `Discipline`; `+ Classful` when it holds child specs). Adding a discipline
-// is its file plus one line here; the order is `sojourn qdiscs`'s.
+// is its file, its `pub mod` above and its line here; the order is `sojourn qdiscs`'s.
 disciplines! {
     fifo::{Pfifo(PfifoSpec), Bfifo(BfifoSpec), PfifoHeadDrop(PfifoHeadDropSpec)},
     codel::{Codel(CodelSpec)},

@@ -16,7 +16,9 @@
 //! `calculate_probability` and the lazy timer) are shared with `fq_pie`, which runs one
 //! `PieVars` per flow.
 
-use super::vocab::{tc_time, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict};
+use super::vocab::{
+    tc_time, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict,
+};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::rng::Rng;
@@ -212,7 +214,8 @@ pub struct PieSpec {
 
 impl Discipline for PieSpec {
     const KIND: &'static str = "pie";
-    const SUMMARY: &'static str = "PIE: PI-controlled early drop on queueing delay (RFC 8033, Linux sch_pie)";
+    const SUMMARY: &'static str =
+        "PIE: PI-controlled early drop on queueing delay (RFC 8033, Linux sch_pie)";
     type Qdisc = Box<Pie>;
 
     /// `pie [limit P] [target T] [tupdate T] [alpha A] [beta B] [ecn] [bytemode]

@@ -20,8 +20,10 @@
 //! Forwarded IPv4 packets get `skb->priority = rt_tos2priority(tos)` in Linux; sojourn's
 //! classifiers set `Packet::priority`, and [`rt_tos2priority`] gives the kernel mapping.
 
+use super::vocab::{
+    BuildCtx, Dequeue, Discipline, DropReason, Drops, Facts, NotLinux, Qdisc, TcKey, Verdict,
+};
 use super::{AnyQdisc, Classful, QdiscSpec};
-use super::vocab::{NotLinux, BuildCtx, Dequeue, Discipline, Facts, DropReason, Drops, Qdisc, TcKey, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfError, ConfResult, Params, Value};
 use crate::time::Time;
@@ -228,7 +230,8 @@ pub struct PrioSpec {
 
 impl Discipline for PrioSpec {
     const KIND: &'static str = "prio";
-    const SUMMARY: &'static str = "Strict priority over child qdiscs chosen by skb->priority (Linux sch_prio)";
+    const SUMMARY: &'static str =
+        "Strict priority over child qdiscs chosen by skb->priority (Linux sch_prio)";
     const TC_HANDLE_KEY: Option<&'static str> = Some("handle");
     type Qdisc = Box<Prio>;
 
@@ -344,7 +347,8 @@ pub struct PfifoFastSpec {
 
 impl Discipline for PfifoFastSpec {
     const KIND: &'static str = "pfifo_fast";
-    const SUMMARY: &'static str = "Linux's default 3-band priority FIFO (priority & 15 through the priomap)";
+    const SUMMARY: &'static str =
+        "Linux's default 3-band priority FIFO (priority & 15 through the priomap)";
     type Qdisc = Box<PfifoFast>;
 
     fn parse(_p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {

@@ -16,7 +16,10 @@
 //!   `min + 0.6(max−min)` and shrinks ×0.9 below `min + 0.4(max−min)` (Floyd, Gummadi &
 //!   Shenker 2001; `red_adaptative_algo`), run lazily.
 
-use super::vocab::{NotLinux, tc_rate, tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, Qdisc, TcKey, Verdict};
+use super::vocab::{
+    tc_rate, tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey,
+    Verdict,
+};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::rng::Rng;
@@ -401,7 +404,8 @@ pub struct RedSpec {
 
 impl Discipline for RedSpec {
     const KIND: &'static str = "red";
-    const SUMMARY: &'static str = "Random Early Detection on the average byte backlog (Linux sch_red)";
+    const SUMMARY: &'static str =
+        "Random Early Detection on the average byte backlog (Linux sch_red)";
     type Qdisc = Box<Red>;
 
     fn parse(p: &mut Params, _ctx: &BuildCtx) -> ConfResult<Self> {
@@ -485,7 +489,9 @@ impl Discipline for RedSpec {
     }
 
     fn build(&self, ctx: &BuildCtx) -> Box<Red> {
-        Box::new(Red::new(self.params.clone(), ctx.rng()).expect("RED law validated by RedSpec::parse"))
+        Box::new(
+            Red::new(self.params.clone(), ctx.rng()).expect("RED law validated by RedSpec::parse"),
+        )
     }
 
     const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);

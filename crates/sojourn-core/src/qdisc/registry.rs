@@ -114,16 +114,18 @@ pub fn parse_value<S>(
 /// }
 /// ```
 ///
-/// Each group is a module of `qdisc/` (declared here: `pub mod fifo;`) and the disciplines
-/// it declares, as `Variant(SpecType)`: the variant's name in `QdiscSpec` and `AnyQdisc`,
-/// and the type that implements `Discipline` (and `Classful` when marked `+ Classful`: it
-/// holds child specs). Generated: the modules, `QdiscSpec`, `AnyQdisc` and its `Qdisc`
-/// impl, `KINDS`, `build`, `build_kind`, `describe`, and `QdiscSpec`'s per-discipline
-/// methods.
+/// Each group is a module of `qdisc/` and the disciplines it declares, as
+/// `Variant(SpecType)`: the variant's name in `QdiscSpec` and `AnyQdisc`, and the type that
+/// implements `Discipline` (and `Classful` when marked `+ Classful`: it holds child specs).
+/// Generated: `QdiscSpec`, `AnyQdisc` and its `Qdisc` impl, `KINDS`, `build`,
+/// `build_kind`, `describe`, and `QdiscSpec`'s per-discipline methods. (The modules are
+/// declared beside the list, not by the macro: rustfmt does not see modules a macro
+/// declares, so `cargo fmt` would skip their files.) The generated methods call the
+/// `Qdisc` and `Discipline` traits, which the invoking module re-exports.
 macro_rules! disciplines {
-    ($($module:ident::{$($variant:ident($spec:ident) $(+ $classful:ident)?),+ $(,)?}),+ $(,)?) => {
-        $(pub mod $module;)+
-
+    ($($module:ident::{
+        $($variant:ident($spec:ident) $(+ $classful:ident)?),+ $(,)?
+    }),+ $(,)?) => {
         /// A validated discipline, composites included (their children are specs too):
         /// parsed once, built infallibly into an [`AnyQdisc`] as often as needed.
         #[derive(Clone, Debug, PartialEq)]
@@ -138,47 +140,69 @@ macro_rules! disciplines {
 
         impl $crate::qdisc::vocab::Qdisc for AnyQdisc {
             #[inline]
-            fn enqueue(&mut self, pkt: $crate::packet::Packet, now: $crate::time::Time, drops: &mut $crate::qdisc::vocab::Drops) -> $crate::qdisc::vocab::Verdict {
-                match self { $($(AnyQdisc::$variant(q) => $crate::qdisc::vocab::Qdisc::enqueue(q, pkt, now, drops),)+)+ }
+            fn enqueue(
+                &mut self,
+                pkt: $crate::packet::Packet,
+                now: $crate::time::Time,
+                drops: &mut $crate::qdisc::vocab::Drops,
+            ) -> $crate::qdisc::vocab::Verdict {
+                match self { $($(AnyQdisc::$variant(q) => q.enqueue(pkt, now, drops),)+)+ }
             }
             #[inline]
-            fn dequeue(&mut self, now: $crate::time::Time, drops: &mut $crate::qdisc::vocab::Drops) -> $crate::qdisc::vocab::Dequeue {
-                match self { $($(AnyQdisc::$variant(q) => $crate::qdisc::vocab::Qdisc::dequeue(q, now, drops),)+)+ }
+            fn dequeue(
+                &mut self,
+                now: $crate::time::Time,
+                drops: &mut $crate::qdisc::vocab::Drops,
+            ) -> $crate::qdisc::vocab::Dequeue {
+                match self { $($(AnyQdisc::$variant(q) => q.dequeue(now, drops),)+)+ }
             }
             #[inline]
             fn len_packets(&self) -> usize {
-                match self { $($(AnyQdisc::$variant(q) => $crate::qdisc::vocab::Qdisc::len_packets(q),)+)+ }
+                match self { $($(AnyQdisc::$variant(q) => q.len_packets(),)+)+ }
             }
             #[inline]
             fn len_bytes(&self) -> u64 {
-                match self { $($(AnyQdisc::$variant(q) => $crate::qdisc::vocab::Qdisc::len_bytes(q),)+)+ }
+                match self { $($(AnyQdisc::$variant(q) => q.len_bytes(),)+)+ }
             }
             fn ecn_marks(&self) -> u64 {
-                match self { $($(AnyQdisc::$variant(q) => $crate::qdisc::vocab::Qdisc::ecn_marks(q),)+)+ }
+                match self { $($(AnyQdisc::$variant(q) => q.ecn_marks(),)+)+ }
             }
             fn observe(&mut self, now: $crate::time::Time, emit: &mut dyn FnMut(&str, f64)) {
-                match self { $($(AnyQdisc::$variant(q) => $crate::qdisc::vocab::Qdisc::observe(q, now, emit),)+)+ }
+                match self { $($(AnyQdisc::$variant(q) => q.observe(now, emit),)+)+ }
             }
         }
 
         /// Every discipline an experiment file can name, in the order of the list.
-        pub static KINDS: &[$crate::qdisc::registry::Kind<QdiscSpec>] = &[$($($crate::qdisc::registry::Kind {
-            name: <$module::$spec as $crate::qdisc::vocab::Discipline>::KIND,
-            summary: <$module::$spec as $crate::qdisc::vocab::Discipline>::SUMMARY,
-            tc_keys: <$module::$spec as $crate::qdisc::vocab::Discipline>::TC_KEYS,
-            tc_handle_key: <$module::$spec as $crate::qdisc::vocab::Discipline>::TC_HANDLE_KEY,
-            parse: |p, c| Ok(QdiscSpec::$variant(<$module::$spec as $crate::qdisc::vocab::Discipline>::parse(p, c)?)),
-        },)+)+];
+        pub static KINDS: &[$crate::qdisc::registry::Kind<QdiscSpec>] = {
+            use $crate::qdisc::vocab::Discipline;
+            &[$($($crate::qdisc::registry::Kind {
+                name: $module::$spec::KIND,
+                summary: $module::$spec::SUMMARY,
+                tc_keys: $module::$spec::TC_KEYS,
+                tc_handle_key: $module::$spec::TC_HANDLE_KEY,
+                parse: |p, c| Ok(QdiscSpec::$variant($module::$spec::parse(p, c)?)),
+            },)+)+]
+        };
 
         /// Builds a discipline from a spec: either a bare kind (`"codel"`) or a table with
         /// `kind` and parameters. `path` is the spec's key path, used in error messages.
-        /// (Parses into a [`QdiscSpec`] and builds it; engines keep the spec and build from it.)
-        pub fn build(spec: &$crate::params::Value, path: &str, ctx: &$crate::qdisc::vocab::BuildCtx) -> $crate::params::ConfResult<AnyQdisc> {
+        /// (Parses into a [`QdiscSpec`] and builds it; engines keep the spec and build from
+        /// it.)
+        pub fn build(
+            spec: &$crate::params::Value,
+            path: &str,
+            ctx: &$crate::qdisc::vocab::BuildCtx,
+        ) -> $crate::params::ConfResult<AnyQdisc> {
             Ok(QdiscSpec::parse(spec, path, ctx)?.build(ctx))
         }
 
         /// Builds discipline `kind` with parameters from `table` (its `kind` key is ignored).
-        pub fn build_kind(kind: &str, table: &$crate::params::Table, path: &str, ctx: &$crate::qdisc::vocab::BuildCtx) -> $crate::params::ConfResult<AnyQdisc> {
+        pub fn build_kind(
+            kind: &str,
+            table: &$crate::params::Table,
+            path: &str,
+            ctx: &$crate::qdisc::vocab::BuildCtx,
+        ) -> $crate::params::ConfResult<AnyQdisc> {
             Ok(QdiscSpec::parse_kind(kind, table, path, ctx)?.build(ctx))
         }
 
@@ -190,53 +214,79 @@ macro_rules! disciplines {
         impl QdiscSpec {
             /// Parses and validates a spec: a bare kind (`"codel"`) or a table with `kind`
             /// and parameters. `path` is the spec's key path, used in error messages.
-            pub fn parse(spec: &$crate::params::Value, path: &str, ctx: &$crate::qdisc::vocab::BuildCtx) -> $crate::params::ConfResult<QdiscSpec> {
+            pub fn parse(
+                spec: &$crate::params::Value,
+                path: &str,
+                ctx: &$crate::qdisc::vocab::BuildCtx,
+            ) -> $crate::params::ConfResult<QdiscSpec> {
                 $crate::qdisc::registry::parse_value(KINDS, spec, path, ctx)
             }
 
             /// Parses discipline `kind` with parameters from `table` (its `kind` key is
             /// ignored), rejecting unknown kinds and keys with their path.
-            pub fn parse_kind(kind: &str, table: &$crate::params::Table, path: &str, ctx: &$crate::qdisc::vocab::BuildCtx) -> $crate::params::ConfResult<QdiscSpec> {
+            pub fn parse_kind(
+                kind: &str,
+                table: &$crate::params::Table,
+                path: &str,
+                ctx: &$crate::qdisc::vocab::BuildCtx,
+            ) -> $crate::params::ConfResult<QdiscSpec> {
                 $crate::qdisc::registry::parse_kind(KINDS, kind, table, path, ctx)
             }
 
             /// Builds the discipline (children get `ctx.child(i)`, as the kernel gives each
-            /// qdisc its own state). Never fails: everything that could was checked by `parse`.
+            /// qdisc its own state). Never fails: everything that could was checked by
+            /// `parse`.
             pub fn build(&self, ctx: &$crate::qdisc::vocab::BuildCtx) -> AnyQdisc {
-                match self { $($(QdiscSpec::$variant(s) => AnyQdisc::$variant($crate::qdisc::vocab::Discipline::build(s, ctx)),)+)+ }
+                use $crate::qdisc::vocab::Discipline;
+                match self { $($(QdiscSpec::$variant(s) => AnyQdisc::$variant(s.build(ctx)),)+)+ }
             }
 
             /// The experiment-file name of the discipline (`"fq_codel"`).
             pub fn kind(&self) -> &'static str {
-                match self { $($(QdiscSpec::$variant(_) => <$module::$spec as $crate::qdisc::vocab::Discipline>::KIND,)+)+ }
+                use $crate::qdisc::vocab::Discipline;
+                match self { $($(QdiscSpec::$variant(_) => $module::$spec::KIND,)+)+ }
             }
 
-            /// What this node says of itself (see [`Facts`](crate::qdisc::vocab::Facts)); children are not looked at.
+            /// What this node says of itself ([`Facts`](crate::qdisc::vocab::Facts));
+            /// children are not looked at.
             pub fn facts(&self) -> $crate::qdisc::vocab::Facts {
-                match self { $($(QdiscSpec::$variant(s) => $crate::qdisc::vocab::Discipline::facts(s),)+)+ }
+                use $crate::qdisc::vocab::Discipline;
+                match self { $($(QdiscSpec::$variant(s) => s.facts(),)+)+ }
             }
 
             /// tc's kind and arguments of this node alone (children are separate nodes).
             /// The kind is this discipline's own except for `age` with `count =
             /// "priority"`, which is prio.
-            pub fn tc_args(&self) -> Result<(&'static str, Vec<String>), $crate::qdisc::vocab::NotLinux> {
-                match self { $($(QdiscSpec::$variant(s) => Ok(($crate::qdisc::vocab::Discipline::tc_kind(s), $crate::qdisc::vocab::Discipline::tc_args(s)?)),)+)+ }
+            pub fn tc_args(
+                &self,
+            ) -> Result<(&'static str, Vec<String>), $crate::qdisc::vocab::NotLinux> {
+                use $crate::qdisc::vocab::Discipline;
+                match self { $($(QdiscSpec::$variant(s) => Ok((s.tc_kind(), s.tc_args()?)),)+)+ }
             }
 
             /// The child specs of a composite (prio bands, age levels, tbf's inner qdisc),
             /// in class order.
             pub fn children(&self) -> Vec<&QdiscSpec> {
-                match self { $($(QdiscSpec::$variant(s) => disciplines!(@children s $($classful)?),)+)+ }
+                match self {
+                    $($(QdiscSpec::$variant(s) => disciplines!(@children s $($classful)?),)+)+
+                }
             }
 
             /// The children that get tc lines of their own (see `Classful::tc_children`).
             pub fn tc_children(&self) -> Vec<&QdiscSpec> {
-                match self { $($(QdiscSpec::$variant(s) => disciplines!(@tc_children s $($classful)?),)+)+ }
+                match self {
+                    $($(QdiscSpec::$variant(s) => disciplines!(@tc_children s $($classful)?),)+)+
+                }
             }
 
             /// Hangs children read from a tc tree (by class minor) under this node.
-            pub fn attach(&mut self, children: Vec<(u16, QdiscSpec)>) -> $crate::params::ConfResult<()> {
-                match self { $($(QdiscSpec::$variant(s) => disciplines!(@attach s children $($classful)?),)+)+ }
+            pub fn attach(
+                &mut self,
+                children: Vec<(u16, QdiscSpec)>,
+            ) -> $crate::params::ConfResult<()> {
+                match self {
+                    $($(QdiscSpec::$variant(s) => disciplines!(@attach s children $($classful)?),)+)+
+                }
             }
         }
     };

@@ -20,7 +20,9 @@
 //!   (ECN) or drops the arrival — or, with `headdrop`, marks/drops the slot's head.
 
 use super::red::{Action, RedLaw, RedVars};
-use super::vocab::{tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict};
+use super::vocab::{
+    tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict,
+};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params, Value};
 use crate::rng::Rng;
@@ -575,7 +577,8 @@ pub struct SfqSpec {
 
 impl Discipline for SfqSpec {
     const KIND: &'static str = "sfq";
-    const SUMMARY: &'static str = "Stochastic Fairness Queueing: hashed slots served round robin (Linux sch_sfq)";
+    const SUMMARY: &'static str =
+        "Stochastic Fairness Queueing: hashed slots served round robin (Linux sch_sfq)";
     type Qdisc = Box<Sfq>;
 
     fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {

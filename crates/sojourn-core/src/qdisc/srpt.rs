@@ -109,7 +109,8 @@ pub struct SrptSpec {
 
 impl Discipline for SrptSpec {
     const KIND: &'static str = "srpt";
-    const SUMMARY: &'static str = "SRPT oracle: least remaining flow bytes first (reference, pkt.remaining_bytes)";
+    const SUMMARY: &'static str =
+        "SRPT oracle: least remaining flow bytes first (reference, pkt.remaining_bytes)";
     type Qdisc = Box<Srpt>;
 
     /// `limit`, `unknown = "largest" | "smallest"`.

@@ -12,8 +12,11 @@
 //! at enqueue, as in the kernel. The default child is a bfifo of `limit` bytes
 //! (tc: `limit`, or `latency` → `limit = rate·latency + burst`).
 
+use super::vocab::{
+    tc_rate, tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey,
+    Verdict,
+};
 use super::{AnyQdisc, Classful, QdiscSpec};
-use super::vocab::{NotLinux, tc_rate, tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, Qdisc, TcKey, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfError, ConfResult, Params, Table, Value};
 use crate::time::{Duration, Time};
