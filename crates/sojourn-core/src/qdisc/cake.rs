@@ -1664,7 +1664,6 @@ impl Discipline for CakeConfig {
     const KIND: &'static str = "cake";
     const SUMMARY: &'static str =
         "CAKE: shaper + diffserv tins + 8-way set-associative FQ with host isolation + COBALT";
-    const TC_HANDLE_KEY: Option<&'static str> = Some("handle");
     type Qdisc = Box<Cake>;
 
     /// Parses CAKE's tc-named parameters (see docs/disciplines/cake.md).
@@ -1823,6 +1822,8 @@ impl Discipline for CakeConfig {
     }
 
     const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
+    /// The handle is semantic (priority overrides name it): a tc tree keeps it.
+    const TC_HANDLE_KEY: Option<&'static str> = Some("handle");
 
     fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
         tc_args(self)
@@ -1830,10 +1831,7 @@ impl Discipline for CakeConfig {
 
     /// CAKE's `handle` is semantic: priority overrides `major:tin` match it.
     fn facts(&self) -> Facts {
-        Facts {
-            tc_handle: Some(self.handle_major),
-            ..Facts::default()
-        }
+        Facts::with_tc_handle(self.handle_major)
     }
 }
 

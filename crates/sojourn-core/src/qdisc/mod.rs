@@ -46,7 +46,8 @@ pub mod tbf;
 pub mod vocab;
 
 use crate::packet::Packet;
-use crate::params::ConfResult;
+use crate::params::{ConfResult, Table, Value};
+use crate::time::Time;
 
 pub use vocab::{
     BuildCtx, Dequeue, Discipline, DropReason, Dropped, Drops, Facts, NotLinux, Qdisc, TcClass,

@@ -232,7 +232,6 @@ impl Discipline for PrioSpec {
     const KIND: &'static str = "prio";
     const SUMMARY: &'static str =
         "Strict priority over child qdiscs chosen by skb->priority (Linux sch_prio)";
-    const TC_HANDLE_KEY: Option<&'static str> = Some("handle");
     type Qdisc = Box<Prio>;
 
     /// `prio [bands N] [priomap P0 .. P15] [handle H] [children | child]`.
@@ -293,6 +292,8 @@ impl Discipline for PrioSpec {
     }
 
     const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
+    /// The handle is semantic (priority overrides name it): a tc tree keeps it.
+    const TC_HANDLE_KEY: Option<&'static str> = Some("handle");
 
     /// `bands N priomap P0 … P15` (children are tc nodes of their own, at `H:band+1`).
     fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
@@ -303,10 +304,7 @@ impl Discipline for PrioSpec {
 
     /// prio's `handle` is semantic: priority overrides `major:band` match it.
     fn facts(&self) -> Facts {
-        Facts {
-            tc_handle: Some(self.handle as u16),
-            ..Facts::default()
-        }
+        Facts::with_tc_handle(self.handle as u16)
     }
 }
 

@@ -120,8 +120,9 @@ pub fn parse_value<S>(
 /// Generated: `QdiscSpec`, `AnyQdisc` and its `Qdisc` impl, `KINDS`, `build`,
 /// `build_kind`, `describe`, and `QdiscSpec`'s per-discipline methods. (The modules are
 /// declared beside the list, not by the macro: rustfmt does not see modules a macro
-/// declares, so `cargo fmt` would skip their files.) The generated methods call the
-/// `Qdisc` and `Discipline` traits, which the invoking module re-exports.
+/// declares, so `cargo fmt` would skip their files.) The generated code names the
+/// vocabulary (`Qdisc`, `Discipline`, `BuildCtx`, …), `Packet`, `Time`, `Value`, `Table` and
+/// `ConfResult` as the invoking module has them in scope.
 macro_rules! disciplines {
     ($($module:ident::{
         $($variant:ident($spec:ident) $(+ $classful:ident)?),+ $(,)?
@@ -135,25 +136,25 @@ macro_rules! disciplines {
 
         /// Every discipline, dispatched by `match` (no virtual calls on the hot path).
         pub enum AnyQdisc {
-            $($($variant(<$module::$spec as $crate::qdisc::vocab::Discipline>::Qdisc),)+)+
+            $($($variant(<$module::$spec as Discipline>::Qdisc),)+)+
         }
 
-        impl $crate::qdisc::vocab::Qdisc for AnyQdisc {
+        impl Qdisc for AnyQdisc {
             #[inline]
             fn enqueue(
                 &mut self,
-                pkt: $crate::packet::Packet,
-                now: $crate::time::Time,
-                drops: &mut $crate::qdisc::vocab::Drops,
-            ) -> $crate::qdisc::vocab::Verdict {
+                pkt: Packet,
+                now: Time,
+                drops: &mut Drops,
+            ) -> Verdict {
                 match self { $($(AnyQdisc::$variant(q) => q.enqueue(pkt, now, drops),)+)+ }
             }
             #[inline]
             fn dequeue(
                 &mut self,
-                now: $crate::time::Time,
-                drops: &mut $crate::qdisc::vocab::Drops,
-            ) -> $crate::qdisc::vocab::Dequeue {
+                now: Time,
+                drops: &mut Drops,
+            ) -> Dequeue {
                 match self { $($(AnyQdisc::$variant(q) => q.dequeue(now, drops),)+)+ }
             }
             #[inline]
@@ -167,14 +168,13 @@ macro_rules! disciplines {
             fn ecn_marks(&self) -> u64 {
                 match self { $($(AnyQdisc::$variant(q) => q.ecn_marks(),)+)+ }
             }
-            fn observe(&mut self, now: $crate::time::Time, emit: &mut dyn FnMut(&str, f64)) {
+            fn observe(&mut self, now: Time, emit: &mut dyn FnMut(&str, f64)) {
                 match self { $($(AnyQdisc::$variant(q) => q.observe(now, emit),)+)+ }
             }
         }
 
         /// Every discipline an experiment file can name, in the order of the list.
         pub static KINDS: &[$crate::qdisc::registry::Kind<QdiscSpec>] = {
-            use $crate::qdisc::vocab::Discipline;
             &[$($($crate::qdisc::registry::Kind {
                 name: $module::$spec::KIND,
                 summary: $module::$spec::SUMMARY,
@@ -189,20 +189,20 @@ macro_rules! disciplines {
         /// (Parses into a [`QdiscSpec`] and builds it; engines keep the spec and build from
         /// it.)
         pub fn build(
-            spec: &$crate::params::Value,
+            spec: &Value,
             path: &str,
-            ctx: &$crate::qdisc::vocab::BuildCtx,
-        ) -> $crate::params::ConfResult<AnyQdisc> {
+            ctx: &BuildCtx,
+        ) -> ConfResult<AnyQdisc> {
             Ok(QdiscSpec::parse(spec, path, ctx)?.build(ctx))
         }
 
         /// Builds discipline `kind` with parameters from `table` (its `kind` key is ignored).
         pub fn build_kind(
             kind: &str,
-            table: &$crate::params::Table,
+            table: &Table,
             path: &str,
-            ctx: &$crate::qdisc::vocab::BuildCtx,
-        ) -> $crate::params::ConfResult<AnyQdisc> {
+            ctx: &BuildCtx,
+        ) -> ConfResult<AnyQdisc> {
             Ok(QdiscSpec::parse_kind(kind, table, path, ctx)?.build(ctx))
         }
 
@@ -215,10 +215,10 @@ macro_rules! disciplines {
             /// Parses and validates a spec: a bare kind (`"codel"`) or a table with `kind`
             /// and parameters. `path` is the spec's key path, used in error messages.
             pub fn parse(
-                spec: &$crate::params::Value,
+                spec: &Value,
                 path: &str,
-                ctx: &$crate::qdisc::vocab::BuildCtx,
-            ) -> $crate::params::ConfResult<QdiscSpec> {
+                ctx: &BuildCtx,
+            ) -> ConfResult<QdiscSpec> {
                 $crate::qdisc::registry::parse_value(KINDS, spec, path, ctx)
             }
 
@@ -226,31 +226,28 @@ macro_rules! disciplines {
             /// ignored), rejecting unknown kinds and keys with their path.
             pub fn parse_kind(
                 kind: &str,
-                table: &$crate::params::Table,
+                table: &Table,
                 path: &str,
-                ctx: &$crate::qdisc::vocab::BuildCtx,
-            ) -> $crate::params::ConfResult<QdiscSpec> {
+                ctx: &BuildCtx,
+            ) -> ConfResult<QdiscSpec> {
                 $crate::qdisc::registry::parse_kind(KINDS, kind, table, path, ctx)
             }
 
             /// Builds the discipline (children get `ctx.child(i)`, as the kernel gives each
             /// qdisc its own state). Never fails: everything that could was checked by
             /// `parse`.
-            pub fn build(&self, ctx: &$crate::qdisc::vocab::BuildCtx) -> AnyQdisc {
-                use $crate::qdisc::vocab::Discipline;
+            pub fn build(&self, ctx: &BuildCtx) -> AnyQdisc {
                 match self { $($(QdiscSpec::$variant(s) => AnyQdisc::$variant(s.build(ctx)),)+)+ }
             }
 
             /// The experiment-file name of the discipline (`"fq_codel"`).
             pub fn kind(&self) -> &'static str {
-                use $crate::qdisc::vocab::Discipline;
                 match self { $($(QdiscSpec::$variant(_) => $module::$spec::KIND,)+)+ }
             }
 
             /// What this node says of itself ([`Facts`](crate::qdisc::vocab::Facts));
             /// children are not looked at.
-            pub fn facts(&self) -> $crate::qdisc::vocab::Facts {
-                use $crate::qdisc::vocab::Discipline;
+            pub fn facts(&self) -> Facts {
                 match self { $($(QdiscSpec::$variant(s) => s.facts(),)+)+ }
             }
 
@@ -259,8 +256,7 @@ macro_rules! disciplines {
             /// "priority"`, which is prio.
             pub fn tc_args(
                 &self,
-            ) -> Result<(&'static str, Vec<String>), $crate::qdisc::vocab::NotLinux> {
-                use $crate::qdisc::vocab::Discipline;
+            ) -> Result<(&'static str, Vec<String>), NotLinux> {
                 match self { $($(QdiscSpec::$variant(s) => Ok((s.tc_kind(), s.tc_args()?)),)+)+ }
             }
 
@@ -283,7 +279,7 @@ macro_rules! disciplines {
             pub fn attach(
                 &mut self,
                 children: Vec<(u16, QdiscSpec)>,
-            ) -> $crate::params::ConfResult<()> {
+            ) -> ConfResult<()> {
                 match self {
                     $($(QdiscSpec::$variant(s) => disciplines!(@attach s children $($classful)?),)+)+
                 }

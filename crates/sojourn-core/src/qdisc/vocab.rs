@@ -532,3 +532,13 @@ pub struct Facts {
     /// `skb->priority` with it (prio's and CAKE's `handle`).
     pub tc_handle: Option<u16>,
 }
+
+impl Facts {
+    /// A node whose classifier compares `skb->priority` with its handle major `h`.
+    pub fn with_tc_handle(h: u16) -> Facts {
+        Facts {
+            tc_handle: Some(h),
+            ..Facts::default()
+        }
+    }
+}
