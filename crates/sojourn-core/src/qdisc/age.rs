@@ -414,6 +414,7 @@ impl Discipline for AgeSpec {
         Facts {
             needs_conntrack: self.count == CountMode::Conntrack,
             tc_handle: (self.count == CountMode::Priority).then_some(self.handle_major as u16),
+            ..Facts::default()
         }
     }
 }

@@ -1829,9 +1829,13 @@ impl Discipline for CakeConfig {
         tc_args(self)
     }
 
-    /// CAKE's `handle` is semantic: priority overrides `major:tin` match it.
+    /// CAKE's `handle` is semantic (priority overrides `major:tin` match it); `split_gso`
+    /// cuts GSO buffers into segments at enqueue.
     fn facts(&self) -> Facts {
-        Facts::with_tc_handle(self.handle_major)
+        Facts {
+            splits_gso: self.split_gso,
+            ..Facts::with_tc_handle(self.handle_major)
+        }
     }
 }
 

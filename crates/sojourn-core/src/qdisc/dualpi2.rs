@@ -32,7 +32,8 @@
 //! packet timeline and random numbers. The timer runs lazily (see `qdisc/mod.rs`).
 
 use super::vocab::{
-    tc_time, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict,
+    tc_time, BuildCtx, Dequeue, Discipline, DropReason, Drops, Facts, NotLinux, Qdisc, TcKey,
+    Verdict,
 };
 use crate::packet::{Ecn, Packet};
 use crate::params::{ConfResult, Params, Value};
@@ -380,6 +381,14 @@ impl Discipline for DualPi2Spec {
             .into(),
         );
         Ok(a)
+    }
+
+    /// `split_gso` cuts GSO buffers into segments at enqueue.
+    fn facts(&self) -> Facts {
+        Facts {
+            splits_gso: self.split_gso,
+            ..Facts::default()
+        }
     }
 }
 

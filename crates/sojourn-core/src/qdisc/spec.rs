@@ -23,18 +23,11 @@ impl QdiscSpec {
         self.facts().needs_conntrack || self.children().iter().any(|c| c.needs_conntrack())
     }
 
-    /// Whether any discipline in the tree cuts GSO buffers into segments itself: cake and
-    /// dualpi2 with `split_gso` (their default, as in Linux), and tbf, which segments a
-    /// buffer larger than its burst. An engine that moves real frames (the live forwarder)
-    /// cannot make a frame of a segment split off inside a qdisc.
+    /// Whether any discipline in the tree cuts GSO buffers into segments itself
+    /// ([`Facts::splits_gso`](super::vocab::Facts::splits_gso)). An engine that moves real
+    /// frames (the live forwarder) cannot make a frame of a segment split off inside a qdisc.
     pub fn splits_gso(&self) -> bool {
-        let own = match self {
-            QdiscSpec::Cake(c) => c.split_gso,
-            QdiscSpec::DualPi2(d) => d.split_gso,
-            QdiscSpec::Tbf(_) => true,
-            _ => false,
-        };
-        own || self.children().iter().any(|c| c.splits_gso())
+        self.facts().splits_gso || self.children().iter().any(|c| c.splits_gso())
     }
 
     /// Whether Linux can run this whole tree as tc qdiscs; `Err` names the first part it
@@ -1181,6 +1174,24 @@ mod tests {
         .needs_conntrack());
         assert!(!default_of("fq_codel").needs_conntrack());
         assert!(!spec("prio", &[("child", s("fq_codel"))]).needs_conntrack());
+    }
+
+    #[test]
+    fn splits_gso_looks_through_the_whole_tree() {
+        // Linux's cake and dualpi2 split GSO buffers by default (`split-gso`); tbf segments
+        // a buffer larger than its burst (tbf_segment).
+        assert!(default_of("cake").splits_gso());
+        assert!(!spec("cake", &[("split_gso", b(false))]).splits_gso());
+        assert!(default_of("dualpi2").splits_gso());
+        assert!(!spec("dualpi2", &[("split_gso", b(false))]).splits_gso());
+        let tbf = spec(
+            "tbf",
+            &[("rate", s("1Mbit")), ("burst", i(3000)), ("limit", i(9000))],
+        );
+        assert!(tbf.splits_gso());
+        assert!(spec("prio", &[("child", s("cake"))]).splits_gso());
+        assert!(!spec("prio", &[("child", s("fq_codel"))]).splits_gso());
+        assert!(!default_of("fq_codel").splits_gso());
     }
 
     #[test]

@@ -13,8 +13,8 @@
 //! (tc: `limit`, or `latency` → `limit = rate·latency + burst`).
 
 use super::vocab::{
-    tc_rate, tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey,
-    Verdict,
+    tc_rate, tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, Facts, NotLinux, Qdisc,
+    TcKey, Verdict,
 };
 use super::{AnyQdisc, Classful, QdiscSpec};
 use crate::packet::Packet;
@@ -327,6 +327,14 @@ impl Discipline for TbfSpec {
         };
         a.extend(["limit".into(), tc_size(limit)]);
         Ok(a)
+    }
+
+    /// tbf segments a GSO buffer larger than its burst.
+    fn facts(&self) -> Facts {
+        Facts {
+            splits_gso: true,
+            ..Facts::default()
+        }
     }
 }
 

@@ -531,6 +531,9 @@ pub struct Facts {
     /// A tc handle major this node insists on, because its classifier compares
     /// `skb->priority` with it (prio's and CAKE's `handle`).
     pub tc_handle: Option<u16>,
+    /// The node cuts GSO buffers into segments itself: cake and dualpi2 with `split_gso`
+    /// (their default, as in Linux), and tbf, which segments a buffer larger than its burst.
+    pub splits_gso: bool,
 }
 
 impl Facts {
