@@ -27,7 +27,7 @@ use crate::flight::FlightPool;
 use crate::flows::FlowTable;
 use crate::link::{Link, TxFate};
 use sojourn_core::device::{Begin, Device};
-use sojourn_core::qdisc::{fifo, BuildCtx, Dequeue, DropReason, Drops, Qdisc};
+use sojourn_core::qdisc::{BuildCtx, Dequeue, DropReason, Drops, Qdisc};
 use sojourn_core::rng::{splitmix64_mix, Rng};
 use sojourn_core::{Duration, Packet, Time};
 use sojourn_record::metrics::{EntityId, LinkCounts, PacketLog, TimeSeries};
@@ -630,7 +630,7 @@ impl Sim {
         // no wake-up: it goes to the wire directly, two ~200-byte copies and two
         // dispatches fewer; everything observable happens in the same order.
         // (Out of line: the queueing path below stays compact where links are busy.)
-        if !link.busy() && link.dev.ring_cap() == 0 && fifo::cut_through(&link.dev.qdisc, pkt) {
+        if !link.busy() && link.dev.ring_cap() == 0 && link.dev.qdisc.cut_through(pkt) {
             self.transmit_cut_through(l, Held::Here(pkt));
             return;
         }
@@ -649,7 +649,7 @@ impl Sim {
         let pkt = self.flight.packet_mut(held.slot());
         pkt.enqueued_at = now;
         link.stats.enq_pkts += 1;
-        if !link.busy() && link.dev.ring_cap() == 0 && fifo::cut_through(&link.dev.qdisc, pkt) {
+        if !link.busy() && link.dev.ring_cap() == 0 && link.dev.qdisc.cut_through(pkt) {
             self.transmit_cut_through(l, held);
             return;
         }
@@ -971,7 +971,7 @@ impl Sim {
     #[inline(always)]
     fn restart_tx(&mut self, l: u32) {
         let dev = &self.links[l as usize].dev;
-        if dev.ring_cap() == 0 && fifo::idle(&dev.qdisc) {
+        if dev.ring_cap() == 0 && dev.qdisc.idle() {
             return;
         }
         self.start_tx(l);

@@ -20,9 +20,8 @@
 //! whose child holds packets it may not send yet (`NotBefore`) is skipped, and if no level
 //! has a packet ready the earliest `NotBefore` is returned.
 
-use super::registry::BuildCtx;
-use super::spec::{NotLinux, QdiscSpec};
-use super::{AnyQdisc, Dequeue, Drops, Qdisc, Verdict};
+use super::vocab::{BuildCtx, Dequeue, Discipline, Drops, Facts, NotLinux, Qdisc, Verdict};
+use super::{AnyQdisc, Classful, QdiscSpec};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params, Value};
 use crate::time::{Duration, Time};
@@ -231,7 +230,7 @@ fn size_value(p: &Params, key: &str, v: &Value) -> ConfResult<u64> {
 /// Builds `age` from its parameters (see docs/disciplines/age.md):
 /// `thresholds`, `child` | `children`, `count`, `handle`, `levels`, `count_timeout`.
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Age> {
-    Ok(AgeSpec::parse(p, ctx)?.build(ctx))
+    Ok(*AgeSpec::parse(p, ctx)?.build(ctx))
 }
 
 /// Typed spec of `age`.
@@ -246,26 +245,14 @@ pub struct AgeSpec {
     pub count_timeout: Duration,
 }
 
-impl AgeSpec {
-    /// Level `i`'s child gets `ctx.child(i)`.
-    pub fn build(&self, ctx: &BuildCtx) -> Age {
-        let levels = self
-            .levels
-            .iter()
-            .enumerate()
-            .map(|(i, c)| c.build(&ctx.child(i as u64)))
-            .collect();
-        Age::new(
-            self.thresholds.clone(),
-            levels,
-            self.count,
-            self.handle_major,
-            self.count_timeout,
-        )
-    }
+impl Discipline for AgeSpec {
+    const KIND: &'static str = "age";
+    const SUMMARY: &'static str =
+        "age-based 2LPS/MLPS: byte thresholds -> strict-priority levels of any child";
+    type Qdisc = Box<Age>;
 
     /// `thresholds`, `child` | `children`, `count`, `handle`, `levels`, `count_timeout`.
-    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<AgeSpec> {
+    fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
         let count = match p.choice("count", &["conntrack", "qdisc", "priority"], "conntrack")? {
             "qdisc" => CountMode::Qdisc,
             "priority" => CountMode::Priority,
@@ -380,14 +367,24 @@ impl AgeSpec {
             count_timeout,
         })
     }
-}
 
-impl AgeSpec {
+    /// Level `i`'s child gets `ctx.child(i)`.
+    fn build(&self, ctx: &BuildCtx) -> Box<Age> {
+        let levels = QdiscSpec::build_children(&self.levels, ctx);
+        Box::new(Age::new(
+            self.thresholds.clone(),
+            levels,
+            self.count,
+            self.handle_major,
+            self.count_timeout,
+        ))
+    }
+
     /// With `count = "priority"` the level is `skb->priority`'s minor − 1 under major
     /// `handle`, anything else the last level: exactly `prio bands N` with every priomap
     /// entry N−1 (prio_classify), so that is its tc line. Counting bytes is not a qdisc's
     /// job in Linux ([`not_linux`]).
-    pub fn tc_args(&self) -> Result<(&'static str, Vec<String>), NotLinux> {
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
         let n = self.levels.len();
         if self.count != CountMode::Priority {
             return Err(not_linux());
@@ -400,7 +397,31 @@ impl AgeSpec {
         }
         let mut a = vec!["bands".into(), n.to_string(), "priomap".into()];
         a.extend(std::iter::repeat_n((n - 1).to_string(), 16));
-        Ok(("prio", a))
+        Ok(a)
+    }
+
+    /// By priority, age is tc's prio.
+    fn tc_kind(&self) -> &'static str {
+        match self.count {
+            CountMode::Priority => "prio",
+            _ => "age",
+        }
+    }
+
+    /// Counting by conntrack needs conntrack on the node that feeds the link; counting by
+    /// priority compares `skb->priority` with `handle`, which the tc tree must keep.
+    fn facts(&self) -> Facts {
+        Facts {
+            needs_conntrack: self.count == CountMode::Conntrack,
+            tc_handle: (self.count == CountMode::Priority).then_some(self.handle_major as u16),
+            ..Facts::default()
+        }
+    }
+}
+
+impl Classful for AgeSpec {
+    fn children(&self) -> Vec<&QdiscSpec> {
+        self.levels.iter().collect()
     }
 }
 

@@ -18,8 +18,10 @@
 
 use super::cobalt::{self, CobaltParams, CobaltVars};
 use super::drr_lists::{self, DrrLists};
-use super::spec::{tc_rate, tc_size, tc_time, NotLinux, TcKey};
-use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::vocab::{
+    tc_rate, tc_size, tc_time, BuildCtx, Dequeue, Discipline, DropReason, Drops, Facts, NotLinux,
+    Qdisc, TcKey, Verdict,
+};
 use crate::packet::{proto, seq32, tcp_flags, Packet, TransportHeader};
 use crate::params::{ConfResult, Params, Value};
 use crate::rng::Rng;
@@ -1658,9 +1660,14 @@ pub const TC_KEYS: &[TcKey] = &[
     TcKey::Choice("docsis", "overhead_preset", "docsis"),
 ];
 
-impl CakeConfig {
+impl Discipline for CakeConfig {
+    const KIND: &'static str = "cake";
+    const SUMMARY: &'static str =
+        "CAKE: shaper + diffserv tins + 8-way set-associative FQ with host isolation + COBALT";
+    type Qdisc = Box<Cake>;
+
     /// Parses CAKE's tc-named parameters (see docs/disciplines/cake.md).
-    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<CakeConfig> {
+    fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
         let mut cfg = CakeConfig {
             mtu_bytes: ctx.mtu_bytes,
             ..CakeConfig::default()
@@ -1808,6 +1815,27 @@ impl CakeConfig {
             _ => TinMode::Linux,
         };
         Ok(cfg)
+    }
+
+    fn build(&self, ctx: &BuildCtx) -> Box<Cake> {
+        Box::new(Cake::new(self.clone(), ctx.rng(), ctx.hash_salt()))
+    }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
+    /// The handle is semantic (priority overrides name it): a tc tree keeps it.
+    const TC_HANDLE_KEY: Option<&'static str> = Some("handle");
+
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+        tc_args(self)
+    }
+
+    /// CAKE's `handle` is semantic (priority overrides `major:tin` match it); `split_gso`
+    /// cuts GSO buffers into segments at enqueue.
+    fn facts(&self) -> Facts {
+        Facts {
+            splits_gso: self.split_gso,
+            ..Facts::with_tc_handle(self.handle_major)
+        }
     }
 }
 

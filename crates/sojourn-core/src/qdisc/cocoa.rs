@@ -17,8 +17,7 @@
 //! `literal = true` reproduces the seed where its behaviour is defined.
 
 use super::fq::{Admit, FlowPolicy, FqConfig, FqSched};
-use super::spec::NotLinux;
-use super::{BuildCtx, DropReason};
+use super::vocab::{BuildCtx, Discipline, DropReason, NotLinux};
 use crate::params::{ConfResult, Params, Value};
 use crate::time::{Duration, Time};
 use crate::units;
@@ -316,10 +315,14 @@ pub struct CocoaSpec {
     pub params: CocoaParams,
 }
 
-impl CocoaSpec {
+impl Discipline for CocoaSpec {
+    const KIND: &'static str = "cocoa";
+    const SUMMARY: &'static str = "CoCoA/TRAQ: fq with a learned per-flow buffer limit (seed 003)";
+    type Qdisc = Box<Cocoa>;
+
     /// Every fq parameter plus `guard_interval`, `max_increase`, `max_monitoring_interval`,
     /// `literal`.
-    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<CocoaSpec> {
+    fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
         let fq = FqConfig::from_params(p, ctx)?;
         let d = CocoaParams::default();
         let params = CocoaParams {
@@ -338,8 +341,12 @@ impl CocoaSpec {
         Ok(CocoaSpec { fq, params })
     }
 
-    pub fn build(&self) -> Cocoa {
-        Cocoa::new(self.fq.clone(), self.params.clone())
+    fn build(&self, _ctx: &BuildCtx) -> Box<Cocoa> {
+        Box::new(Cocoa::new(self.fq.clone(), self.params.clone()))
+    }
+
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+        Err(not_linux())
     }
 }
 
@@ -354,7 +361,7 @@ pub fn not_linux() -> NotLinux {
 
 /// Builder for `kind = "cocoa"`: every fq parameter plus CoCoA's own.
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Cocoa> {
-    Ok(CocoaSpec::parse(p, ctx)?.build())
+    Ok(*CocoaSpec::parse(p, ctx)?.build(ctx))
 }
 
 #[cfg(test)]

@@ -6,8 +6,9 @@
 //! 5 ms, interval 100 ms, ecn off, ce_threshold off, mtu = psched_mtu (1514 B).
 
 use super::codel_law::{codel_dequeue, CodelParams, CodelQueue, CodelStats, CodelVars};
-use super::spec::{tc_time, NotLinux, TcKey};
-use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::vocab::{
+    tc_time, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict,
+};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::time::{Duration, Time};
@@ -156,20 +157,26 @@ pub struct CodelSpec {
     pub params: CodelParams,
 }
 
-impl CodelSpec {
+impl Discipline for CodelSpec {
+    const KIND: &'static str = "codel";
+    const SUMMARY: &'static str = "CoDel AQM over one FIFO (RFC 8289, Linux sch_codel)";
+    type Qdisc = Codel;
+
     /// `codel [limit PACKETS] [target TIME] [interval TIME] [ecn BOOL] [ce_threshold TIME]`.
-    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<CodelSpec> {
+    fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
         let limit = p.u64("limit", 1000, 1, u32::MAX as u64)?;
         let params = codel_params(p, ctx, false)?;
         Ok(CodelSpec { limit, params })
     }
 
-    pub fn build(&self) -> Codel {
+    fn build(&self, _ctx: &BuildCtx) -> Codel {
         Codel::new(self.limit as usize, self.params)
     }
 
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
+
     /// `limit N target T interval T [ecn] [ce_threshold T]` (`tc qdisc show` order).
-    pub fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
         let mut a = vec!["limit".into(), self.limit.to_string()];
         codel_tc_args("codel", &self.params, &mut a)?;
         if self.params.ecn {
@@ -205,7 +212,7 @@ pub const TC_KEYS: &[TcKey] = &[
 
 /// `codel [limit PACKETS] [target TIME] [interval TIME] [ecn BOOL] [ce_threshold TIME]`.
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Codel> {
-    Ok(CodelSpec::parse(p, ctx)?.build())
+    Ok(CodelSpec::parse(p, ctx)?.build(ctx))
 }
 
 #[cfg(test)]

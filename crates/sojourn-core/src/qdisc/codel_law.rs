@@ -23,7 +23,7 @@
 //! cannot wrap. Linux ≥ 6.15 caps the dropping loop at 256 drops per dequeue; this follows
 //! the uncapped classic loop (the cap only matters after a long stall in dropping state).
 
-use super::{DropReason, Drops};
+use super::vocab::{DropReason, Drops};
 use crate::packet::Packet;
 use crate::time::{Duration, Time};
 

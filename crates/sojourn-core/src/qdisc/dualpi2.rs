@@ -31,8 +31,10 @@
 //! random draws are `u32 <= prob`, so that decisions match the kernel's from the same
 //! packet timeline and random numbers. The timer runs lazily (see `qdisc/mod.rs`).
 
-use super::spec::{tc_time, NotLinux, TcKey};
-use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::vocab::{
+    tc_time, BuildCtx, Dequeue, Discipline, DropReason, Drops, Facts, NotLinux, Qdisc, TcKey,
+    Verdict,
+};
 use crate::packet::{Ecn, Packet};
 use crate::params::{ConfResult, Params, Value};
 use crate::rng::Rng;
@@ -187,12 +189,19 @@ impl DualPi2Spec {
             mtu_bytes,
         }
     }
+}
+
+impl Discipline for DualPi2Spec {
+    const KIND: &'static str = "dualpi2";
+    const SUMMARY: &'static str =
+        "DualQ Coupled AQM with PI2: L4S and classic queues (RFC 9332, Linux sch_dualpi2)";
+    type Qdisc = Box<DualPi2>;
 
     /// `dualpi2 [limit P] [memlimit B] [target T] [tupdate T] [alpha HZ] [beta HZ]
     /// [step_thresh T|Np] [min_qlen_step P] [coupling_factor K] [drop_on_overload|overflow]
     /// [drop_enqueue|drop_dequeue] [classic_protection PCT] [l4s_ect|any_ect]
     /// [split_gso|no_split_gso] [max_rtt T [typical_rtt T]]`.
-    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<DualPi2Spec> {
+    fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
         let d = DualPi2Spec::linux_default(ctx.mtu_bytes);
         // tc sends 0 for none of these (it omits zero), so 0 cannot be asked for.
         let limit = p.u32("limit", d.limit, 1, u32::MAX)?;
@@ -306,12 +315,14 @@ impl DualPi2Spec {
         })
     }
 
-    pub fn build(&self, ctx: &BuildCtx) -> DualPi2 {
-        DualPi2::new(self.clone(), ctx.rng())
+    fn build(&self, ctx: &BuildCtx) -> Box<DualPi2> {
+        Box::new(DualPi2::new(self.clone(), ctx.rng()))
     }
 
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
+
     /// Every parameter, in `tc qdisc show` order (tc accepts them all back).
-    pub fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
         let k = "dualpi2";
         let mut a: Vec<String> = vec![
             "limit".into(),
@@ -371,6 +382,14 @@ impl DualPi2Spec {
         );
         Ok(a)
     }
+
+    /// `split_gso` cuts GSO buffers into segments at enqueue.
+    fn facts(&self) -> Facts {
+        Facts {
+            splits_gso: self.split_gso,
+            ..Facts::default()
+        }
+    }
 }
 
 /// The kernel's default memory limit: `limit · 2 · MTU` (per-packet overhead rule of thumb),
@@ -403,7 +422,7 @@ fn parse_step(v: &Value) -> Result<StepThresh, String> {
         return Ok(StepThresh::Packets(n));
     }
     let d = if unit.is_empty() {
-        super::spec::parse_tc_time(s).ok_or_else(|| {
+        super::vocab::parse_tc_time(s).ok_or_else(|| {
             format!("expected a time like \"1ms\" or packets like \"5p\", got {s:?}")
         })?
     } else {

@@ -5,8 +5,9 @@
 //! `tx_queue_len · psched_mtu` bytes); pfifo_head_drop, when full, drops the head and
 //! accepts the arrival.
 
-use super::spec::TcKey;
-use super::{AnyQdisc, BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::vocab::{
+    tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict,
+};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::time::Time;
@@ -48,6 +49,12 @@ impl Fifo {
         self.limit
     }
 
+    /// No packet queued (a FIFO keeps no other state).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
     /// Whether `pkt`, enqueued now, would be accepted and be the very next packet
     /// dequeued, leaving the FIFO as it found it: the FIFO is empty and its limit admits
     /// the packet (sch_fifo: pfifo tail-drops only when `qlen >= limit`, bfifo when
@@ -62,31 +69,6 @@ impl Fifo {
                 Mode::Bytes => pkt.len_bytes as u64 <= self.limit,
                 Mode::HeadDrop => true,
             }
-    }
-}
-
-/// `q` is a FIFO that would pass `pkt` straight through ([`Fifo::passes_through`]);
-/// false for every other discipline (their enqueue or dequeue may change their state
-/// even when the packet goes straight out: CoDel's drop state, PIE's estimators, …).
-#[inline]
-pub fn cut_through(q: &AnyQdisc, pkt: &Packet) -> bool {
-    match q {
-        AnyQdisc::Pfifo(f) | AnyQdisc::Bfifo(f) | AnyQdisc::PfifoHeadDrop(f) => {
-            f.passes_through(pkt)
-        }
-        _ => false,
-    }
-}
-
-/// `q` is an empty FIFO: a dequeue now would answer `Empty` and change nothing (a FIFO
-/// keeps no state besides its packets), so an engine may skip it when a transmission
-/// ends. False for every other discipline (CoDel, for one, leaves its dropping state on
-/// an empty dequeue, as Linux's `codel_dequeue` does).
-#[inline]
-pub fn idle(q: &AnyQdisc) -> bool {
-    match q {
-        AnyQdisc::Pfifo(f) | AnyQdisc::Bfifo(f) | AnyQdisc::PfifoHeadDrop(f) => f.queue.is_empty(),
-        _ => false,
     }
 }
 
@@ -157,21 +139,47 @@ pub type Pfifo = Fifo;
 pub type Bfifo = Fifo;
 pub type PfifoHeadDrop = Fifo;
 
-/// Typed spec of `pfifo`, `pfifo_head_drop` (limit in packets) and `bfifo` (in bytes).
+/// Typed spec of `pfifo`, `pfifo_head_drop` (limit in packets) and `bfifo` (in bytes);
+/// `MODE` tells the three kinds apart ([`PfifoSpec`], [`BfifoSpec`], [`PfifoHeadDropSpec`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FifoSpec {
+pub struct FifoSpec<const MODE: u8> {
     pub limit: u64,
 }
 
-impl FifoSpec {
-    /// `pfifo [limit PACKETS]` (default `tx_queue_len`).
-    pub fn parse_pfifo(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FifoSpec> {
+/// `pfifo [limit PACKETS]` (default `tx_queue_len`).
+pub type PfifoSpec = FifoSpec<PACKETS>;
+/// `bfifo [limit BYTES]` (default `tx_queue_len × psched_mtu`).
+pub type BfifoSpec = FifoSpec<BYTES>;
+/// `pfifo_head_drop [limit PACKETS]`.
+pub type PfifoHeadDropSpec = FifoSpec<HEAD_DROP>;
+const PACKETS: u8 = 0;
+const BYTES: u8 = 1;
+const HEAD_DROP: u8 = 2;
+
+impl Discipline for PfifoSpec {
+    const KIND: &'static str = "pfifo";
+    const SUMMARY: &'static str = "FIFO with a packet limit (default tx_queue_len = 1000)";
+    type Qdisc = Fifo;
+    fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
         let limit = p.u64("limit", ctx.tx_queue_len as u64, 1, u32::MAX as u64)?;
         Ok(FifoSpec { limit })
     }
+    fn build(&self, _ctx: &BuildCtx) -> Fifo {
+        Fifo::new(Mode::Packets, self.limit)
+    }
+    const TC_KEYS: Option<&'static [TcKey]> = Some(&[TcKey::Int("limit", "limit")]);
 
-    /// `bfifo [limit BYTES]` (default `tx_queue_len × psched_mtu`).
-    pub fn parse_bfifo(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FifoSpec> {
+    /// `limit N` (packets; `tc qdisc show` prints `limit Np`).
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+        Ok(vec!["limit".into(), self.limit.to_string()])
+    }
+}
+
+impl Discipline for BfifoSpec {
+    const KIND: &'static str = "bfifo";
+    const SUMMARY: &'static str = "FIFO with a byte limit (default 1000 x 1514 B)";
+    type Qdisc = Fifo;
+    fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
         let default = ctx.tx_queue_len as u64 * ctx.mtu_bytes as u64;
         let limit = p.bytes("limit", default)?;
         if limit == 0 {
@@ -179,50 +187,47 @@ impl FifoSpec {
         }
         Ok(FifoSpec { limit })
     }
-
-    /// `pfifo_head_drop [limit PACKETS]`.
-    pub fn parse_head_drop(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FifoSpec> {
-        Self::parse_pfifo(p, ctx)
-    }
-
-    pub fn build_packets(&self) -> Fifo {
-        Fifo::new(Mode::Packets, self.limit)
-    }
-    pub fn build_bytes(&self) -> Fifo {
+    fn build(&self, _ctx: &BuildCtx) -> Fifo {
         Fifo::new(Mode::Bytes, self.limit)
     }
-    pub fn build_head_drop(&self) -> Fifo {
-        Fifo::new(Mode::HeadDrop, self.limit)
-    }
+    const TC_KEYS: Option<&'static [TcKey]> = Some(&[TcKey::Size("limit", "limit")]);
 
-    /// `limit N` (packets; `tc qdisc show` prints `limit Np`).
-    pub fn tc_args_packets(&self) -> Vec<String> {
-        vec!["limit".into(), self.limit.to_string()]
-    }
     /// `limit SIZE` (bytes, in tc's size units).
-    pub fn tc_args_bytes(&self) -> Vec<String> {
-        vec!["limit".into(), super::spec::tc_size(self.limit)]
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+        Ok(vec!["limit".into(), tc_size(self.limit)])
     }
 }
 
-/// tc keywords of `pfifo` and `pfifo_head_drop`.
-pub const TC_KEYS_PACKETS: &[TcKey] = &[TcKey::Int("limit", "limit")];
-/// tc keywords of `bfifo`.
-pub const TC_KEYS_BYTES: &[TcKey] = &[TcKey::Size("limit", "limit")];
+impl Discipline for PfifoHeadDropSpec {
+    const KIND: &'static str = "pfifo_head_drop";
+    const SUMMARY: &'static str = "FIFO that drops the oldest packet when full";
+    type Qdisc = Fifo;
+    /// pfifo's parameters and tc words: only the end a full queue drops from differs.
+    fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
+        PfifoSpec::parse(p, ctx).map(|pfifo| FifoSpec { limit: pfifo.limit })
+    }
+    fn build(&self, _ctx: &BuildCtx) -> Fifo {
+        Fifo::new(Mode::HeadDrop, self.limit)
+    }
+    const TC_KEYS: Option<&'static [TcKey]> = PfifoSpec::TC_KEYS;
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+        PfifoSpec { limit: self.limit }.tc_args()
+    }
+}
 
 /// `pfifo [limit PACKETS]`.
 pub fn pfifo(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Fifo> {
-    Ok(FifoSpec::parse_pfifo(p, ctx)?.build_packets())
+    Ok(PfifoSpec::parse(p, ctx)?.build(ctx))
 }
 
 /// `bfifo [limit BYTES]`.
 pub fn bfifo(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Fifo> {
-    Ok(FifoSpec::parse_bfifo(p, ctx)?.build_bytes())
+    Ok(BfifoSpec::parse(p, ctx)?.build(ctx))
 }
 
 /// `pfifo_head_drop [limit PACKETS]`.
 pub fn pfifo_head_drop(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Fifo> {
-    Ok(FifoSpec::parse_head_drop(p, ctx)?.build_head_drop())
+    Ok(PfifoHeadDropSpec::parse(p, ctx)?.build(ctx))
 }
 
 /// A pfifo with the given limit (for composition and tests).
@@ -308,31 +313,32 @@ mod tests {
         assert!(d.is_empty());
     }
 
-    /// `cut_through` and `idle` answer for the three FIFOs only, by their queue.
+    /// `AnyQdisc::cut_through` and `AnyQdisc::idle` answer for the three FIFOs only, by their queue.
     #[test]
     fn cut_through_and_idle_are_for_fifos_only() {
         let mut d = Drops::new();
         let p = pkt(0, 1, 1500);
+        use crate::qdisc::AnyQdisc;
         let fifos = [
             AnyQdisc::Pfifo(pfifo_with_limit(10)),
             AnyQdisc::Bfifo(Fifo::new(Mode::Bytes, 10_000)),
             AnyQdisc::PfifoHeadDrop(Fifo::new(Mode::HeadDrop, 10)),
         ];
         for mut q in fifos {
-            assert!(idle(&q) && cut_through(&q, &p));
+            assert!(q.idle() && q.cut_through(&p));
             q.enqueue(pkt(1, 1, 100), Time(0), &mut d);
-            assert!(!idle(&q) && !cut_through(&q, &p));
+            assert!(!q.idle() && !q.cut_through(&p));
             assert!(matches!(q.dequeue(Time(0), &mut d), Dequeue::Packet(_)));
-            assert!(idle(&q) && cut_through(&q, &p));
+            assert!(q.idle() && q.cut_through(&p));
         }
         // A bfifo too small for the packet is idle but does not pass it.
         let small = AnyQdisc::Bfifo(Fifo::new(Mode::Bytes, 1000));
-        assert!(idle(&small) && !cut_through(&small, &p));
+        assert!(small.idle() && !small.cut_through(&p));
         let codel = AnyQdisc::Codel(crate::qdisc::codel::Codel::new(
             1000,
             crate::qdisc::codel_law::CodelParams::linux_default(1514),
         ));
-        assert!(!idle(&codel) && !cut_through(&codel, &p));
+        assert!(!codel.idle() && !codel.cut_through(&p));
     }
 
     /// Against the slow path it replaces: on random traffic, whenever `passes_through`

@@ -18,7 +18,7 @@
 //! (`srpt`: it keeps no per-flow memory) or kept with its state `S` until the discipline
 //! forgets it (`las`: attained service outlives short idle periods).
 
-use super::{Dequeue, DropReason, Drops, Verdict};
+use super::vocab::{Dequeue, DropReason, Drops, Verdict};
 use crate::packet::Packet;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};

@@ -19,8 +19,10 @@
 //! every dequeue: plain fq uses [`PerFlowLimit`] (`flow_limit` packets), and CoCoA
 //! (`cocoa.rs`) plugs in its adaptive per-flow limit without copying the scheduler.
 
-use super::spec::{tc_rate, tc_time, NotLinux, TcKey};
-use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::vocab::{
+    tc_rate, tc_time, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey,
+    Verdict,
+};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params, Value};
 use crate::time::{Duration, Time};
@@ -474,6 +476,25 @@ impl Fq {
 /// Builder for `kind = "fq"`.
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Fq> {
     Ok(Fq::new(FqConfig::from_params(p, ctx)?))
+}
+
+impl Discipline for FqConfig {
+    const KIND: &'static str = "fq";
+    const SUMMARY: &'static str =
+        "Linux fq: per-flow fair queueing with pacing, 3 WRR bands (6.18)";
+    type Qdisc = Box<Fq>;
+
+    fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
+        FqConfig::from_params(p, ctx)
+    }
+    fn build(&self, _ctx: &BuildCtx) -> Box<Fq> {
+        Box::new(Fq::new(self.clone()))
+    }
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
+
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+        tc_args(self)
+    }
 }
 
 impl<P: FlowPolicy> FqSched<P> {

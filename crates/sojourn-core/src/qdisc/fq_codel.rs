@@ -26,8 +26,9 @@
 use super::codel::codel_params;
 use super::codel_law::{codel_dequeue, CodelParams, CodelQueue, CodelStats, CodelVars};
 use super::drr_lists::{DrrLists, NEW, OLD};
-use super::spec::{tc_size, NotLinux, TcKey};
-use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::vocab::{
+    tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict,
+};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::rng::splitmix64_mix;
@@ -476,11 +477,16 @@ pub struct FqCodelSpec {
     pub starvation_prevention: bool,
 }
 
-impl FqCodelSpec {
+impl Discipline for FqCodelSpec {
+    const KIND: &'static str = "fq_codel";
+    const SUMMARY: &'static str =
+        "flow queueing with per-flow CoDel (RFC 8290, Linux sch_fq_codel)";
+    type Qdisc = Box<FqCodel>;
+
     /// `fq_codel [limit PACKETS] [flows N] [quantum BYTES] [target TIME] [interval TIME]
     /// [ecn BOOL] [ce_threshold TIME] [memory_limit BYTES] [drop_batch N]` plus the ablation
     /// switches `new_flow_priority` and `starvation_prevention` (both true = Linux).
-    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FqCodelSpec> {
+    fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
         let limit = p.u64("limit", 10240, 1, u32::MAX as u64)?;
         let flows = p.u32("flows", 1024, 1, MAX_FLOWS)?;
         let quantum = p.bytes("quantum", ctx.mtu_bytes as u64)?;
@@ -524,8 +530,8 @@ impl FqCodelSpec {
         })
     }
 
-    pub fn build(&self, ctx: &BuildCtx) -> FqCodel {
-        FqCodel::new(FqCodelConfig {
+    fn build(&self, ctx: &BuildCtx) -> Box<FqCodel> {
+        Box::new(FqCodel::new(FqCodelConfig {
             limit: self.limit as usize,
             flows: self.flows,
             quantum: self.quantum,
@@ -535,13 +541,15 @@ impl FqCodelSpec {
             new_flow_priority: self.new_flow_priority,
             starvation_prevention: self.starvation_prevention,
             salt: ctx.hash_salt(),
-        })
+        }))
     }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
 
     /// `limit N flows N quantum N target T [ce_threshold T] interval T memory_limit SIZE
     /// ecn|noecn drop_batch N` (`tc qdisc show` order). The two ablation switches have no
     /// tc option: switched off, this fq_codel is sojourn-only.
-    pub fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
         for (on, name) in [
             (self.new_flow_priority, "new_flow_priority"),
             (self.starvation_prevention, "starvation_prevention"),
@@ -589,7 +597,7 @@ pub const TC_KEYS: &[TcKey] = &[
 
 /// `fq_codel` from its parameters (see [`FqCodelSpec::parse`]).
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FqCodel> {
-    Ok(FqCodelSpec::parse(p, ctx)?.build(ctx))
+    Ok(*FqCodelSpec::parse(p, ctx)?.build(ctx))
 }
 
 #[cfg(test)]

@@ -28,8 +28,9 @@ use super::drr_lists::{DrrLists, NEW};
 use super::pie::{
     ns_to_ticks, pie_tc_keys, prob_fraction, PieControl, PieParams, PieVars, FIRST_UPDATE, MAX_PROB,
 };
-use super::spec::{tc_size, NotLinux, TcKey};
-use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::vocab::{
+    tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict,
+};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::rng::{splitmix64_mix, Rng};
@@ -81,10 +82,15 @@ pub struct FqPieSpec {
     pub control: PieControl,
 }
 
-impl FqPieSpec {
+impl Discipline for FqPieSpec {
+    const KIND: &'static str = "fq_pie";
+    const SUMMARY: &'static str =
+        "FQ-PIE: DRR over hashed flows, each with its own PIE (Linux sch_fq_pie)";
+    type Qdisc = Box<FqPie>;
+
     /// `fq_pie [limit P] [flows N] [quantum B] [target T] [tupdate T] [alpha A] [beta B]
     /// [ecn] [ecn_prob %] [bytemode] [dq_rate_estimator] [memory_limit B]`.
-    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FqPieSpec> {
+    fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
         let limit = p.u32("limit", 10 * 1024, 1, u32::MAX)?;
         let flows = p.u32("flows", 1024, 1, 65536)?;
         let quantum = p.bytes("quantum", ctx.mtu_bytes as u64)?;
@@ -110,18 +116,20 @@ impl FqPieSpec {
         Ok(FqPieSpec { cfg, control })
     }
 
-    pub fn build(&self, ctx: &BuildCtx) -> FqPie {
-        FqPie::new(
+    fn build(&self, ctx: &BuildCtx) -> Box<FqPie> {
+        Box::new(FqPie::new(
             self.control.params.clone(),
             self.cfg,
             ctx.rng(),
             ctx.hash_salt(),
-        )
+        ))
     }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
 
     /// `limit N flows N target T tupdate T alpha A beta B quantum N memory_limit SIZE
     /// ecn_prob N [ecn] [bytemode] [dq_rate_estimator]` (`tc qdisc show` order).
-    pub fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
         let c = &self.cfg;
         let mut a = vec![
             "limit".into(),
@@ -232,7 +240,7 @@ impl FqPie {
     /// `fq_pie [limit P] [flows N] [quantum B] [target T] [tupdate T] [alpha A] [beta B]
     /// [ecn] [ecn_prob %] [bytemode] [dq_rate_estimator] [memory_limit B]`.
     pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<FqPie> {
-        Ok(FqPieSpec::parse(p, ctx)?.build(ctx))
+        Ok(*FqPieSpec::parse(p, ctx)?.build(ctx))
     }
 
     pub fn params(&self) -> &PieParams {

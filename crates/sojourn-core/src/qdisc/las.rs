@@ -18,8 +18,7 @@
 //! `srpt`) keyed by attained bytes.
 
 use super::flow_heap::FlowHeap;
-use super::spec::NotLinux;
-use super::{BuildCtx, Dequeue, Drops, Qdisc, Verdict};
+use super::vocab::{BuildCtx, Dequeue, Discipline, Drops, NotLinux, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::time::{Duration, Time};
@@ -136,7 +135,7 @@ impl Qdisc for Las {
 
 /// `las [limit PACKETS] [idle_reset TIME]` (see docs/disciplines/las.md).
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Las> {
-    Ok(LasSpec::parse(p, ctx)?.build())
+    Ok(*LasSpec::parse(p, ctx)?.build(ctx))
 }
 
 /// Typed spec of `las`.
@@ -148,16 +147,25 @@ pub struct LasSpec {
     pub idle_reset: Duration,
 }
 
-impl LasSpec {
+impl Discipline for LasSpec {
+    const KIND: &'static str = "las";
+    const SUMMARY: &'static str =
+        "LAS / foreground-background: least attained service first (reference)";
+    type Qdisc = Box<Las>;
+
     /// `limit`, `idle_reset`.
-    pub fn parse(p: &mut Params, _ctx: &BuildCtx) -> ConfResult<LasSpec> {
+    fn parse(p: &mut Params, _ctx: &BuildCtx) -> ConfResult<Self> {
         let limit = p.u64("limit", LAS_LIMIT_PACKETS, 1, u32::MAX as u64)?;
         let idle_reset = p.duration("idle_reset", Duration::from_secs(1))?;
         Ok(LasSpec { limit, idle_reset })
     }
 
-    pub fn build(&self) -> Las {
-        Las::new(self.limit as usize, self.idle_reset)
+    fn build(&self, _ctx: &BuildCtx) -> Box<Las> {
+        Box::new(Las::new(self.limit as usize, self.idle_reset))
+    }
+
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+        Err(not_linux())
     }
 }
 

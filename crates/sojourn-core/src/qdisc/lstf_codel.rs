@@ -44,8 +44,7 @@
 
 use super::codel::codel_params;
 use super::codel_law::{codel_dequeue, CodelParams, CodelQueue, CodelStats, CodelVars};
-use super::spec::NotLinux;
-use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::vocab::{BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::time::Time;
@@ -255,7 +254,7 @@ impl Qdisc for LstfCodel {
 /// `lstf_codel [limit PACKETS] [target TIME] [interval TIME] [ecn BOOL]
 /// [ce_threshold TIME] [alpha 0..1]`.
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<LstfCodel> {
-    Ok(LstfCodelSpec::parse(p, ctx)?.build())
+    Ok(*LstfCodelSpec::parse(p, ctx)?.build(ctx))
 }
 
 /// Typed spec of `lstf_codel`.
@@ -268,9 +267,14 @@ pub struct LstfCodelSpec {
     pub alpha: f64,
 }
 
-impl LstfCodelSpec {
+impl Discipline for LstfCodelSpec {
+    const KIND: &'static str = "lstf_codel";
+    const SUMMARY: &'static str =
+        "LSTFCoDel: CoDel over a least-slack-time-first priority queue (seed 004)";
+    type Qdisc = Box<LstfCodel>;
+
     /// `limit`, the CoDel keys and `alpha`.
-    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<LstfCodelSpec> {
+    fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
         let limit = p.u64("limit", 1000, 1, u32::MAX as u64)?;
         let params = codel_params(p, ctx, false)?;
         // The seed swept 0.125 … 0.875; its Table V has the lowest mean delay at 0.5.
@@ -282,8 +286,12 @@ impl LstfCodelSpec {
         })
     }
 
-    pub fn build(&self) -> LstfCodel {
-        LstfCodel::new(self.limit as usize, self.params, self.alpha)
+    fn build(&self, _ctx: &BuildCtx) -> Box<LstfCodel> {
+        Box::new(LstfCodel::new(self.limit as usize, self.params, self.alpha))
+    }
+
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+        Err(not_linux())
     }
 }
 

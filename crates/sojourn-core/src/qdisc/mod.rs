@@ -1,5 +1,9 @@
-//! The queueing-discipline interface (docs/adding-a-qdisc.md) and the enum that
-//! dispatches to every discipline without `Box<dyn>` on the hot path.
+//! Queueing disciplines (docs/adding-a-qdisc.md). The interface and the vocabulary every
+//! discipline speaks live in the leaf [`vocab`]; each discipline declares itself beside its
+//! code ([`Discipline`]); the `disciplines!` list below names every declaration once, and
+//! [`registry`]'s macro turns it into the typed [`QdiscSpec`] and the [`AnyQdisc`] that
+//! dispatches to every discipline without `Box<dyn>` on the hot path; [`spec`] writes and
+//! reads a spec's tc tree.
 //!
 //! Contract, mirroring a Linux qdisc:
 //! - The caller (a link) stamps `pkt.enqueued_at = now` before [`Qdisc::enqueue`]; disciplines
@@ -15,6 +19,8 @@
 //!   at `now` a discipline runs every tick due at or before `now`. This is exactly what a
 //!   timer event would do, because a qdisc's state only changes at its own operations.
 
+#[macro_use]
+pub mod registry;
 pub mod age;
 pub mod cake;
 pub mod cobalt;
@@ -33,246 +39,100 @@ pub mod lstf_codel;
 pub mod pie;
 pub mod prio;
 pub mod red;
-pub mod registry;
 pub mod sfq;
 pub mod spec;
 pub mod srpt;
 pub mod tbf;
+pub mod vocab;
 
 use crate::packet::Packet;
+use crate::params::{ConfResult, Table, Value};
 use crate::time::Time;
 
-pub use registry::{build, build_kind, describe, BuildCtx, KINDS};
-pub use spec::{NotLinux, QdiscSpec, TcClass, TcNode, TcParent, TcShaped, TcTree};
+pub use vocab::{
+    BuildCtx, Dequeue, Discipline, DropReason, Dropped, Drops, Facts, NotLinux, Qdisc, TcClass,
+    TcKey, TcNode, TcParent, TcShaped, TcTree, Verdict,
+};
 
-/// Why a packet was dropped; `name()` is the label in outputs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum DropReason {
-    /// Tail drop: the qdisc's packet or byte limit.
-    Overlimit = 0,
-    /// The AQM's control law (CoDel, COBALT, RED/PIE at dequeue).
-    Aqm,
-    /// Probabilistic drop at enqueue (PIE, RED).
-    Early,
-    /// fq_codel/CAKE overflow: batch head drop from the fattest flow.
-    FattestFlow,
-    /// A per-flow packet limit (fq's flow_limit, SFQ depth, CoCoA's learned limit).
-    FlowLimit,
-    /// A memory (truesize) limit.
-    Memory,
-    /// Head drop of a full FIFO (pfifo_head_drop).
-    HeadDrop,
-    /// No free slot/queue for a new flow (SFQ with all slots busy).
-    NoSlot,
-    /// A packet scheduled too far in the future (fq horizon).
-    Horizon,
-    /// CoCoA: the learned standing queue dropped from the tail.
-    StandingQueue,
-    /// A link's random loss model (not a qdisc decision).
-    LinkLoss,
+// Every discipline: its module and what it declares (`Variant(SpecType)`, the type that
+// implements `Discipline`; `+ Classful` when it holds child specs). Adding a discipline
+// is its file, its `pub mod` above and its line here; the order is `sojourn qdiscs`'s.
+disciplines! {
+    fifo::{Pfifo(PfifoSpec), Bfifo(BfifoSpec), PfifoHeadDrop(PfifoHeadDropSpec)},
+    codel::{Codel(CodelSpec)},
+    fq_codel::{FqCodel(FqCodelSpec)},
+    fq::{Fq(FqConfig)},
+    cocoa::{Cocoa(CocoaSpec)},
+    cake::{Cake(CakeConfig)},
+    pie::{Pie(PieSpec)},
+    fq_pie::{FqPie(FqPieSpec)},
+    dualpi2::{DualPi2(DualPi2Spec)},
+    sfq::{Sfq(SfqSpec)},
+    red::{Red(RedSpec)},
+    prio::{Prio(PrioSpec) + Classful, PfifoFast(PfifoFastSpec)},
+    tbf::{Tbf(TbfSpec) + Classful},
+    lstf_codel::{LstfCodel(LstfCodelSpec)},
+    age::{Age(AgeSpec) + Classful},
+    las::{Las(LasSpec)},
+    srpt::{Srpt(SrptSpec)},
 }
 
-impl DropReason {
-    pub const COUNT: usize = 11;
-    pub const ALL: [DropReason; DropReason::COUNT] = [
-        DropReason::Overlimit,
-        DropReason::Aqm,
-        DropReason::Early,
-        DropReason::FattestFlow,
-        DropReason::FlowLimit,
-        DropReason::Memory,
-        DropReason::HeadDrop,
-        DropReason::NoSlot,
-        DropReason::Horizon,
-        DropReason::StandingQueue,
-        DropReason::LinkLoss,
-    ];
-
-    pub fn name(self) -> &'static str {
+impl AnyQdisc {
+    /// This is a FIFO that would pass `pkt` straight through ([`fifo::Fifo::passes_through`]);
+    /// false for every other discipline (their enqueue or dequeue may change their state
+    /// even when the packet goes straight out: CoDel's drop state, PIE's estimators, …).
+    #[inline]
+    pub fn cut_through(&self, pkt: &Packet) -> bool {
         match self {
-            DropReason::Overlimit => "overlimit",
-            DropReason::Aqm => "aqm",
-            DropReason::Early => "early",
-            DropReason::FattestFlow => "fattest_flow",
-            DropReason::FlowLimit => "flow_limit",
-            DropReason::Memory => "memory",
-            DropReason::HeadDrop => "head_drop",
-            DropReason::NoSlot => "no_slot",
-            DropReason::Horizon => "horizon",
-            DropReason::StandingQueue => "standing_queue",
-            DropReason::LinkLoss => "link_loss",
+            AnyQdisc::Pfifo(f) | AnyQdisc::Bfifo(f) | AnyQdisc::PfifoHeadDrop(f) => {
+                f.passes_through(pkt)
+            }
+            _ => false,
         }
     }
-}
 
-/// A dropped packet and why.
-#[derive(Clone, Copy, Debug)]
-pub struct Dropped {
-    pub pkt: Packet,
-    pub reason: DropReason,
-}
-
-/// The sink every discipline drops into. The caller drains it after each call; it is
-/// reused, so dropping does not allocate once warmed up.
-#[derive(Debug, Default)]
-pub struct Drops {
-    list: Vec<Dropped>,
-}
-
-impl Drops {
-    pub fn new() -> Drops {
-        Drops {
-            list: Vec::with_capacity(64),
-        }
-    }
+    /// This is an empty FIFO: a dequeue now would answer `Empty` and change nothing (a
+    /// FIFO keeps no state besides its packets), so an engine may skip it when a
+    /// transmission ends. False for every other discipline (CoDel, for one, leaves its
+    /// dropping state on an empty dequeue, as Linux's `codel_dequeue` does).
     #[inline]
-    pub fn push(&mut self, pkt: Packet, reason: DropReason) {
-        self.list.push(Dropped { pkt, reason });
-    }
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-    pub fn len(&self) -> usize {
-        self.list.len()
-    }
-    pub fn drain(&mut self) -> std::vec::Drain<'_, Dropped> {
-        self.list.drain(..)
-    }
-    pub fn as_slice(&self) -> &[Dropped] {
-        &self.list
-    }
-    pub fn clear(&mut self) {
-        self.list.clear()
-    }
-}
-
-/// What became of the arriving packet (`NET_XMIT_*`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Accepted (`NET_XMIT_SUCCESS`); other packets may still have been dropped.
-    Queued,
-    /// Accepted, but packets of the same flow were dropped to make room (`NET_XMIT_CN`).
-    QueuedCongested,
-    /// The arriving packet itself was dropped (it is in the drop sink).
-    Dropped,
-}
-
-/// The result of a dequeue attempt.
-#[derive(Clone, Copy, Debug)]
-pub enum Dequeue {
-    Packet(Packet),
-    /// Nothing queued (possibly after AQM drops).
-    Empty,
-    /// Packets are queued but may not leave before this time (shaper/pacer watchdog).
-    NotBefore(Time),
-}
-
-impl Dequeue {
-    pub fn packet(self) -> Option<Packet> {
+    pub fn idle(&self) -> bool {
         match self {
-            Dequeue::Packet(p) => Some(p),
-            _ => None,
+            AnyQdisc::Pfifo(f) | AnyQdisc::Bfifo(f) | AnyQdisc::PfifoHeadDrop(f) => f.is_empty(),
+            _ => false,
         }
     }
 }
 
-/// A queueing discipline (sans-IO: time comes in as `now`, drops go out through `drops`).
-pub trait Qdisc {
-    fn enqueue(&mut self, pkt: Packet, now: Time, drops: &mut Drops) -> Verdict;
-    fn dequeue(&mut self, now: Time, drops: &mut Drops) -> Dequeue;
-    /// Packets queued (`qlen`).
-    fn len_packets(&self) -> usize;
-    /// Bytes queued (`backlog`), in `qdisc_pkt_len` units.
-    fn len_bytes(&self) -> u64;
-    /// CE marks applied so far (children included).
-    fn ecn_marks(&self) -> u64;
-    /// Internal state for time series (e.g. PIE's drop probability), reported through
-    /// `emit(name, value)`; lazy timers are first brought up to `now`.
-    fn observe(&mut self, _now: Time, _emit: &mut dyn FnMut(&str, f64)) {}
-}
-
-impl<Q: Qdisc + ?Sized> Qdisc for Box<Q> {
-    #[inline]
-    fn enqueue(&mut self, pkt: Packet, now: Time, drops: &mut Drops) -> Verdict {
-        (**self).enqueue(pkt, now, drops)
-    }
-    #[inline]
-    fn dequeue(&mut self, now: Time, drops: &mut Drops) -> Dequeue {
-        (**self).dequeue(now, drops)
-    }
-    #[inline]
-    fn len_packets(&self) -> usize {
-        (**self).len_packets()
-    }
-    #[inline]
-    fn len_bytes(&self) -> u64 {
-        (**self).len_bytes()
-    }
-    fn ecn_marks(&self) -> u64 {
-        (**self).ecn_marks()
-    }
-    fn observe(&mut self, now: Time, emit: &mut dyn FnMut(&str, f64)) {
-        (**self).observe(now, emit)
+impl QdiscSpec {
+    /// Builds a composite's children, child `i` with `ctx.child(i)`: each its own random
+    /// stream, as the kernel gives each child qdisc its own state.
+    pub fn build_children(children: &[QdiscSpec], ctx: &BuildCtx) -> Vec<AnyQdisc> {
+        children
+            .iter()
+            .enumerate()
+            .map(|(i, c)| c.build(&ctx.child(i as u64)))
+            .collect()
     }
 }
 
-/// Declares [`AnyQdisc`] with one variant per discipline and forwards the trait to it.
-/// Adding a discipline = one line here plus one entry in `registry::KINDS`.
-macro_rules! any_qdisc {
-    ($($variant:ident($ty:ty)),* $(,)?) => {
-        /// Every discipline, dispatched by `match` (no virtual calls on the hot path).
-        pub enum AnyQdisc { $($variant($ty)),* }
-
-        impl Qdisc for AnyQdisc {
-            #[inline]
-            fn enqueue(&mut self, pkt: Packet, now: Time, drops: &mut Drops) -> Verdict {
-                match self { $(AnyQdisc::$variant(q) => q.enqueue(pkt, now, drops)),* }
-            }
-            #[inline]
-            fn dequeue(&mut self, now: Time, drops: &mut Drops) -> Dequeue {
-                match self { $(AnyQdisc::$variant(q) => q.dequeue(now, drops)),* }
-            }
-            #[inline]
-            fn len_packets(&self) -> usize {
-                match self { $(AnyQdisc::$variant(q) => q.len_packets()),* }
-            }
-            #[inline]
-            fn len_bytes(&self) -> u64 {
-                match self { $(AnyQdisc::$variant(q) => q.len_bytes()),* }
-            }
-            fn ecn_marks(&self) -> u64 {
-                match self { $(AnyQdisc::$variant(q) => q.ecn_marks()),* }
-            }
-            fn observe(&mut self, now: Time, emit: &mut dyn FnMut(&str, f64)) {
-                match self { $(AnyQdisc::$variant(q) => q.observe(now, emit)),* }
-            }
-        }
-    };
-}
-
-any_qdisc! {
-    Pfifo(fifo::Pfifo),
-    Bfifo(fifo::Bfifo),
-    PfifoHeadDrop(fifo::PfifoHeadDrop),
-    Codel(codel::Codel),
-    FqCodel(Box<fq_codel::FqCodel>),
-    Fq(Box<fq::Fq>),
-    Cocoa(Box<cocoa::Cocoa>),
-    Cake(Box<cake::Cake>),
-    Pie(Box<pie::Pie>),
-    FqPie(Box<fq_pie::FqPie>),
-    DualPi2(Box<dualpi2::DualPi2>),
-    Sfq(Box<sfq::Sfq>),
-    Red(Box<red::Red>),
-    Prio(Box<prio::Prio>),
-    PfifoFast(Box<prio::PfifoFast>),
-    Tbf(Box<tbf::Tbf>),
-    LstfCodel(Box<lstf_codel::LstfCodel>),
-    Age(Box<age::Age>),
-    Las(Box<las::Las>),
-    Srpt(Box<srpt::Srpt>),
+/// A discipline whose spec holds child specs (prio's bands, age's levels, tbf's inner
+/// qdisc), as tc's classful qdiscs hold a child qdisc per class. Only these disciplines
+/// import the spec tree.
+pub trait Classful: Discipline {
+    /// The child specs, in class order (class `:i+1` holds child `i`).
+    fn children(&self) -> Vec<&QdiscSpec>;
+    /// The children that get tc lines of their own: all of them, unless the parent's own
+    /// arguments already make a child (tbf's `limit` makes its default bfifo).
+    fn tc_children(&self) -> Vec<&QdiscSpec> {
+        self.children()
+    }
+    /// Hangs children read from a tc tree, `(class minor, spec)` in minor order, where
+    /// the kernel's class lookup would; `Err` says what tc would refuse. By default the
+    /// discipline is not read back from tc with children (age: Linux has no such qdisc).
+    fn attach(&mut self, children: Vec<(u16, QdiscSpec)>) -> ConfResult<()> {
+        registry::no_classes(self, children)
+    }
 }
 
 pub mod testkit;

@@ -16,8 +16,9 @@
 //! `calculate_probability` and the lazy timer) are shared with `fq_pie`, which runs one
 //! `PieVars` per flow.
 
-use super::spec::{tc_time, NotLinux, TcKey};
-use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::vocab::{
+    tc_time, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict,
+};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::rng::Rng;
@@ -211,21 +212,28 @@ pub struct PieSpec {
     pub control: PieControl,
 }
 
-impl PieSpec {
+impl Discipline for PieSpec {
+    const KIND: &'static str = "pie";
+    const SUMMARY: &'static str =
+        "PIE: PI-controlled early drop on queueing delay (RFC 8033, Linux sch_pie)";
+    type Qdisc = Box<Pie>;
+
     /// `pie [limit P] [target T] [tupdate T] [alpha A] [beta B] [ecn] [bytemode]
     /// [dq_rate_estimator]`.
-    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<PieSpec> {
+    fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
         let limit = p.u32("limit", 1000, 1, u32::MAX)?;
         let control = PieControl::parse(p, ctx)?;
         Ok(PieSpec { limit, control })
     }
 
-    pub fn build(&self, ctx: &BuildCtx) -> Pie {
-        Pie::new(self.control.params.clone(), self.limit, ctx.rng())
+    fn build(&self, ctx: &BuildCtx) -> Box<Pie> {
+        Box::new(Pie::new(self.control.params.clone(), self.limit, ctx.rng()))
     }
 
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS_PIE);
+
     /// `limit N target T tupdate T alpha A beta B [ecn] [bytemode] [dq_rate_estimator]`.
-    pub fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
         let mut a = vec!["limit".into(), self.limit.to_string()];
         self.control.tc_args("pie", &mut a)?;
         Ok(a)
@@ -575,7 +583,7 @@ impl Pie {
     /// `pie [limit P] [target T] [tupdate T] [alpha A] [beta B] [ecn] [bytemode]
     /// [dq_rate_estimator]`.
     pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Pie> {
-        Ok(PieSpec::parse(p, ctx)?.build(ctx))
+        Ok(*PieSpec::parse(p, ctx)?.build(ctx))
     }
 
     pub fn params(&self) -> &PieParams {

@@ -20,10 +20,12 @@
 //! Forwarded IPv4 packets get `skb->priority = rt_tos2priority(tos)` in Linux; sojourn's
 //! classifiers set `Packet::priority`, and [`rt_tos2priority`] gives the kernel mapping.
 
-use super::spec::{QdiscSpec, TcKey};
-use super::{AnyQdisc, BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::vocab::{
+    BuildCtx, Dequeue, Discipline, DropReason, Drops, Facts, NotLinux, Qdisc, TcKey, Verdict,
+};
+use super::{AnyQdisc, Classful, QdiscSpec};
 use crate::packet::Packet;
-use crate::params::{ConfResult, Params, Value};
+use crate::params::{ConfError, ConfResult, Params, Value};
 use crate::time::Time;
 use std::collections::VecDeque;
 
@@ -212,7 +214,7 @@ fn read_handle(p: &mut Params) -> ConfResult<u32> {
 
 /// Builds `prio [bands N] [priomap P0 .. P15] [handle H] [children | child]`.
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Prio> {
-    Ok(PrioSpec::parse(p, ctx)?.build(ctx))
+    Ok(*PrioSpec::parse(p, ctx)?.build(ctx))
 }
 
 /// Typed spec of `prio`: bands, priomap, handle and one child spec per band.
@@ -226,9 +228,14 @@ pub struct PrioSpec {
     pub children: Vec<QdiscSpec>,
 }
 
-impl PrioSpec {
+impl Discipline for PrioSpec {
+    const KIND: &'static str = "prio";
+    const SUMMARY: &'static str =
+        "Strict priority over child qdiscs chosen by skb->priority (Linux sch_prio)";
+    type Qdisc = Box<Prio>;
+
     /// `prio [bands N] [priomap P0 .. P15] [handle H] [children | child]`.
-    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<PrioSpec> {
+    fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
         let bands = p.u32("bands", 3, 2, MAX_BANDS)?;
         let priomap = read_priomap(p, bands)?;
         let handle = read_handle(p)?;
@@ -279,21 +286,48 @@ impl PrioSpec {
     }
 
     /// Band `i`'s child gets `ctx.child(i)`.
-    pub fn build(&self, ctx: &BuildCtx) -> Prio {
-        let bands = self
-            .children
-            .iter()
-            .enumerate()
-            .map(|(i, c)| c.build(&ctx.child(i as u64)))
-            .collect();
-        Prio::new(bands, self.priomap, self.handle)
+    fn build(&self, ctx: &BuildCtx) -> Box<Prio> {
+        let bands = QdiscSpec::build_children(&self.children, ctx);
+        Box::new(Prio::new(bands, self.priomap, self.handle))
     }
 
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
+    /// The handle is semantic (priority overrides name it): a tc tree keeps it.
+    const TC_HANDLE_KEY: Option<&'static str> = Some("handle");
+
     /// `bands N priomap P0 … P15` (children are tc nodes of their own, at `H:band+1`).
-    pub fn tc_args(&self) -> Vec<String> {
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
         let mut a = vec!["bands".into(), self.bands.to_string(), "priomap".into()];
         a.extend(self.priomap.iter().map(|b| b.to_string()));
-        a
+        Ok(a)
+    }
+
+    /// prio's `handle` is semantic: priority overrides `major:band` match it.
+    fn facts(&self) -> Facts {
+        Facts::with_tc_handle(self.handle as u16)
+    }
+}
+
+impl Classful for PrioSpec {
+    fn children(&self) -> Vec<&QdiscSpec> {
+        self.children.iter().collect()
+    }
+
+    /// `prio_find`: classes :1 … :bands (minor − 1 is the band); `1:` is no class.
+    fn attach(&mut self, children: Vec<(u16, QdiscSpec)>) -> ConfResult<()> {
+        for (minor, c) in children {
+            let band = match (minor as usize).checked_sub(1) {
+                Some(b) if b < self.children.len() => b,
+                _ => {
+                    return Err(ConfError::new(
+                        "tc",
+                        format!("prio has no class :{minor:x}"),
+                    ))
+                }
+            };
+            self.children[band] = c;
+        }
+        Ok(())
     }
 }
 
@@ -309,14 +343,27 @@ pub struct PfifoFastSpec {
     pub limit_per_band: u32,
 }
 
-impl PfifoFastSpec {
-    pub fn parse(_p: &mut Params, ctx: &BuildCtx) -> ConfResult<PfifoFastSpec> {
+impl Discipline for PfifoFastSpec {
+    const KIND: &'static str = "pfifo_fast";
+    const SUMMARY: &'static str =
+        "Linux's default 3-band priority FIFO (priority & 15 through the priomap)";
+    type Qdisc = Box<PfifoFast>;
+
+    fn parse(_p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
         Ok(PfifoFastSpec {
             limit_per_band: ctx.tx_queue_len,
         })
     }
-    pub fn build(&self) -> PfifoFast {
-        PfifoFast::new(self.limit_per_band as usize)
+
+    fn build(&self, _ctx: &BuildCtx) -> Box<PfifoFast> {
+        Box::new(PfifoFast::new(self.limit_per_band as usize))
+    }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(&[]);
+
+    /// `pfifo_fast` takes no arguments (its bands and priomap are fixed).
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+        Ok(Vec::new())
     }
 }
 
@@ -397,7 +444,7 @@ impl Qdisc for PfifoFast {
 
 /// Builds `pfifo_fast` (no parameters; each band holds `tx_queue_len` packets).
 pub fn pfifo_fast(p: &mut Params, ctx: &BuildCtx) -> ConfResult<PfifoFast> {
-    Ok(PfifoFastSpec::parse(p, ctx)?.build())
+    Ok(*PfifoFastSpec::parse(p, ctx)?.build(ctx))
 }
 
 #[cfg(test)]

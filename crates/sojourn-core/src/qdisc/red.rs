@@ -16,8 +16,10 @@
 //!   `min + 0.6(max−min)` and shrinks ×0.9 below `min + 0.4(max−min)` (Floyd, Gummadi &
 //!   Shenker 2001; `red_adaptative_algo`), run lazily.
 
-use super::spec::{tc_rate, tc_size, TcKey};
-use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::vocab::{
+    tc_rate, tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey,
+    Verdict,
+};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::rng::Rng;
@@ -391,7 +393,7 @@ impl Qdisc for Red {
 
 /// `red` from its parameters (see [`RedSpec::parse`]).
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Red> {
-    Ok(RedSpec::parse(p, ctx)?.build(ctx))
+    Ok(*RedSpec::parse(p, ctx)?.build(ctx))
 }
 
 /// Typed spec of `red`: tc's settings with tc's derived defaults filled in.
@@ -400,8 +402,13 @@ pub struct RedSpec {
     pub params: RedParams,
 }
 
-impl RedSpec {
-    pub fn parse(p: &mut Params, _ctx: &BuildCtx) -> ConfResult<RedSpec> {
+impl Discipline for RedSpec {
+    const KIND: &'static str = "red";
+    const SUMMARY: &'static str =
+        "Random Early Detection on the average byte backlog (Linux sch_red)";
+    type Qdisc = Box<Red>;
+
+    fn parse(p: &mut Params, _ctx: &BuildCtx) -> ConfResult<Self> {
         let limit =
             match p.bytes_opt("limit")? {
                 Some(l) if l > 0 && l <= u32::MAX as u64 => l as u32,
@@ -481,13 +488,17 @@ impl RedSpec {
         Ok(RedSpec { params })
     }
 
-    pub fn build(&self, ctx: &BuildCtx) -> Red {
-        Red::new(self.params.clone(), ctx.rng()).expect("RED law validated by RedSpec::parse")
+    fn build(&self, ctx: &BuildCtx) -> Box<Red> {
+        Box::new(
+            Red::new(self.params.clone(), ctx.rng()).expect("RED law validated by RedSpec::parse"),
+        )
     }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
 
     /// `limit SIZE min SIZE max SIZE avpkt SIZE burst N [adaptive] probability P
     /// bandwidth RATE [ecn] [harddrop] [nodrop]` (tc-red(8)).
-    pub fn tc_args(&self) -> Vec<String> {
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
         let r = &self.params;
         let mut a: Vec<String> = vec![
             "limit".into(),
@@ -519,7 +530,7 @@ impl RedSpec {
                 a.push(w.into());
             }
         }
-        a
+        Ok(a)
     }
 }
 

@@ -1,207 +1,65 @@
 //! The registry: an experiment file names a discipline (`kind = "fq_codel"`) and its
 //! parameters by their tc names; unknown kinds and keys are rejected with the key path.
+//!
+//! This module holds the machinery, generic over the spec type so that it names no
+//! discipline: [`Kind`], one registered discipline; the lookups that turn a name and a
+//! parameter table into a spec; and the `disciplines!` macro that `qdisc/mod.rs` invokes
+//! with the list of every discipline (one line each, in the order `sojourn qdiscs` prints
+//! them). From that list the macro declares the discipline modules, the typed
+//! `QdiscSpec`, the `AnyQdisc` the engines run (enum dispatch: no virtual calls on the hot
+//! path), `KINDS`, and every per-discipline `match`, each arm asking the discipline's own
+//! [`Discipline`](super::vocab::Discipline) declaration.
 
-use super::spec::QdiscSpec;
-use super::{
-    age, cake, cocoa, codel, dualpi2, fifo, fq, fq_codel, fq_pie, las, lstf_codel, pie, prio, red,
-    sfq, srpt, tbf, AnyQdisc,
-};
-use crate::params::{ConfError, ConfResult, Params, Table, Value};
-use crate::rng::{splitmix64_mix, Rng};
+use super::vocab::{BuildCtx, TcKey};
+use crate::params::{closest, join, ConfError, ConfResult, Params, Table, Value};
 
-/// What a discipline may know about where it is installed.
-#[derive(Clone, Debug)]
-pub struct BuildCtx {
-    /// `psched_mtu`: device MTU + hard header length (1514 on Ethernet).
-    pub mtu_bytes: u32,
-    /// The device's `tx_queue_len` (1000): default pfifo/prio limits.
-    pub tx_queue_len: u32,
-    /// Rate of the link the qdisc feeds, bit/s (0 if unknown or variable).
-    pub link_rate_bps: u64,
-    /// Seed of this qdisc instance's random stream (derived from the master seed and the link).
-    pub seed: u64,
-}
+/// Reads one discipline's parameters into its typed spec (`S` is `QdiscSpec`).
+pub type Parser<S> = fn(&mut Params, &BuildCtx) -> ConfResult<S>;
 
-impl Default for BuildCtx {
-    fn default() -> Self {
-        BuildCtx {
-            mtu_bytes: 1514,
-            tx_queue_len: 1000,
-            link_rate_bps: 0,
-            seed: 1,
-        }
-    }
-}
-
-impl BuildCtx {
-    /// The context for child `i` of a composite discipline: same device, its own stream.
-    pub fn child(&self, i: u64) -> BuildCtx {
-        BuildCtx {
-            seed: splitmix64_mix(self.seed ^ (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-            ..self.clone()
-        }
-    }
-    /// This instance's random generator.
-    pub fn rng(&self) -> Rng {
-        Rng::from_seed(self.seed)
-    }
-    /// A per-instance salt for flow hashing (the kernel's per-boot hash seed).
-    pub fn hash_salt(&self) -> u64 {
-        splitmix64_mix(self.seed ^ 0x5a17)
-    }
-}
-
-/// Reads one discipline's parameters into its typed spec.
-type Parser = fn(&mut Params, &BuildCtx) -> ConfResult<QdiscSpec>;
-
-/// One registered discipline.
-pub struct Kind {
+/// One registered discipline, from its [`Discipline`](super::vocab::Discipline) declaration.
+pub struct Kind<S: 'static> {
     pub name: &'static str,
     pub summary: &'static str,
-    parse: Parser,
+    /// tc keywords → file keys; `None` when Linux has no such qdisc.
+    pub tc_keys: Option<&'static [TcKey]>,
+    /// The file key that holds the tc handle major this kind insists on (prio, CAKE).
+    pub tc_handle_key: Option<&'static str>,
+    pub parse: Parser<S>,
 }
 
-/// Every discipline an experiment file can name.
-pub static KINDS: &[Kind] = &[
-    Kind {
-        name: "pfifo",
-        summary: "FIFO with a packet limit (default tx_queue_len = 1000)",
-        parse: |p, c| Ok(QdiscSpec::Pfifo(fifo::FifoSpec::parse_pfifo(p, c)?)),
-    },
-    Kind {
-        name: "bfifo",
-        summary: "FIFO with a byte limit (default 1000 x 1514 B)",
-        parse: |p, c| Ok(QdiscSpec::Bfifo(fifo::FifoSpec::parse_bfifo(p, c)?)),
-    },
-    Kind {
-        name: "pfifo_head_drop",
-        summary: "FIFO that drops the oldest packet when full",
-        parse: |p, c| {
-            Ok(QdiscSpec::PfifoHeadDrop(fifo::FifoSpec::parse_head_drop(
-                p, c,
-            )?))
-        },
-    },
-    Kind {
-        name: "codel",
-        summary: "CoDel AQM over one FIFO (RFC 8289, Linux sch_codel)",
-        parse: |p, c| Ok(QdiscSpec::Codel(codel::CodelSpec::parse(p, c)?)),
-    },
-    Kind {
-        name: "fq_codel",
-        summary: "flow queueing with per-flow CoDel (RFC 8290, Linux sch_fq_codel)",
-        parse: |p, c| Ok(QdiscSpec::FqCodel(fq_codel::FqCodelSpec::parse(p, c)?)),
-    },
-    Kind {
-        name: "fq",
-        summary: "Linux fq: per-flow fair queueing with pacing, 3 WRR bands (6.18)",
-        parse: |p, c| Ok(QdiscSpec::Fq(fq::FqConfig::from_params(p, c)?)),
-    },
-    Kind {
-        name: "cocoa",
-        summary: "CoCoA/TRAQ: fq with a learned per-flow buffer limit (seed 003)",
-        parse: |p, c| Ok(QdiscSpec::Cocoa(cocoa::CocoaSpec::parse(p, c)?)),
-    },
-    Kind {
-        name: "cake",
-        summary:
-            "CAKE: shaper + diffserv tins + 8-way set-associative FQ with host isolation + COBALT",
-        parse: |p, c| Ok(QdiscSpec::Cake(cake::CakeConfig::parse(p, c)?)),
-    },
-    Kind {
-        name: "pie",
-        summary: "PIE: PI-controlled early drop on queueing delay (RFC 8033, Linux sch_pie)",
-        parse: |p, c| Ok(QdiscSpec::Pie(pie::PieSpec::parse(p, c)?)),
-    },
-    Kind {
-        name: "fq_pie",
-        summary: "FQ-PIE: DRR over hashed flows, each with its own PIE (Linux sch_fq_pie)",
-        parse: |p, c| Ok(QdiscSpec::FqPie(fq_pie::FqPieSpec::parse(p, c)?)),
-    },
-    Kind {
-        name: "dualpi2",
-        summary: "DualQ Coupled AQM with PI2: L4S and classic queues (RFC 9332, Linux sch_dualpi2)",
-        parse: |p, c| Ok(QdiscSpec::DualPi2(dualpi2::DualPi2Spec::parse(p, c)?)),
-    },
-    Kind {
-        name: "sfq",
-        summary: "Stochastic Fairness Queueing: hashed slots served round robin (Linux sch_sfq)",
-        parse: |p, c| Ok(QdiscSpec::Sfq(sfq::SfqSpec::parse(p, c)?)),
-    },
-    Kind {
-        name: "red",
-        summary: "Random Early Detection on the average byte backlog (Linux sch_red)",
-        parse: |p, c| Ok(QdiscSpec::Red(red::RedSpec::parse(p, c)?)),
-    },
-    Kind {
-        name: "prio",
-        summary: "Strict priority over child qdiscs chosen by skb->priority (Linux sch_prio)",
-        parse: |p, c| Ok(QdiscSpec::Prio(prio::PrioSpec::parse(p, c)?)),
-    },
-    Kind {
-        name: "pfifo_fast",
-        summary: "Linux's default 3-band priority FIFO (priority & 15 through the priomap)",
-        parse: |p, c| Ok(QdiscSpec::PfifoFast(prio::PfifoFastSpec::parse(p, c)?)),
-    },
-    Kind {
-        name: "tbf",
-        summary: "Token bucket shaper over a child qdisc (Linux sch_tbf)",
-        parse: |p, c| Ok(QdiscSpec::Tbf(tbf::TbfSpec::parse(p, c)?)),
-    },
-    Kind {
-        name: "lstf_codel",
-        summary: "LSTFCoDel: CoDel over a least-slack-time-first priority queue (seed 004)",
-        parse: |p, c| {
-            Ok(QdiscSpec::LstfCodel(lstf_codel::LstfCodelSpec::parse(
-                p, c,
-            )?))
-        },
-    },
-    Kind {
-        name: "age",
-        summary: "age-based 2LPS/MLPS: byte thresholds -> strict-priority levels of any child",
-        parse: |p, c| Ok(QdiscSpec::Age(age::AgeSpec::parse(p, c)?)),
-    },
-    Kind {
-        name: "las",
-        summary: "LAS / foreground-background: least attained service first (reference)",
-        parse: |p, c| Ok(QdiscSpec::Las(las::LasSpec::parse(p, c)?)),
-    },
-    Kind {
-        name: "srpt",
-        summary: "SRPT oracle: least remaining flow bytes first (reference, pkt.remaining_bytes)",
-        parse: |p, c| Ok(QdiscSpec::Srpt(srpt::SrptSpec::parse(p, c)?)),
-    },
-];
-
-/// Builds a discipline from a spec: either a bare kind (`"codel"`) or a table with `kind`
-/// and parameters. `path` is the spec's key path, used in error messages.
-/// (Parses into a [`QdiscSpec`] and builds it; engines keep the spec and build from it.)
-pub fn build(spec: &Value, path: &str, ctx: &BuildCtx) -> ConfResult<AnyQdisc> {
-    Ok(QdiscSpec::parse(spec, path, ctx)?.build(ctx))
+/// Names of the registered disciplines, in registration order.
+pub fn names<S>(kinds: &[Kind<S>]) -> Vec<&'static str> {
+    kinds.iter().map(|k| k.name).collect()
 }
 
-/// Builds discipline `kind` with parameters from `table` (its `kind` key is ignored).
-pub fn build_kind(kind: &str, table: &Table, path: &str, ctx: &BuildCtx) -> ConfResult<AnyQdisc> {
-    Ok(parse_kind(kind, table, path, ctx)?.build(ctx))
+/// The discipline an experiment file names (`fq-codel` is accepted for `fq_codel`);
+/// otherwise an error at `path.kind` with the closest name and the known ones.
+pub fn find<'a, S>(kinds: &'a [Kind<S>], kind: &str, path: &str) -> ConfResult<&'a Kind<S>> {
+    kinds
+        .iter()
+        .find(|k| k.name == kind || k.name.replace('_', "-") == kind)
+        .ok_or_else(|| {
+            let names = names(kinds);
+            let hint = closest(kind, &names)
+                .map(|c| format!(" (did you mean {c:?}?)"))
+                .unwrap_or_default();
+            ConfError::new(
+                join(path, "kind"),
+                format!("unknown qdisc {kind:?}{hint}; known: {}", names.join(", ")),
+            )
+        })
 }
 
 /// Parses discipline `kind` with parameters from `table` (its `kind` key is ignored) into
 /// its typed spec, rejecting unknown kinds and keys with their path.
-pub fn parse_kind(kind: &str, table: &Table, path: &str, ctx: &BuildCtx) -> ConfResult<QdiscSpec> {
-    let k = KINDS
-        .iter()
-        .find(|k| k.name == kind || k.name.replace('_', "-") == kind)
-        .ok_or_else(|| {
-            let names = names();
-            let hint = crate::params::closest(kind, &names)
-                .map(|c| format!(" (did you mean {c:?}?)"))
-                .unwrap_or_default();
-            ConfError::new(
-                crate::params::join(path, "kind"),
-                format!("unknown qdisc {kind:?}{hint}; known: {}", names.join(", ")),
-            )
-        })?;
+pub fn parse_kind<S>(
+    kinds: &[Kind<S>],
+    kind: &str,
+    table: &Table,
+    path: &str,
+    ctx: &BuildCtx,
+) -> ConfResult<S> {
+    let k = find(kinds, kind, path)?;
     let mut p = Params::new(path, table);
     let _ = p.raw("kind");
     let q = (k.parse)(&mut p, ctx)?;
@@ -209,20 +67,245 @@ pub fn parse_kind(kind: &str, table: &Table, path: &str, ctx: &BuildCtx) -> Conf
     Ok(q)
 }
 
-/// Names of all registered disciplines.
-pub fn names() -> Vec<&'static str> {
-    KINDS.iter().map(|k| k.name).collect()
+/// Parses a spec: a bare kind (`"codel"`) or a table with `kind` and parameters. `path`
+/// is the spec's key path, used in error messages.
+pub fn parse_value<S>(
+    kinds: &[Kind<S>],
+    spec: &Value,
+    path: &str,
+    ctx: &BuildCtx,
+) -> ConfResult<S> {
+    match spec {
+        Value::Str(kind) => parse_kind(kinds, kind, &Table::default(), path, ctx),
+        Value::Table(t) => {
+            let kind = match t.get("kind") {
+                Some(Value::Str(k)) => k.clone(),
+                Some(v) => {
+                    return Err(ConfError::new(
+                        join(path, "kind"),
+                        format!("expected a string, got {}", v.type_name()),
+                    ))
+                }
+                None => {
+                    return Err(ConfError::new(
+                        path,
+                        format!("a qdisc needs `kind`; one of {}", names(kinds).join(", ")),
+                    ))
+                }
+            };
+            parse_kind(kinds, &kind, t, path, ctx)
+        }
+        v => Err(ConfError::new(
+            path,
+            format!(
+                "expected a qdisc name or a table with `kind`, got {}",
+                v.type_name()
+            ),
+        )),
+    }
 }
 
-/// `(name, summary)` for every discipline, for `sojourn qdiscs`.
-pub fn describe() -> Vec<(&'static str, &'static str)> {
-    KINDS.iter().map(|k| (k.name, k.summary)).collect()
+/// Declares every discipline from one list, in `qdisc/mod.rs`:
+///
+/// ```text
+/// disciplines! {
+///     fifo::{Pfifo(PfifoSpec), Bfifo(BfifoSpec)},
+///     prio::{Prio(PrioSpec) + Classful, PfifoFast(PfifoFastSpec)},
+/// }
+/// ```
+///
+/// Each group is a module of `qdisc/` and the disciplines it declares, as
+/// `Variant(SpecType)`: the variant's name in `QdiscSpec` and `AnyQdisc`, and the type that
+/// implements `Discipline` (and `Classful` when marked `+ Classful`: it holds child specs).
+/// Generated: `QdiscSpec`, `AnyQdisc` and its `Qdisc` impl, `KINDS`, `build`,
+/// `build_kind`, `describe`, and `QdiscSpec`'s per-discipline methods. (The modules are
+/// declared beside the list, not by the macro: rustfmt does not see modules a macro
+/// declares, so `cargo fmt` would skip their files.) The generated code names the
+/// vocabulary (`Qdisc`, `Discipline`, `BuildCtx`, …), `Packet`, `Time`, `Value`, `Table` and
+/// `ConfResult` as the invoking module has them in scope.
+macro_rules! disciplines {
+    ($($module:ident::{
+        $($variant:ident($spec:ident) $(+ $classful:ident)?),+ $(,)?
+    }),+ $(,)?) => {
+        /// A validated discipline, composites included (their children are specs too):
+        /// parsed once, built infallibly into an [`AnyQdisc`] as often as needed.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum QdiscSpec {
+            $($($variant($module::$spec),)+)+
+        }
+
+        /// Every discipline, dispatched by `match` (no virtual calls on the hot path).
+        pub enum AnyQdisc {
+            $($($variant(<$module::$spec as Discipline>::Qdisc),)+)+
+        }
+
+        impl Qdisc for AnyQdisc {
+            #[inline]
+            fn enqueue(
+                &mut self,
+                pkt: Packet,
+                now: Time,
+                drops: &mut Drops,
+            ) -> Verdict {
+                match self { $($(AnyQdisc::$variant(q) => q.enqueue(pkt, now, drops),)+)+ }
+            }
+            #[inline]
+            fn dequeue(
+                &mut self,
+                now: Time,
+                drops: &mut Drops,
+            ) -> Dequeue {
+                match self { $($(AnyQdisc::$variant(q) => q.dequeue(now, drops),)+)+ }
+            }
+            #[inline]
+            fn len_packets(&self) -> usize {
+                match self { $($(AnyQdisc::$variant(q) => q.len_packets(),)+)+ }
+            }
+            #[inline]
+            fn len_bytes(&self) -> u64 {
+                match self { $($(AnyQdisc::$variant(q) => q.len_bytes(),)+)+ }
+            }
+            fn ecn_marks(&self) -> u64 {
+                match self { $($(AnyQdisc::$variant(q) => q.ecn_marks(),)+)+ }
+            }
+            fn observe(&mut self, now: Time, emit: &mut dyn FnMut(&str, f64)) {
+                match self { $($(AnyQdisc::$variant(q) => q.observe(now, emit),)+)+ }
+            }
+        }
+
+        /// Every discipline an experiment file can name, in the order of the list.
+        pub static KINDS: &[$crate::qdisc::registry::Kind<QdiscSpec>] = {
+            &[$($($crate::qdisc::registry::Kind {
+                name: $module::$spec::KIND,
+                summary: $module::$spec::SUMMARY,
+                tc_keys: $module::$spec::TC_KEYS,
+                tc_handle_key: $module::$spec::TC_HANDLE_KEY,
+                parse: |p, c| Ok(QdiscSpec::$variant($module::$spec::parse(p, c)?)),
+            },)+)+]
+        };
+
+        /// Builds a discipline from a spec: either a bare kind (`"codel"`) or a table with
+        /// `kind` and parameters. `path` is the spec's key path, used in error messages.
+        /// (Parses into a [`QdiscSpec`] and builds it; engines keep the spec and build from
+        /// it.)
+        pub fn build(
+            spec: &Value,
+            path: &str,
+            ctx: &BuildCtx,
+        ) -> ConfResult<AnyQdisc> {
+            Ok(QdiscSpec::parse(spec, path, ctx)?.build(ctx))
+        }
+
+        /// Builds discipline `kind` with parameters from `table` (its `kind` key is ignored).
+        pub fn build_kind(
+            kind: &str,
+            table: &Table,
+            path: &str,
+            ctx: &BuildCtx,
+        ) -> ConfResult<AnyQdisc> {
+            Ok(QdiscSpec::parse_kind(kind, table, path, ctx)?.build(ctx))
+        }
+
+        /// `(name, summary)` for every discipline, for `sojourn qdiscs`.
+        pub fn describe() -> Vec<(&'static str, &'static str)> {
+            KINDS.iter().map(|k| (k.name, k.summary)).collect()
+        }
+
+        impl QdiscSpec {
+            /// Parses and validates a spec: a bare kind (`"codel"`) or a table with `kind`
+            /// and parameters. `path` is the spec's key path, used in error messages.
+            pub fn parse(
+                spec: &Value,
+                path: &str,
+                ctx: &BuildCtx,
+            ) -> ConfResult<QdiscSpec> {
+                $crate::qdisc::registry::parse_value(KINDS, spec, path, ctx)
+            }
+
+            /// Parses discipline `kind` with parameters from `table` (its `kind` key is
+            /// ignored), rejecting unknown kinds and keys with their path.
+            pub fn parse_kind(
+                kind: &str,
+                table: &Table,
+                path: &str,
+                ctx: &BuildCtx,
+            ) -> ConfResult<QdiscSpec> {
+                $crate::qdisc::registry::parse_kind(KINDS, kind, table, path, ctx)
+            }
+
+            /// Builds the discipline (children get `ctx.child(i)`, as the kernel gives each
+            /// qdisc its own state). Never fails: everything that could was checked by
+            /// `parse`.
+            pub fn build(&self, ctx: &BuildCtx) -> AnyQdisc {
+                match self { $($(QdiscSpec::$variant(s) => AnyQdisc::$variant(s.build(ctx)),)+)+ }
+            }
+
+            /// The experiment-file name of the discipline (`"fq_codel"`).
+            pub fn kind(&self) -> &'static str {
+                match self { $($(QdiscSpec::$variant(_) => $module::$spec::KIND,)+)+ }
+            }
+
+            /// What this node says of itself ([`Facts`](crate::qdisc::vocab::Facts));
+            /// children are not looked at.
+            pub fn facts(&self) -> Facts {
+                match self { $($(QdiscSpec::$variant(s) => s.facts(),)+)+ }
+            }
+
+            /// tc's kind and arguments of this node alone (children are separate nodes).
+            /// The kind is this discipline's own except for `age` with `count =
+            /// "priority"`, which is prio.
+            pub fn tc_args(
+                &self,
+            ) -> Result<(&'static str, Vec<String>), NotLinux> {
+                match self { $($(QdiscSpec::$variant(s) => Ok((s.tc_kind(), s.tc_args()?)),)+)+ }
+            }
+
+            /// The child specs of a composite (prio bands, age levels, tbf's inner qdisc),
+            /// in class order.
+            pub fn children(&self) -> Vec<&QdiscSpec> {
+                match self {
+                    $($(QdiscSpec::$variant(s) => disciplines!(@children s $($classful)?),)+)+
+                }
+            }
+
+            /// The children that get tc lines of their own (see `Classful::tc_children`).
+            pub fn tc_children(&self) -> Vec<&QdiscSpec> {
+                match self {
+                    $($(QdiscSpec::$variant(s) => disciplines!(@tc_children s $($classful)?),)+)+
+                }
+            }
+
+            /// Hangs children read from a tc tree (by class minor) under this node.
+            pub fn attach(
+                &mut self,
+                children: Vec<(u16, QdiscSpec)>,
+            ) -> ConfResult<()> {
+                match self {
+                    $($(QdiscSpec::$variant(s) => disciplines!(@attach s children $($classful)?),)+)+
+                }
+            }
+        }
+    };
+    (@children $s:ident) => {{ let _ = $s; Vec::new() }};
+    (@children $s:ident Classful) => { Classful::children($s) };
+    (@tc_children $s:ident) => {{ let _ = $s; Vec::new() }};
+    (@tc_children $s:ident Classful) => { Classful::tc_children($s) };
+    (@attach $s:ident $c:ident) => { $crate::qdisc::registry::no_classes($s, $c) };
+    (@attach $s:ident $c:ident Classful) => { Classful::attach($s, $c) };
+}
+
+/// What a discipline without classes answers to children read from a tc tree.
+pub fn no_classes<S: super::vocab::Discipline, C>(_spec: &S, _children: Vec<C>) -> ConfResult<()> {
+    Err(ConfError::new(
+        "tc",
+        format!("{} has no classes to attach children to", S::KIND),
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::Qdisc;
+    use crate::qdisc::{build, AnyQdisc, Qdisc};
 
     #[test]
     fn unknown_kind_and_key_are_rejected_with_path() {

@@ -20,8 +20,9 @@
 //!   (ECN) or drops the arrival — or, with `headdrop`, marks/drops the slot's head.
 
 use super::red::{Action, RedLaw, RedVars};
-use super::spec::{tc_size, NotLinux, TcKey};
-use super::{BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::vocab::{
+    tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, NotLinux, Qdisc, TcKey, Verdict,
+};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params, Value};
 use crate::rng::Rng;
@@ -565,7 +566,7 @@ impl Qdisc for Sfq {
 /// [redflowlimit B [min B] [max B] [avpkt B] [burst P] [probability P] [ecn] [harddrop]]`
 /// with tc's RED derivation and the clamping rules of `sfq_change`.
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Sfq> {
-    Ok(SfqSpec::parse(p, ctx)?.build(ctx))
+    Ok(*SfqSpec::parse(p, ctx)?.build(ctx))
 }
 
 /// Typed spec of `sfq`: its settings after `sfq_change`'s clamping, RED law checked.
@@ -574,8 +575,13 @@ pub struct SfqSpec {
     pub params: SfqParams,
 }
 
-impl SfqSpec {
-    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<SfqSpec> {
+impl Discipline for SfqSpec {
+    const KIND: &'static str = "sfq";
+    const SUMMARY: &'static str =
+        "Stochastic Fairness Queueing: hashed slots served round robin (Linux sch_sfq)";
+    type Qdisc = Box<Sfq>;
+
+    fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
         let limit_given = p.has("limit");
         let limit = p.u32("limit", MAX_DEPTH, 2, u32::MAX)?;
         let depth = p.u32("depth", MAX_DEPTH, 1, u32::MAX)?;
@@ -658,14 +664,16 @@ impl SfqSpec {
         })
     }
 
-    pub fn build(&self, ctx: &BuildCtx) -> Sfq {
-        Sfq::new(self.params, ctx.rng()).expect("RED law validated by SfqSpec::parse")
+    fn build(&self, ctx: &BuildCtx) -> Box<Sfq> {
+        Box::new(Sfq::new(self.params, ctx.rng()).expect("RED law validated by SfqSpec::parse"))
     }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
 
     /// `[limit N] quantum N depth N flows N divisor N perturb SECS [headdrop]
     /// [redflowlimit SIZE min SIZE max SIZE avpkt SIZE burst N probability P [ecn]
     /// [harddrop]]`.
-    pub fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
         let q = &self.params;
         // An explicit `limit` also caps `flows` (sfq_change), so the unset default (127 =
         // SFQ_MAX_DEPTH, flows uncapped) is written by leaving `limit` out.

@@ -1,275 +1,33 @@
-//! Typed discipline specs: an experiment's `qdisc = …` parsed and validated ONCE into a
-//! [`QdiscSpec`], then built infallibly into an [`AnyQdisc`] as many times as needed (one
-//! per run, one per band of a composite), by any engine.
+//! A [`QdiscSpec`] tree as Linux sees it: the tc commands that realise it ([`QdiscSpec::dump`],
+//! [`QdiscSpec::dump_shaped`]), or the one-line reason Linux cannot ([`QdiscSpec::linux`]),
+//! and the reverse, a tc tree read back into a spec ([`QdiscSpec::from_tc`]).
 //!
-//! Each discipline's spec type lives beside its `from_params` in the discipline's own file
-//! (`fq_codel::FqCodelSpec`, …) and has the same three faces:
-//! - `parse(&mut Params, &BuildCtx) -> ConfResult<Spec>`: every range/unknown-key check;
-//!   reads only the device fields of the context (`mtu_bytes`, `tx_queue_len`), never the seed;
-//! - `build(&self, &BuildCtx) -> Qdisc`: no `Result`; the seed (hash salt, random stream)
-//!   comes from the context, so a spec is independent of where and how often it is built;
-//! - `tc_args(&self)`: the arguments of `tc qdisc … KIND ARGS` in tc's own syntax and units
-//!   (the `dump` Linux pairs with every qdisc's `change`), or why Linux cannot express it.
-//!
-//! The reverse, tc arguments → spec, maps each tc keyword to the experiment-file key and runs
-//! the same `parse`, so `from_tc(dump(spec)) == spec` and a tc line is validated exactly like
-//! a file (see [`TcKey`]).
+//! Each node's tc words come from its discipline's declaration
+//! ([`Discipline::tc_args`](super::vocab::Discipline::tc_args), in tc's own syntax and units:
+//! the `dump` Linux pairs with every qdisc's `change`); children hang under their parent's
+//! classes ([`Classful`](super::Classful)). The reverse maps each tc keyword to the
+//! experiment-file key (the declaration's [`TcKey`]s) and runs the discipline's own `parse`,
+//! so `from_tc(dump(spec)) == spec` and a tc line is validated exactly like a file.
 
-use super::registry::{self, BuildCtx, KINDS};
-use super::{
-    age, cake, cocoa, codel, dualpi2, fifo, fq, fq_codel, fq_pie, las, lstf_codel, pie, prio, red,
-    sfq, srpt, tbf, AnyQdisc,
+use super::vocab::{
+    parse_tc_rate, parse_tc_size, parse_tc_time, tc_rate, BuildCtx, NotLinux, TcClass, TcKey,
+    TcNode, TcParent, TcShaped, TcTree,
 };
+use super::QdiscSpec;
 use crate::params::{ConfError, ConfResult, Table, Value};
-use crate::time::Duration;
-use std::fmt;
-
-/// A validated discipline, composites included (their children are specs too).
-#[derive(Clone, Debug, PartialEq)]
-pub enum QdiscSpec {
-    Pfifo(fifo::FifoSpec),
-    Bfifo(fifo::FifoSpec),
-    PfifoHeadDrop(fifo::FifoSpec),
-    Codel(codel::CodelSpec),
-    FqCodel(fq_codel::FqCodelSpec),
-    Fq(fq::FqConfig),
-    Cocoa(cocoa::CocoaSpec),
-    Cake(cake::CakeConfig),
-    Pie(pie::PieSpec),
-    FqPie(fq_pie::FqPieSpec),
-    DualPi2(dualpi2::DualPi2Spec),
-    Sfq(sfq::SfqSpec),
-    Red(red::RedSpec),
-    Prio(prio::PrioSpec),
-    PfifoFast(prio::PfifoFastSpec),
-    Tbf(tbf::TbfSpec),
-    LstfCodel(lstf_codel::LstfCodelSpec),
-    Age(age::AgeSpec),
-    Las(las::LasSpec),
-    Srpt(srpt::SrptSpec),
-}
-
-/// Why a spec has no Linux equivalent: one line, usable as a refusal message.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NotLinux {
-    /// The discipline (or the composite's child) that cannot be expressed.
-    pub kind: &'static str,
-    pub reason: String,
-}
-
-impl NotLinux {
-    pub fn new(kind: &'static str, reason: impl Into<String>) -> NotLinux {
-        NotLinux {
-            kind,
-            reason: reason.into(),
-        }
-    }
-}
-
-impl fmt::Display for NotLinux {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.kind, self.reason)
-    }
-}
-
-impl std::error::Error for NotLinux {}
-
-/// Where a qdisc of a tc tree hangs: the root of the device, or a class `major:minor`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TcParent {
-    Root,
-    Class(u16, u16),
-}
-
-/// One `tc qdisc replace dev DEV <parent> handle H: <kind> <args>` line.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TcNode {
-    pub parent: TcParent,
-    /// Major number of this qdisc's handle (`H:`).
-    pub handle: u16,
-    /// tc's name of the qdisc (`fq_codel`, `prio`, …).
-    pub kind: &'static str,
-    /// Arguments in tc's syntax and units, one token per element.
-    pub args: Vec<String>,
-}
-
-impl fmt::Display for TcNode {
-    /// `root handle 1: fq_codel limit 10240 …` / `parent 1:2 handle 2: pfifo limit 1000`
-    /// (hex handles, as tc reads and prints them).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.parent {
-            TcParent::Root => write!(f, "root")?,
-            TcParent::Class(maj, min) => write!(f, "parent {maj:x}:{min:x}")?,
-        }
-        write!(f, " handle {:x}: {}", self.handle, self.kind)?;
-        for a in &self.args {
-            write!(f, " {a}")?;
-        }
-        Ok(())
-    }
-}
-
-/// A spec as tc commands: the root first, then children in order (parents before children).
-pub type TcTree = Vec<TcNode>;
-
-/// One `tc class replace dev DEV parent H: classid H:M <kind> <args>` line.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TcClass {
-    /// Major of the qdisc the class belongs to.
-    pub parent: u16,
-    /// `(major, minor)` of the class.
-    pub classid: (u16, u16),
-    pub kind: &'static str,
-    pub args: Vec<String>,
-}
-
-impl fmt::Display for TcClass {
-    /// `parent 1: classid 1:1 htb rate 10Mbit ceil 10Mbit`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "parent {:x}: classid {:x}:{:x} {}",
-            self.parent, self.classid.0, self.classid.1, self.kind
-        )?;
-        for a in &self.args {
-            write!(f, " {a}")?;
-        }
-        Ok(())
-    }
-}
-
-/// A discipline behind a shaper: the root shaping qdisc, its class, and the discipline's
-/// tree under that class (see [`QdiscSpec::dump_shaped`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TcShaped {
-    pub root: TcNode,
-    pub class: TcClass,
-    pub leaf: TcTree,
-}
 
 impl QdiscSpec {
-    /// Parses and validates a spec: a bare kind (`"codel"`) or a table with `kind` and
-    /// parameters. `path` is the spec's key path, used in error messages.
-    pub fn parse(spec: &Value, path: &str, ctx: &BuildCtx) -> ConfResult<QdiscSpec> {
-        match spec {
-            Value::Str(kind) => registry::parse_kind(kind, &Table::default(), path, ctx),
-            Value::Table(t) => {
-                let kind = match t.get("kind") {
-                    Some(Value::Str(k)) => k.clone(),
-                    Some(v) => {
-                        return Err(ConfError::new(
-                            crate::params::join(path, "kind"),
-                            format!("expected a string, got {}", v.type_name()),
-                        ))
-                    }
-                    None => {
-                        return Err(ConfError::new(
-                            path,
-                            format!(
-                                "a qdisc needs `kind`; one of {}",
-                                registry::names().join(", ")
-                            ),
-                        ))
-                    }
-                };
-                registry::parse_kind(&kind, t, path, ctx)
-            }
-            v => Err(ConfError::new(
-                path,
-                format!(
-                    "expected a qdisc name or a table with `kind`, got {}",
-                    v.type_name()
-                ),
-            )),
-        }
-    }
-
-    /// Builds the discipline (children get `ctx.child(i)`, as the kernel gives each qdisc
-    /// its own state). Never fails: everything that could was checked by `parse`.
-    pub fn build(&self, ctx: &BuildCtx) -> AnyQdisc {
-        match self {
-            QdiscSpec::Pfifo(s) => AnyQdisc::Pfifo(s.build_packets()),
-            QdiscSpec::Bfifo(s) => AnyQdisc::Bfifo(s.build_bytes()),
-            QdiscSpec::PfifoHeadDrop(s) => AnyQdisc::PfifoHeadDrop(s.build_head_drop()),
-            QdiscSpec::Codel(s) => AnyQdisc::Codel(s.build()),
-            QdiscSpec::FqCodel(s) => AnyQdisc::FqCodel(Box::new(s.build(ctx))),
-            QdiscSpec::Fq(s) => AnyQdisc::Fq(Box::new(fq::Fq::new(s.clone()))),
-            QdiscSpec::Cocoa(s) => AnyQdisc::Cocoa(Box::new(s.build())),
-            QdiscSpec::Cake(s) => AnyQdisc::Cake(Box::new(cake::Cake::new(
-                s.clone(),
-                ctx.rng(),
-                ctx.hash_salt(),
-            ))),
-            QdiscSpec::Pie(s) => AnyQdisc::Pie(Box::new(s.build(ctx))),
-            QdiscSpec::FqPie(s) => AnyQdisc::FqPie(Box::new(s.build(ctx))),
-            QdiscSpec::DualPi2(s) => AnyQdisc::DualPi2(Box::new(s.build(ctx))),
-            QdiscSpec::Sfq(s) => AnyQdisc::Sfq(Box::new(s.build(ctx))),
-            QdiscSpec::Red(s) => AnyQdisc::Red(Box::new(s.build(ctx))),
-            QdiscSpec::Prio(s) => AnyQdisc::Prio(Box::new(s.build(ctx))),
-            QdiscSpec::PfifoFast(s) => AnyQdisc::PfifoFast(Box::new(s.build())),
-            QdiscSpec::Tbf(s) => AnyQdisc::Tbf(Box::new(s.build(ctx))),
-            QdiscSpec::LstfCodel(s) => AnyQdisc::LstfCodel(Box::new(s.build())),
-            QdiscSpec::Age(s) => AnyQdisc::Age(Box::new(s.build(ctx))),
-            QdiscSpec::Las(s) => AnyQdisc::Las(Box::new(s.build())),
-            QdiscSpec::Srpt(s) => AnyQdisc::Srpt(Box::new(s.build())),
-        }
-    }
-
-    /// The experiment-file name of the discipline (`"fq_codel"`).
-    pub fn kind(&self) -> &'static str {
-        match self {
-            QdiscSpec::Pfifo(_) => "pfifo",
-            QdiscSpec::Bfifo(_) => "bfifo",
-            QdiscSpec::PfifoHeadDrop(_) => "pfifo_head_drop",
-            QdiscSpec::Codel(_) => "codel",
-            QdiscSpec::FqCodel(_) => "fq_codel",
-            QdiscSpec::Fq(_) => "fq",
-            QdiscSpec::Cocoa(_) => "cocoa",
-            QdiscSpec::Cake(_) => "cake",
-            QdiscSpec::Pie(_) => "pie",
-            QdiscSpec::FqPie(_) => "fq_pie",
-            QdiscSpec::DualPi2(_) => "dualpi2",
-            QdiscSpec::Sfq(_) => "sfq",
-            QdiscSpec::Red(_) => "red",
-            QdiscSpec::Prio(_) => "prio",
-            QdiscSpec::PfifoFast(_) => "pfifo_fast",
-            QdiscSpec::Tbf(_) => "tbf",
-            QdiscSpec::LstfCodel(_) => "lstf_codel",
-            QdiscSpec::Age(_) => "age",
-            QdiscSpec::Las(_) => "las",
-            QdiscSpec::Srpt(_) => "srpt",
-        }
-    }
-
-    /// The child specs of a composite (prio bands, age levels, tbf's inner qdisc), in order.
-    pub fn children(&self) -> Vec<&QdiscSpec> {
-        match self {
-            QdiscSpec::Prio(s) => s.children.iter().collect(),
-            QdiscSpec::Age(s) => s.levels.iter().collect(),
-            QdiscSpec::Tbf(s) => vec![&*s.child],
-            _ => Vec::new(),
-        }
-    }
-
     /// Whether any discipline in the tree reads `pkt.ct_bytes`, so the node that feeds this
     /// link must run conntrack (an `age` with `count = "conntrack"`, anywhere).
     pub fn needs_conntrack(&self) -> bool {
-        let own = matches!(self, QdiscSpec::Age(a) if a.count == age::CountMode::Conntrack);
-        own || self.children().iter().any(|c| c.needs_conntrack())
+        self.facts().needs_conntrack || self.children().iter().any(|c| c.needs_conntrack())
     }
 
-    /// Whether any discipline in the tree cuts GSO buffers into segments itself: cake and
-    /// dualpi2 with `split_gso` (their default, as in Linux), and tbf, which segments a
-    /// buffer larger than its burst. An engine that moves real frames (the live forwarder)
-    /// cannot make a frame of a segment split off inside a qdisc.
+    /// Whether any discipline in the tree cuts GSO buffers into segments itself
+    /// ([`Facts::splits_gso`](super::vocab::Facts::splits_gso)). An engine that moves real
+    /// frames (the live forwarder) cannot make a frame of a segment split off inside a qdisc.
     pub fn splits_gso(&self) -> bool {
-        let own = match self {
-            QdiscSpec::Cake(c) => c.split_gso,
-            QdiscSpec::DualPi2(d) => d.split_gso,
-            QdiscSpec::Tbf(_) => true,
-            _ => false,
-        };
-        own || self.children().iter().any(|c| c.splits_gso())
+        self.facts().splits_gso || self.children().iter().any(|c| c.splits_gso())
     }
 
     /// Whether Linux can run this whole tree as tc qdiscs; `Err` names the first part it
@@ -353,12 +111,7 @@ impl QdiscSpec {
     /// A handle this spec insists on (prio's and CAKE's `handle`, which their classifiers
     /// compare with `skb->priority`).
     fn own_handle(&self) -> Option<u16> {
-        match self {
-            QdiscSpec::Prio(p) => Some(p.handle as u16),
-            QdiscSpec::Cake(c) => Some(c.handle_major),
-            QdiscSpec::Age(a) if a.count == age::CountMode::Priority => Some(a.handle_major as u16),
-            _ => None,
-        }
+        self.facts().tc_handle
     }
 
     fn dump_into(
@@ -375,45 +128,11 @@ impl QdiscSpec {
             kind,
             args,
         });
-        let children = self.children();
-        for (i, c) in children.iter().enumerate() {
-            if let QdiscSpec::Tbf(t) = self {
-                // tbf's own `limit` already made this bfifo (tbf_change); no child line.
-                if t.child_is_default_bfifo() {
-                    break;
-                }
-            }
+        for (i, c) in self.tc_children().iter().enumerate() {
             let h = c.own_handle().unwrap_or_else(|| handles.fresh());
             c.dump_into(TcParent::Class(handle, i as u16 + 1), h, handles, out)?;
         }
         Ok(())
-    }
-
-    /// tc's kind and arguments of this node alone (children are separate nodes). The kind
-    /// is this discipline's own except for `age` with `count = "priority"`, which is prio.
-    pub fn tc_args(&self) -> Result<(&'static str, Vec<String>), NotLinux> {
-        let args = match self {
-            QdiscSpec::Pfifo(s) | QdiscSpec::PfifoHeadDrop(s) => s.tc_args_packets(),
-            QdiscSpec::Bfifo(s) => s.tc_args_bytes(),
-            QdiscSpec::Codel(s) => s.tc_args()?,
-            QdiscSpec::FqCodel(s) => s.tc_args()?,
-            QdiscSpec::Fq(s) => fq::tc_args(s)?,
-            QdiscSpec::Cocoa(_) => return Err(cocoa::not_linux()),
-            QdiscSpec::Cake(s) => cake::tc_args(s)?,
-            QdiscSpec::Pie(s) => s.tc_args()?,
-            QdiscSpec::FqPie(s) => s.tc_args()?,
-            QdiscSpec::DualPi2(s) => s.tc_args()?,
-            QdiscSpec::Sfq(s) => s.tc_args()?,
-            QdiscSpec::Red(s) => s.tc_args(),
-            QdiscSpec::Prio(s) => s.tc_args(),
-            QdiscSpec::PfifoFast(_) => Vec::new(),
-            QdiscSpec::Tbf(s) => s.tc_args(),
-            QdiscSpec::LstfCodel(_) => return Err(lstf_codel::not_linux()),
-            QdiscSpec::Age(a) => return a.tc_args(),
-            QdiscSpec::Las(_) => return Err(las::not_linux()),
-            QdiscSpec::Srpt(_) => return Err(srpt::not_linux()),
-        };
-        Ok((self.kind(), args))
     }
 
     /// A spec from a tc tree (as [`QdiscSpec::dump`] writes it, or typed by hand):
@@ -483,56 +202,11 @@ impl Handles {
 }
 
 fn tc_kind(kind: &str) -> ConfResult<&'static str> {
-    KINDS
+    super::KINDS
         .iter()
         .map(|k| k.name)
         .find(|n| *n == kind)
         .ok_or_else(|| ConfError::new("tc", format!("unknown qdisc {kind:?}")))
-}
-
-/// The tc keywords a discipline understands, mapped to experiment-file keys.
-#[derive(Clone, Copy, Debug)]
-pub enum TcKey {
-    /// `word N` → `key = N` (an integer; tc's show suffix `p` for packets is accepted).
-    Int(&'static str, &'static str),
-    /// `word SIZE` in tc units (`b`, `k`/`kb`, `m`/`mb`, `g`/`gb` = powers of 1024) → bytes.
-    Size(&'static str, &'static str),
-    /// `word TIME` in tc units (`s`, `ms`, `us`; a bare number is µs) → a duration.
-    Time(&'static str, &'static str),
-    /// `word RATE` in tc units (`bit`, `kbit`, `mbit`, `gbit`, `bps` = bytes/s, …) → bit/s.
-    Rate(&'static str, &'static str),
-    /// `word X` → `key = "X"` (a keyword value, e.g. CAKE's `rtt internet`).
-    Text(&'static str, &'static str),
-    /// `word` alone → `key = value` (a boolean switch such as `ecn` / `noecn`).
-    Flag(&'static str, &'static str, bool),
-    /// `word` alone → `key = "value"` (a keyword choice such as CAKE's `besteffort`).
-    Choice(&'static str, &'static str, &'static str),
-    /// `word` followed by `n` integers → `key = [..]` (priomap, weights).
-    Ints(&'static str, &'static str, usize),
-    /// `word F` → `key = F` (a real number, e.g. RED's probability).
-    Real(&'static str, &'static str),
-    /// `word` and its `n` values carry nothing sojourn keeps (fq's fixed `bands 3`).
-    Ignore(&'static str, usize),
-    /// `word SECS` → `key = SECS` (whole seconds; `tc qdisc show`'s `10sec` is accepted).
-    Secs(&'static str, &'static str),
-}
-
-impl TcKey {
-    fn word(&self) -> &'static str {
-        match *self {
-            TcKey::Int(w, _)
-            | TcKey::Size(w, _)
-            | TcKey::Time(w, _)
-            | TcKey::Rate(w, _)
-            | TcKey::Text(w, _)
-            | TcKey::Flag(w, _, _)
-            | TcKey::Choice(w, _, _)
-            | TcKey::Ints(w, _, _)
-            | TcKey::Real(w, _)
-            | TcKey::Ignore(w, _)
-            | TcKey::Secs(w, _) => w,
-        }
-    }
 }
 
 /// Turns tc arguments into an experiment-file parameter table, by `keys`.
@@ -629,27 +303,12 @@ pub fn tc_table(kind: &str, args: &[String], keys: &[TcKey]) -> ConfResult<Table
 /// Parses a `TcNode` (and its children in `tree`) into a spec.
 fn from_tc_node(tree: &[TcNode], idx: usize, ctx: &BuildCtx) -> ConfResult<QdiscSpec> {
     let node = &tree[idx];
-    let keys: &[TcKey] = match node.kind {
-        "pfifo" | "pfifo_head_drop" => fifo::TC_KEYS_PACKETS,
-        "bfifo" => fifo::TC_KEYS_BYTES,
-        "codel" => codel::TC_KEYS,
-        "fq_codel" => fq_codel::TC_KEYS,
-        "fq" => fq::TC_KEYS,
-        "cake" => cake::TC_KEYS,
-        "pie" => pie::TC_KEYS_PIE,
-        "fq_pie" => fq_pie::TC_KEYS,
-        "dualpi2" => dualpi2::TC_KEYS,
-        "sfq" => sfq::TC_KEYS,
-        "red" => red::TC_KEYS,
-        "prio" => prio::TC_KEYS,
-        "pfifo_fast" => &[],
-        "tbf" => tbf::TC_KEYS,
-        k => {
-            return Err(ConfError::new(
-                "tc",
-                format!("{k} is not a Linux qdisc sojourn reads back"),
-            ))
-        }
+    let kind = super::KINDS.iter().find(|k| k.name == node.kind);
+    let Some((kind, keys)) = kind.and_then(|k| Some((k, k.tc_keys?))) else {
+        return Err(ConfError::new(
+            "tc",
+            format!("{} is not a Linux qdisc sojourn reads back", node.kind),
+        ));
     };
     let mut table = tc_table(node.kind, &node.args, keys)?;
     table.insert("kind", Value::Str(node.kind.to_string()));
@@ -662,8 +321,8 @@ fn from_tc_node(tree: &[TcNode], idx: usize, ctx: &BuildCtx) -> ConfResult<Qdisc
     let children: Vec<usize> = (0..tree.len())
         .filter(|&j| matches!(tree[j].parent, TcParent::Class(maj, _) if maj == node.handle))
         .collect();
-    if matches!(node.kind, "prio" | "cake") && node.handle != 1 {
-        table.insert("handle", Value::Int(node.handle as i64));
+    if let Some(key) = kind.tc_handle_key.filter(|_| node.handle != 1) {
+        table.insert(key, Value::Int(node.handle as i64));
     }
     if !children.is_empty() {
         let child_specs: Vec<(u16, QdiscSpec)> = children
@@ -689,163 +348,16 @@ fn attach_children(
 ) -> ConfResult<QdiscSpec> {
     children.sort_by_key(|(m, _)| *m);
     let mut spec = QdiscSpec::parse(&Value::Table(table), "tc", ctx)?;
-    match &mut spec {
-        QdiscSpec::Prio(p) => {
-            // `prio_find`: classes :1 … :bands (minor − 1 is the band); `1:` is no class.
-            for (minor, c) in children {
-                let band = match (minor as usize).checked_sub(1) {
-                    Some(b) if b < p.children.len() => b,
-                    _ => {
-                        return Err(ConfError::new(
-                            "tc",
-                            format!("prio has no class :{minor:x}"),
-                        ))
-                    }
-                };
-                p.children[band] = c;
-            }
-        }
-        QdiscSpec::Tbf(t) => {
-            // sch_tbf has one class and `tbf_find` answers it for every classid: a child
-            // added at `1:2` (or `1:`) hangs in class :1, and `tc qdisc show` still prints
-            // the parent it was added with. A second qdisc cannot hang there beside it (tc
-            // refuses the add; a replace takes the first one's place).
-            if children.len() != 1 {
-                return Err(ConfError::new(
-                    "tc",
-                    format!("tbf has one class; {} qdiscs hang under it", children.len()),
-                ));
-            }
-            let (_, c) = children.pop().expect("one child");
-            *t.child = c;
-        }
-        other => {
-            return Err(ConfError::new(
-                "tc",
-                format!("{} has no classes to attach children to", other.kind()),
-            ))
-        }
-    }
+    spec.attach(children)?;
     Ok(spec)
-}
-
-// ---------------------------------------------------------------------------------------
-// tc's units (tc(8) "PARAMETERS"): sizes in powers of 1024, times in µs, rates in bit/s.
-// ---------------------------------------------------------------------------------------
-
-/// A duration in tc's syntax, exactly (`5ms`, `100ms`, `1s`, `500us`); `Err` if it is not
-/// a whole number of microseconds (tc's time unit).
-pub fn tc_time(kind: &'static str, what: &str, d: Duration) -> Result<String, NotLinux> {
-    let ns = d.as_ns();
-    if !ns.is_multiple_of(1000) {
-        return Err(NotLinux::new(
-            kind,
-            format!("{what} {ns}ns is not a whole number of microseconds (tc's unit)"),
-        ));
-    }
-    let us = ns / 1000;
-    Ok(if us != 0 && us.is_multiple_of(1_000_000) {
-        format!("{}s", us / 1_000_000)
-    } else if us != 0 && us.is_multiple_of(1000) {
-        format!("{}ms", us / 1000)
-    } else {
-        format!("{us}us")
-    })
-}
-
-/// A size in tc's syntax, exactly: `32Mb` / `64Kb` when a whole number of MiB / KiB
-/// (tc's `b`, `Kb`, `Mb` are bytes, KiB, MiB), else `1514000b`.
-pub fn tc_size(bytes: u64) -> String {
-    if bytes != 0 && bytes.is_multiple_of(1 << 20) {
-        format!("{}Mb", bytes >> 20)
-    } else if bytes != 0 && bytes.is_multiple_of(1 << 10) {
-        format!("{}Kb", bytes >> 10)
-    } else {
-        format!("{bytes}b")
-    }
-}
-
-/// A rate in tc's syntax, exactly: `100Mbit`, `550Kbit`, `12345bit` (decimal prefixes).
-pub fn tc_rate(bits_per_s: u64) -> String {
-    let mut v = bits_per_s;
-    for unit in ["bit", "Kbit", "Mbit", "Gbit"] {
-        if v == 0 || !v.is_multiple_of(1000) {
-            return format!("{v}{unit}");
-        }
-        v /= 1000;
-    }
-    format!("{v}Tbit")
-}
-
-fn split_unit(s: &str) -> Option<(f64, String)> {
-    let end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e'))
-        .unwrap_or(s.len());
-    // `e` may start a unit ("e" is no tc unit, so only treat it as exponent if digits follow).
-    let (num, unit) = s.split_at(end);
-    let v: f64 = num.parse().ok()?;
-    Some((v, unit.to_ascii_lowercase()))
-}
-
-/// tc's `get_size`: `b` (or none) bytes; `k`/`kb`, `m`/`mb`, `g`/`gb` powers of 1024;
-/// `kbit`, `mbit`, `gbit` the same divided by 8. A fraction of a byte is truncated, as tc's
-/// conversion of the double to an integer does (`1.7` is 1 byte, `0.6kbit` 76).
-pub fn parse_tc_size(s: &str) -> Option<u64> {
-    let (v, unit) = split_unit(s)?;
-    let scale = match unit.as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" => 1024.0,
-        "m" | "mb" => 1024.0 * 1024.0,
-        "g" | "gb" => 1024.0 * 1024.0 * 1024.0,
-        "kbit" => 1024.0 / 8.0,
-        "mbit" => 1024.0 * 1024.0 / 8.0,
-        "gbit" => 1024.0 * 1024.0 * 1024.0 / 8.0,
-        _ => return None,
-    };
-    let b = v * scale;
-    (b.is_finite() && b >= 0.0 && b < u64::MAX as f64).then(|| b.trunc() as u64)
-}
-
-/// tc's `get_time`: `s`/`sec`/`secs`, `ms`/`msec`/`msecs`, `us`/`usec`/`usecs`, or a bare
-/// number of µs.
-pub fn parse_tc_time(s: &str) -> Option<Duration> {
-    let (v, unit) = split_unit(s)?;
-    let ns_per = match unit.as_str() {
-        "s" | "sec" | "secs" => 1e9,
-        "ms" | "msec" | "msecs" => 1e6,
-        "" | "us" | "usec" | "usecs" => 1e3,
-        _ => return None,
-    };
-    let ns = v * ns_per;
-    (ns.is_finite() && ns >= 0.0 && ns < u64::MAX as f64).then(|| Duration(ns.round() as u64))
-}
-
-/// tc's `get_rate`: `bit` (or a bare number) bit/s, `kbit`/`mbit`/`gbit`/`tbit` decimal,
-/// `kibit`/`mibit`/`gibit` binary, `bps`/`kbps`/`mbps`/`gbps` bytes per second.
-pub fn parse_tc_rate(s: &str) -> Option<u64> {
-    let (v, unit) = split_unit(s)?;
-    let scale = match unit.as_str() {
-        "" | "bit" => 1.0,
-        "kbit" => 1e3,
-        "mbit" => 1e6,
-        "gbit" => 1e9,
-        "tbit" => 1e12,
-        "kibit" => 1024.0,
-        "mibit" => 1024.0 * 1024.0,
-        "gibit" => 1024.0 * 1024.0 * 1024.0,
-        "bps" => 8.0,
-        "kbps" => 8e3,
-        "mbps" => 8e6,
-        "gbps" => 8e9,
-        _ => return None,
-    };
-    let b = v * scale;
-    (b.is_finite() && b >= 0.0 && b < u64::MAX as f64).then(|| b.round() as u64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::qdisc::vocab::{tc_size, tc_time};
+    use crate::qdisc::{cake, AnyQdisc};
+    use crate::time::Duration;
 
     fn s(x: &str) -> Value {
         Value::Str(x.into())
@@ -1665,6 +1177,24 @@ mod tests {
     }
 
     #[test]
+    fn splits_gso_looks_through_the_whole_tree() {
+        // Linux's cake and dualpi2 split GSO buffers by default (`split-gso`); tbf segments
+        // a buffer larger than its burst (tbf_segment).
+        assert!(default_of("cake").splits_gso());
+        assert!(!spec("cake", &[("split_gso", b(false))]).splits_gso());
+        assert!(default_of("dualpi2").splits_gso());
+        assert!(!spec("dualpi2", &[("split_gso", b(false))]).splits_gso());
+        let tbf = spec(
+            "tbf",
+            &[("rate", s("1Mbit")), ("burst", i(3000)), ("limit", i(9000))],
+        );
+        assert!(tbf.splits_gso());
+        assert!(spec("prio", &[("child", s("cake"))]).splits_gso());
+        assert!(!spec("prio", &[("child", s("fq_codel"))]).splits_gso());
+        assert!(!default_of("fq_codel").splits_gso());
+    }
+
+    #[test]
     fn fq_default_matches_tc_qdisc_show() {
         // `tc qdisc show` of a default fq on Linux ≥ 6.7 / iproute2 ≥ 6.7 (sch_fq defaults:
         // 2·MTU quantum, 10·MTU initial quantum, 550 kbit/s low-rate threshold, 40 ms refill
@@ -1731,7 +1261,7 @@ mod tests {
         let ctx = BuildCtx::default().child(7);
         let q = spec("prio", &[("child", s("fq_codel"))]);
         let a = q.build(&ctx);
-        let b = registry::build(
+        let b = crate::qdisc::build(
             &Value::Table(Table(vec![
                 ("kind".into(), s("prio")),
                 ("child".into(), s("fq_codel")),

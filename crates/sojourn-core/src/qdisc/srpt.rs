@@ -19,8 +19,7 @@
 //! work; a flow's key only changes when it is served.
 
 use super::flow_heap::FlowHeap;
-use super::spec::NotLinux;
-use super::{BuildCtx, Dequeue, Drops, Qdisc, Verdict};
+use super::vocab::{BuildCtx, Dequeue, Discipline, Drops, NotLinux, Qdisc, Verdict};
 use crate::packet::Packet;
 use crate::params::{ConfResult, Params};
 use crate::time::Time;
@@ -96,7 +95,7 @@ impl Qdisc for Srpt {
 
 /// `srpt [limit PACKETS] [unknown largest|smallest]` (see docs/disciplines/srpt.md).
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Srpt> {
-    Ok(SrptSpec::parse(p, ctx)?.build())
+    Ok(*SrptSpec::parse(p, ctx)?.build(ctx))
 }
 
 /// Typed spec of `srpt`.
@@ -108,9 +107,14 @@ pub struct SrptSpec {
     pub unknown_largest: bool,
 }
 
-impl SrptSpec {
+impl Discipline for SrptSpec {
+    const KIND: &'static str = "srpt";
+    const SUMMARY: &'static str =
+        "SRPT oracle: least remaining flow bytes first (reference, pkt.remaining_bytes)";
+    type Qdisc = Box<Srpt>;
+
     /// `limit`, `unknown = "largest" | "smallest"`.
-    pub fn parse(p: &mut Params, _ctx: &BuildCtx) -> ConfResult<SrptSpec> {
+    fn parse(p: &mut Params, _ctx: &BuildCtx) -> ConfResult<Self> {
         let limit = p.u64("limit", SRPT_LIMIT_PACKETS, 1, u32::MAX as u64)?;
         let unknown = p.choice("unknown", &["largest", "smallest"], "largest")?;
         Ok(SrptSpec {
@@ -119,8 +123,12 @@ impl SrptSpec {
         })
     }
 
-    pub fn build(&self) -> Srpt {
-        Srpt::new(self.limit as usize, self.unknown_largest)
+    fn build(&self, _ctx: &BuildCtx) -> Box<Srpt> {
+        Box::new(Srpt::new(self.limit as usize, self.unknown_largest))
+    }
+
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+        Err(not_linux())
     }
 }
 

@@ -12,10 +12,13 @@
 //! at enqueue, as in the kernel. The default child is a bfifo of `limit` bytes
 //! (tc: `limit`, or `latency` → `limit = rate·latency + burst`).
 
-use super::spec::{tc_rate, tc_size, QdiscSpec, TcKey};
-use super::{registry, AnyQdisc, BuildCtx, Dequeue, DropReason, Drops, Qdisc, Verdict};
+use super::vocab::{
+    tc_rate, tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, Facts, NotLinux, Qdisc,
+    TcKey, Verdict,
+};
+use super::{AnyQdisc, Classful, QdiscSpec};
 use crate::packet::Packet;
-use crate::params::{ConfResult, Params, Table, Value};
+use crate::params::{ConfError, ConfResult, Params, Table, Value};
 use crate::time::{Duration, Time};
 
 /// `psched_l2t_ns`: time to send `len` bytes at `rate_bps`, truncated like the kernel's
@@ -162,7 +165,7 @@ impl Qdisc for Tbf {
 /// Builds `tbf rate RATE burst BYTES (limit BYTES | latency TIME) [peakrate RATE mtu BYTES]
 /// [child SPEC]`.
 pub fn from_params(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Tbf> {
-    Ok(TbfSpec::parse(p, ctx)?.build(ctx))
+    Ok(*TbfSpec::parse(p, ctx)?.build(ctx))
 }
 
 /// Typed spec of `tbf`: rate, bucket, optional peak bucket and the child (by default the
@@ -183,39 +186,16 @@ impl TbfSpec {
     pub fn child_is_default_bfifo(&self) -> bool {
         matches!(*self.child, QdiscSpec::Bfifo(_))
     }
+}
 
-    pub fn build(&self, ctx: &BuildCtx) -> Tbf {
-        Tbf::new(
-            self.rate_bps,
-            self.burst_bytes,
-            self.peak,
-            self.child.build(&ctx.child(0)),
-        )
-    }
-
-    /// `rate R burst B [peakrate R mtu M] limit L`. With a child other than bfifo, `limit`
-    /// (which tc requires) sizes a bfifo the child then replaces; the burst is written.
-    pub fn tc_args(&self) -> Vec<String> {
-        let mut a: Vec<String> = vec![
-            "rate".into(),
-            tc_rate(self.rate_bps),
-            "burst".into(),
-            tc_size(self.burst_bytes),
-        ];
-        if let Some((pr, m)) = self.peak {
-            a.extend(["peakrate".into(), tc_rate(pr), "mtu".into(), tc_size(m)]);
-        }
-        let limit = match &*self.child {
-            QdiscSpec::Bfifo(f) => f.limit,
-            _ => self.burst_bytes,
-        };
-        a.extend(["limit".into(), tc_size(limit)]);
-        a
-    }
+impl Discipline for TbfSpec {
+    const KIND: &'static str = "tbf";
+    const SUMMARY: &'static str = "Token bucket shaper over a child qdisc (Linux sch_tbf)";
+    type Qdisc = Box<Tbf>;
 
     /// Builds `tbf rate RATE burst BYTES (limit BYTES | latency TIME) [peakrate RATE mtu BYTES]
     /// [child SPEC]`.
-    pub fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<TbfSpec> {
+    fn parse(p: &mut Params, ctx: &BuildCtx) -> ConfResult<Self> {
         let rate = match p.rate_opt("rate")? {
         Some(r) if r > 0 => r,
         Some(_) => return Err(p.err("rate", "rate must be positive")),
@@ -307,7 +287,7 @@ impl TbfSpec {
                     return Err(p.err("limit", format!("{bytes} B is out of range [1, 2^32-1]")));
                 }
                 let t = Table(vec![("limit".into(), Value::Int(bytes as i64))]);
-                registry::parse_kind("bfifo", &t, &child_path, ctx)?
+                QdiscSpec::parse_kind("bfifo", &t, &child_path, ctx)?
             }
         };
         Ok(TbfSpec {
@@ -316,6 +296,76 @@ impl TbfSpec {
             peak,
             child: Box::new(child),
         })
+    }
+
+    fn build(&self, ctx: &BuildCtx) -> Box<Tbf> {
+        Box::new(Tbf::new(
+            self.rate_bps,
+            self.burst_bytes,
+            self.peak,
+            self.child.build(&ctx.child(0)),
+        ))
+    }
+
+    const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
+
+    /// `rate R burst B [peakrate R mtu M] limit L`. With a child other than bfifo, `limit`
+    /// (which tc requires) sizes a bfifo the child then replaces; the burst is written.
+    fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
+        let mut a: Vec<String> = vec![
+            "rate".into(),
+            tc_rate(self.rate_bps),
+            "burst".into(),
+            tc_size(self.burst_bytes),
+        ];
+        if let Some((pr, m)) = self.peak {
+            a.extend(["peakrate".into(), tc_rate(pr), "mtu".into(), tc_size(m)]);
+        }
+        let limit = match &*self.child {
+            QdiscSpec::Bfifo(f) => f.limit,
+            _ => self.burst_bytes,
+        };
+        a.extend(["limit".into(), tc_size(limit)]);
+        Ok(a)
+    }
+
+    /// tbf segments a GSO buffer larger than its burst.
+    fn facts(&self) -> Facts {
+        Facts {
+            splits_gso: true,
+            ..Facts::default()
+        }
+    }
+}
+
+impl Classful for TbfSpec {
+    fn children(&self) -> Vec<&QdiscSpec> {
+        vec![&*self.child]
+    }
+
+    /// tbf's own `limit` already made a default bfifo child (tbf_change): no line of its own.
+    fn tc_children(&self) -> Vec<&QdiscSpec> {
+        if self.child_is_default_bfifo() {
+            Vec::new()
+        } else {
+            self.children()
+        }
+    }
+
+    /// sch_tbf has one class and `tbf_find` answers it for every classid: a child added at
+    /// `1:2` (or `1:`) hangs in class :1, and `tc qdisc show` still prints the parent it
+    /// was added with. A second qdisc cannot hang there beside it (tc refuses the add; a
+    /// replace takes the first one's place).
+    fn attach(&mut self, mut children: Vec<(u16, QdiscSpec)>) -> ConfResult<()> {
+        if children.len() != 1 {
+            return Err(ConfError::new(
+                "tc",
+                format!("tbf has one class; {} qdiscs hang under it", children.len()),
+            ));
+        }
+        let (_, c) = children.pop().expect("one child");
+        *self.child = c;
+        Ok(())
     }
 }
 

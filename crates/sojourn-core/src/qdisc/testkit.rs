@@ -1,7 +1,7 @@
 //! Shared test harness for disciplines: synthetic packets and the conservation property
 //! (every packet offered leaves exactly once, as a delivery or as a drop, and limits hold).
 
-use super::{BuildCtx, Dequeue, Drops, Qdisc, Verdict};
+use super::vocab::{BuildCtx, Dequeue, Drops, Qdisc, Verdict};
 use crate::packet::{Ecn, Packet};
 use crate::params::{ConfResult, Params, Table, Value};
 use crate::rng::Rng;
