@@ -1,6 +1,9 @@
 //! Engine behaviour against independent truths: queueing arithmetic, exact delays,
 //! schedules and traces, determinism and conservation.
 
+mod tcp_common;
+use tcp_common::fingerprint;
+
 use sojourn_sim::config::from_toml;
 use sojourn_sim::{run_toml, Column, RunOutput, Sim};
 use std::path::Path;
@@ -246,16 +249,6 @@ const RANDOM_EXP: &str = r#"
     packets = ["bottleneck"]
     flows = true
 "#;
-
-fn fingerprint(out: &RunOutput) -> String {
-    format!(
-        "{}|{:?}|{:?}|{:?}",
-        out.summary_json(),
-        out.flows,
-        out.timeseries,
-        out.packets
-    )
-}
 
 #[test]
 fn same_seed_same_bytes_different_seed_differs() {

@@ -8,6 +8,9 @@
 //! files its entry) the lockstep run below differs at once (checked when this test was
 //! written), while the other two, with few exact ties, happen not to.
 
+mod tcp_common;
+use tcp_common::fingerprint;
+
 use sojourn_sim::config::from_toml;
 use sojourn_sim::{output, RunOutput, Sim};
 use std::path::Path;
@@ -85,28 +88,9 @@ interval = "20ms"
 /// A run's outputs and the number of relays it filed.
 /// Lockstep: identical CBR sources on identical paths send at the same nanoseconds, so
 /// their packets meet the bottleneck's small FIFO in exact ties (which one is queued and
-/// which dropped is the tie order), and identical TCP flows start together.
-const LOCKSTEP: &str = r#"
-duration = "2s"
-[topology]
-kind = "dumbbell"
-pairs = 4
-bottleneck = { rate = "20Mbit", delay = "5ms", qdisc = { kind = "pfifo", limit = 20 } }
-access = { rate = "100Mbit", delay = "1ms" }
-[[workload]]
-kind = "cbr"
-pairs = "all"
-rate = "6Mbit"
-packet_size = "1000B"
-[[workload]]
-kind = "bulk"
-pairs = "all"
-cc = "reno"
-[record]
-interval = "10ms"
-packets = ["bottleneck"]
-flows = true
-"#;
+/// which dropped is the tie order), and identical TCP flows start together. The engine
+/// fingerprint of the reproduction pages runs the same file.
+const LOCKSTEP: &str = include_str!("../../../experiments/examples/lockstep.toml");
 
 fn run(text: &str, seed: u64, relay: u32) -> (RunOutput, u64) {
     let exp = from_toml(text, Path::new(".")).unwrap();
@@ -117,17 +101,6 @@ fn run(text: &str, seed: u64, relay: u32) -> (RunOutput, u64) {
     sim.check_conservation().unwrap();
     let relays = sim.relays_filed();
     (output::collect(&mut sim, exp.record.fct_from), relays)
-}
-
-/// Everything a run writes, as text (summary.json and every table).
-fn outputs(out: &RunOutput) -> String {
-    format!(
-        "{}|{:?}|{:?}|{:?}",
-        out.summary_json(),
-        out.flows,
-        out.timeseries,
-        out.packets
-    )
 }
 
 #[test]
@@ -141,7 +114,7 @@ fn relayed_filings_leave_every_output_unchanged() {
         assert_eq!(none, 0);
         let flows = direct.summary["flows"]["count"].as_u64().unwrap();
         assert!(flows >= 2, "{name}: {flows} flows");
-        let base = outputs(&direct);
+        let base = fingerprint(&direct);
         for relay in [1, 2, 7] {
             let (relayed, relays) = run(text, 11, relay);
             // The relays really ran: thousands of events went through one.
@@ -150,7 +123,7 @@ fn relayed_filings_leave_every_output_unchanged() {
                 "{name}: relay every {relay}: {relays} relays"
             );
             assert!(
-                outputs(&relayed) == base,
+                fingerprint(&relayed) == base,
                 "{name}: filing one event in {relay} through a relay changed the outputs"
             );
         }

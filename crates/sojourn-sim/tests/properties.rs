@@ -9,7 +9,7 @@ mod tcp_common;
 use tcp_common::*;
 
 use sojourn_core::rng::Rng;
-use sojourn_sim::{config::from_toml, RunOutput};
+use sojourn_sim::config::from_toml;
 use std::path::Path;
 
 /// A bottleneck qdisc table for `kind` (the required parameters where tc has no default).
@@ -20,16 +20,6 @@ fn qdisc(kind: &str) -> String {
         "age" => r#"{ kind = "age", thresholds = [20000, 200000] }"#.into(),
         k => format!(r#"{{ kind = "{k}" }}"#),
     }
-}
-
-fn fingerprint(out: &RunOutput) -> String {
-    format!(
-        "{}|{:?}|{:?}|{:?}",
-        out.summary_json(),
-        out.flows,
-        out.timeseries,
-        out.packets
-    )
 }
 
 #[test]

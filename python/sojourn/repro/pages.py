@@ -123,27 +123,9 @@ interval = "50ms"
 """,
     # Lockstep (issue 35): identical CBR sources and TCP flows on identical paths meet a small
     # FIFO in exact ties, so the fingerprint also changes when the order of simultaneous
-    # events does (the two runs above have too few consequential ties to notice).
-    """
-duration = "2s"
-seed = 5
-[topology]
-kind = "dumbbell"
-pairs = 4
-bottleneck = { rate = "20Mbit", delay = "5ms", qdisc = { kind = "pfifo", limit = 20 } }
-access = { rate = "100Mbit", delay = "1ms" }
-[[workload]]
-kind = "cbr"
-pairs = "all"
-rate = "6Mbit"
-packet_size = "1000B"
-[[workload]]
-kind = "bulk"
-pairs = "all"
-cc = "reno"
-[record]
-interval = "10ms"
-""",
+    # events does (the two runs above have too few consequential ties to notice). The
+    # order-contract test runs the same file.
+    (REPO / "experiments" / "examples" / "lockstep.toml").read_text(),
 )
 
 

@@ -58,3 +58,15 @@ pub fn jain(x: &[f64]) -> f64 {
     let s2: f64 = x.iter().map(|v| v * v).sum();
     s * s / (x.len() as f64 * s2)
 }
+
+/// Everything a run writes, as text (summary.json and every table): equal strings mean
+/// byte-identical outputs.
+pub fn fingerprint(out: &RunOutput) -> String {
+    format!(
+        "{}|{:?}|{:?}|{:?}",
+        out.summary_json(),
+        out.flows,
+        out.timeseries,
+        out.packets
+    )
+}

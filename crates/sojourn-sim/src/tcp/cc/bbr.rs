@@ -13,7 +13,7 @@
 //! Not modelled (docs/transport.md): the long-term (policer) bandwidth estimate
 //! (`lt_bw`), the ACK-aggregation cwnd allowance (`extra_acked`), and EDT timestamps.
 
-use super::{CaEvent, CaState, CcState, CongestionControl, RateSample, INFINITE_SSTHRESH};
+use super::vocab::{CaEvent, CaState, CcState, CongestionControl, RateSample, INFINITE_SSTHRESH};
 use sojourn_core::rng::Rng;
 use sojourn_core::Time;
 

@@ -8,7 +8,7 @@
 //! Linux computes the cubic in fixed point with jiffies; here it is f64 seconds (the
 //! curve is the same to well under one packet).
 
-use super::{CaEvent, CaState, CcState, CongestionControl};
+use super::vocab::{CaEvent, CaState, CcState, CongestionControl};
 use sojourn_core::Time;
 
 pub const BETA: u32 = 717;

@@ -25,7 +25,7 @@
 //! the rate growth 1/T² of a flow with RTT T, whatever R — and updates α at most once per T
 //! (`prague_should_update_ewma`), so that flows of different RTTs converge to the same α.
 
-use super::{CaEvent, CaState, CcState, CongestionControl};
+use super::vocab::{CaEvent, CaState, CcState, CongestionControl};
 use sojourn_core::{Duration, Time};
 
 /// α = 1.0 (`DCTCP_MAX_ALPHA`).

@@ -2,7 +2,7 @@
 //! congestion avoidance of one packet per window, ssthresh = max(cwnd/2, 2). The
 //! recovery side (RFC 6582 partial ACKs, or SACK-based RFC 6675) lives in the sender.
 
-use super::{CcState, CongestionControl};
+use super::vocab::{CcState, CongestionControl};
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NewReno;

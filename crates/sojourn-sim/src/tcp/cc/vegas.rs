@@ -3,7 +3,8 @@
 //! in the network) and keep it between α = 2 and β = 4 packets; leave slow start when
 //! diff exceeds γ = 1. With fewer than three RTT samples in a round, behave like Reno.
 
-use super::{newreno::NewReno, CaEvent, CaState, CcState, CongestionControl};
+use super::newreno::NewReno;
+use super::vocab::{CaEvent, CaState, CcState, CongestionControl};
 
 pub const ALPHA: u32 = 2;
 pub const BETA: u32 = 4;
