@@ -54,73 +54,12 @@ END = "<!-- END GENERATED: {} -->"
 # congestion controls), to two AQMs and to the order of simultaneous events. Changing it
 # changes every page's fingerprint.
 CANONICAL = (
-    """
-duration = "4s"
-seed = 7
-[topology]
-kind = "dumbbell"
-pairs = 3
-bottleneck = { rate = "20Mbit", delay = "10ms", qdisc = "fq_codel" }
-[[workload]]
-kind = "bulk"
-pair = 0
-cc = "cubic"
-[[workload]]
-kind = "bulk"
-pair = 1
-cc = "bbr"
-start = "0.5s"
-[[workload]]
-kind = "poisson"
-pair = 2
-interval = "125ms"
-size = { dist = "pareto", alpha = 1.2, min = "2KiB", max = "2MiB" }
-[[workload]]
-kind = "cbr"
-pair = 2
-rate = "1Mbit"
-[record]
-interval = "100ms"
-""",
-    """
-duration = "3s"
-seed = 3
-[transport]
-gso = false
-cc = "reno"
-[topology]
-kind = "graph"
-nodes = ["client", "server"]
-[[topology.links]]
-name = "nic"
-from = "client"
-to = "server"
-rate = "100Mbit"
-delay = "25us"
-shaper = true
-qdisc = "pie"
-reverse = { rate = "10Gbit", qdisc = "pfifo", delay = "25us" }
-[[workload]]
-kind = "bulk"
-from = "client"
-to = "server"
-[[workload]]
-kind = "transfer"
-from = "client"
-to = "server"
-start = "1s"
-size = "300kB"
-[[workload]]
-kind = "transfer"
-from = "client"
-to = "server"
-start = "2s"
-size = "100kB"
-gso = true
-cc = "cubic"
-[record]
-interval = "50ms"
-""",
+    # A mixed dumbbell (CUBIC, BBR, Poisson transfers, CBR through fq_codel): a shipped
+    # example, which the order-contract test runs too.
+    (REPO / "experiments" / "examples" / "mixed-dumbbell.toml").read_text(),
+    # A shaped sending host (TSQ, GSO on and off, NewReno and CUBIC, PIE): a shipped example,
+    # which the order-contract test runs too.
+    (REPO / "experiments" / "examples" / "shaped-host.toml").read_text(),
     # Lockstep (issue 35): identical CBR sources and TCP flows on identical paths meet a small
     # FIFO in exact ties, so the fingerprint also changes when the order of simultaneous
     # events does (the two runs above have too few consequential ties to notice). The
