@@ -91,12 +91,6 @@ pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
                 "cannot be honoured live: the forwarder has no device ring model",
             ));
         }
-        if l.shaper {
-            return Err(ConfError::new(
-                format!("{key}.shaper"),
-                "cannot be honoured live: the forwarder's links are wires, not token-bucket shapers",
-            ));
-        }
     }
     // A conntrack configuration for the whole forwarder: the nodes must agree.
     let mut ct = None;
@@ -213,6 +207,7 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
             delay_schedule: l.delay_schedule.clone(),
             loss: l.loss,
             framing_bytes: l.framing_bytes,
+            shaper: l.shaper,
             qdisc: l.qdisc.clone(),
             qdisc_path: l.qdisc_path.clone(),
             classifier: classifier[li].clone(),
