@@ -961,6 +961,8 @@ fn collect(
             "gso_note": lp.gso_note,
             "rx_gso_buffers": rep.ports.iter().map(|p| p.rx_gso_buffers).sum::<u64>(),
             "ingress_drops": {"not_ip": d.not_ip, "unroutable": d.unroutable, "oversize": d.oversize, "no_buffer": d.no_buffer},
+            "rx_kernel_drops": rep.ports.iter().map(|p| p.rx_kernel_drops).sum::<u64>(),
+            "warning": forward::limit_warning(&limit_evidence(rep, &load.behind)),
             "skipped_flows": load.skipped_flows,
             "socket_errors": load.error_count,
             "first_socket_errors": load.errors,
@@ -993,6 +995,20 @@ fn collect(
         packets,
         histograms: histogram_columns(rep.links.iter().map(|l| (l.name.as_str(), &l.sojourn_ns))),
     }
+}
+
+/// What shows that a run exceeded the live engine's limit on this machine: the
+/// forwarder's evidence ([`forward::ForwarderReport::behind`]) and the load generator's UDP sources
+/// that could not send at their rates.
+fn limit_evidence(rep: &forward::ForwarderReport, behind: &[(u32, u64, u64)]) -> Vec<String> {
+    let mut why = rep.behind();
+    for &(flow, sent, due) in behind {
+        why.push(format!(
+            "the load generator's UDP source of flow {flow} offered {sent} of the {due} \
+             datagrams its rate asks for"
+        ));
+    }
+    why
 }
 
 /// `{"none": n, "ecn": n, "accecn": n, "other": n}` of [`forward::EcnHandshakes`].

@@ -54,8 +54,8 @@ mod record;
 mod report;
 
 pub use report::{
-    ConnReport, EcnHandshakes, ForwarderReport, IngressDrops, LinkReport, Measured, PortReport,
-    Sample,
+    limit_warning, ConnReport, EcnHandshakes, ForwarderReport, IngressDrops, LinkReport, Measured,
+    PortReport, Sample, BEHIND_RELEASE_P99_NS,
 };
 
 use crate::afpacket::{PacketSocket, RxMode, MAX_BATCH, VNET_HDR_BYTES};
