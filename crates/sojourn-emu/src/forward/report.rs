@@ -182,8 +182,8 @@ pub fn limit_warning(evidence: &[String]) -> Option<String> {
     Some(format!(
         "this run exceeded what the live engine holds on this machine ({}): rates, drops \
          and delays beyond that are not the emulated network's (docs/emulate.md \
-         \"Forwarder throughput\" has the measured limit: about 1.5 Gbit/s of MTU frames \
-         through one link on this project's 2-vCPU VM)",
+         \"Forwarder throughput\" has the measured limit: 1 Gbit/s of MTU frames through \
+         one link, 1.2 Gbit/s offered, on this project's 2-vCPU VM)",
         evidence.join("; ")
     ))
 }
