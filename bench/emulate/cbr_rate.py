@@ -25,32 +25,28 @@ import sys
 import sojourn
 from sojourn.units import parse_rate
 
-CBR = """
-name = "cbr-rate-{rate}"
-duration = "{duration}"
-warmup = "{warmup}"
-seed = 1
-[topology]
-kind = "dumbbell"
-pairs = 1
-bottleneck = {{ rate = "{rate}", delay = "1ms", qdisc = {{ kind = "pfifo", limit = 1000 }} }}
-access = {{ rate = "10Gbit", delay = "100us" }}
-[[workload]]
-kind = "cbr"
-pair = 0
-rate = "{offered}bit"
-packet_size = "1500B"
-[record]
-interval = "100ms"
-links = ["bottleneck"]
-"""
+def config(rate: str, offered_bps: int, duration: str, warmup: str) -> dict:
+    """The experiment: a dumbbell whose bottleneck runs pfifo 1000 at `rate`, CBR at
+    `offered_bps` of 1500-byte packets."""
+    return {
+        "name": f"cbr-rate-{rate}",
+        "duration": duration,
+        "warmup": warmup,
+        "seed": 1,
+        "topology": {
+            "kind": "dumbbell",
+            "pairs": 1,
+            "bottleneck": {"rate": rate, "delay": "1ms", "qdisc": {"kind": "pfifo", "limit": 1000}},
+            "access": {"rate": "10Gbit", "delay": "100us"},
+        },
+        "workload": [{"kind": "cbr", "pair": 0, "rate": f"{offered_bps}bit", "packet_size": "1500B"}],
+        "record": {"interval": "100ms", "links": ["bottleneck"]},
+    }
 
 
 def one(rate: str, duration: str, warmup: str) -> dict:
-    import tomllib
-
     bps = parse_rate(rate)
-    cfg = tomllib.loads(CBR.format(rate=rate, offered=int(bps * 1.2), duration=duration, warmup=warmup))
+    cfg = config(rate, int(bps * 1.2), duration, warmup)
     l0 = os.getloadavg()[0]
     res = sojourn.emulate(cfg)
     l1 = os.getloadavg()[0]
