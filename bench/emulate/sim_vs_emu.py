@@ -12,18 +12,25 @@ for docs/emulate.md ("Simulator vs emulation"):
    mean FCT of the flows started after warm-up that completed, and the age-based gain
    (mean FCT without / with the classifier) from both engines.
 
-Besides the means, both parts compare distributions: the bottleneck's per-packet sojourn
+3. ``anchor``: the real-Linux anchor of the sending host (experiments/emulate/sender-side-100m.toml,
+   bench/linux/sender_side.sh's set-up: HTB 100 Mbit/s on the client's veth, ``shaper = true``,
+   one CUBIC bulk flow and a 500-kB transfer 2 s in, FIFO or 2LPS at 633 kB): the transfer's
+   FCT, the bulk flow's goodput and SRTT, the NIC's utilisation and sojourn, from the
+   simulator (with and without TSQ) and the live engine (``--anchor-repeats`` runs), next to
+   Linux's own numbers (bench/linux/README.md).
+
+Besides the means, the first two parts compare distributions: the bottleneck's per-packet sojourn
 histogram (``histograms.parquet``: quantiles and the largest CDF difference, the
 Kolmogorov-Smirnov distance D) and every flow's own sojourn quantiles (``packets.parquet``
 of the bottleneck, a ``--packet-sample`` fraction of packets) for ``aqm``; the FCT
 distribution (log-spaced histogram, quantiles, two-sample KS D) and the mean FCT by size
 class for ``seed000``.
 
-    sudo python bench/emulate/sim_vs_emu.py [--part aqm|seed000|all] [--duration 30s]
-        [--warmup 10s] [--repeats 1] [--seed-duration 60s] [--out DIR]
+    sudo python bench/emulate/sim_vs_emu.py [--part aqm|seed000|anchor|all] [--duration 30s]
+        [--warmup 10s] [--repeats 1] [--seed-duration 60s] [--anchor-repeats 3] [--out DIR]
 
-The defaults take about 7 minutes of wall time (6 live AQM runs of 30 s, 2 live seed-000
-runs of 60 s, the simulator runs and set-up between them).
+The defaults take about 8 minutes of wall time (6 live AQM runs of 30 s, 2 live seed-000
+runs of 60 s, 6 live anchor runs of 4 s, the simulator runs and set-up between them).
 
 Live frames (``--gso-buffers``, docs/emulate.md "GSO buffers"): by default the AQM part
 runs the live engine with MTU frames (``SOJOURN_EMULATE_GSO_BUFFERS=0``: the hosts cut
@@ -323,6 +330,67 @@ def seed000(a) -> list[dict]:
 
 ENGINES = [("sim", "sim"), ("sim_notsq", "sim, tsq = false"), ("emu", "emu")]
 
+ANCHOR = ROOT / "experiments/emulate/sender-side-100m.toml"
+ANCHOR_AGE = '{ kind = "age", thresholds = ["633kB"], child = "pfifo" }'
+# Linux 6.18.44 on this machine, bench/linux/sender_side.sh (bench/linux/README.md and
+# docs/transport.md "Linux 6.18 next to sojourn"): the 500-kB FCT by qdisc, and the bulk
+# flow's RTT before the transfer (10.9 ms in the full-buffer mode, 3.8-6.0 ms stalled).
+ANCHOR_LINUX = {
+    "fifo": "1007-1012 ms (11 of 24 runs) or 94-209 ms (13 of 24); RTT 10.9 ms (or 3.8-6.0)",
+    "age": "40.8-46.5 ms (10 runs)",
+}
+
+
+def anchor(a) -> list[dict]:
+    rows = []
+    for variant, over in [("fifo", {}), ("age", {"topology.links[0].qdisc": tomllib.loads("q = " + ANCHOR_AGE)["q"]})]:
+        runs = [("sim", lambda: sojourn.run(ANCHOR, overrides=over)),
+                ("sim, tsq = false", lambda: sojourn.run(ANCHOR, overrides={**over, "transport.tsq": False}))]
+        runs += [("emu", lambda: sojourn.emulate(ANCHOR, overrides=over))] * a.anchor_repeats
+        for eng, go in runs:
+            l0 = load1()
+            res = go()
+            l1 = load1()
+            f = res.flows.sort_values("start_s")
+            fct = f[f["size_bytes"] == 500_000]["fct_s"]
+            bulk = f[f["size_bytes"] == 0]
+            nic = res.summary["links"]["nic"]
+            ts = res.timeseries
+            srtt = float("nan")
+            if ts is not None and not ts.empty and len(bulk):
+                # The bulk flow alone, before the transfer starts at 2 s.
+                v = ts[(ts["metric"] == "srtt_ms") & (ts["entity"] == f"flow{int(bulk['flow'].iloc[0])}")]
+                v = v[(v["time_s"] > 1.0) & (v["time_s"] < 2.0)]
+                srtt = float(v["value"].mean()) if len(v) else float("nan")
+            row = {
+                "variant": variant,
+                "engine": eng,
+                "fct_ms": float(fct.iloc[0]) * 1e3 if len(fct) and fct.notna().iloc[0] else float("nan"),
+                "bulk_goodput_mbps": float(bulk["goodput_bps"].iloc[0]) / 1e6 if len(bulk) else float("nan"),
+                "srtt_ms": srtt,
+                "util": nic["utilisation"],
+                "sojourn_ms": nic["sojourn_ms"].get("mean"),
+                "drops": nic["drops_total"],
+                "gso_buffers": res.summary.get("emulate", {}).get("gso_buffers"),
+                "load": f"{l0:.1f} → {l1:.1f}" if eng == "emu" else "",
+            }
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    return rows
+
+
+def print_anchor(rows: list[dict]) -> None:
+    print("| qdisc | engine | 500-kB FCT (ms) | bulk goodput (Mbit/s) | bulk SRTT 1-2 s (ms) | NIC utilisation | NIC mean sojourn (ms) | NIC drops | load 1 min |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        eng = r["engine"] + (" (GSO buffers)" if r["gso_buffers"] else " (MTU frames)" if r["gso_buffers"] is False else "")
+        print(
+            f"| {r['variant']} | {eng} | {r['fct_ms']:.1f} | {r['bulk_goodput_mbps']:.1f} | {r['srtt_ms']:.2f} | "
+            f"{r['util']:.3f} | {r['sojourn_ms']:.2f} | {r['drops']} | {r['load']} |"
+        )
+    for v, text in ANCHOR_LINUX.items():
+        print(f"| {v} | Linux 6.18 (bench/linux) | {text} | | | | | | |")
+
 
 def print_seed000(rows: list[dict]) -> None:
     print("| variant | engine | mean FCT (s) | median FCT (s) | completed | NIC utilisation | mean sojourn (ms) | load 1 min |")
@@ -377,7 +445,7 @@ def print_seed000(rows: list[dict]) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=["aqm", "seed000", "all"], default="all")
+    ap.add_argument("--part", choices=["aqm", "seed000", "anchor", "all"], default="all")
     ap.add_argument("--duration", default="30s")
     ap.add_argument("--warmup", default="10s")
     ap.add_argument("--flows", type=int, default=2)
@@ -386,6 +454,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed-warmup", default="10s")
     ap.add_argument("--threshold", type=int, default=633121, help="ct bytes threshold (B) of the age-based variant")
     ap.add_argument("--packet-sample", type=float, default=0.25, help="fraction of bottleneck packets logged (per-flow sojourn)")
+    ap.add_argument("--anchor-repeats", type=int, default=3, help="live runs of each anchor variant")
     ap.add_argument("--out", default=None, help="also write the raw numbers as JSON here")
     ap.add_argument("--gso-buffers", choices=["per-part", "on", "off"], default="per-part",
                     help="live frames: MTU frames for aqm and GSO buffers for seed000 (per-part), or one mode for both")
@@ -404,6 +473,9 @@ def main(argv=None) -> int:
         print_seed000(out["seed000"])
         modes = {r["emu_gso_buffers"] for r in out["seed000"]}
         print(f"\nlive frames: {', '.join('GSO buffers' if m else 'MTU frames' for m in sorted(modes))}\n")
+    if a.part in ("anchor", "all"):
+        out["anchor"] = anchor(a)
+        print_anchor(out["anchor"])
     if a.out:
         Path(a.out).mkdir(parents=True, exist_ok=True)
         (Path(a.out) / "sim_vs_emu.json").write_text(json.dumps(out, indent=2) + "\n")

@@ -313,3 +313,23 @@ def test_sweep_progress_prints_an_eta_without_a_terminal(monkeypatch, capsys):
     d.set_running(2)  # runs executing now (local workers or cluster workers)
     d.finished("p seed 1", True)
     assert capsys.readouterr().err.strip() == "[2/10] p seed 1; 2 running; ETA 8m00s"
+
+
+def test_a_live_run_s_warning_is_one_line_in_the_output_and_the_report(tmp_path):
+    # What `sojourn emulate` prints and writes when summary.json's emulate.warning is set
+    # (crates/sojourn-emu: the run exceeded what the live engine holds); a simulated run
+    # dressed as a live one stands in for it.
+    from rich.console import Console
+
+    from sojourn.analysis.report import print_run, write_run_report
+
+    res = sojourn.run(EX / "cbr-fifo-overload.toml", duration="6s")
+    warning = "this run exceeded what the live engine holds on this machine (the kernel dropped 7 frames before the forwarder read them): [sic]"
+    res.summary["engine"] = "emulate"
+    res.summary["emulate"] = {"wall_seconds": 2.0, "forwarder_cpu_seconds": 1.0, "kernel": "x", "warning": warning}
+    console = Console(width=400, record=True)
+    print_run(res, console=console)
+    out = [line for line in console.export_text().splitlines() if "warning" in line]
+    assert out == [f"warning: {warning}"], out
+    md = write_run_report(res, tmp_path).read_text()
+    assert f"**Warning:** {warning}" in md.splitlines()

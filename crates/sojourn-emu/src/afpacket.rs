@@ -8,6 +8,9 @@
 //!   has none worth passing; the emulated qdisc is ours).
 //! - Non-blocking; the forwarder sleeps in `ppoll` on all ports with its next timer.
 //! - Large socket buffers (`SO_RCVBUFFORCE`, root) absorb bursts while the forwarder sleeps.
+//! - Every frame comes with the kernel's receive time (`SO_TIMESTAMPNS`, or the ring
+//!   slot's `tp_sec`/`tp_nsec`): when it reached the port, however late the forwarder
+//!   reads it (the forwarder enqueues it at that time: `forward::port`).
 
 use std::cell::Cell;
 use std::io;
@@ -150,8 +153,13 @@ impl RxRing {
         buf_len: usize,
         lens: &mut [u32],
         trunc: &mut [bool],
+        stamps: &mut [u64],
     ) -> usize {
-        let n = bufs.len().min(lens.len()).min(trunc.len());
+        let n = bufs
+            .len()
+            .min(lens.len())
+            .min(trunc.len())
+            .min(stamps.len());
         let mut got = 0;
         while got < n {
             let i = self.head.get();
@@ -174,6 +182,9 @@ impl RxRing {
             unsafe { std::ptr::copy_nonoverlapping(h.add(start), bufs[got], copy) };
             lens[got] = copy as u32;
             trunc[got] = len > copy;
+            // The kernel stamps every slot as it fills it (CLOCK_REALTIME, the skb's
+            // receive time or, without one, the time of the copy into the ring).
+            stamps[got] = hdr.tp_sec as u64 * 1_000_000_000 + hdr.tp_nsec as u64;
             // Hand the slot back once the copy is done (Release orders the copy before).
             status.store(libc::TP_STATUS_KERNEL, Ordering::Release);
             self.head.set((i + 1) % self.frames);
@@ -258,6 +269,9 @@ impl PacketSocket {
         if setopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, buf_bytes).is_err() {
             setopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, buf_bytes)?;
         }
+        // Receive times (`SCM_TIMESTAMPNS`): this also makes the kernel stamp each frame
+        // as it enters the forwarder namespace (netif_rx on the veth), not when read.
+        setopt(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
         // SAFETY: sockaddr_ll is plain data; zeroed is a valid start.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
@@ -280,7 +294,8 @@ impl PacketSocket {
 
     /// Receives up to `bufs.len()` frames, frame `i` into the `buf_len` bytes at
     /// `bufs[i]`; `lens[i]` gets each frame's length, `trunc[i]` whether it was longer
-    /// than its buffer. Returns how many arrived (0 when none is waiting).
+    /// than its buffer, `stamps[i]` the kernel's receive time (CLOCK_REALTIME ns, 0 if it
+    /// gave none). Returns how many arrived (0 when none is waiting).
     ///
     /// # Safety
     /// Every `bufs[i]` must point at `buf_len` writable bytes that nothing else accesses
@@ -291,12 +306,21 @@ impl PacketSocket {
         buf_len: usize,
         lens: &mut [u32],
         trunc: &mut [bool],
+        stamps: &mut [u64],
     ) -> io::Result<usize> {
         if let Some(r) = &self.ring {
             // SAFETY: the caller's guarantees are the ring's.
-            return Ok(unsafe { r.recv_batch(bufs, buf_len, lens, trunc) });
+            return Ok(unsafe { r.recv_batch(bufs, buf_len, lens, trunc, stamps) });
         }
-        let n = bufs.len().min(lens.len()).min(trunc.len()).min(MAX_BATCH);
+        let n = bufs
+            .len()
+            .min(lens.len())
+            .min(trunc.len())
+            .min(stamps.len())
+            .min(MAX_BATCH);
+        // One SCM_TIMESTAMPNS control message per frame: CMSG_SPACE(16) = 32 bytes on
+        // 64-bit Linux; 64 leaves room should the kernel add another.
+        let mut control = [[0u64; 8]; MAX_BATCH];
         let mut iov: [libc::iovec; MAX_BATCH] = [libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
@@ -308,8 +332,11 @@ impl PacketSocket {
             iov[i].iov_len = buf_len;
             msgs[i].msg_hdr.msg_iov = &mut iov[i];
             msgs[i].msg_hdr.msg_iovlen = 1;
+            msgs[i].msg_hdr.msg_control = control[i].as_mut_ptr().cast();
+            msgs[i].msg_hdr.msg_controllen = std::mem::size_of_val(&control[i]);
         }
-        // SAFETY: msgs[..n] point at iovecs that point at live, writable buffers (caller).
+        // SAFETY: msgs[..n] point at iovecs that point at live, writable buffers (caller)
+        // and at live control buffers of the stated length.
         let rc = unsafe {
             libc::recvmmsg(
                 self.fd.as_raw_fd(),
@@ -332,6 +359,21 @@ impl PacketSocket {
             let len = msgs[i].msg_len as usize;
             trunc[i] = len > buf_len || msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
             lens[i] = len.min(buf_len) as u32;
+            stamps[i] = 0;
+            let m = &msgs[i].msg_hdr;
+            // SAFETY: walking the control buffer the kernel filled, with the libc macros.
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(m);
+                while !c.is_null() {
+                    if (*c).cmsg_level == libc::SOL_SOCKET
+                        && (*c).cmsg_type == libc::SCM_TIMESTAMPNS
+                    {
+                        let ts = (libc::CMSG_DATA(c) as *const libc::timespec).read_unaligned();
+                        stamps[i] = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+                    }
+                    c = libc::CMSG_NXTHDR(m, c);
+                }
+            }
         }
         Ok(got)
     }

@@ -91,12 +91,6 @@ pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
                 "cannot be honoured live: the forwarder has no device ring model",
             ));
         }
-        if l.shaper {
-            return Err(ConfError::new(
-                format!("{key}.shaper"),
-                "cannot be honoured live: the forwarder's links are wires, not token-bucket shapers",
-            ));
-        }
     }
     // A conntrack configuration for the whole forwarder: the nodes must agree.
     let mut ct = None;
@@ -213,6 +207,7 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
             delay_schedule: l.delay_schedule.clone(),
             loss: l.loss,
             framing_bytes: l.framing_bytes,
+            shaper: l.shaper,
             qdisc: l.qdisc.clone(),
             qdisc_path: l.qdisc_path.clone(),
             classifier: classifier[li].clone(),
@@ -966,6 +961,8 @@ fn collect(
             "gso_note": lp.gso_note,
             "rx_gso_buffers": rep.ports.iter().map(|p| p.rx_gso_buffers).sum::<u64>(),
             "ingress_drops": {"not_ip": d.not_ip, "unroutable": d.unroutable, "oversize": d.oversize, "no_buffer": d.no_buffer},
+            "rx_kernel_drops": rep.ports.iter().map(|p| p.rx_kernel_drops).sum::<u64>(),
+            "warning": forward::limit_warning(&limit_evidence(rep, &load.behind)),
             "skipped_flows": load.skipped_flows,
             "socket_errors": load.error_count,
             "first_socket_errors": load.errors,
@@ -998,6 +995,20 @@ fn collect(
         packets,
         histograms: histogram_columns(rep.links.iter().map(|l| (l.name.as_str(), &l.sojourn_ns))),
     }
+}
+
+/// What shows that a run exceeded the live engine's limit on this machine: the
+/// forwarder's evidence ([`forward::ForwarderReport::behind`]) and the load generator's UDP sources
+/// that could not send at their rates.
+fn limit_evidence(rep: &forward::ForwarderReport, behind: &[(u32, u64, u64)]) -> Vec<String> {
+    let mut why = rep.behind();
+    for &(flow, sent, due) in behind {
+        why.push(format!(
+            "the load generator's UDP source of flow {flow} offered {sent} of the {due} \
+             datagrams its rate asks for"
+        ));
+    }
+    why
 }
 
 /// `{"none": n, "ecn": n, "accecn": n, "other": n}` of [`forward::EcnHandshakes`].

@@ -103,6 +103,10 @@ def print_run(res: Result, console: Console | None = None) -> None:
             f"[dim]live: {em.get('wall_seconds', 0):.2f} s wall, forwarder CPU {em.get('forwarder_cpu_seconds', 0):.2f} s, "
             f"kernel {em.get('kernel', '?')}, socket errors {em.get('socket_errors', 0)}[/dim]"
         )
+        if em.get("warning"):
+            from rich.markup import escape
+
+            console.print(f"[yellow]warning: {escape(em['warning'])}[/yellow]", highlight=False)
     elif p.get("wall_seconds"):
         console.print(
             f"[dim]{p['wall_seconds']:.2f} s wall, {p['events'] / 1e6:.2f} M events "
@@ -145,7 +149,9 @@ def write_run_report(res: Result, out_dir: Path) -> Path:
             savefig(fig, out_dir / f"{fname}.{ext}", dpi=120)
         plt.close(fig)
         figs.append(fname)
+    warning = (s.get("emulate") or {}).get("warning")
     lines = [f"# {s['experiment']}", "", s.get("description") or "", "",
+             *([f"**Warning:** {warning}", ""] if warning else []),
              f"seed {s['seed']}, {s['duration_s']:g} s simulated (warm-up {s['warmup_s']:g} s), {s['events']} events.", "",
              "| link | qdisc | utilisation | throughput | drops | ECN marks | sojourn mean | p99 |", "|---|---|---|---|---|---|---|---|"]
     for n in names:

@@ -210,16 +210,20 @@ impl Forwarder {
                     }
                 }
                 Poll::Burst { .. } => {
-                    // A GSO buffer (GSO mode): the device times its wire segments back to
-                    // back; the real buffer leaves whole when its last segment is out (the
-                    // kernel segments it on the way to the host, or hands it on).
+                    // A GSO buffer (GSO mode), or any packet on a shaper: the device times
+                    // its wire segments back to back and is busy until the last one's end.
+                    // The real buffer leaves whole when its last segment departs — its end
+                    // on a wire (the kernel segments it on the way to the host, or hands it
+                    // on), the slot's start on a shaper (htb on a veth hands the whole
+                    // packet over at once). Only the times are needed, not cut copies.
                     let buffer = *link.dev.burst_buffer().expect("a burst has a buffer");
-                    let mut end = at;
-                    while let Some(seg) = link.dev.next_segment() {
-                        end = seg.end;
-                    }
+                    let mut leave = at;
+                    let end = link
+                        .dev
+                        .cut_burst(|_, seg| leave = seg.depart)
+                        .unwrap_or(at);
                     link.tx_free_at = end;
-                    self.depart(li, buffer, end);
+                    self.depart(li, buffer, leave);
                 }
                 Poll::Busy(_) => return,
                 Poll::Idle => {

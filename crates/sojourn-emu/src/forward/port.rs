@@ -3,7 +3,7 @@
 //! first link; released frames written to their egress port with the right MACs.
 
 use super::pool::SLOT_BITS;
-use super::{Forwarder, Hop, PortPlan, PortReport};
+use super::{clock_ns, Forwarder, Hop, PortPlan, PortReport};
 use crate::afpacket::{PacketSocket, MAX_BATCH};
 use crate::wire;
 use sojourn_core::Time;
@@ -158,9 +158,9 @@ impl Forwarder {
                 // No buffer at all: read and drop one frame so the socket does not stall.
                 let mut scratch = [0u8; 64];
                 let ptrs = [scratch.as_mut_ptr()];
-                let (mut l, mut tr) = ([0u32; 1], [false; 1]);
+                let (mut l, mut tr, mut st) = ([0u32; 1], [false; 1], [0u64; 1]);
                 // SAFETY: scratch is a live local buffer of 64 bytes.
-                let n = unsafe { port.sock.recv_batch(&ptrs, 64, &mut l, &mut tr) }
+                let n = unsafe { port.sock.recv_batch(&ptrs, 64, &mut l, &mut tr, &mut st) }
                     .map_err(|e| format!("receive on {}: {e}", port.plan.ifname))?;
                 if n == 0 {
                     return Ok(total);
@@ -178,17 +178,27 @@ impl Forwarder {
             let port = &mut self.ports[pi];
             let mut lens = [0u32; MAX_BATCH];
             let mut trunc = [false; MAX_BATCH];
+            let mut stamps = [0u64; MAX_BATCH];
             // SAFETY: each pointer is a distinct pool slot of slot_bytes bytes that only
             // this port's posted list owns until the frames are taken below.
             let n = unsafe {
-                port.sock
-                    .recv_batch(&ptrs[..k], self.pool.slot_bytes, &mut lens, &mut trunc)
+                port.sock.recv_batch(
+                    &ptrs[..k],
+                    self.pool.slot_bytes,
+                    &mut lens,
+                    &mut trunc,
+                    &mut stamps,
+                )
             }
             .map_err(|e| format!("receive on {}: {e}", port.plan.ifname))?;
             if n == 0 {
                 return Ok(total);
             }
             let now = self.now();
+            // The kernel's receive times are CLOCK_REALTIME; the run's clock is
+            // CLOCK_MONOTONIC from `epoch`. Their offset now converts them (they advance
+            // alike over the milliseconds a frame can wait in the socket).
+            let real_at_epoch = clock_ns(libc::CLOCK_REALTIME).saturating_sub(now.as_ns());
             // Take the filled slots (the first n posted) off the posted list.
             let filled: Vec<u32> = self.ports[pi].rx_slots.drain(..n).collect();
             for (i, slot) in filled.into_iter().enumerate() {
@@ -200,7 +210,16 @@ impl Forwarder {
                     self.pool.release(slot);
                     continue;
                 }
-                self.ingress(pi, slot, lens[i], now);
+                // A frame enters its link when it reached the port, not when this
+                // thread read it: a thread held up (by the CPU's other work, or by the
+                // kernel's real-time throttling) would otherwise leave the emulated link
+                // idle meanwhile, and then meet a burst its queue cannot hold — lost link
+                // time and extra drops at high rates. Without a stamp: now.
+                let arrived = match stamps[i].checked_sub(real_at_epoch) {
+                    Some(t) if stamps[i] != 0 => Time(t).min(now),
+                    _ => now,
+                };
+                self.ingress(pi, slot, lens[i], arrived);
             }
             total += n;
             if n < k {

@@ -166,7 +166,54 @@ pub struct ForwarderReport {
     pub ecn_handshakes: EcnHandshakes,
 }
 
+/// Releases later than this at the 99th percentile mean the forwarder fell behind its
+/// links: on this VM a keeping-up forwarder's p99 is 40–110 µs, under heavy machine load
+/// a few hundred µs (docs/emulate.md "Timing").
+pub const BEHIND_RELEASE_P99_NS: f64 = 1_000_000.0;
+
+/// The one-line warning of a run that exceeded what the live engine holds on this
+/// machine, from its `evidence` (the forwarder's [`ForwarderReport::behind`], the load
+/// generator's sources that fell behind), or `None` without any. What the run measured
+/// beyond that point is the machine's limit, not the emulated network's.
+pub fn limit_warning(evidence: &[String]) -> Option<String> {
+    if evidence.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "this run exceeded what the live engine holds on this machine ({}): rates, drops \
+         and delays beyond that are not the emulated network's (docs/emulate.md \
+         \"Forwarder throughput\" has the measured limit: 1 Gbit/s of MTU frames through \
+         one link, 1.2 Gbit/s offered, on this project's 2-vCPU VM)",
+        evidence.join("; ")
+    ))
+}
+
 impl ForwarderReport {
+    /// What shows that the forwarder could not keep up with the run: frames the kernel
+    /// dropped before the forwarder read them, links whose releases were more than
+    /// [`BEHIND_RELEASE_P99_NS`] late at the 99th percentile. Empty when it kept up.
+    pub fn behind(&self) -> Vec<String> {
+        let mut why = vec![];
+        let kernel: u64 = self.ports.iter().map(|p| p.rx_kernel_drops).sum();
+        if kernel > 0 {
+            why.push(format!(
+                "the kernel dropped {kernel} frames before the forwarder read them"
+            ));
+        }
+        for l in &self.links {
+            if let Some(p99) = l.release_late_ns.quantile(0.99) {
+                if p99 > BEHIND_RELEASE_P99_NS {
+                    why.push(format!(
+                        "link {} released its packets {:.1} ms late at the 99th percentile",
+                        l.name,
+                        p99 * 1e-6
+                    ));
+                }
+            }
+        }
+        why
+    }
+
     /// Every frame received is accounted for: sent, refused by the kernel, dropped by
     /// the forwarder with a reason, or still inside at the end. Checked over the whole
     /// forwarder and per link.
@@ -198,5 +245,50 @@ impl ForwarderReport {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(kernel_drops: u64, late_ns: &[u64]) -> ForwarderReport {
+        let mut l = LinkReport {
+            name: "bottleneck".into(),
+            ..Default::default()
+        };
+        for &x in late_ns {
+            l.release_late_ns.record(x);
+        }
+        ForwarderReport {
+            ports: vec![PortReport {
+                rx_kernel_drops: kernel_drops,
+                ..Default::default()
+            }],
+            links: vec![l],
+            ..Default::default()
+        }
+    }
+
+    /// Releases 80 µs late (a keeping-up forwarder at 1 Gbit/s here) and no kernel drops:
+    /// no warning; 2 ms late at the 99th percentile, or a frame the kernel dropped before
+    /// the forwarder read it: one line naming the evidence.
+    #[test]
+    fn the_warning_names_what_shows_the_forwarder_fell_behind() {
+        assert!(report(0, &[80_000; 100]).behind().is_empty());
+        assert_eq!(limit_warning(&report(0, &[80_000; 100]).behind()), None);
+        let late = limit_warning(&report(0, &[2_000_000; 100]).behind()).expect("late releases");
+        assert!(
+            late.contains(
+                "(link bottleneck released its packets 2.0 ms late at the 99th percentile)"
+            ),
+            "{late}"
+        );
+        assert!(!late.contains('\n'));
+        let dropped = report(7, &[80_000; 100]).behind();
+        assert_eq!(
+            dropped,
+            vec!["the kernel dropped 7 frames before the forwarder read them".to_string()]
+        );
     }
 }
