@@ -361,3 +361,41 @@ def test_the_age_based_example_serves_young_flows_first():
     short = f[f["size_bytes"] < 100_000]
     assert len(short) > 10
     assert res.summary["links"]["bottleneck"]["utilisation"] > 0.9
+
+
+# --- live: the forwarder calls the class (emulate, root) ---------------------------------
+
+from live_experiments import live  # noqa: E402
+
+
+@live
+def test_emulate_runs_the_python_fifo_live(tmp_path):
+    res = sojourn.emulate(EX / "fifo.toml", duration="3s")
+    link = res.summary["links"]["bottleneck"]
+    assert res.summary["engine"] == "emulate" and res.summary["accounting"]["conserved"]
+    # Four CUBIC flows and 4 Mbit/s of CBR keep the 10 Mbit/s link busy through the class.
+    assert link["utilisation"] > 0.9
+
+
+@live
+def test_emulate_stops_on_the_classs_exception_and_cleans_up(tmp_path):
+    _write(tmp_path, "flaky.py", RAISES_MID_RUN)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(textwrap.dedent("""\
+        duration = "6s"
+        [topology]
+        pairs = 1
+        bottleneck = { rate = "10Mbit", delay = "5ms", qdisc = { kind = "python", module = "flaky.py", class = "Flaky" } }
+        [[workload]]
+        kind = "cbr"
+        pair = 0
+        rate = "2Mbit"
+    """))
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "sojourn", "emulate", str(exp), "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert f'File "{tmp_path / "flaky.py"}", line 13, in dequeue' in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith(
+        "sojourn: topology.bottleneck.qdisc: Flaky (flaky.py).dequeue raised IndexError")
+    assert not out.exists()
