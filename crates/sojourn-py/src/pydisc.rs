@@ -345,6 +345,54 @@ impl PyRng {
     }
 }
 
+/// A thread that calls Python without a Python thread state of its own (the emulator's
+/// forwarder) would have one made and destroyed at every call (`PyGILState_Ensure` and
+/// `PyGILState_Release` at count 0), several µs per packet. The first call on such a
+/// thread makes one that lives as long as the thread, so each call only takes and gives
+/// back the GIL; the thread's exit lets it go.
+struct ThreadStatePin;
+
+impl Drop for ThreadStatePin {
+    fn drop(&mut self) {
+        // SAFETY: this thread's state was made by `pin_thread_state` (count 1, GIL not
+        // held): take the GIL (count 2), drop one count keeping the GIL, then the last,
+        // which deletes the state and releases the GIL.
+        unsafe {
+            let _ = pyo3::ffi::PyGILState_Ensure();
+            pyo3::ffi::PyGILState_Release(pyo3::ffi::PyGILState_STATE::PyGILState_LOCKED);
+            pyo3::ffi::PyGILState_Release(pyo3::ffi::PyGILState_STATE::PyGILState_UNLOCKED);
+        }
+    }
+}
+
+thread_local! {
+    /// `None`: not looked at yet; `Some(None)`: the thread has a state of its own (the
+    /// interpreter's threads: the simulator's caller); `Some(Some(_))`: pinned here.
+    static PINNED: std::cell::RefCell<Option<Option<ThreadStatePin>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn pin_thread_state() {
+    PINNED.with(|p| {
+        if p.borrow().is_some() {
+            return;
+        }
+        // SAFETY: plain CPython calls; `PyGILState_GetThisThreadState` needs no GIL, and a
+        // thread without a state holds no GIL, so Ensure (which takes it) and SaveThread
+        // (which releases it, keeping the state) leave the thread as it was, with a state.
+        let pin = unsafe {
+            if pyo3::ffi::PyGILState_GetThisThreadState().is_null() {
+                let _ = pyo3::ffi::PyGILState_Ensure();
+                pyo3::ffi::PyEval_SaveThread();
+                Some(ThreadStatePin)
+            } else {
+                None
+            }
+        };
+        *p.borrow_mut() = Some(pin);
+    })
+}
+
 /// Where a discipline sits, for errors.
 struct Where {
     path: String,
@@ -401,6 +449,7 @@ impl PyQdisc {
 
 impl Qdisc for PyQdisc {
     fn enqueue(&mut self, pkt: Packet, now: Time, drops: &mut Drops) -> Verdict {
+        pin_thread_state();
         let r = Python::attach(|py| -> Result<Verdict, Failure> {
             let (slot, serial) = {
                 let mut l = self.ledger.borrow_mut(py);
@@ -475,6 +524,7 @@ impl Qdisc for PyQdisc {
     }
 
     fn dequeue(&mut self, now: Time, drops: &mut Drops) -> Dequeue {
+        pin_thread_state();
         let r = Python::attach(|py| -> Result<Dequeue, Failure> {
             self.ledger.borrow_mut(py).active = true;
             let ret = self.dequeue.call1(py, (now.0,));
@@ -579,6 +629,7 @@ impl Factory for PyFactory {
     }
 
     fn build(&self, ctx: &BuildCtx) -> ExternalQdisc {
+        pin_thread_state();
         let r = Python::attach(|py| -> Result<ExternalQdisc, Failure> {
             let fail = |e: PyErr| {
                 let what = e
