@@ -315,24 +315,30 @@ def test_an_exception_mid_run_shows_the_users_traceback_and_writes_nothing(tmp_p
     assert not (tmp_path / "api").exists() or not any((tmp_path / "api").iterdir())
 
 
-@pytest.mark.parametrize("body, expect", [
-    ("return self.q[0] if self.q else None", "returned packet uid"),  # the same packet twice
-    ("return 5", "returned 5; the contract is a packet it holds, or None"),
+@pytest.mark.parametrize("enqueue, dequeue, length, expect", [
+    # the same packet twice
+    ("return True", "return self.q[0]", "len(self.q)", "Bad (bad.py).dequeue returned packet uid"),
+    ("return True", "return 5", "len(self.q)", "dequeue returned 5; the contract is a packet it holds, or None"),
+    # a new user's first bug: no `return True` at the end of enqueue
+    ("pass", "return self.q.pop(0)", "len(self.q)", "enqueue returned None; the contract is True (queued) or False"),
+    ("pkt.drop('early'); return True", "return self.q.pop(0)", "len(self.q)", "returned True for the packet it dropped"),
+    ("return True", "return self.q.pop(0)", "0", "__len__ says 0 packets but the discipline holds"),
+    ("pkt.drop('late'); return False", "return self.q.pop(0)", "len(self.q)", "raised ValueError('unknown drop reason"),
 ])
-def test_a_broken_promise_mid_run_stops_the_run(tmp_path, body, expect):
+def test_a_broken_promise_mid_run_stops_the_run(tmp_path, enqueue, dequeue, length, expect):
     _write(tmp_path, "bad.py", f"""
         class Bad:
             def __init__(self, rng):
                 self.q = []
             def enqueue(self, pkt, now_ns):
                 self.q.append(pkt)
-                return True
+                {enqueue}
             def dequeue(self, now_ns):
                 if not self.q:
                     return None
-                {body}
+                {dequeue}
             def __len__(self):
-                return len(self.q)
+                return {length}
     """)
     q = {"kind": "python", "module": "bad.py", "class": "Bad"}
     with pytest.raises(DisciplineError) as e:
