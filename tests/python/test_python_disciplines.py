@@ -103,20 +103,20 @@ def test_the_harness_reports_the_first_difference_with_its_time():
     assert not r2.agree and r2.difference.index > 0
 
 
+def _example_fifo() -> type:
+    """examples/disciplines/fifo.py's class."""
+    sys.path.insert(0, str(EX))
+    try:
+        from fifo import Fifo
+    finally:
+        sys.path.remove(str(EX))
+    return Fifo
+
+
 def test_a_synthetic_trace_and_a_class_given_directly():
-    class Lifo:
-        def __init__(self, rng):
-            self.s = []
-
-        def enqueue(self, pkt, now_ns):
-            self.s.append(pkt)
-            return True
-
+    class Lifo(_example_fifo()):
         def dequeue(self, now_ns):
-            return self.s.pop() if self.s else None
-
-        def __len__(self):
-            return len(self.s)
+            return self.queue.pop() if self.queue else None
 
     ops = [("enqueue", 0, {"length": 100}), ("enqueue", 10, {"length": 200}), ("dequeue", 20), ("dequeue", 30)]
     trace = testing.synthetic(ops)
@@ -127,11 +127,7 @@ def test_a_synthetic_trace_and_a_class_given_directly():
 
 
 def test_registered_names_from_the_api(tmp_path):
-    sys.path.insert(0, str(EX))
-    try:
-        from fifo import Fifo  # examples/disciplines/fifo.py
-    finally:
-        sys.path.remove(str(EX))
+    Fifo = _example_fifo()
     a = sojourn.run(_cfg({"kind": "my_fifo", "limit": 50}, duration="3s"), disciplines={"my_fifo": Fifo})
     b = sojourn.run(_cfg({"kind": "pfifo", "limit": 50}, duration="3s"))
     assert a.flows.equals(b.flows)
@@ -282,32 +278,45 @@ RAISES_MID_RUN = """
 """
 
 
-def test_an_exception_mid_run_shows_the_users_traceback_and_writes_nothing(tmp_path):
-    _write(tmp_path, "flaky.py", RAISES_MID_RUN)
-    exp = tmp_path / "exp.toml"
-    exp.write_text(textwrap.dedent("""\
-        duration = "5s"
+def _flaky(tmp: Path, duration: str, rate: str) -> Path:
+    """An experiment file whose bottleneck runs the class that raises mid-run."""
+    _write(tmp, "flaky.py", RAISES_MID_RUN)
+    exp = tmp / "exp.toml"
+    exp.write_text(textwrap.dedent(f"""\
+        duration = "{duration}"
         [topology]
         pairs = 1
-        bottleneck = { rate = "10Mbit", delay = "5ms", qdisc = { kind = "python", module = "flaky.py", class = "Flaky" } }
+        bottleneck = {{ rate = "10Mbit", delay = "5ms", qdisc = {{ kind = "python", module = "flaky.py", class = "Flaky" }} }}
         [[workload]]
         kind = "cbr"
         pair = 0
-        rate = "1Mbit"
+        rate = "{rate}"
         [record]
         packets = ["bottleneck"]
     """))
-    out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "sojourn", "run", str(exp), "--out", str(out)],
+    return exp
+
+
+def _command_fails_with_the_traceback(tmp: Path, command: str, duration: str, rate: str) -> None:
+    """`sojourn COMMAND` of the flaky class: exit 1, the class's traceback (its file and
+    line), one last line naming the key, the class and the method, and no --out."""
+    exp = _flaky(tmp, duration, rate)
+    out = tmp / "out"
+    r = subprocess.run([sys.executable, "-m", "sojourn", command, str(exp), "--out", str(out)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stderr
     assert "Traceback (most recent call last)" in r.stderr
-    assert f'File "{tmp_path / "flaky.py"}", line 13, in dequeue' in r.stderr
+    assert f'File "{tmp / "flaky.py"}", line 13, in dequeue' in r.stderr
     assert "IndexError: deque index out of range" in r.stderr
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("sojourn: topology.bottleneck.qdisc: Flaky (flaky.py).dequeue raised IndexError"), last
     assert "nothing was written" in last
     assert not out.exists()
+
+
+def test_an_exception_mid_run_shows_the_users_traceback_and_writes_nothing(tmp_path):
+    _command_fails_with_the_traceback(tmp_path, "run", "5s", "1Mbit")
+    exp = tmp_path / "exp.toml"
     # From Python: DisciplineError, the discipline's exception as its cause.
     with pytest.raises(DisciplineError) as e:
         sojourn.run(exp, out=tmp_path / "api")
@@ -385,23 +394,4 @@ def test_emulate_runs_the_python_fifo_live(tmp_path):
 
 @live
 def test_emulate_stops_on_the_classs_exception_and_cleans_up(tmp_path):
-    _write(tmp_path, "flaky.py", RAISES_MID_RUN)
-    exp = tmp_path / "exp.toml"
-    exp.write_text(textwrap.dedent("""\
-        duration = "6s"
-        [topology]
-        pairs = 1
-        bottleneck = { rate = "10Mbit", delay = "5ms", qdisc = { kind = "python", module = "flaky.py", class = "Flaky" } }
-        [[workload]]
-        kind = "cbr"
-        pair = 0
-        rate = "2Mbit"
-    """))
-    out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "sojourn", "emulate", str(exp), "--out", str(out)],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1, r.stderr
-    assert f'File "{tmp_path / "flaky.py"}", line 13, in dequeue' in r.stderr
-    assert r.stderr.strip().splitlines()[-1].startswith(
-        "sojourn: topology.bottleneck.qdisc: Flaky (flaky.py).dequeue raised IndexError")
-    assert not out.exists()
+    _command_fails_with_the_traceback(tmp_path, "emulate", "6s", "2Mbit")

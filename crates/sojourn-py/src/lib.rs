@@ -319,25 +319,14 @@ fn run<'py>(
     let simulate = || {
         let err = std::cell::RefCell::new(None::<PyErr>);
         let mut cb = |p: &sojourn_sim::Progress| -> bool {
+            let (now, end) = (p.now.as_secs_f64(), p.end.as_secs_f64());
             Python::attach(|py| {
-                if let Err(e) = py.check_signals() {
-                    *err.borrow_mut() = Some(e);
-                    return false;
-                }
-                if let Some(f) = &progress {
-                    match f.call1(py, (p.now.as_secs_f64(), p.end.as_secs_f64(), p.events)) {
-                        Ok(r) => {
-                            if r.bind(py).extract::<bool>().ok() == Some(false) {
-                                return false;
-                            }
-                        }
-                        Err(e) => {
-                            *err.borrow_mut() = Some(e);
-                            return false;
-                        }
-                    }
-                }
-                true
+                progress_ok(
+                    py,
+                    progress.as_ref(),
+                    (now, end, p.events),
+                    &mut err.borrow_mut(),
+                )
             })
         };
         let mut names_cache: NamesCache = None;
@@ -388,6 +377,35 @@ fn run<'py>(
         ));
     };
     output_dict(py, &out)
+}
+
+/// An engine's periodic check, with the GIL: pending signal handlers, then the caller's
+/// `progress(now_s, end_s, events)`. False (stop the run) when either raised (the
+/// exception is kept in `err`) or `progress` returned False.
+fn progress_ok(
+    py: Python<'_>,
+    progress: Option<&Py<PyAny>>,
+    (now_s, end_s, events): (f64, f64, u64),
+    err: &mut Option<PyErr>,
+) -> bool {
+    if let Err(e) = py.check_signals() {
+        *err = Some(e);
+        return false;
+    }
+    if let Some(f) = progress {
+        match f.call1(py, (now_s, end_s, events)) {
+            Ok(r) => {
+                if r.bind(py).extract::<bool>().ok() == Some(false) {
+                    return false;
+                }
+            }
+            Err(e) => {
+                *err = Some(e);
+                return false;
+            }
+        }
+    }
+    true
 }
 
 fn output_dict<'py>(py: Python<'py>, out: &sojourn_sim::RunOutput) -> PyResult<Bound<'py, PyDict>> {
@@ -455,24 +473,12 @@ fn emulate<'py>(
         };
         let mut cb = |p: &sojourn_emu::run::Progress| -> bool {
             Python::attach(|py| {
-                if let Err(e) = py.check_signals() {
-                    py_err = Some(e);
-                    return false;
-                }
-                if let Some(f) = &progress {
-                    match f.call1(py, (p.elapsed_s, p.end_s, 0u64)) {
-                        Ok(r) => {
-                            if r.bind(py).extract::<bool>().ok() == Some(false) {
-                                return false;
-                            }
-                        }
-                        Err(e) => {
-                            py_err = Some(e);
-                            return false;
-                        }
-                    }
-                }
-                true
+                progress_ok(
+                    py,
+                    progress.as_ref(),
+                    (p.elapsed_s, p.end_s, 0),
+                    &mut py_err,
+                )
             })
         };
         let mut names_cache: NamesCache = None;

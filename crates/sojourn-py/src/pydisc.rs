@@ -21,7 +21,7 @@
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyTuple};
-use sojourn_core::packet::{Addr, Ecn, Packet};
+use sojourn_core::packet::{Ecn, Packet};
 use sojourn_core::params::{ConfError, ConfResult, Params, Value};
 use sojourn_core::qdisc::external::{ExternalQdisc, Factory, Resolver};
 use sojourn_core::qdisc::{BuildCtx, Dequeue, DropReason, Drops, Facts, Qdisc, Verdict};
@@ -130,12 +130,72 @@ impl Ledger {
 }
 
 /// A packet as a Python discipline sees it: read-only fields, `mark_ce()` and `drop()`.
+/// The fields are copied out of the packet when it arrives (plain integers, cheaper to read
+/// from Python than through a method); the packet itself stays as the engine made it.
 #[pyclass(module = "sojourn._engine", name = "Packet")]
 pub(crate) struct PyPacket {
     pkt: Packet,
     slot: u32,
     serial: u64,
     ledger: Py<Ledger>,
+    /// Unique within a run.
+    #[pyo3(get)]
+    uid: u64,
+    /// Bytes as a Linux qdisc counts them (`qdisc_pkt_len`: the frame with its 14-byte
+    /// Ethernet header).
+    #[pyo3(get)]
+    length: u32,
+    /// The conversation (connection or stream) the engine numbers it with.
+    #[pyo3(get)]
+    flow: u32,
+    /// The symmetric flow hash of the 5-tuple (both directions alike).
+    #[pyo3(get)]
+    flow_hash: u32,
+    #[pyo3(get)]
+    sport: u16,
+    #[pyo3(get)]
+    dport: u16,
+    /// IP protocol number (6 TCP, 17 UDP).
+    #[pyo3(get)]
+    proto: u8,
+    #[pyo3(get)]
+    dscp: u8,
+    /// When the link handed it to the discipline, ns of the run's clock.
+    #[pyo3(get)]
+    enqueued_at_ns: u64,
+    /// When its source created it, ns.
+    #[pyo3(get)]
+    created_at_ns: u64,
+    /// Bytes its connection has carried so far, both directions, this packet included
+    /// (nftables `ct bytes`), where conntrack runs on the node; 0 otherwise.
+    #[pyo3(get)]
+    ct_bytes: u64,
+    /// `skb->priority` as classifiers set it (`major << 16 | minor`).
+    #[pyo3(get)]
+    priority: u32,
+}
+
+impl PyPacket {
+    fn new(pkt: Packet, slot: u32, serial: u64, ledger: Py<Ledger>) -> PyPacket {
+        PyPacket {
+            uid: pkt.uid,
+            length: pkt.len_bytes,
+            flow: pkt.conversation(),
+            flow_hash: pkt.hash,
+            sport: pkt.key.src_port,
+            dport: pkt.key.dst_port,
+            proto: pkt.key.proto,
+            dscp: pkt.dscp,
+            enqueued_at_ns: pkt.enqueued_at.0,
+            created_at_ns: pkt.created_at.0,
+            ct_bytes: pkt.ct_bytes,
+            priority: pkt.priority,
+            pkt,
+            slot,
+            serial,
+            ledger,
+        }
+    }
 }
 
 /// The drop reasons a discipline may give (`link_loss` is the link's, not a discipline's).
@@ -147,90 +207,25 @@ fn reason_named(name: &str) -> Option<DropReason> {
 
 #[pymethods]
 impl PyPacket {
-    /// Unique within a run.
-    #[getter]
-    fn uid(&self) -> u64 {
-        self.pkt.uid
-    }
-    /// Bytes as a Linux qdisc counts them (`qdisc_pkt_len`: the frame with its 14-byte
-    /// Ethernet header).
-    #[getter]
-    fn length(&self) -> u32 {
-        self.pkt.len_bytes
-    }
-    /// The conversation (connection or stream) the engine numbers it with.
-    #[getter]
-    fn flow(&self) -> u32 {
-        self.pkt.conversation()
-    }
-    /// The symmetric flow hash of the 5-tuple (both directions alike).
-    #[getter]
-    fn flow_hash(&self) -> u32 {
-        self.pkt.hash
-    }
+    /// Source address, as text (IPv4 or IPv6).
     #[getter]
     fn src(&self) -> String {
-        addr(self.pkt.key.src_addr)
+        self.pkt.key.src_addr.to_string()
     }
+    /// Destination address, as text.
     #[getter]
     fn dst(&self) -> String {
-        addr(self.pkt.key.dst_addr)
-    }
-    #[getter]
-    fn sport(&self) -> u16 {
-        self.pkt.key.src_port
-    }
-    #[getter]
-    fn dport(&self) -> u16 {
-        self.pkt.key.dst_port
-    }
-    /// IP protocol number (6 TCP, 17 UDP).
-    #[getter]
-    fn proto(&self) -> u8 {
-        self.pkt.key.proto
+        self.pkt.key.dst_addr.to_string()
     }
     /// `(src, dst, sport, dport, proto)`.
     #[getter]
     fn five_tuple<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let k = &self.pkt.key;
-        (
-            addr(k.src_addr),
-            addr(k.dst_addr),
-            k.src_port,
-            k.dst_port,
-            k.proto,
-        )
-            .into_pyobject(py)
+        (self.src(), self.dst(), self.sport, self.dport, self.proto).into_pyobject(py)
     }
-    #[getter]
-    fn dscp(&self) -> u8 {
-        self.pkt.dscp
-    }
-    /// The ECN codepoint: 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE (RFC 3168).
+    /// The ECN codepoint now: 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE (RFC 3168).
     #[getter]
     fn ecn(&self) -> u8 {
         self.pkt.ecn as u8
-    }
-    /// When the link handed it to the discipline, ns of the run's clock.
-    #[getter]
-    fn enqueued_at_ns(&self) -> u64 {
-        self.pkt.enqueued_at.0
-    }
-    /// When its source created it, ns.
-    #[getter]
-    fn created_at_ns(&self) -> u64 {
-        self.pkt.created_at.0
-    }
-    /// Bytes its connection has carried so far, both directions, this packet included
-    /// (nftables `ct bytes`), where conntrack runs on the node; 0 otherwise.
-    #[getter]
-    fn ct_bytes(&self) -> u64 {
-        self.pkt.ct_bytes
-    }
-    /// `skb->priority` as classifiers set it (`major << 16 | minor`).
-    #[getter]
-    fn priority(&self) -> u32 {
-        self.pkt.priority
     }
 
     /// Sets CE (`INET_ECN_set_ce`): True for an ECN-capable packet (counted as a mark),
@@ -291,10 +286,6 @@ impl PyPacket {
         }
         Ok(())
     }
-}
-
-fn addr(a: Addr) -> String {
-    a.to_string()
 }
 
 /// The random generator handed to a discipline's constructor: sojourn's own (xoshiro256++,
@@ -434,6 +425,22 @@ impl PyQdisc {
         self.fail(method, now, format!("raised {what}"), Some(e))
     }
 
+    /// Calls the class's method `name` (bound as `f`) with `args`; if it raised, the
+    /// ledger's call ends there and the exception becomes the run's [`Failure`].
+    fn call<'py, A: pyo3::call::PyCallArgs<'py>>(
+        &self,
+        py: Python<'py>,
+        f: &Py<PyAny>,
+        name: &str,
+        args: A,
+        now: Time,
+    ) -> Result<Py<PyAny>, Failure> {
+        f.call1(py, args).map_err(|e| {
+            self.ledger.borrow_mut(py).active = false;
+            self.raised(py, name, now, e)
+        })
+    }
+
     /// Ends a call: moves the drops made through packets into the engine's sink and
     /// takes the ledger's counts.
     fn settle(&mut self, l: &mut Ledger, drops: &mut Drops) {
@@ -458,24 +465,18 @@ impl Qdisc for PyQdisc {
             };
             let obj = Py::new(
                 py,
-                PyPacket {
-                    pkt,
-                    slot,
-                    serial,
-                    ledger: self.ledger.clone_ref(py),
-                },
+                PyPacket::new(pkt, slot, serial, self.ledger.clone_ref(py)),
             )
             .map_err(|e| self.raised(py, "enqueue", now, e))?;
-            let ret = self.enqueue.call1(py, (obj.clone_ref(py), now.0));
+            let ret = self.call(
+                py,
+                &self.enqueue,
+                "enqueue",
+                (obj.clone_ref(py), now.0),
+                now,
+            )?;
             let ledger = self.ledger.clone_ref(py);
             let mut l = ledger.borrow_mut(py);
-            let ret = match ret {
-                Ok(r) => r,
-                Err(e) => {
-                    l.active = false;
-                    return Err(self.raised(py, "enqueue", now, e));
-                }
-            };
             let accepted = match ret.bind(py).cast::<PyBool>() {
                 Ok(b) => b.is_true(),
                 Err(_) => {
@@ -527,16 +528,9 @@ impl Qdisc for PyQdisc {
         pin_thread_state();
         let r = Python::attach(|py| -> Result<Dequeue, Failure> {
             self.ledger.borrow_mut(py).active = true;
-            let ret = self.dequeue.call1(py, (now.0,));
+            let ret = self.call(py, &self.dequeue, "dequeue", (now.0,), now)?;
             let ledger = self.ledger.clone_ref(py);
             let mut l = ledger.borrow_mut(py);
-            let ret = match ret {
-                Ok(r) => r,
-                Err(e) => {
-                    l.active = false;
-                    return Err(self.raised(py, "dequeue", now, e));
-                }
-            };
             let ret = ret.bind(py);
             if ret.is_none() {
                 self.settle(&mut l, drops);
