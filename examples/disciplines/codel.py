@@ -45,6 +45,11 @@ class CoDel:
     def __len__(self):
         return len(self.queue)
 
+    @property
+    def bytes(self):
+        # Optional in the contract; the engine checks it against what the queue holds.
+        return self.backlog
+
     def enqueue(self, pkt, now_ns):
         if len(self.queue) >= self.limit:
             return False  # tail drop: "overlimit"

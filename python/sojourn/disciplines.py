@@ -61,6 +61,9 @@ class Discipline(Protocol):
         """Packets it holds."""
         ...
 
+    # Optional: a ``bytes`` property (or attribute), the bytes it holds (``pkt.length``
+    # summed); when present it is checked like ``__len__``.
+
 
 class SpecError(ValueError):
     """A mistake in a Python discipline's spec: ``key`` (``module``, ``class``, a parameter,
@@ -87,7 +90,7 @@ def check_contract(cls: Any, label: str, params: Mapping[str, Any]) -> None:
     """Raises :class:`SpecError` unless ``cls`` fulfils the contract: a class with
     ``enqueue(pkt, now_ns)``, ``dequeue(now_ns)`` and ``__len__``, whose constructor takes
     ``(rng, **params)`` and returns an empty discipline (``len() == 0``, ``dequeue``
-    answers None)."""
+    answers None, ``bytes`` 0 if it has one)."""
     if not isinstance(cls, type):
         raise SpecError("class", f"{label} is a {type(cls).__name__}, not a class")
     for name, args, shape in (("enqueue", 3, "(self, pkt, now_ns)"), ("dequeue", 2, "(self, now_ns)"),
@@ -126,6 +129,13 @@ def check_contract(cls: Any, label: str, params: Mapping[str, Any]) -> None:
         raise SpecError("class", f"dequeue(0) of a new {label} raised {_one_line(e)}") from None
     if first is not None:
         raise SpecError("class", f"dequeue(0) of a new {label} returned {first!r}; with no packet it must return None")
+    if hasattr(inst, "bytes"):
+        try:
+            b = inst.bytes
+        except Exception as e:
+            raise SpecError("class", f"the bytes of a new {label} raised {_one_line(e)}") from None
+        if b != 0 or isinstance(b, bool) or not isinstance(b, int):
+            raise SpecError("class", f"the bytes of a new {label} is {b!r}; a new discipline holds 0 bytes")
 
 
 class Resolver:

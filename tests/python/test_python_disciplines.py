@@ -355,6 +355,29 @@ def test_a_broken_promise_mid_run_stops_the_run(tmp_path, enqueue, dequeue, leng
     assert expect in str(e.value)
 
 
+def test_the_optional_bytes_is_checked_against_what_the_class_holds(tmp_path):
+    # The example CoDel keeps `bytes`: a run of its file passes the check at every sample.
+    res = sojourn.run(EX / "codel.toml", duration="3s")
+    assert res.summary["links"]["bottleneck"]["utilisation"] > 0.9
+    _write(tmp_path, "nb.py", """
+        class NoBytes:
+            bytes = 0  # never updated
+            def __init__(self, rng):
+                self.q = []
+            def enqueue(self, pkt, now_ns):
+                self.q.append(pkt)
+                return True
+            def dequeue(self, now_ns):
+                return self.q.pop(0) if self.q else None
+            def __len__(self):
+                return len(self.q)
+    """)
+    q = {"kind": "python", "module": "nb.py", "class": "NoBytes"}
+    with pytest.raises(DisciplineError) as e:
+        sojourn.run(_cfg(q, duration="2s"), base_dir=tmp_path)
+    assert "NoBytes (nb.py).bytes says 0 but the discipline holds" in str(e.value)
+
+
 def test_deploy_refuses_a_python_discipline_naming_emulate():
     r = subprocess.run([sys.executable, "-m", "sojourn", "deploy", "plan", str(EX / "fifo.toml"), "--node", "left"],
                        capture_output=True, text=True, timeout=120)

@@ -397,6 +397,8 @@ pub(crate) struct PyQdisc {
     dequeue: Py<PyAny>,
     ledger: Py<Ledger>,
     at: Arc<Where>,
+    /// The class has the optional `bytes` (checked with `__len__`).
+    has_bytes: bool,
     // The ledger's counts after the last call: they change only inside a call, so the
     // engine reads them without the GIL.
     count: usize,
@@ -580,15 +582,27 @@ impl Qdisc for PyQdisc {
         self.marks
     }
 
-    /// At each time-series sample: `len(discipline)` must agree with the packets it holds
-    /// (the contract's `__len__`), the cheap check that the class has not lost one.
+    /// At each time-series sample: `len(discipline)` (and its `bytes`, if it has them)
+    /// must agree with what it holds (the contract's `__len__`), the cheap check that the
+    /// class has not lost a packet.
     fn observe(&mut self, now: Time, _emit: &mut dyn FnMut(&str, f64)) {
         let r = Python::attach(|py| -> Result<(), Failure> {
-            let n = self
-                .inst
-                .bind(py)
-                .len()
-                .map_err(|e| self.raised(py, "__len__", now, e))?;
+            let inst = self.inst.bind(py);
+            if self.has_bytes {
+                let b = inst
+                    .getattr("bytes")
+                    .and_then(|b| b.extract::<u64>())
+                    .map_err(|e| self.raised(py, "bytes", now, e))?;
+                if b != self.bytes {
+                    return Err(self.fail(
+                        "bytes",
+                        now,
+                        format!("says {b} but the discipline holds {} bytes", self.bytes),
+                        None,
+                    ));
+                }
+            }
+            let n = inst.len().map_err(|e| self.raised(py, "__len__", now, e))?;
             if n != self.count {
                 return Err(self.fail(
                     "__len__",
@@ -654,7 +668,9 @@ impl Factory for PyFactory {
                 .map_err(fail)?;
             let enqueue = inst.getattr("enqueue").map_err(fail)?.unbind();
             let dequeue = inst.getattr("dequeue").map_err(fail)?.unbind();
+            let has_bytes = inst.hasattr("bytes").map_err(fail)?;
             Ok(Box::new(PyQdisc {
+                has_bytes,
                 inst: inst.unbind(),
                 enqueue,
                 dequeue,
