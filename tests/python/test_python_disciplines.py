@@ -355,6 +355,35 @@ def test_a_broken_promise_mid_run_stops_the_run(tmp_path, enqueue, dequeue, leng
     assert expect in str(e.value)
 
 
+SECOND_CONSTRUCTION_RAISES = """
+    class Once:
+        made = 0
+        def __init__(self, rng):
+            # Validation's trial instance passes; the run's own (a second one) raises: a
+            # constructor that fails only for some seeds would do the same.
+            Once.made += 1
+            if Once.made > 1:
+                raise OSError("second instance")
+            self.q = []
+        def enqueue(self, pkt, now_ns):
+            self.q.append(pkt)
+            return True
+        def dequeue(self, now_ns):
+            return self.q.pop(0) if self.q else None
+        def __len__(self):
+            return len(self.q)
+"""
+
+
+def test_a_constructor_raising_at_build_stops_the_run(tmp_path):
+    _write(tmp_path, "once.py", SECOND_CONSTRUCTION_RAISES)
+    q = {"kind": "python", "module": "once.py", "class": "Once"}
+    with pytest.raises(DisciplineError) as e:
+        sojourn.run(_cfg(q, duration="2s"), base_dir=tmp_path)
+    assert str(e.value).startswith("topology.bottleneck.qdisc: constructing Once (once.py) raised OSError")
+    assert isinstance(e.value.__cause__, OSError)
+
+
 def test_the_optional_bytes_is_checked_against_what_the_class_holds(tmp_path):
     # The example CoDel keeps `bytes`: a run of its file passes the check at every sample.
     res = sojourn.run(EX / "codel.toml", duration="3s")
@@ -418,3 +447,12 @@ def test_emulate_runs_the_python_fifo_live(tmp_path):
 @live
 def test_emulate_stops_on_the_classs_exception_and_cleans_up(tmp_path):
     _command_fails_with_the_traceback(tmp_path, "emulate", "6s", "2Mbit")
+
+
+@live
+def test_emulate_stops_when_the_forwarders_constructor_raises(tmp_path):
+    _write(tmp_path, "once.py", SECOND_CONSTRUCTION_RAISES)
+    q = {"kind": "python", "module": "once.py", "class": "Once"}
+    with pytest.raises(DisciplineError) as e:
+        sojourn.emulate(_cfg(q, duration="2s"), base_dir=tmp_path)
+    assert "constructing Once (once.py) raised OSError" in str(e.value)
