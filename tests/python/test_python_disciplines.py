@@ -137,6 +137,15 @@ def test_registered_names_from_the_api(tmp_path):
     assert isinstance(Fifo(Rng(1)), Discipline)
 
 
+def test_a_python_discipline_as_the_child_of_a_composite():
+    # prio's three bands, each its own Python FIFO of 30 packets: the CBR's band overflows.
+    q = {"kind": "prio", "child": {"kind": "python", "module": "fifo.py", "class": "Fifo", "limit": 30}}
+    res = sojourn.run(EX / "fifo.toml", duration="5s", overrides={"topology.bottleneck.qdisc": q})
+    link = res.summary["links"]["bottleneck"]
+    assert link["qdisc"] == "prio(child=python(module=fifo.py, class=Fifo, limit=30))"
+    assert link["drops"]["overlimit"] > 0 and res.summary["accounting"]["conserved"]
+
+
 def test_the_random_generator_is_the_links_stream_and_runs_repeat(tmp_path):
     code = """
         from collections import deque
