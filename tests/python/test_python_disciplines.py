@@ -364,23 +364,30 @@ def test_a_broken_promise_mid_run_stops_the_run(tmp_path, enqueue, dequeue, leng
     assert expect in str(e.value)
 
 
-SECOND_CONSTRUCTION_RAISES = """
-    class Once:
-        made = 0
-        def __init__(self, rng):
-            # Validation's trial instance passes; the run's own (a second one) raises: a
-            # constructor that fails only for some seeds would do the same.
-            Once.made += 1
-            if Once.made > 1:
-                raise OSError("second instance")
-            self.q = []
-        def enqueue(self, pkt, now_ns):
-            self.q.append(pkt)
-            return True
-        def dequeue(self, now_ns):
-            return self.q.pop(0) if self.q else None
-        def __len__(self):
-            return len(self.q)
+# A correct queue in a list, for the classes below to break one promise each.
+LIST_QUEUE = """
+class ListQueue:
+    def __init__(self, rng):
+        self.q = []
+    def enqueue(self, pkt, now_ns):
+        self.q.append(pkt)
+        return True
+    def dequeue(self, now_ns):
+        return self.q.pop(0) if self.q else None
+    def __len__(self):
+        return len(self.q)
+"""
+
+SECOND_CONSTRUCTION_RAISES = LIST_QUEUE + """
+class Once(ListQueue):
+    made = 0
+    def __init__(self, rng):
+        # Validation's trial instance passes; the run's own (a second one) raises: a
+        # constructor that fails only for some seeds would do the same.
+        Once.made += 1
+        if Once.made > 1:
+            raise OSError("second instance")
+        super().__init__(rng)
 """
 
 
@@ -397,19 +404,10 @@ def test_the_optional_bytes_is_checked_against_what_the_class_holds(tmp_path):
     # The example CoDel keeps `bytes`: a run of its file passes the check at every sample.
     res = sojourn.run(EX / "codel.toml", duration="3s")
     assert res.summary["links"]["bottleneck"]["utilisation"] > 0.9
-    _write(tmp_path, "nb.py", """
-        class NoBytes:
-            bytes = 0  # never updated
-            def __init__(self, rng):
-                self.q = []
-            def enqueue(self, pkt, now_ns):
-                self.q.append(pkt)
-                return True
-            def dequeue(self, now_ns):
-                return self.q.pop(0) if self.q else None
-            def __len__(self):
-                return len(self.q)
-    """)
+    _write(tmp_path, "nb.py", LIST_QUEUE + """
+class NoBytes(ListQueue):
+    bytes = 0  # never updated
+""")
     q = {"kind": "python", "module": "nb.py", "class": "NoBytes"}
     with pytest.raises(DisciplineError) as e:
         sojourn.run(_cfg(q, duration="2s"), base_dir=tmp_path)
