@@ -50,6 +50,7 @@ def emulate(
     base_dir: Optional[Union[str, Path]] = None,
     kernel: bool = False,
     out: Optional[Union[str, Path]] = None,
+    disciplines: Optional[Mapping[str, type]] = None,
 ) -> Result:
     """Runs one experiment live: :func:`sojourn.api.emulate` (sojourn's forwarder with the
     simulator's disciplines, docs/emulate.md), or with ``kernel=True`` the kernel's own
@@ -67,10 +68,13 @@ def emulate(
     if kernel:
         from .kernel_engine import emulate_kernel
 
+        if disciplines:
+            raise ConfigError("disciplines", "", "the kernel engine runs the kernel's own qdiscs; a Python "
+                              "discipline runs live in sojourn's forwarder: emulate without kernel=True")
         return emulate_kernel(source, seed=seed, duration=duration, overrides=overrides, progress=progress,
                               base_dir=base_dir, out=out)
     return _emulate_forwarder(source, seed=seed, duration=duration, overrides=overrides, progress=progress,
-                              base_dir=base_dir, out=out)
+                              base_dir=base_dir, out=out, disciplines=disciplines)
 
 
 def _emulate_staged(source: Source, kernel: bool = False, **kw: Any) -> Result:

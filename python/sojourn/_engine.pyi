@@ -13,7 +13,7 @@ class PrivilegeError(PermissionError):
 class EmulateError(RuntimeError):
     """A live run failed (a namespace, device, socket or the forwarder)."""
 
-def validate(cfg: dict[str, Any], base_dir: str) -> dict[str, Any]:
+def validate(cfg: dict[str, Any], base_dir: str, disciplines: Optional[Any] = None) -> dict[str, Any]:
     """Validates an experiment dict; returns name, seed, duration_s, warmup_s, repeats,
     nodes, links ([(name, qdisc description)]) and the number of workloads."""
 
@@ -24,6 +24,7 @@ def run(
     progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
     sink: Optional[Callable[[str, list, Optional[list]], None]] = None,
     chunk_rows: int = 65536,
+    disciplines: Optional[Any] = None,
 ) -> dict[str, Any]:
     """Runs one experiment: summary_json (str) and the flows, timeseries, series_names,
     histograms and packets tables as [(name, dtype, data)] columns (packets may be None;
@@ -32,7 +33,10 @@ def run(
     ``sink(kind, columns, names)`` in chunks of ``chunk_rows`` rows while the run proceeds
     ("timeseries" with the series names known so far, "packets" and "flows" with None;
     flow records in the order the flows finished) and the result holds the rest; without
-    it a run whose tables would not fit in memory is refused with the estimate."""
+    it a run whose tables would not fit in memory is refused with the estimate.
+    ``disciplines``: a ``sojourn.disciplines.Resolver`` (every function taking it: without
+    it ``kind = "python"`` is refused); a Python discipline that raises stops the run with
+    :class:`DisciplineError`."""
 
 def emulate(
     cfg: dict[str, Any],
@@ -42,13 +46,14 @@ def emulate(
     kernel_hook: Optional[Callable[[str, list[tuple[str, str, str]]], None]] = None,
     sink: Optional[Callable[[str, list, Optional[list]], None]] = None,
     chunk_rows: int = 65536,
+    disciplines: Optional[Any] = None,
 ) -> dict[str, Any]:
     """Runs one experiment live (Linux, root): the same tables as :func:`run`.
     ``kernel_hook(stage, [(node, namespace, device)])`` is called with stage ``"setup"``
     before traffic starts and ``"collect"`` after it ended (the kernel engine). With
     ``sink``, the time series is handed out while the run proceeds, as :func:`run` does."""
 
-def emulate_check(cfg: dict[str, Any], base_dir: str) -> None:
+def emulate_check(cfg: dict[str, Any], base_dir: str, disciplines: Optional[Any] = None) -> None:
     """Raises ConfigError for what the live engine would refuse; creates nothing."""
 
 def emulate_cleanup() -> tuple[list[str], list[str]]:
@@ -92,9 +97,68 @@ def check_key(dotted: str) -> None:
 def set_key(cfg: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
     """cfg with dotted = value set (tables and list items created), as a new dict."""
 
-def deploy_model(cfg: dict[str, Any], base_dir: str) -> dict[str, Any]:
+def deploy_model(cfg: dict[str, Any], base_dir: str, disciplines: Optional[Any] = None) -> dict[str, Any]:
     """The deployable view of an experiment (sojourn.deploy): name, nodes, links (per
     direction: name, from, to, rate_kind, rate_bps, shaper, delay_ns, loss, qdisc, not_linux
     = (kind, reason) or None, tc = tc qdisc argument lines or None, tc_shaped = [(object,
     args)] behind htb or None), classifiers (nodes, hook, map = [(upto_bytes, priority)]) and
     conntrack (per node: None or (direction, bytes))."""
+
+class DisciplineError(RuntimeError):
+    """A Python discipline raised, or broke its contract, during a run; nothing was written.
+    ``__cause__`` is its own exception, with its traceback."""
+
+class Packet:
+    """A packet as a Python discipline sees it (crates/sojourn-py/src/pydisc.rs)."""
+
+    uid: int
+    length: int
+    flow: int
+    flow_hash: int
+    src: str
+    dst: str
+    sport: int
+    dport: int
+    proto: int
+    five_tuple: tuple[str, str, int, int, int]
+    dscp: int
+    ecn: int
+    enqueued_at_ns: int
+    created_at_ns: int
+    ct_bytes: int
+    priority: int
+    def mark_ce(self) -> bool:
+        """Sets CE; True if the packet is ECN-capable (a mark), False for Not-ECT."""
+    def drop(self, reason: str = "aqm") -> None:
+        """Drops a packet the discipline holds, counted under ``reason``."""
+
+class Rng:
+    """sojourn's random generator (xoshiro256++), as a Rust discipline's ``ctx.rng()``."""
+
+    def __init__(self, seed: int) -> None: ...
+    def random(self) -> float: ...
+    def below(self, n: int) -> int: ...
+    def uniform(self, lo: float, hi: float) -> float: ...
+    def exp(self, mean: float) -> float: ...
+    def chance(self, p: float) -> bool: ...
+    def next_u64(self) -> int: ...
+
+class Trace:
+    """A packet trace of one discipline (sojourn.testing)."""
+
+    link: str
+    truncated: bool
+    def __len__(self) -> int: ...
+    def counts(self) -> tuple[int, int]: ...
+    def columns(self) -> dict[str, list]: ...
+    @staticmethod
+    def synthetic(ops: list, seed: int = 1, link_rate_bps: int = 0) -> "Trace": ...
+
+def record_trace(cfg: dict[str, Any], base_dir: str, link: str, seed: Optional[int] = None,
+                 disciplines: Optional[Any] = None, max_ops: int = 5000000) -> Trace:
+    """Runs the experiment in the simulator, recording link ``link``'s discipline."""
+
+def replay(trace: Trace, a: Any, b: Any, base_dir: str,
+           disciplines: Optional[Any] = None) -> tuple[int, Optional[dict[str, Any]]]:
+    """Replays ``trace`` into specs ``a`` and ``b``: (operations, None) when they agree, or
+    (index, {index, op, time_ns, uid, a, b}) at the first difference."""

@@ -21,6 +21,8 @@ except ImportError:  # pragma: no cover - the analytics modules work without the
     __version__ = "0.1.0"
 
 Source = Union[str, Path, Mapping[str, Any]]
+#: Python disciplines registered by name (``disciplines={"my_aqm": MyAqm}``).
+Disciplines = Optional[Mapping[str, type]]
 
 
 def _engine_or_fail():
@@ -73,14 +75,28 @@ def _wrap_engine_error(name: str, e: Exception) -> ConfigError:
     return ConfigError(name, getattr(e, "path", ""), getattr(e, "msg", str(e)))
 
 
-def validate(source: Source, overrides: Optional[Mapping[str, Any]] = None, base_dir: Optional[Union[str, Path]] = None) -> dict:
+def _resolver(name: str, base: Path, disciplines: Disciplines) -> Any:
+    """The engine's resolver of Python disciplines (docs/python-disciplines.md): ``kind =
+    "python"`` specs resolve their ``module`` against ``base``; ``disciplines`` names
+    classes given from Python. A bad ``disciplines`` argument is a :class:`ConfigError`."""
+    from .disciplines import Resolver, SpecError
+
+    try:
+        return Resolver(base, disciplines)
+    except SpecError as e:
+        raise ConfigError(name, e.key, e.msg) from None
+
+
+def validate(source: Source, overrides: Optional[Mapping[str, Any]] = None, base_dir: Optional[Union[str, Path]] = None,
+             disciplines: Disciplines = None) -> dict:
     """Checks an experiment (file path or dict) without running it; returns its plan
     (nodes, links with their qdiscs, number of workloads). Raises :class:`ConfigError`.
-    ``base_dir`` is where relative paths of a dict config resolve (default: the cwd)."""
+    ``base_dir`` is where relative paths of a dict config resolve (default: the cwd);
+    ``disciplines`` as for :func:`run` (Python disciplines are imported and checked)."""
     eng = _engine_or_fail()
     cfg, name, base = _prepare(source, overrides, base_dir=base_dir)
     try:
-        return eng.validate(cfg, str(base))
+        return eng.validate(cfg, str(base), _resolver(name, base, disciplines))
     except eng.ConfigError as e:
         raise _wrap_engine_error(name, e) from None
 
@@ -93,6 +109,7 @@ def run(
     progress: Union[bool, Callable[[float, float, int], Optional[bool]], None] = None,
     base_dir: Optional[Union[str, Path]] = None,
     out: Optional[Union[str, Path]] = None,
+    disciplines: Disciplines = None,
 ) -> Result:
     """Runs one experiment and returns its :class:`Result`.
 
@@ -109,8 +126,15 @@ def run(
     :attr:`~Result.timeseries` and :attr:`~Result.packets` read them from there. Without
     ``out`` they are held in memory and returned, and a run whose tables would not fit is
     refused with the estimate (docs/limits.md).
+
+    ``disciplines``: Python disciplines by name, ``{"my_aqm": MyAqm}``; the experiment
+    then names one as ``qdisc = "my_aqm"`` (or ``{ kind = "my_aqm", ...parameters }``).
+    Files may also name a class in a file, ``{ kind = "python", module = "my_aqm.py",
+    class = "MyAqm" }`` (docs/python-disciplines.md). A discipline that raises during the
+    run stops it with :class:`sojourn.disciplines.DisciplineError` (its ``__cause__`` is
+    the discipline's exception); nothing is written.
     """
-    res = _run_staged(source, seed, duration, overrides, progress, base_dir, out)
+    res = _run_staged(source, seed, duration, overrides, progress, base_dir, out, disciplines)
     if out is not None:
         res.write(out)
     return res
@@ -120,16 +144,18 @@ def _run_staged(source: Source, seed: Optional[int] = None, duration: Optional[s
                 overrides: Optional[Mapping[str, Any]] = None,
                 progress: Union[bool, Callable[[float, float, int], Optional[bool]], None] = None,
                 base_dir: Optional[Union[str, Path]] = None,
-                out: Optional[Union[str, Path]] = None) -> Result:
+                out: Optional[Union[str, Path]] = None, disciplines: Disciplines = None) -> Result:
     """:func:`run`; with ``out``, the time series and packet log stream into a staging
     directory inside ``out`` (``Result.staged``) that :meth:`Result.write` publishes."""
     eng = _engine_or_fail()
     seed = check_seed(seed)
     cfg, name, base = _prepare(source, overrides, duration, base_dir)
+    resolver = _resolver(name, base, disciplines)
     stream = open_stream(out)
     t0 = time.perf_counter()
     try:
         kw = stream_kwargs(stream)
+        kw["disciplines"] = resolver
         if progress is True:
             from .progress import RunProgress
 
@@ -217,6 +243,7 @@ def emulate(
     progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
     base_dir: Optional[Union[str, Path]] = None,
     out: Optional[Union[str, Path]] = None,
+    disciplines: Disciplines = None,
 ) -> Result:
     """Runs one experiment live and returns the same :class:`Result` as :func:`run`.
 
@@ -239,7 +266,7 @@ def emulate(
         res = sojourn.emulate("experiments/emulate/fq-codel.toml", duration="5s")
         res.summary["links"]["bottleneck"]["sojourn_ms"]["mean"]
     """
-    res = _emulate_staged(source, seed, duration, overrides, progress, base_dir, out)
+    res = _emulate_staged(source, seed, duration, overrides, progress, base_dir, out, disciplines)
     if out is not None:
         res.write(out)
     return res
@@ -249,15 +276,16 @@ def _emulate_staged(source: Source, seed: Optional[int] = None, duration: Option
                     overrides: Optional[Mapping[str, Any]] = None,
                     progress: Optional[Callable[[float, float, int], Optional[bool]]] = None,
                     base_dir: Optional[Union[str, Path]] = None,
-                    out: Optional[Union[str, Path]] = None) -> Result:
+                    out: Optional[Union[str, Path]] = None, disciplines: Disciplines = None) -> Result:
     """:func:`emulate`; with ``out``, the time series streams into a staging directory
     inside ``out`` (``Result.staged``) that :meth:`Result.write` publishes."""
     eng = _live_engine()
     cfg, name, base = _prepare(source, overrides, duration, base_dir)
+    resolver = _resolver(name, base, disciplines)
     stream = open_stream(out)
     t0 = time.perf_counter()
     try:
-        raw = eng.emulate(cfg, str(base), seed, progress, **stream_kwargs(stream))
+        raw = eng.emulate(cfg, str(base), seed, progress, **stream_kwargs(stream), disciplines=resolver)
         res = Result.from_engine(raw, stream=stream)
     except BaseException as e:
         discard_stream(stream)
@@ -275,14 +303,15 @@ def _emulate_staged(source: Source, seed: Optional[int] = None, duration: Option
 
 
 def emulate_check(source: Source, overrides: Optional[Mapping[str, Any]] = None,
-                  duration: Optional[str] = None, base_dir: Optional[Union[str, Path]] = None) -> None:
+                  duration: Optional[str] = None, base_dir: Optional[Union[str, Path]] = None,
+                  disciplines: Disciplines = None) -> None:
     """Raises :class:`ConfigError` if the experiment is invalid or asks for something the
     live engine cannot honour on this kernel (e.g. a congestion control it lacks). Needs
     no privilege and creates nothing."""
     eng = _live_engine()
     cfg, name, base = _prepare(source, overrides, duration, base_dir)
     try:
-        eng.emulate_check(cfg, str(base))
+        eng.emulate_check(cfg, str(base), _resolver(name, base, disciplines))
     except eng.ConfigError as e:
         raise _wrap_engine_error(name, e) from None
 

@@ -438,3 +438,21 @@ API = [
 ]
 for id_, code, frag in API:
     add(id_, "api", code, frag)
+
+# --- Python disciplines (issue 39, docs/python-disciplines.md) ---------------------------
+s("python-qdisc-no-module", f"{Q}={{kind=\"python\"}}", "needs `module` and `class`", cli=True)
+s("python-qdisc-module-missing", f"{Q}={{kind=\"python\", module=\"no_such_aqm.py\", class=\"MyAqm\"}}",
+  "no_such_aqm.py: no such file", cli=True)
+s("python-qdisc-module-not-py", f"{Q}={{kind=\"python\", module=\"aqm.txt\", class=\"MyAqm\"}}", "expected a Python file")
+s("python-qdisc-no-class", f"{Q}={{kind=\"python\", module=\"aqm.py\"}}", "missing: the class in aqm.py")
+s("python-qdisc-module-not-string", f"{Q}={{kind=\"python\", module=5, class=\"MyAqm\"}}", "module")
+add("python-qdisc-registered-builtin-name", "api", "sojourn.run(BASE, disciplines={'pfifo': dict})",
+    "built-in discipline's name")
+add("python-qdisc-registered-not-class", "api", "sojourn.run(BASE, disciplines={'my_aqm': 5})", "must name a class")
+add("python-qdisc-registered-not-dict", "api", "sojourn.validate(BASE, disciplines=['my_aqm'])",
+    "expected a dict of name -> class")
+add("python-qdisc-unregistered-name", "api",
+    "sojourn.validate(with_(BASE, 'topology.bottleneck.qdisc', {'kind': 'python', 'class': 'my_aqm'}))",
+    "registered: none")
+add("python-qdisc-kernel-engine", "api", "sojourn.emulate(BASE, kernel=True, disciplines={'my_aqm': dict})",
+    "emulate without kernel=True")

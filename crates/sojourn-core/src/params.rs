@@ -175,6 +175,23 @@ impl<'a> Params<'a> {
         Some(v)
     }
 
+    /// Every key not read yet and its value, in the table's order, marking them read: for
+    /// a reader that hands a table's remaining keys on as they are (a Python discipline's
+    /// own parameters go to its constructor, qdisc/external.rs).
+    pub fn rest(&mut self) -> Vec<(&'a str, &'a Value)> {
+        let table: &'a Table = self.table;
+        let rest: Vec<(&'a str, &'a Value)> = table
+            .0
+            .iter()
+            .filter(|(k, _)| !self.used.contains(k.as_str()))
+            .map(|(k, v)| (k.as_str(), v))
+            .collect();
+        for (k, _) in &rest {
+            self.used.insert(k);
+        }
+        rest
+    }
+
     pub fn str_opt(&mut self, key: &str) -> ConfResult<Option<&'a str>> {
         match self.raw(key) {
             None => Ok(None),

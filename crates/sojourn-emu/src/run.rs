@@ -609,7 +609,9 @@ pub fn run_streaming(
     let mut aborted = false;
     loop {
         let now = load.now();
-        if now >= end {
+        // The forwarder stops only when told to, unless it panicked (a discipline the
+        // front implements may have raised): end the run now, and `join` says why.
+        if now >= end || fwd.is_finished() {
             break;
         }
         if flow_series && now >= next_sample {

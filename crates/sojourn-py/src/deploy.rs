@@ -25,12 +25,14 @@ fn not_linux(spec: &QdiscSpec) -> Option<(String, String)> {
 /// rate (object `qdisc` or `class`)), `classifiers` (`nodes`, `hook`, `map` = `[(upto_bytes,
 /// priority)]`) and `conntrack` (per node: None or `(direction, bytes)`).
 #[pyfunction]
+#[pyo3(signature = (cfg, base_dir, disciplines=None))]
 pub fn deploy_model<'py>(
     py: Python<'py>,
     cfg: &Bound<'py, PyDict>,
     base_dir: &str,
+    disciplines: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let exp = parse(cfg, base_dir)?;
+    let exp = parse(cfg, base_dir, disciplines)?;
     let d = PyDict::new(py);
     d.set_item("name", &exp.name)?;
     d.set_item("nodes", exp.node_names.clone())?;

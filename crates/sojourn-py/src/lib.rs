@@ -6,11 +6,15 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use sojourn_core::params::{ConfError, Table, Value};
+use sojourn_core::qdisc::external::with_resolver;
 use sojourn_sim::{config, Column, Columns};
 use std::path::Path;
+use std::rc::Rc;
 
 mod deploy;
+mod harness;
 mod model;
+mod pydisc;
 
 pyo3::create_exception!(
     _engine,
@@ -113,9 +117,21 @@ pub(crate) fn conf_err(e: ConfError) -> PyErr {
     })
 }
 
-pub(crate) fn parse(cfg: &Bound<'_, PyDict>, base_dir: &str) -> PyResult<config::Experiment> {
+/// The experiment dict as the validated model. `disciplines` is the front's
+/// `sojourn.disciplines.Resolver`: with it, `kind = "python"` specs (and names the API
+/// registered) are validated and bound to their classes; without it they are refused.
+pub(crate) fn parse(
+    cfg: &Bound<'_, PyDict>,
+    base_dir: &str,
+    disciplines: Option<Py<PyAny>>,
+) -> PyResult<config::Experiment> {
     let t = to_table(cfg, "", 0).map_err(conf_err)?;
-    config::from_table(&t, Path::new(base_dir)).map_err(conf_err)
+    let from_table = || config::from_table(&t, Path::new(base_dir));
+    match disciplines {
+        Some(obj) => with_resolver(Rc::new(pydisc::PyResolver { obj }), from_table),
+        None => from_table(),
+    }
+    .map_err(conf_err)
 }
 
 /// `v` as little-endian bytes in a Python bytes object: one copy, straight into it.
@@ -220,12 +236,14 @@ fn timeseries_chunk<'py>(
 
 /// Validates an experiment dict; returns a short description of the plan.
 #[pyfunction]
+#[pyo3(signature = (cfg, base_dir, disciplines=None))]
 fn validate<'py>(
     py: Python<'py>,
     cfg: &Bound<'py, PyDict>,
     base_dir: &str,
+    disciplines: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let exp = parse(cfg, base_dir)?;
+    let exp = parse(cfg, base_dir, disciplines)?;
     let d = PyDict::new(py);
     d.set_item("name", &exp.name)?;
     d.set_item("seed", exp.seed)?;
@@ -268,9 +286,11 @@ fn validate<'py>(
 /// known so far, or "packets" with `names` None) and the result holds only the rows after
 /// the last chunk; `kind` "flows" (`names` None) brings finished flows' records, in the
 /// order they finished (at most `chunk_rows` each), and the result's `flows` holds only
-/// the others.
+/// the others. `disciplines`: the front's resolver of Python disciplines (see [`parse`]);
+/// an exception a Python discipline raises stops the run as `DisciplineError`.
 #[pyfunction]
-#[pyo3(signature = (cfg, base_dir, seed=None, progress=None, sink=None, chunk_rows=65536))]
+#[pyo3(signature = (cfg, base_dir, seed=None, progress=None, sink=None, chunk_rows=65536, disciplines=None))]
+#[allow(clippy::too_many_arguments)]
 fn run<'py>(
     py: Python<'py>,
     cfg: &Bound<'py, PyDict>,
@@ -279,8 +299,10 @@ fn run<'py>(
     progress: Option<Py<PyAny>>,
     sink: Option<Py<PyAny>>,
     chunk_rows: usize,
+    disciplines: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let exp = parse(cfg, base_dir)?;
+    let exp = parse(cfg, base_dir, disciplines)?;
+    let python_disciplines = pydisc::any_external(&exp);
     if sink.is_none() {
         sojourn_experiment::experiment::check_in_memory(&exp).map_err(conf_err)?;
     }
@@ -290,31 +312,21 @@ fn run<'py>(
         ));
     }
     let seed = seed.unwrap_or(exp.seed);
-    let mut py_err: Option<PyErr> = None;
     // The simulation runs without the GIL, so other Python threads keep running; the
     // signal check, the progress callback and the sink take it back about every 65k events.
-    let out = py.detach(|| {
+    // With a Python discipline it keeps the GIL throughout: that discipline takes it at
+    // every packet, and taking it back each time would cost more than the call.
+    let simulate = || {
         let err = std::cell::RefCell::new(None::<PyErr>);
         let mut cb = |p: &sojourn_sim::Progress| -> bool {
+            let (now, end) = (p.now.as_secs_f64(), p.end.as_secs_f64());
             Python::attach(|py| {
-                if let Err(e) = py.check_signals() {
-                    *err.borrow_mut() = Some(e);
-                    return false;
-                }
-                if let Some(f) = &progress {
-                    match f.call1(py, (p.now.as_secs_f64(), p.end.as_secs_f64(), p.events)) {
-                        Ok(r) => {
-                            if r.bind(py).extract::<bool>().ok() == Some(false) {
-                                return false;
-                            }
-                        }
-                        Err(e) => {
-                            *err.borrow_mut() = Some(e);
-                            return false;
-                        }
-                    }
-                }
-                true
+                progress_ok(
+                    py,
+                    progress.as_ref(),
+                    (now, end, p.events),
+                    &mut err.borrow_mut(),
+                )
             })
         };
         let mut names_cache: NamesCache = None;
@@ -346,11 +358,17 @@ fn run<'py>(
             })
         };
         let rows = if sink.is_some() { chunk_rows } else { 0 };
-        let out = sojourn_sim::run_streaming(&exp, seed, rows, &mut cb, &mut hand_out);
-        py_err = err.into_inner();
-        out
-    });
-    if let Some(e) = py_err {
+        let out =
+            pydisc::catch(|| sojourn_sim::run_streaming(&exp, seed, rows, &mut cb, &mut hand_out));
+        (out, err.into_inner())
+    };
+    let (out, cb_err) = if python_disciplines {
+        simulate()
+    } else {
+        py.detach(simulate)
+    };
+    let out = out?;
+    if let Some(e) = cb_err {
         return Err(e);
     }
     let Some(out) = out else {
@@ -359,6 +377,35 @@ fn run<'py>(
         ));
     };
     output_dict(py, &out)
+}
+
+/// An engine's periodic check, with the GIL: pending signal handlers, then the caller's
+/// `progress(now_s, end_s, events)`. False (stop the run) when either raised (the
+/// exception is kept in `err`) or `progress` returned False.
+fn progress_ok(
+    py: Python<'_>,
+    progress: Option<&Py<PyAny>>,
+    (now_s, end_s, events): (f64, f64, u64),
+    err: &mut Option<PyErr>,
+) -> bool {
+    if let Err(e) = py.check_signals() {
+        *err = Some(e);
+        return false;
+    }
+    if let Some(f) = progress {
+        match f.call1(py, (now_s, end_s, events)) {
+            Ok(r) => {
+                if r.bind(py).extract::<bool>().ok() == Some(false) {
+                    return false;
+                }
+            }
+            Err(e) => {
+                *err = Some(e);
+                return false;
+            }
+        }
+    }
+    true
 }
 
 fn output_dict<'py>(py: Python<'py>, out: &sojourn_sim::RunOutput) -> PyResult<Bound<'py, PyDict>> {
@@ -382,10 +429,12 @@ fn output_dict<'py>(py: Python<'py>, out: &sojourn_sim::RunOutput) -> PyResult<B
 /// through the user-space forwarder. Same arguments and result as `run` (`sink` receives
 /// the time series in chunks of `chunk_rows` rows while the run proceeds). Pending Python
 /// signal handlers run about every 100 ms; one that raises stops the run, and every
-/// namespace and device is removed before the exception propagates.
+/// namespace and device is removed before the exception propagates. The run does not hold
+/// the GIL (the callbacks take it): the forwarder's thread takes it to call a Python
+/// discipline.
 #[cfg(target_os = "linux")]
 #[pyfunction]
-#[pyo3(signature = (cfg, base_dir, seed=None, progress=None, kernel_hook=None, sink=None, chunk_rows=65536))]
+#[pyo3(signature = (cfg, base_dir, seed=None, progress=None, kernel_hook=None, sink=None, chunk_rows=65536, disciplines=None))]
 #[allow(clippy::too_many_arguments)]
 fn emulate<'py>(
     py: Python<'py>,
@@ -396,80 +445,77 @@ fn emulate<'py>(
     kernel_hook: Option<Py<PyAny>>,
     sink: Option<Py<PyAny>>,
     chunk_rows: usize,
+    disciplines: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     use sojourn_emu::run::EmuError;
-    let exp = parse(cfg, base_dir)?;
+    let exp = parse(cfg, base_dir, disciplines)?;
+    let seed = seed.unwrap_or(exp.seed);
     // `kernel_hook(stage, hosts)`: hosts = [(node, namespace, device)]; its exception ends
     // the run (namespaces removed) and is raised as is.
     let mut hook_err: Option<PyErr> = None;
-    let mut hook =
-        |stage: sojourn_emu::run::Stage, lp: &sojourn_emu::plan::LivePlan| -> Result<(), String> {
+    let mut py_err: Option<PyErr> = None;
+    let mut sink_err: Option<PyErr> = None;
+    let res = py.detach(|| {
+        let mut hook = |stage: sojourn_emu::run::Stage,
+                        lp: &sojourn_emu::plan::LivePlan|
+         -> Result<(), String> {
             let Some(f) = &kernel_hook else { return Ok(()) };
             let hosts: Vec<(String, String, String)> = lp
                 .hosts
                 .iter()
                 .map(|h| (h.name.clone(), h.ns.clone(), h.host_if.clone()))
                 .collect();
-            f.call1(py, (stage.name(), hosts)).map(|_| ()).map_err(|e| {
+            Python::attach(|py| f.call1(py, (stage.name(), hosts)).map(|_| ())).map_err(|e| {
                 let msg = e.to_string();
                 hook_err = Some(e);
                 msg
             })
         };
-    let seed = seed.unwrap_or(exp.seed);
-    let mut py_err: Option<PyErr> = None;
-    let mut cb = |p: &sojourn_emu::run::Progress| -> bool {
-        if let Err(e) = py.check_signals() {
-            py_err = Some(e);
-            return false;
-        }
-        if let Some(f) = &progress {
-            match f.call1(py, (p.elapsed_s, p.end_s, 0u64)) {
-                Ok(r) => {
-                    if r.bind(py).extract::<bool>().ok() == Some(false) {
-                        return false;
+        let mut cb = |p: &sojourn_emu::run::Progress| -> bool {
+            Python::attach(|py| {
+                progress_ok(
+                    py,
+                    progress.as_ref(),
+                    (p.elapsed_s, p.end_s, 0),
+                    &mut py_err,
+                )
+            })
+        };
+        let mut names_cache: NamesCache = None;
+        let mut hand_out = |c: sojourn_sim::Chunk| -> bool {
+            let Some(f) = &sink else { return true };
+            Python::attach(|py| {
+                let r = match &c {
+                    sojourn_sim::Chunk::TimeSeries { rows, names } => {
+                        timeseries_chunk(py, &mut names_cache, rows, names)
+                            .and_then(|(r, n)| f.call1(py, ("timeseries", r, n)).map(|_| ()))
+                    }
+                    sojourn_sim::Chunk::Packets(rows) => columns(py, rows)
+                        .and_then(|r| f.call1(py, ("packets", r, py.None())).map(|_| ())),
+                    // The live engine keeps its flow records (one per connection) to the end.
+                    sojourn_sim::Chunk::Flows(_) => Ok(()),
+                };
+                match r {
+                    Ok(()) => true,
+                    Err(e) => {
+                        sink_err = Some(e);
+                        false
                     }
                 }
-                Err(e) => {
-                    py_err = Some(e);
-                    return false;
-                }
-            }
-        }
-        true
-    };
-    let mut sink_err: Option<PyErr> = None;
-    let mut names_cache: NamesCache = None;
-    let mut hand_out = |c: sojourn_sim::Chunk| -> bool {
-        let Some(f) = &sink else { return true };
-        let r = match &c {
-            sojourn_sim::Chunk::TimeSeries { rows, names } => {
-                timeseries_chunk(py, &mut names_cache, rows, names)
-                    .and_then(|(r, n)| f.call1(py, ("timeseries", r, n)).map(|_| ()))
-            }
-            sojourn_sim::Chunk::Packets(rows) => {
-                columns(py, rows).and_then(|r| f.call1(py, ("packets", r, py.None())).map(|_| ()))
-            }
-            // The live engine keeps its flow records (one per connection) to the end.
-            sojourn_sim::Chunk::Flows(_) => Ok(()),
+            })
         };
-        match r {
-            Ok(()) => true,
-            Err(e) => {
-                sink_err = Some(e);
-                false
-            }
-        }
-    };
-    let rows = if sink.is_some() { chunk_rows } else { 0 };
-    let res = sojourn_emu::run::run_streaming(&exp, seed, rows, &mut cb, &mut hook, &mut hand_out);
+        let rows = if sink.is_some() { chunk_rows } else { 0 };
+        pydisc::catch(|| {
+            sojourn_emu::run::run_streaming(&exp, seed, rows, &mut cb, &mut hook, &mut hand_out)
+        })
+    });
     if let Some(e) = hook_err {
         return Err(e);
     }
     if let Some(e) = sink_err {
         return Err(e);
     }
-    match res {
+    match res? {
         Ok(out) => output_dict(py, &out),
         Err(EmuError::Refused(e)) => Err(conf_err(e)),
         Err(EmuError::Privilege(m)) => Err(PrivilegeError::new_err(m)),
@@ -483,8 +529,13 @@ fn emulate<'py>(
 /// Checks what the live engine would refuse (no privilege needed, nothing created).
 #[cfg(target_os = "linux")]
 #[pyfunction]
-fn emulate_check(cfg: &Bound<'_, PyDict>, base_dir: &str) -> PyResult<()> {
-    let exp = parse(cfg, base_dir)?;
+#[pyo3(signature = (cfg, base_dir, disciplines=None))]
+fn emulate_check(
+    cfg: &Bound<'_, PyDict>,
+    base_dir: &str,
+    disciplines: Option<Py<PyAny>>,
+) -> PyResult<()> {
+    let exp = parse(cfg, base_dir, disciplines)?;
     sojourn_emu::run::check(&exp).map(|_| ()).map_err(conf_err)
 }
 
@@ -545,5 +596,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
     model::register(m)?;
     deploy::register(m)?;
+    pydisc::register(m)?;
+    harness::register(m)?;
     Ok(())
 }

@@ -50,8 +50,21 @@ def _set_error(e: ConfigError) -> ConfigError:
     return ConfigError("--set", e.path, e.msg) if e.file == "overrides" else e
 
 
+def _discipline_failed(e: BaseException) -> int:
+    """A Python discipline raised (or broke its contract) during a run: its own traceback
+    (that is the user's code: docs/python-disciplines.md), then one line; exit code 1."""
+    import traceback
+
+    cause = e.__cause__
+    if cause is not None:
+        traceback.print_exception(type(cause), cause, cause.__traceback__, file=sys.stderr)
+    print(f"sojourn: {e}", file=sys.stderr)
+    return 1
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     import sojourn
+    from ..disciplines import DisciplineError
     from .. import _outdir
     from ..progress import RunProgress
     from ..analysis.report import print_run
@@ -76,6 +89,9 @@ def cmd_run(a: argparse.Namespace) -> int:
         out_dir.undo()
         print("sojourn: interrupted; nothing written", file=sys.stderr)
         return 130
+    except DisciplineError as e:
+        out_dir.undo()
+        return _discipline_failed(e)
     except BaseException:
         out_dir.undo()
         raise
@@ -136,6 +152,7 @@ def cmd_emulate(a: argparse.Namespace) -> int:
 
     import sojourn
     from .. import _outdir
+    from ..disciplines import DisciplineError
     from ..progress import RunProgress
     from ..analysis.report import print_run
 
@@ -188,6 +205,9 @@ def cmd_emulate(a: argparse.Namespace) -> int:
         out_dir.undo()
         print(f"sojourn: emulate failed: {e}", file=sys.stderr)
         return 1
+    except DisciplineError as e:
+        out_dir.undo()
+        return _discipline_failed(e)
     except KeyboardInterrupt:
         out_dir.undo()
         print("sojourn: interrupted; namespaces removed, nothing written", file=sys.stderr)

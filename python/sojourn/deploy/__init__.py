@@ -197,7 +197,11 @@ def _prepare(source: Union[str, Path, Mapping[str, Any]], overrides: Optional[Ma
             set_key(cfg, k, v, where="overrides")
     eng = _engine()
     try:
-        model = eng.deploy_model(cfg, str(base))
+        # Python disciplines are resolved (imported, checked) so that the plan refuses
+        # them as Linux cannot run them, naming `sojourn emulate`.
+        from ..disciplines import Resolver
+
+        model = eng.deploy_model(cfg, str(base), Resolver(base))
     except eng.ConfigError as e:
         raise ConfigError(name, getattr(e, "path", ""), getattr(e, "msg", str(e))) from None
     return cfg, name, model

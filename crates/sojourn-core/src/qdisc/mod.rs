@@ -29,6 +29,7 @@ pub mod codel;
 pub mod codel_law;
 pub mod drr_lists;
 pub mod dualpi2;
+pub mod external;
 pub mod fifo;
 pub mod flow_heap;
 pub mod fq;
@@ -75,6 +76,7 @@ disciplines! {
     age::{Age(AgeSpec) + Classful},
     las::{Las(LasSpec)},
     srpt::{Srpt(SrptSpec)},
+    external::{External(ExternalSpec)},
 }
 
 impl AnyQdisc {

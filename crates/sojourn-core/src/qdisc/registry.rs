@@ -25,6 +25,8 @@ pub struct Kind<S: 'static> {
     /// The file key that holds the tc handle major this kind insists on (prio, CAKE).
     pub tc_handle_key: Option<&'static str>,
     pub parse: Parser<S>,
+    /// A spec naming a kind no discipline declares, as this discipline's spec table.
+    pub claim: fn(&str, &Table) -> Option<Table>,
 }
 
 /// Names of the registered disciplines, in registration order.
@@ -59,7 +61,21 @@ pub fn parse_kind<S>(
     path: &str,
     ctx: &BuildCtx,
 ) -> ConfResult<S> {
-    let k = find(kinds, kind, path)?;
+    let k = match find(kinds, kind, path) {
+        Ok(k) => k,
+        // A name no discipline declares may be claimed by one (`Discipline::claim`: the
+        // external discipline claims the names its front registered, qdisc/external.rs);
+        // declared names come first.
+        Err(e) => {
+            return match kinds
+                .iter()
+                .find_map(|k| (k.claim)(kind, table).map(|t| (k.name, t)))
+            {
+                Some((name, t)) => parse_kind(kinds, name, &t, path, ctx),
+                None => Err(e),
+            }
+        }
+    };
     let mut p = Params::new(path, table);
     let _ = p.raw("kind");
     let q = (k.parse)(&mut p, ctx)?;
@@ -181,6 +197,7 @@ macro_rules! disciplines {
                 tc_keys: $module::$spec::TC_KEYS,
                 tc_handle_key: $module::$spec::TC_HANDLE_KEY,
                 parse: |p, c| Ok(QdiscSpec::$variant($module::$spec::parse(p, c)?)),
+                claim: $module::$spec::claim,
             },)+)+]
         };
 

@@ -7,7 +7,7 @@
 //! circle among the disciplines is the classful tree that holds child specs.
 
 use crate::packet::Packet;
-use crate::params::{ConfResult, Params};
+use crate::params::{ConfResult, Params, Table};
 use crate::rng::{splitmix64_mix, Rng};
 use crate::time::{Duration, Time};
 use std::fmt;
@@ -519,6 +519,12 @@ pub trait Discipline: Sized {
     /// Per-node facts engines and deploy need (see [`Facts`]); none by default.
     fn facts(&self) -> Facts {
         Facts::default()
+    }
+    /// A spec naming `kind`, which no discipline declares, read as a spec of this one: the
+    /// table it stands for, or `None` (the default, for every built-in discipline). The
+    /// external discipline claims the names its front registered (`qdisc/external.rs`).
+    fn claim(_kind: &str, _table: &Table) -> Option<Table> {
+        None
     }
 }
 

@@ -717,11 +717,29 @@ pub struct ForwarderHandle {
 }
 
 impl ForwarderHandle {
-    /// Waits for the thread (after `stop` was set) and returns its report.
+    /// Waits for the thread (after `stop` was set) and returns its report. A panic's
+    /// message makes the error; a payload that is not a message (what a discipline the
+    /// front implements unwinds with, qdisc/external.rs) goes on unwinding on this thread,
+    /// to the front that started the run.
     pub fn join(self) -> Result<ForwarderReport, ForwardError> {
         self.thread
             .join()
-            .map_err(|_| ForwardError("forwarder thread panicked".into()))
+            .map_err(|payload| panicked(payload, "forwarder thread panicked"))
+    }
+
+    /// The thread has ended before it was asked to stop (it panicked).
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+}
+
+/// The error of a forwarder thread that panicked with a message; any other payload (what a
+/// discipline the front implements unwinds with) goes on unwinding on the calling thread.
+fn panicked(payload: Box<dyn std::any::Any + Send>, what: &str) -> ForwardError {
+    if payload.is::<&str>() || payload.is::<String>() {
+        ForwardError(what.into())
+    } else {
+        std::panic::resume_unwind(payload)
     }
 }
 
@@ -751,7 +769,10 @@ pub fn spawn(plan: Plan, stop: Arc<AtomicBool>) -> Result<ForwarderHandle, Forwa
             let _ = thread.join();
             Err(e)
         }
-        Err(_) => Err(ForwardError("forwarder thread died while starting".into())),
+        Err(_) => Err(match thread.join() {
+            Err(payload) => panicked(payload, "forwarder thread died while starting"),
+            Ok(_) => ForwardError("forwarder thread died while starting".into()),
+        }),
     }
 }
 
