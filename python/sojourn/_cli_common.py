@@ -27,3 +27,49 @@ def parse_set(items) -> dict:
             raise ConfigError("--set", e.path, e.msg) from None
         out[k] = v
     return out
+
+
+#: A run estimated beyond this much CPU time is refused unless ``--allow-long-run`` is
+#: given (docs/limits.md, "How long a run takes"): a CPU-day.
+CPU_BUDGET_S = 86_400.0
+
+#: The option that lets a run beyond :data:`CPU_BUDGET_S` start, and its help.
+ALLOW_LONG = "--allow-long-run"
+ALLOW_LONG_HELP = ("run even when the CPU-time estimate exceeds a CPU-day (printed at the start and by "
+                   "`sojourn validate`; docs/limits.md), e.g. --duration 8760h --allow-long-run")
+
+
+def format_cpu(s: float) -> str:
+    """CPU seconds in words: ``42.0 s``, ``3.5 min``, ``2.1 h``, ``12.3 days``, ``4.1 years``."""
+    if s < 60:
+        return f"{s:.1f} s"
+    if s < 3600:
+        return f"{s / 60:.1f} min"
+    if s < 86_400:
+        return f"{s / 3600:.1f} h"
+    if s < 365 * 86_400:
+        return f"{s / 86_400:.1f} days"
+    return f"{s / (365.25 * 86_400):.1f} years"
+
+
+def describe_estimate(plan: dict) -> str:
+    """What validation estimated for a run: ``memory ~135 MB estimated, CPU time ~2.1 s``."""
+    from .dists import format_bytes
+
+    return (f"memory ~{format_bytes(plan['memory_estimate_bytes'], digits=3)} estimated, "
+            f"CPU time ~{format_cpu(plan['cpu_estimate_s'])} (docs/limits.md)")
+
+
+def check_cpu(plan: dict, where: str, allow_long: bool) -> None:
+    """Raises :class:`ConfigError` (key ``duration``) when the run's CPU estimate exceeds
+    :data:`CPU_BUDGET_S` and ``allow_long`` is false: one line with both numbers."""
+    from ._config import ConfigError
+
+    need = plan["cpu_estimate_s"]
+    if allow_long or need <= CPU_BUDGET_S:
+        return
+    raise ConfigError(where, "duration",
+                      f"{plan['duration_s']:g} s of simulated time at ~{plan['link_packets_per_s']:.3g} link packets "
+                      f"per simulated second needs ~{format_cpu(need)} of CPU time ({need:.3g} s), beyond the budget "
+                      f"of {format_cpu(CPU_BUDGET_S)} ({CPU_BUDGET_S:.0f} s); shorten the duration or pass "
+                      f"{ALLOW_LONG} to run it anyway (docs/limits.md)")

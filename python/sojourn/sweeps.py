@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
-from ._cli_common import fail
+from ._cli_common import ALLOW_LONG, check_cpu, fail, format_cpu
 from ._config import ConfigError, load, set_key
 from .results import run_row
 from .units import parse_seconds
@@ -365,15 +365,22 @@ def describe_plan(plan: Plan) -> list:
     return lines
 
 
-def validate_plan(plan: Plan) -> None:
-    """Checks every point with the engine before anything runs; the error names the point."""
+def validate_plan(plan: Plan, allow_long: bool = True) -> float:
+    """Checks every point with the engine before anything runs (its memory estimate against
+    what a process may have, and, unless ``allow_long``, its CPU-time estimate against a
+    CPU-day); the error names the point. Returns the CPU seconds all runs are estimated to
+    take (every point × its seeds)."""
     from . import api
 
+    total = 0.0
     for p in plan.points:
         try:
-            api.validate(plan.config(p), base_dir=plan.base_dir)
+            est = api.validate(plan.config(p), base_dir=plan.base_dir)
+            check_cpu(est, plan.file, allow_long)
         except ConfigError as e:
             raise ConfigError(plan.file, f"point {p.name!r}: {e.path}" if e.path else f"point {p.name!r}", e.msg) from None
+        total += est["cpu_estimate_s"] * len(plan.seeds)
+    return total
 
 
 # ------------------------------------------------------------------------------------
@@ -768,6 +775,7 @@ examples:
   sojourn sweep experiments/examples/compare-aqm.sweep.toml --out results/aqm
   sojourn sweep my.sweep.toml --out results/my --jobs 2 --repeats 5
   sojourn compare results/aqm --baseline pfifo --plots
+  sojourn sweep long.sweep.toml --out results/long --allow-long-run   # points beyond a CPU-day
 
 on a Dask cluster (pip install 'sojourn[cluster]'; workers need the same sojourn, not the same disk):
   dask scheduler --port 8786 &  dask worker tcp://HOST:8786 --nworkers 2 --nthreads 1 &
@@ -792,11 +800,11 @@ def cmd_sweep(a) -> int:
     if a.dry_run:
         try:
             plan = load_plan(a.sweep, repeats=a.repeats)
-            validate_plan(plan)
+            cpu_s = validate_plan(plan, allow_long=a.allow_long_run)
         except ConfigError as e:
             return fail(str(e))
         print(f"{plan.name}: {len(plan.points)} points x {len(plan.seeds)} seeds (seeds {', '.join(map(str, plan.seeds))}) "
-              f"= {len(plan.runs())} runs; every point validated, nothing run")
+              f"= {len(plan.runs())} runs; every point validated, CPU ~{format_cpu(cpu_s)} estimated in all, nothing run")
         print("\n".join(describe_plan(plan)))
         return 0
     if not a.out:
@@ -807,7 +815,7 @@ def cmd_sweep(a) -> int:
         return fail(str(e))
     try:
         plan = load_plan(a.sweep, repeats=a.repeats)
-        validate_plan(plan)
+        cpu_s = validate_plan(plan, allow_long=a.allow_long_run)
     except ConfigError as e:
         out_dir.undo()
         return fail(str(e))
@@ -816,7 +824,8 @@ def cmd_sweep(a) -> int:
         print("sojourn: interrupted; nothing written", file=sys.stderr)
         return 130
     if not a.quiet:
-        print(f"{plan.name}: {len(plan.points)} points x {len(plan.seeds)} seeds = {len(plan.runs())} runs -> {a.out}", file=sys.stderr)
+        print(f"{plan.name}: {len(plan.points)} points x {len(plan.seeds)} seeds = {len(plan.runs())} runs -> {a.out}; "
+              f"CPU ~{format_cpu(cpu_s)} estimated in all (docs/limits.md)", file=sys.stderr)
     try:
         st = run_plan(plan, a.out, jobs=a.jobs, quiet=a.quiet, cluster=a.cluster, connect_timeout_s=a.connect_timeout)
     except ConfigError as e:
@@ -857,4 +866,6 @@ def add_parser(sub) -> None:
                    help="seconds to wait for the Dask scheduler (default 10)")
     s.add_argument("--repeats", type=int, help="override the number of repeats (seeds base_seed..base_seed+R-1)")
     s.add_argument("--quiet", action="store_true", help="no progress display and no messages")
+    s.add_argument(ALLOW_LONG, action="store_true", help="run points whose CPU-time estimate exceeds a CPU-day "
+                   "(every point is checked before any runs; docs/limits.md)")
     s.set_defaults(func=cmd_sweep)

@@ -399,8 +399,27 @@ add("cli-threshold-bad-load", "cli", ["threshold", "bounded-pareto alpha=1.2 min
 s("limit-pairs-huge", "topology.pairs=100001", "out of range", cli=True)  # 100,000 pairs set up in ~1.5 CPU s
 s("limit-duration-overflow-u64", "duration=\"6000000000h\"", "out of range")
 # A long run through `sojourn run`/sweeps streams its time series and packet log to disk
-# (memory flat, docs/limits.md), so `duration = "1000000h"` is no longer refused there; the
-# Python API without `out` returns them in memory and still refuses with the estimate (below).
+# (memory flat, docs/limits.md), so `duration = "1000000h"` is no longer refused for its
+# memory there; the Python API without `out` returns them in memory and still refuses with
+# the estimate (below).
+#
+# Runs larger than the machine (issue 40 §5): the memory estimate is held against what the
+# process may really have (here the catalogue's 4 GiB address-space cap), the CPU-time
+# estimate against a CPU-day. Each used to validate and then die: 100,000 pairs after ~18 s
+# with a MemoryError traceback and "memory allocation of 1 bytes failed" (exit 134),
+# 10,000,000 CBR flows with "memory allocation of 3657433088 bytes failed" (exit 134), a
+# million hours ran with no word of the years it would take. A dumbbell of P pairs has
+# 2P + 2 nodes and 4P + 2 links.
+s("limit-pairs-100000-address-space", "topology.pairs=100000",
+  "topology.pairs: 100000 pairs (200002 nodes, 400002 links): needs ~7.8 GB of memory", cli=True)
+s("limit-cbr-count-ten-million", f"{W0}.count=10000000", "workload[0].count: 10000000 flows in this workload", cli=True)
+s("limit-duration-million-hours-cpu", "duration=\"1000000h\"", "beyond the budget of 1.0 days (86400 s)", cli=True)
+add("limit-validate-million-hours-cpu", "cli", ["validate", "{base}", "--set", 'duration="1000000h"'],
+    "duration: 3.6e+09 s of simulated time", cli=True)
+add("limit-sweep-point-pairs-100000", "sweep", SW + '[[axis]]\nkey = "topology.pairs"\nvalues = [2, 100000]\n',
+    "topology.pairs: 100000 pairs (200002 nodes", cli=True)
+add("limit-sweep-point-million-hours", "sweep", SW + '[[axis]]\nkey = "duration"\nvalues = ["2s", "1000000h"]\n',
+    "duration: 3.6e+09 s of simulated time", cli=True)
 
 # --- Python API ----------------------------------------------------------------------------
 API = [

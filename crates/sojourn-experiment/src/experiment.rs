@@ -234,13 +234,15 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
 }
 
 /// Memory a run needs, by what it holds for its whole length (docs/limits.md has the
-/// measurements): the engine and Python front (~120 MB), per node and link, per flow
+/// measurements): the engine and Python front (peak RSS of `sojourn run` for a 0.1-s run
+/// of the bad-input catalogue's base file: 189 MB, 2026-11-29; `sojourn validate` alone
+/// 176 MB; it was 117 MB before the front grew), per node and link, per flow
 /// (UDP: 0.8 KB measured with 400,000 CBR flows; TCP: 2.2 KB measured at set-up, budgeted
 /// at 16 KiB for the connection state while data flows). A link measured ~2.5 KB at set-up
 /// (the engine's link 1.5 KB, its plan twice) plus the packets it holds; 16 KiB allows ~60
 /// queued or propagating packets on every link at once (a 10,000-pair dumbbell: 40,002
 /// links, 0.66 GB budgeted).
-pub const BASE_BYTES: f64 = 128.0 * 1024.0 * 1024.0;
+pub const BASE_BYTES: f64 = 192.0 * 1024.0 * 1024.0;
 pub const BYTES_PER_NODE: f64 = 4.0 * 1024.0;
 pub const BYTES_PER_LINK: f64 = 16.0 * 1024.0;
 pub const BYTES_PER_UDP_FLOW: f64 = 1024.0;
@@ -380,8 +382,16 @@ pub const BYTES_PER_SERIES_ROW: f64 = 48.0;
 pub const BYTES_PER_LOGGED_PACKET: f64 = 370.0;
 
 fn recording_bytes(exp: &Experiment, flows: usize) -> f64 {
+    let (rows, packets) = recorded_rows(exp, flows);
+    rows * BYTES_PER_SERIES_ROW + packets * BYTES_PER_LOGGED_PACKET
+}
+
+/// What a run records over its duration: time-series rows (about 9 series per recorded
+/// link and 8 per flow with `[record] flows`, one row per series per interval) and logged
+/// packets (at each logged link's rate with a 1000-B mean size, times its sampling).
+pub fn recorded_rows(exp: &Experiment, flows: usize) -> (f64, f64) {
     let secs = exp.duration.as_secs_f64();
-    let mut bytes = 0.0;
+    let (mut rows, mut packets) = (0.0, 0.0);
     if !exp.record.interval.is_zero() {
         let samples = secs / exp.record.interval.as_secs_f64();
         let links = exp
@@ -393,15 +403,15 @@ fn recording_bytes(exp: &Experiment, flows: usize) -> f64 {
         if exp.record.flow_series {
             series += 8.0 * flows as f64;
         }
-        bytes += samples * series * BYTES_PER_SERIES_ROW;
+        rows += samples * series;
     }
     for name in &exp.record.packet_links {
         if let Some(l) = exp.links.iter().find(|l| &l.name == name) {
             let pps = l.rate.initial_bps().max(1) as f64 / 8.0 / 1000.0;
-            bytes += pps * secs * exp.record.packet_sample * BYTES_PER_LOGGED_PACKET;
+            packets += pps * secs * exp.record.packet_sample;
         }
     }
-    bytes
+    (rows, packets)
 }
 
 /// Refuses, with the estimate, a run that would hold its whole time series and packet log
@@ -412,10 +422,12 @@ pub fn check_in_memory(exp: &Experiment) -> ConfResult<()> {
     let transfers = transfer_count(exp);
     let rec = recording_bytes(exp, udp + tcp) + BYTES_PER_TRANSFER_IN_MEMORY * transfers;
     let need = streamed - rec.min(STREAM_BUFFER_BYTES) + rec;
-    let Some((have, whose)) = memory_budget().map_err(|m| ConfError::new("", m))? else {
+    let Some(crate::budget::MemoryBudget { bytes: have, whose }) =
+        memory_budget().map_err(|m| ConfError::new("", m))?
+    else {
         return Ok(());
     };
-    if need > have as f64 {
+    if need > have {
         return Err(ConfError::new(
             "duration",
             format!(
@@ -426,72 +438,99 @@ pub fn check_in_memory(exp: &Experiment) -> ConfResult<()> {
                 exp.duration,
                 gb(rec),
                 gb(need),
-                gb(have as f64)
+                gb(have)
             ),
         ));
     }
     Ok(())
 }
 
-/// The memory a run may use: `SOJOURN_MEMORY` (e.g. `"64GiB"`) if set, else this
-/// machine's physical memory (`MemTotal`); `None` when neither is known (no check).
-pub fn memory_budget() -> Result<Option<(u64, &'static str)>, String> {
-    if let Ok(v) = std::env::var("SOJOURN_MEMORY") {
-        let b = units::parse_bytes(&v)
-            .map_err(|m| format!("environment variable SOJOURN_MEMORY: {m}"))?;
-        return Ok(Some((b, "SOJOURN_MEMORY allows")));
-    }
-    let Ok(text) = std::fs::read_to_string("/proc/meminfo") else {
-        return Ok(None);
-    };
-    Ok(text
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|r| r.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| (kb * 1024, "this machine has")))
+/// The memory a run may use ([`crate::budget::memory_budget`]): `SOJOURN_MEMORY` if set,
+/// else the smallest of what the address-space limit leaves, the cgroup's limit and
+/// `MemAvailable`; `None` when none is known (no check).
+pub fn memory_budget() -> Result<Option<crate::budget::MemoryBudget>, String> {
+    crate::budget::memory_budget(BASE_BYTES)
 }
 
 fn gb(b: f64) -> String {
-    format!("{:.1} GB", b / 1e9)
+    crate::budget::gb(b)
 }
 
+/// Refuses a run whose memory estimate exceeds what this process may have
+/// ([`memory_budget`]), naming the key that asks for the most: `topology.pairs` (or
+/// `topology` for a graph) when nodes, links and the routing table weigh most, else the
+/// heaviest workload, `workload[i].count` when its flows weigh most, `workload[i]` when its
+/// transfers over the run do.
 fn check_memory(exp: &Experiment) -> ConfResult<()> {
     let (need, udp, tcp) = memory_estimate(exp);
-    let transfers = transfer_count(exp);
     let budget = memory_budget().map_err(|m| ConfError::new("", m))?;
-    let Some((have, whose)) = budget else {
+    let Some(crate::budget::MemoryBudget { bytes: have, whose }) = budget else {
         return Ok(());
     };
-    if need > have as f64 {
-        let table = routing_bytes(exp);
-        let (what, path) = if table > need / 2.0 {
-            (
-                format!(
-                    "a routing table over {} core nodes (nodes with more than one neighbour; ~{}), ",
-                    (table / 4.0).sqrt().round(),
-                    gb(table)
-                ),
-                "topology",
-            )
-        } else {
-            (
-                format!("{tcp} TCP and {udp} UDP flows, ~{transfers:.0} transfers, "),
-                "workload",
-            )
-        };
-        return Err(ConfError::new(
-            path,
-            format!(
-                "{what}{} nodes, {} links: needs ~{}; {whose} {} \
-                 (set SOJOURN_MEMORY=<size> to override, docs/limits.md)",
-                exp.node_names.len(),
-                exp.links.len(),
-                gb(need),
-                gb(have as f64)
-            ),
-        ));
+    if need <= have {
+        return Ok(());
     }
-    Ok(())
+    let table = routing_bytes(exp);
+    let topology = BYTES_PER_NODE * exp.node_names.len() as f64
+        + BYTES_PER_LINK * exp.links.len() as f64
+        + table;
+    // The heaviest workload: (bytes of its flows, bytes of its transfers, index).
+    let heaviest = exp
+        .workloads
+        .iter()
+        .enumerate()
+        .map(|(i, w)| match w {
+            WorkloadPlan::Udp(u) => (BYTES_PER_UDP_FLOW * u.flows.len() as f64, 0.0, i),
+            WorkloadPlan::Tcp(t) => (
+                BYTES_PER_TCP_FLOW * t.flows.len() as f64,
+                BYTES_PER_FINISHED_TRANSFER * transfers_of(exp, t).0
+                    + BYTES_PER_CLOSING_TRANSFER * held_of(exp, t),
+                i,
+            ),
+        })
+        .max_by(|a, b| (a.0 + a.1).total_cmp(&(b.0 + b.1)));
+    let size = format!("{} nodes, {} links", exp.node_names.len(), exp.links.len());
+    let (path, what) = match heaviest {
+        Some((flows, transfers, i)) if flows + transfers > topology => {
+            let n = exp.workloads[i].endpoints().len();
+            if flows >= transfers {
+                (
+                    format!("workload[{i}].count"),
+                    format!("{n} flows in this workload ({tcp} TCP and {udp} UDP in all), {size}"),
+                )
+            } else {
+                (
+                    format!("workload[{i}]"),
+                    format!(
+                        "~{:.0} transfers over the run ({tcp} TCP and {udp} UDP flows), {size}",
+                        transfer_count(exp)
+                    ),
+                )
+            }
+        }
+        _ if table > topology / 2.0 => (
+            "topology".to_string(),
+            format!(
+                "a routing table over {} core nodes (nodes with more than one neighbour; ~{}), {size}",
+                (table / 4.0).sqrt().round(),
+                gb(table)
+            ),
+        ),
+        _ if !exp.pairs.is_empty() => (
+            "topology.pairs".to_string(),
+            format!("{} pairs ({size})", exp.pairs.len()),
+        ),
+        _ => ("topology".to_string(), size),
+    };
+    Err(ConfError::new(
+        path,
+        format!(
+            "{what}: needs ~{} of memory; {whose} {} \
+             (set SOJOURN_MEMORY=<size> to override, docs/limits.md)",
+            gb(need),
+            gb(have)
+        ),
+    ))
 }
 
 /// The entries of an array of tables (`[[key]]`) with their key paths `key[i]`; an entry
@@ -1141,7 +1180,7 @@ pub fn static_routes(exp: &Experiment) -> Routes {
 /// Follows the route from `from` to `to` hop by hop, calling `on_link` with each link's
 /// index; false when there is no route or it loops (a bad override), detected by a walk
 /// longer than the number of nodes.
-fn walk_route(
+pub(crate) fn walk_route(
     exp: &Experiment,
     routes: &Routes,
     from: u32,

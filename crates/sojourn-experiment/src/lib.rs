@@ -31,7 +31,9 @@
 //! }
 //! ```
 
+pub mod budget;
 pub mod classify;
+pub mod cost;
 pub mod dist;
 pub mod experiment;
 pub mod files;

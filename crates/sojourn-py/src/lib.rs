@@ -275,6 +275,11 @@ fn validate<'py>(
         "memory_estimate_bytes",
         sojourn_experiment::experiment::memory_estimate(&exp).0,
     )?;
+    // The CPU time the run will take (docs/limits.md, "How long a run takes"): the link
+    // packets its workloads offer per simulated second × the duration × a measured cost.
+    let cpu = sojourn_experiment::cost::cpu_estimate(&exp);
+    d.set_item("cpu_estimate_s", cpu.cpu_s)?;
+    d.set_item("link_packets_per_s", cpu.link_packets_per_s)?;
     Ok(d)
 }
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn, Optional, Sequence
 
-from .._cli_common import fail, parse_set
+from .._cli_common import ALLOW_LONG, ALLOW_LONG_HELP, check_cpu, describe_estimate, fail, parse_set
 from .._config import ConfigError
 
 EPILOG = """\
@@ -76,7 +76,10 @@ def cmd_run(a: argparse.Namespace) -> int:
         return _err(str(e))
     try:
         overrides = _parse_set(a.set)
-        sojourn.validate(a.experiment, overrides=overrides | ({"duration": a.duration} if a.duration else {}))
+        plan = sojourn.validate(a.experiment, overrides=overrides | ({"duration": a.duration} if a.duration else {}))
+        check_cpu(plan, a.experiment, a.allow_long_run)
+        if not a.quiet:
+            print(f"{a.experiment}: {describe_estimate(plan)}", file=sys.stderr)
         with RunProgress(Path(a.experiment).name, quiet=a.quiet) as prog:
             # The time series and packet log stream into a staging directory in --out while
             # the run proceeds (memory flat for any duration); `write` publishes it at once.
@@ -231,7 +234,7 @@ def cmd_emulate(a: argparse.Namespace) -> int:
 def cmd_validate(a: argparse.Namespace) -> int:
     import sojourn
 
-    from ..dists import format_bytes
+    from .._cli_common import format_cpu
 
     try:
         from .. import sweeps as _sweep
@@ -240,17 +243,17 @@ def cmd_validate(a: argparse.Namespace) -> int:
             # A sweep file: every point it expands to is checked by the engine.
             sp = _sweep.load_plan(a.experiment)
             sp.common.update(_parse_set(a.set))
-            _sweep.validate_plan(sp)
+            cpu_s = _sweep.validate_plan(sp, allow_long=a.allow_long_run)
             print(f"{a.experiment}: ok — sweep {sp.name!r}, {len(sp.points)} points x {len(sp.seeds)} seeds "
-                  f"= {len(sp.runs())} runs, every point valid")
+                  f"= {len(sp.runs())} runs, every point valid; CPU ~{format_cpu(cpu_s)} estimated in all")
             print("\n".join(_sweep.describe_plan(sp)))
             return 0
         plan = sojourn.validate(a.experiment, overrides=_parse_set(a.set))
+        check_cpu(plan, a.experiment, a.allow_long_run)
     except ConfigError as e:
         return _err(str(_set_error(e)))
     print(f"{a.experiment}: ok — {plan['name']!r}, {plan['duration_s']:g} s, {len(plan['nodes'])} nodes, "
-          f"{len(plan['links'])} links, {plan['workloads']} workload(s), "
-          f"memory ~{format_bytes(plan['memory_estimate_bytes'], digits=3)} estimated (docs/limits.md)")
+          f"{len(plan['links'])} links, {plan['workloads']} workload(s), {describe_estimate(plan)}")
     tc = plan.get("links_tc", {})
 
     def applied(name: str, q: str) -> str:
@@ -298,7 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     r = sub.add_parser("run", help="run one experiment and write its results",
-                       epilog="example:\n  sojourn run experiments/examples/cbr-fifo-overload.toml --out results/cbr --seed 2",
+                       epilog="examples:\n  sojourn run experiments/examples/cbr-fifo-overload.toml --out results/cbr --seed 2\n"
+                              "  sojourn run exp.toml --out results/year --duration 8760h --allow-long-run\n\n"
+                              "Before anything is written, the run's memory estimate is held against what this process\n"
+                              "may have (RLIMIT_AS, the cgroup's memory limit, MemAvailable; SOJOURN_MEMORY=<size>\n"
+                              "overrides) and its CPU-time estimate against a CPU-day; both are printed at the start\n"
+                              "(docs/limits.md).",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("experiment", help="experiment file (TOML)")
     r.add_argument("--out", required=True, help="output directory (created; existing result files are replaced)")
@@ -307,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a key, e.g. topology.bottleneck.qdisc=codel (repeatable)")
     r.add_argument("--quiet", action="store_true", help="no progress bar and no tables")
     r.add_argument("--no-report", action="store_true", help="do not write report.html, report.md and plots")
+    r.add_argument(ALLOW_LONG, action="store_true", help=ALLOW_LONG_HELP)
     r.set_defaults(func=cmd_run)
 
     e = sub.add_parser("emulate", help="run one experiment live: real Linux TCP in namespaces through sojourn's disciplines (root)",
@@ -333,10 +342,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("validate", help="check an experiment or sweep file without running it",
                        epilog="examples:\n  sojourn validate exp.toml\n"
-                              "  sojourn validate experiments/examples/compare-aqm.sweep.toml  (every point)",
+                              "  sojourn validate experiments/examples/compare-aqm.sweep.toml  (every point)\n"
+                              "  sojourn validate exp.toml --set duration=8760h --allow-long-run\n\n"
+                              "Prints the run's memory and CPU-time estimates; refuses what `run` would refuse:\n"
+                              "memory beyond what this process may have, CPU time beyond a CPU-day (docs/limits.md).",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("experiment", help="experiment file, or sweep file (*.sweep.toml: every point is checked)")
     v.add_argument("--set", action="append", metavar="KEY=VALUE")
+    v.add_argument(ALLOW_LONG, action="store_true", help=ALLOW_LONG_HELP)
     v.set_defaults(func=cmd_validate)
 
     rp = sub.add_parser("report", help="write one self-contained HTML report (interactive plots) for a run or a sweep",
