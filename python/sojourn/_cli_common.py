@@ -39,37 +39,26 @@ ALLOW_LONG_HELP = ("run even when the CPU-time estimate exceeds a CPU-day (print
                    "`sojourn validate`; docs/limits.md), e.g. --duration 8760h --allow-long-run")
 
 
-def format_cpu(s: float) -> str:
-    """CPU seconds in words: ``42.0 s``, ``3.5 min``, ``2.1 h``, ``12.3 days``, ``4.1 years``."""
-    if s < 60:
-        return f"{s:.1f} s"
-    if s < 3600:
-        return f"{s / 60:.1f} min"
-    if s < 86_400:
-        return f"{s / 3600:.1f} h"
-    if s < 365 * 86_400:
-        return f"{s / 86_400:.1f} days"
-    return f"{s / (365.25 * 86_400):.1f} years"
-
-
 def describe_estimate(plan: dict) -> str:
-    """What validation estimated for a run: ``memory ~135 MB estimated, CPU time ~2.1 s``."""
+    """What validation estimated for a run: ``memory ~202 MB estimated, CPU time ~2s``."""
     from .dists import format_bytes
+    from .progress import format_span
 
     return (f"memory ~{format_bytes(plan['memory_estimate_bytes'], digits=3)} estimated, "
-            f"CPU time ~{format_cpu(plan['cpu_estimate_s'])} (docs/limits.md)")
+            f"CPU time ~{format_span(plan['cpu_estimate_s'])} (docs/limits.md)")
 
 
 def check_cpu(plan: dict, where: str, allow_long: bool) -> None:
     """Raises :class:`ConfigError` (key ``duration``) when the run's CPU estimate exceeds
     :data:`CPU_BUDGET_S` and ``allow_long`` is false: one line with both numbers."""
     from ._config import ConfigError
+    from .progress import format_span
 
     need = plan["cpu_estimate_s"]
     if allow_long or need <= CPU_BUDGET_S:
         return
     raise ConfigError(where, "duration",
                       f"{plan['duration_s']:g} s of simulated time at ~{plan['link_packets_per_s']:.3g} link packets "
-                      f"per simulated second needs ~{format_cpu(need)} of CPU time ({need:.3g} s), beyond the budget "
-                      f"of {format_cpu(CPU_BUDGET_S)} ({CPU_BUDGET_S:.0f} s); shorten the duration or pass "
+                      f"per simulated second needs ~{format_span(need)} of CPU time ({need:.3g} s), beyond the budget "
+                      f"of a CPU-day ({CPU_BUDGET_S:.0f} s); shorten the duration or pass "
                       f"{ALLOW_LONG} to run it anyway (docs/limits.md)")

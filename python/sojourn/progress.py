@@ -31,20 +31,26 @@ def eta_seconds(sim_s: float, end_s: float, wall_s: float) -> Optional[float]:
     return max(0.0, end_s - sim_s) * wall_s / sim_s
 
 
+def format_span(s: float) -> str:
+    """A span of seconds in words: ``42s``, ``3:07``, ``2:03:07``, ``4.2 days``, ``3.1 years``
+    (an ETA, a CPU-time estimate)."""
+    if s < 60:
+        return f"{s:.0f}s"
+    if s < 3600:
+        return f"{int(s // 60)}:{int(s % 60):02d}"
+    if s < 2 * 86400:
+        return f"{int(s // 3600)}:{int(s % 3600 // 60):02d}:{int(s % 60):02d}"
+    if s < 2 * 365.25 * 86400:
+        return f"{s / 86400:.1f} days"
+    return f"{s / (365.25 * 86400):.1f} years"
+
+
 def format_eta(s: Optional[float]) -> str:
     """``ETA 42s``, ``ETA 3:07``, ``ETA 2:03:07``, ``ETA 4.2 days``, ``ETA 3.1 years``;
     ``ETA -`` when unknown."""
     if s is None or not math.isfinite(s):
         return "ETA -"
-    if s < 60:
-        return f"ETA {s:.0f}s"
-    if s < 3600:
-        return f"ETA {int(s // 60)}:{int(s % 60):02d}"
-    if s < 2 * 86400:
-        return f"ETA {int(s // 3600)}:{int(s % 3600 // 60):02d}:{int(s % 60):02d}"
-    if s < 2 * 365.25 * 86400:
-        return f"ETA {s / 86400:.1f} days"
-    return f"ETA {s / (365.25 * 86400):.1f} years"
+    return f"ETA {format_span(s)}"
 
 
 class _Speed(ProgressColumn):

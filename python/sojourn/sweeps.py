@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
-from ._cli_common import ALLOW_LONG, check_cpu, fail, format_cpu
+from ._cli_common import ALLOW_LONG, check_cpu, fail
 from ._config import ConfigError, load, set_key
 from .results import run_row
 from .units import parse_seconds
@@ -790,6 +790,7 @@ per run and OUT/flows.parquet every flow of every run. See docs/sweeps.md.
 
 def cmd_sweep(a) -> int:
     from . import _outdir
+    from .progress import format_span
 
     if a.jobs is not None and not 1 <= a.jobs <= 1024:
         return fail(f"--jobs: expected an integer in [1, 1024], got {a.jobs}")
@@ -804,7 +805,7 @@ def cmd_sweep(a) -> int:
         except ConfigError as e:
             return fail(str(e))
         print(f"{plan.name}: {len(plan.points)} points x {len(plan.seeds)} seeds (seeds {', '.join(map(str, plan.seeds))}) "
-              f"= {len(plan.runs())} runs; every point validated, CPU ~{format_cpu(cpu_s)} estimated in all, nothing run")
+              f"= {len(plan.runs())} runs; every point validated, CPU ~{format_span(cpu_s)} estimated in all, nothing run")
         print("\n".join(describe_plan(plan)))
         return 0
     if not a.out:
@@ -825,7 +826,7 @@ def cmd_sweep(a) -> int:
         return 130
     if not a.quiet:
         print(f"{plan.name}: {len(plan.points)} points x {len(plan.seeds)} seeds = {len(plan.runs())} runs -> {a.out}; "
-              f"CPU ~{format_cpu(cpu_s)} estimated in all (docs/limits.md)", file=sys.stderr)
+              f"CPU ~{format_span(cpu_s)} estimated in all (docs/limits.md)", file=sys.stderr)
     try:
         st = run_plan(plan, a.out, jobs=a.jobs, quiet=a.quiet, cluster=a.cluster, connect_timeout_s=a.connect_timeout)
     except ConfigError as e:

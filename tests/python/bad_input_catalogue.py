@@ -413,7 +413,7 @@ s("limit-duration-overflow-u64", "duration=\"6000000000h\"", "out of range")
 s("limit-pairs-100000-address-space", "topology.pairs=100000",
   "topology.pairs: 100000 pairs (200002 nodes, 400002 links): needs ~7.8 GB of memory", cli=True)
 s("limit-cbr-count-ten-million", f"{W0}.count=10000000", "workload[0].count: 10000000 flows in this workload", cli=True)
-s("limit-duration-million-hours-cpu", "duration=\"1000000h\"", "beyond the budget of 1.0 days (86400 s)", cli=True)
+s("limit-duration-million-hours-cpu", "duration=\"1000000h\"", "beyond the budget of a CPU-day (86400 s)", cli=True)
 add("limit-validate-million-hours-cpu", "cli", ["validate", "{base}", "--set", 'duration="1000000h"'],
     "duration: 3.6e+09 s of simulated time", cli=True)
 add("limit-sweep-point-pairs-100000", "sweep", SW + '[[axis]]\nkey = "topology.pairs"\nvalues = [2, 100000]\n',

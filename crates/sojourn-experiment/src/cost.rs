@@ -237,28 +237,25 @@ pub fn cpu_estimate(exp: &Experiment) -> CpuEstimate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
-    fn exp(text: &str) -> Experiment {
-        crate::from_toml(text, Path::new(".")).unwrap()
+    /// The estimate for a dumbbell of `pairs` pairs (12 Mbit/s bottleneck, 1 Gbit/s access
+    /// links, the default recording) running `workload` (the entry's keys) for `duration`.
+    fn estimate(pairs: u32, duration: &str, workload: &str) -> CpuEstimate {
+        let text = format!(
+            "duration = \"{duration}\"\n[topology]\nkind = \"dumbbell\"\npairs = {pairs}\nbottleneck = {{ rate = \"12Mbit\", delay = \"5ms\" }}\naccess = {{ rate = \"1Gbit\", delay = \"1ms\" }}\n[[workload]]\n{workload}\n"
+        );
+        cpu_estimate(&crate::from_toml(&text, std::path::Path::new(".")).unwrap())
     }
 
-    const DUMBBELL: &str = r#"
-duration = "10s"
-[topology]
-kind = "dumbbell"
-pairs = 1
-bottleneck = { rate = "12Mbit", delay = "5ms" }
-access = { rate = "1Gbit", delay = "1ms" }
-"#;
+    const CBR_1M2: &str = "kind = \"cbr\"\nrate = \"1.2Mbit\"\npacket_size = \"1500B\"";
+    /// A bulk flow's 12 Mbit/s of 1514-B frames (MTU 1500 + 14) on 3 links, and half as
+    /// many ACKs on the 3 reverse links.
+    const BULK_LINK_PACKETS: f64 = 3.0 * 1.5 * 12e6 / 8.0 / 1514.0;
 
     #[test]
     fn cbr_below_the_bottleneck_crosses_three_links() {
         // 1.2 Mbit/s of 1500-B frames: 100 packets/s over s0.up, bottleneck, d0.down.
-        let e = exp(&format!(
-            "{DUMBBELL}[[workload]]\nkind = \"cbr\"\nrate = \"1.2Mbit\"\npacket_size = \"1500B\"\n"
-        ));
-        let c = cpu_estimate(&e);
+        let c = estimate(1, "10s", CBR_1M2);
         assert!((c.link_packets_per_s - 300.0).abs() < 1e-6, "{c:?}");
         assert_eq!(c.tcp_flow_seconds, 0.0);
     }
@@ -267,52 +264,29 @@ access = { rate = "1Gbit", delay = "1ms" }
     fn cbr_above_the_bottleneck_is_cut_to_its_rate() {
         // 24 Mbit/s offered, 12 Mbit/s carried past the bottleneck: 2000 packets/s on the
         // access link, 1000 on the bottleneck and 1000 on the far access link.
-        let e = exp(&format!(
-            "{DUMBBELL}[[workload]]\nkind = \"cbr\"\nrate = \"24Mbit\"\npacket_size = \"1500B\"\n"
-        ));
-        let c = cpu_estimate(&e);
+        let c = estimate(1, "10s", &CBR_1M2.replace("1.2Mbit", "24Mbit"));
         assert!((c.link_packets_per_s - 4000.0).abs() < 1e-6, "{c:?}");
     }
 
     #[test]
-    fn bulk_tcp_runs_at_the_path_bottleneck_with_acks_back() {
-        // 12 Mbit/s of 1514-B frames (MTU 1500 + 14): 990.75 packets/s on 3 links, and
-        // half as many ACKs on the 3 reverse links.
-        let e = exp(&format!("{DUMBBELL}[[workload]]\nkind = \"bulk\"\n"));
-        let c = cpu_estimate(&e);
-        let data = 12e6 / 8.0 / 1514.0;
-        assert!(
-            (c.link_packets_per_s - 3.0 * data * 1.5).abs() < 1e-6,
-            "{c:?}"
-        );
-        assert_eq!(c.tcp_flow_seconds, 10.0);
-    }
-
-    #[test]
-    fn bulk_flows_share_the_bottleneck() {
-        // Ten bulk flows on ten pairs: 1.2 Mbit/s each on their own access links, 12 Mbit/s
-        // together on the bottleneck; the same link packets as one flow alone, 10 times
-        // the connection-seconds.
-        let e = exp(
-            &format!("{DUMBBELL}[[workload]]\nkind = \"bulk\"\npairs = \"all\"\n")
-                .replace("pairs = 1", "pairs = 10"),
-        );
-        let c = cpu_estimate(&e);
-        let data = 12e6 / 8.0 / 1514.0;
-        assert!(
-            (c.link_packets_per_s - 3.0 * data * 1.5).abs() < 1e-6,
-            "{c:?}"
-        );
-        assert_eq!(c.tcp_flow_seconds, 100.0);
+    fn bulk_flows_run_at_their_share_of_the_bottleneck_with_acks_back() {
+        // One bulk flow has the bottleneck to itself; ten on ten pairs get 1.2 Mbit/s each
+        // on their own access links and 12 Mbit/s together on the bottleneck: the same link
+        // packets as one flow alone, ten times the connection-seconds.
+        for (pairs, workload, flow_seconds) in [
+            (1, "kind = \"bulk\"", 10.0),
+            (10, "kind = \"bulk\"\npairs = \"all\"", 100.0),
+        ] {
+            let c = estimate(pairs, "10s", workload);
+            let err = (c.link_packets_per_s - BULK_LINK_PACKETS).abs();
+            assert!(err < 1e-6, "{pairs} pairs: {c:?}");
+            assert_eq!(c.tcp_flow_seconds, flow_seconds);
+        }
     }
 
     #[test]
     fn a_million_hours_of_a_slow_cbr_is_days_of_cpu() {
-        let e = exp(&format!(
-            "{DUMBBELL}[[workload]]\nkind = \"cbr\"\nrate = \"1.2Mbit\"\npacket_size = \"1500B\"\n"
-        )
-        .replace("\"10s\"", "\"1000000h\""));
-        let c = cpu_estimate(&e);
+        let c = estimate(1, "1000000h", CBR_1M2);
         // 300 link packets/s × 3.6e9 s × 200 ns = 216,000 CPU s; the default recording,
         // 9 series on each of the 6 links every 100 ms: 1.944e12 rows × 100 ns = 194,400 s;
         // the front's 1.2 s and a few µs of set-up: 4.75 days.

@@ -234,7 +234,7 @@ def cmd_emulate(a: argparse.Namespace) -> int:
 def cmd_validate(a: argparse.Namespace) -> int:
     import sojourn
 
-    from .._cli_common import format_cpu
+    from ..progress import format_span
 
     try:
         from .. import sweeps as _sweep
@@ -245,7 +245,7 @@ def cmd_validate(a: argparse.Namespace) -> int:
             sp.common.update(_parse_set(a.set))
             cpu_s = _sweep.validate_plan(sp, allow_long=a.allow_long_run)
             print(f"{a.experiment}: ok — sweep {sp.name!r}, {len(sp.points)} points x {len(sp.seeds)} seeds "
-                  f"= {len(sp.runs())} runs, every point valid; CPU ~{format_cpu(cpu_s)} estimated in all")
+                  f"= {len(sp.runs())} runs, every point valid; CPU ~{format_span(cpu_s)} estimated in all")
             print("\n".join(_sweep.describe_plan(sp)))
             return 0
         plan = sojourn.validate(a.experiment, overrides=_parse_set(a.set))
