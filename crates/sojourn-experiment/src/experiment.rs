@@ -237,15 +237,20 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
 /// measurements): the engine and Python front (peak RSS of `sojourn run` for a 0.1-s run
 /// of the bad-input catalogue's base file: 189 MB, 2026-11-29; `sojourn validate` alone
 /// 176 MB; it was 117 MB before the front grew), per node and link, per flow
-/// (UDP: 0.8 KB measured with 400,000 CBR flows; TCP: 2.2 KB measured at set-up, budgeted
-/// at 16 KiB for the connection state while data flows). A link measured ~2.5 KB at set-up
+/// (UDP: 2.2–2.3 KB of peak RSS measured with 400,000 and 1,000,000 CBR flows, 2026-11-29:
+/// its two endpoint slots of 872 B each, inline since sockets live in the slots, were
+/// 0.8 KB with boxed sockets; budgeted at 4 KiB because the slot vector grows by doubling
+/// and the address space holds up to twice the slots, 1,500,000 CBR flows aborted in
+/// "memory allocation of 3657433088 bytes failed", 2²² slots of 872 B, under a 4 GiB cap
+/// while 1 KiB was counted; TCP: 2.2 KB measured at set-up, budgeted at 16 KiB for the
+/// connection state while data flows). A link measured ~2.5 KB at set-up
 /// (the engine's link 1.5 KB, its plan twice) plus the packets it holds; 16 KiB allows ~60
 /// queued or propagating packets on every link at once (a 10,000-pair dumbbell: 40,002
 /// links, 0.66 GB budgeted).
 pub const BASE_BYTES: f64 = 192.0 * 1024.0 * 1024.0;
 pub const BYTES_PER_NODE: f64 = 4.0 * 1024.0;
 pub const BYTES_PER_LINK: f64 = 16.0 * 1024.0;
-pub const BYTES_PER_UDP_FLOW: f64 = 1024.0;
+pub const BYTES_PER_UDP_FLOW: f64 = 4.0 * 1024.0;
 pub const BYTES_PER_TCP_FLOW: f64 = 16.0 * 1024.0;
 
 /// The estimate of [`BASE_BYTES`] + per node, link and flow, for a run that streams its
