@@ -53,19 +53,22 @@ END = "<!-- END GENERATED: {} -->"
 # quick-ACKs, slow start, TSQ and truesize on a shaped host queue, GSO on/off, three
 # congestion controls), to two AQMs and to the order of simultaneous events. Changing it
 # changes every page's fingerprint.
-CANONICAL = (
-    # A mixed dumbbell (CUBIC, BBR, Poisson transfers, CBR through fq_codel): a shipped
-    # example, which the order-contract test runs too.
-    (REPO / "experiments" / "examples" / "mixed-dumbbell.toml").read_text(),
-    # A shaped sending host (TSQ, GSO on and off, NewReno and CUBIC, PIE): a shipped example,
-    # which the order-contract test runs too.
-    (REPO / "experiments" / "examples" / "shaped-host.toml").read_text(),
-    # Lockstep (issue 35): identical CBR sources and TCP flows on identical paths meet a small
-    # FIFO in exact ties, so the fingerprint also changes when the order of simultaneous
-    # events does (the two runs above have too few consequential ties to notice). The
-    # order-contract test runs the same file.
-    (REPO / "experiments" / "examples" / "lockstep.toml").read_text(),
-)
+#: The canonical runs, shipped examples (experiments/examples/) that the order-contract test
+#: (crates/sojourn-sim/tests/order_contract.rs) runs too: a mixed dumbbell (CUBIC, BBR,
+#: Poisson transfers, CBR through fq_codel); a shaped sending host (TSQ, GSO on and off,
+#: NewReno and CUBIC, PIE); and lockstep (issue 35: identical sources meet a small FIFO in
+#: exact ties, so the fingerprint also changes when the order of simultaneous events does).
+CANONICAL = ("mixed-dumbbell.toml", "shaped-host.toml", "lockstep.toml")
+
+
+def canonical_texts() -> tuple:
+    """The canonical runs' files, read from this checkout (or, for an installed package,
+    from ``experiments/examples`` under the current directory: a checkout's root)."""
+    for base in (REPO / "experiments" / "examples", Path.cwd() / "experiments" / "examples"):
+        if all((base / f).is_file() for f in CANONICAL):
+            return tuple((base / f).read_text() for f in CANONICAL)
+    raise SystemExit("the engine fingerprint runs experiments/examples/{" + ",".join(CANONICAL) + "} of a "
+                     "sojourn checkout: run it from the checkout's root")
 
 
 @lru_cache(maxsize=1)
@@ -77,7 +80,7 @@ def engine_fingerprint() -> str:
     from .._config import tomllib  # tomli below Python 3.11
 
     h = hashlib.sha256()
-    for text in CANONICAL:
+    for text in canonical_texts():
         res = sojourn.run(tomllib.loads(text))
         h.update(res.summary_text.encode())
         buf = io.StringIO()
