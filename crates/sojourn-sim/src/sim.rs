@@ -5,11 +5,11 @@
 //! head of each link's in-flight FIFO is a pending event; with zero delay the packet is
 //! delivered inside `TxDone`). Endpoint timers are deadlines re-armed lazily.
 //!
-//! FIFO short cuts: a packet reaching an idle
-//! link without a ring whose FIFO is empty and would accept it goes to the wire directly
-//! (`link_enqueue` → `transmit`: the FIFO's enqueue and dequeue, two ~200-byte copies,
-//! are skipped; its sojourn, 0, is recorded all the same), and a transmission end on a
-//! link whose FIFO is empty does not call the dequeue (`restart_tx`). A FIFO keeps no
+//! FIFO short cuts: a packet reaching an idle link without a ring whose FIFO is empty and
+//! would accept it goes to the wire directly (`link_enqueue` → `transmit`: the FIFO's
+//! enqueue and dequeue, two ~200-byte copies, are skipped; its sojourn, 0, is recorded all
+//! the same), and a transmission end on a link whose FIFO is empty does not call the
+//! dequeue (`restart_tx`). A FIFO keeps no
 //! state but its packets, so both are exact; other disciplines always take the full path.
 //! On a dumbbell this is every hop but the bottleneck.
 //!

@@ -49,15 +49,14 @@ PAGES = {
 BEGIN = "<!-- BEGIN GENERATED: {} -->"
 END = "<!-- END GENERATED: {} -->"
 
-# The canonical run: small, deterministic, and sensitive to the TCP model (handshake and
-# quick-ACKs, slow start, TSQ and truesize on a shaped host queue, GSO on/off, three
-# congestion controls), to two AQMs and to the order of simultaneous events. Changing it
-# changes every page's fingerprint.
-#: The canonical runs, shipped examples (experiments/examples/) that the order-contract test
+#: The canonical runs: small, deterministic, and sensitive to the TCP model (handshake and
+#: quick-ACKs, slow start, TSQ and truesize on a shaped host queue, GSO on/off, three
+#: congestion controls), to two AQMs and to the order of simultaneous events. They are
+#: shipped examples (experiments/examples/) that the order-contract test
 #: (crates/sojourn-sim/tests/order_contract.rs) runs too: a mixed dumbbell (CUBIC, BBR,
 #: Poisson transfers, CBR through fq_codel); a shaped sending host (TSQ, GSO on and off,
 #: NewReno and CUBIC, PIE); and lockstep (issue 35: identical sources meet a small FIFO in
-#: exact ties, so the fingerprint also changes when the order of simultaneous events does).
+#: exact ties). Changing one changes every page's fingerprint.
 CANONICAL = ("mixed-dumbbell.toml", "shaped-host.toml", "lockstep.toml")
 
 
