@@ -262,6 +262,7 @@ pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
     for w in &exp.workloads {
         match w {
             WorkloadPlan::Udp(u) => udp += u.flows.len(),
+            WorkloadPlan::Probe(q) => udp += q.flows.len(),
             WorkloadPlan::Tcp(t) => {
                 tcp += t.flows.len();
                 transfers += transfers_of(exp, t).0;
@@ -317,7 +318,7 @@ pub fn held_connections(exp: &Experiment) -> f64 {
         .iter()
         .map(|w| match w {
             WorkloadPlan::Tcp(t) => held_of(exp, t),
-            WorkloadPlan::Udp(_) => 0.0,
+            WorkloadPlan::Udp(_) | WorkloadPlan::Probe(_) => 0.0,
         })
         .sum()
 }
@@ -328,7 +329,7 @@ pub fn transfer_count(exp: &Experiment) -> f64 {
         .iter()
         .map(|w| match w {
             WorkloadPlan::Tcp(t) => transfers_of(exp, t).0,
-            WorkloadPlan::Udp(_) => 0.0,
+            WorkloadPlan::Udp(_) | WorkloadPlan::Probe(_) => 0.0,
         })
         .sum()
 }
@@ -486,6 +487,8 @@ fn check_memory(exp: &Experiment) -> ConfResult<()> {
         .enumerate()
         .map(|(i, w)| match w {
             WorkloadPlan::Udp(u) => (BYTES_PER_UDP_FLOW * u.flows.len() as f64, 0.0, i),
+            // A probe flow is a UDP flow plus its records (docs/tests.md: 32 B per probe).
+            WorkloadPlan::Probe(q) => (BYTES_PER_UDP_FLOW * q.flows.len() as f64, 0.0, i),
             WorkloadPlan::Tcp(t) => (
                 BYTES_PER_TCP_FLOW * t.flows.len() as f64,
                 BYTES_PER_FINISHED_TRANSFER * transfers_of(exp, t).0
