@@ -394,6 +394,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import deploy as _deploy
 
     _deploy.add_parser(sub)
+    from . import test as _test
+
+    _test.add_parser(sub)
     try:
         from . import threshold as _thr
 
