@@ -140,7 +140,9 @@ def cmd_test(a) -> int:
     except BaseException:
         out_dir.undo()
         raise
-    flent_file = write_flent(out)
+    from ..analysis.flent_export import EXPORTED
+
+    flent_file = write_flent(out) if a.name in EXPORTED else None
     from rich.console import Console
     from rich.table import Table
 
@@ -151,7 +153,8 @@ def cmd_test(a) -> int:
     for k, v in table_rows(res.summary):
         tab.add_row(k, v)
     console.print(tab)
-    print(f"results in {out}/ (summary.json, probes.parquet, flows.parquet, timeseries.parquet); Flent file {flent_file}")
+    print(f"results in {out}/ (summary.json, probes.parquet, flows.parquet, timeseries.parquet)"
+          + (f"; Flent file {flent_file}" if flent_file else ""))
     return 0
 
 
