@@ -69,10 +69,15 @@ pub const PING_FRAME_BYTES: u64 = 98;
 /// interval: 0.2 s.
 pub const FLENT_STEP: Duration = Duration::from_ms(200);
 
+/// What an isochronous stream without `interval` / `packet_size` is told.
+const INTERVAL_HINT: &str = "time between datagrams, e.g. \"20ms\"";
+const SIZE_HINT: &str = "frame bytes per datagram, e.g. \"214B\"";
+
 /// Parses a `ping` or `isochronous` workload.
 pub fn parse(exp: &Context, p: &mut Params, index: u32, kind: &str) -> ConfResult<ProbePlan> {
     let flows = parse_flow_endpoints(exp, p)?;
-    let mode = if kind == "isochronous" {
+    let iso = kind == "isochronous";
+    let mode = if iso {
         ProbeMode::OneWay
     } else {
         match p.choice("protocol", &["icmp", "udp"], "icmp")? {
@@ -80,32 +85,17 @@ pub fn parse(exp: &Context, p: &mut Params, index: u32, kind: &str) -> ConfResul
             _ => ProbeMode::Icmp,
         }
     };
-    let interval = if kind == "isochronous" {
-        p.duration_opt("interval")?.ok_or_else(|| {
-            p.err(
-                "interval",
-                "required (time between datagrams, e.g. \"20ms\")",
-            )
-        })?
-    } else {
-        p.duration("interval", FLENT_STEP)?
-    };
+    // An isochronous stream must say its rhythm; a probe defaults to Flent's step.
+    let interval = p.duration_opt("interval")?;
+    let interval = or_default(p, interval, iso, FLENT_STEP, "interval", INTERVAL_HINT)?;
     if interval < Duration::from_us(100) {
         return Err(p.err(
             "interval",
             "must be at least 100us (a probe is a sample, not a load)",
         ));
     }
-    let packet_bytes = if kind == "isochronous" {
-        p.bytes_opt("packet_size")?.ok_or_else(|| {
-            p.err(
-                "packet_size",
-                "required (frame bytes per datagram, e.g. \"214B\")",
-            )
-        })?
-    } else {
-        p.bytes("packet_size", PING_FRAME_BYTES)?
-    };
+    let size = p.bytes_opt("packet_size")?;
+    let packet_bytes = or_default(p, size, iso, PING_FRAME_BYTES, "packet_size", SIZE_HINT)?;
     // The smallest frame that holds Ethernet (14 B) + IPv4 (20 B) + UDP/ICMP (8 B) headers.
     if !(42..=1514).contains(&packet_bytes) {
         return Err(p.err(
@@ -131,4 +121,21 @@ pub fn parse(exp: &Context, p: &mut Params, index: u32, kind: &str) -> ConfResul
         stop,
         dscp,
     })
+}
+
+/// `value`, else (a probe) `default`, else (an isochronous stream, `required`) an error
+/// naming `key` with `hint`.
+fn or_default<T>(
+    p: &Params,
+    value: Option<T>,
+    required: bool,
+    default: T,
+    key: &str,
+    hint: &str,
+) -> ConfResult<T> {
+    match value {
+        Some(v) => Ok(v),
+        None if required => Err(p.err(key, format!("required ({hint})"))),
+        None => Ok(default),
+    }
 }

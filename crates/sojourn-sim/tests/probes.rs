@@ -8,41 +8,40 @@
 mod tcp_common;
 use tcp_common::*;
 
-use sojourn_sim::Column;
 use sojourn_sim::run_toml;
+use sojourn_sim::Column;
 
-fn probes(workload: &str, extra_link: &str) -> sojourn_sim::RunOutput {
-    run_toml(&format!(
-        r#"
-        duration = "2.5s"
-        [topology]
-        kind = "graph"
-        nodes = ["a", "b"]
-        [[topology.links]]
-        from = "a"
-        to = "b"
-        rate = "2Mbit"
-        delay = "50ms"
-        {extra_link}
-        [[workload]]
-        from = "a"
-        to = "b"
-        {workload}
-        "#
-    ))
-    .unwrap()
+/// A run of 2.5 s with `workload` from a to b over the 2 Mbit/s, 50-ms link (`extra`:
+/// more keys of the link).
+fn probes(workload: &str, extra: &str) -> sojourn_sim::RunOutput {
+    let link = format!(r#"{{ from = "a", to = "b", rate = "2Mbit", delay = "50ms" {extra} }}"#);
+    let text = format!(
+        "duration = \"2.5s\"\ntopology = {{ kind = \"graph\", nodes = [\"a\", \"b\"], links = [{link}] }}\n\
+         [[workload]]\nfrom = \"a\"\nto = \"b\"\n{workload}\n"
+    );
+    run_toml(&text).unwrap()
+}
+
+/// Column `name` of the probe table.
+fn column(out: &sojourn_sim::RunOutput, name: &str) -> Column {
+    out.probes
+        .as_ref()
+        .expect("a probe table")
+        .get(name)
+        .unwrap_or_else(|| panic!("no column {name}"))
+        .clone()
 }
 
 fn f64s(out: &sojourn_sim::RunOutput, name: &str) -> Vec<f64> {
-    match out.probes.as_ref().expect("a probe table").get(name) {
-        Some(Column::F64(v)) => v.clone(),
+    match column(out, name) {
+        Column::F64(v) => v,
         other => panic!("{name}: {other:?}"),
     }
 }
 
 fn lost(out: &sojourn_sim::RunOutput) -> Vec<bool> {
-    match out.probes.as_ref().expect("a probe table").get("lost") {
-        Some(Column::Bool(v)) => v.clone(),
+    match column(out, "lost") {
+        Column::Bool(v) => v,
         other => panic!("lost: {other:?}"),
     }
 }
@@ -66,9 +65,7 @@ fn an_icmp_echo_on_an_idle_link_takes_two_serialisations_and_two_delays() {
 #[test]
 fn a_udp_probe_records_both_one_way_delays() {
     let out = probes(
-        r#"kind = "ping"
-        protocol = "udp"
-        interval = "100ms""#,
+        "kind = \"ping\"\nprotocol = \"udp\"\ninterval = \"100ms\"",
         "",
     );
     assert_eq!(f64s(&out, "rtt_ns").len(), 15);
@@ -80,12 +77,12 @@ fn a_udp_probe_records_both_one_way_delays() {
 /// one way, no round trip.
 #[test]
 fn an_isochronous_stream_records_its_one_way_delay() {
-    let out = probes(
-        r#"kind = "isochronous"
-        interval = "20ms"
-        packet_size = "214B""#,
-        "",
-    );
+    let workload = [
+        "kind = \"isochronous\"",
+        "interval = \"20ms\"",
+        "packet_size = \"214B\"",
+    ];
+    let out = probes(&workload.join("\n"), "");
     let owd = f64s(&out, "owd_up_ns");
     assert_eq!(owd.len(), 75);
     assert!(owd.iter().all(|v| *v == 50_856_000.0));
@@ -95,7 +92,7 @@ fn an_isochronous_stream_records_its_one_way_delay() {
 /// A link that loses every packet answers no probe: every row lost, no RTT.
 #[test]
 fn probes_across_a_link_that_drops_everything_are_all_lost() {
-    let out = probes(r#"kind = "ping""#, "loss = 1.0");
+    let out = probes(r#"kind = "ping""#, ", loss = 1.0");
     assert_eq!(lost(&out), vec![true; 8]);
     assert!(f64s(&out, "rtt_ns").iter().all(|v| v.is_nan()));
 }
