@@ -186,6 +186,21 @@ def test_load_reads_the_probes(rrul_runs):
     assert set(p["mode"]) == {"icmp", "udp"}
 
 
+def test_tidy_load_reads_the_probes_of_a_sweep(tmp_path):
+    sweep = (ROOT / "experiments" / "tests" / "rrul-compare.sweep.toml").read_text()
+    short = tmp_path / "short.sweep.toml"
+    short.write_text(sweep.replace('duration = "60s"', 'duration = "4s"').replace('warmup = "5s"', 'warmup = "1s"'))
+    r = cli("sweep", str(short), "--out", str(tmp_path / "s"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    p = sojourn.load(tmp_path / "s", what="probes")
+    # 4 s of probes every 200 ms less the last second: 15 per probe workload, 4 per run, 3 runs.
+    assert len(p) == 3 * 4 * 15 and set(p["point"]) == {"pfifo", "fq_codel", "cake"}
+    assert {"seed", "rtt_ns", "after_warmup"} <= set(p.columns)
+    plain = tmp_path / "plain"
+    sojourn.run(ROOT / "experiments" / "examples" / "cbr-fifo-underload.toml", duration="2s", out=plain)
+    assert sojourn.load(plain, what="probes").empty
+
+
 def test_the_report_shows_flents_plots(rrul_runs, tmp_path):
     from sojourn.analysis.htmlreport import write_report
 
