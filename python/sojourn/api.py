@@ -176,7 +176,7 @@ def _run_staged(source: Source, seed: Optional[int] = None, duration: Optional[s
     wall = time.perf_counter() - t0
     res.experiment = {k: v for k, v in cfg.items() if k != "seed"}
     # Probe statistics, jitter, MOS and the named tests' totals (docs/tests.md).
-    from .analysis.apps import attach
+    from .probes import attach
 
     attach(res, res.experiment)
     summary_events = res.summary.get("events", 0)

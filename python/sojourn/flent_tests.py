@@ -203,7 +203,7 @@ def _rtt_fair(w: dict, path: str, topo: dict, file: str, bulk: Callable, ping: C
 def _isochronous(w: dict, path: str, file: str, name: str, server: str, client: str, common: dict, icmp: dict) -> list:
     """``voip`` and ``game``: isochronous UDP streams client->server (up), server->client
     (down) or both, plus an ICMP ping."""
-    from .analysis.emodel import CODECS
+    from .emodel import CODECS
 
     direction = w.get("direction", "both")
     if direction not in ("both", "up", "down"):

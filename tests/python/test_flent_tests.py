@@ -1,5 +1,5 @@
 """Flent's named tests, latency probes, VoIP metrics and the E-model (issue 37;
-python/sojourn/flent_tests.py, analysis/{apps,emodel,flent_export,flent_plots}.py,
+python/sojourn/flent_tests.py, emodel.py, probes.py, analysis/{flent_export,flent_plots}.py,
 docs/tests.md). Truths are literals worked by hand in the comments."""
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import sojourn
-from sojourn.analysis.apps import voip_metrics
-from sojourn.analysis.emodel import CODECS, idd, ie_eff, mos_from_r, r_factor, rfc3550_jitter
+from sojourn.emodel import CODECS, idd, ie_eff, mos_from_r, r_factor, rfc3550_jitter
 from sojourn.flent_tests import expand
+from sojourn.probes import voip_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 RRUL = ROOT / "experiments" / "tests" / "rrul-pfifo.toml"

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..flent_tests import annotations
-from .apps import totals_series
+from ..probes import totals_series
 
 __all__ = ["test_results", "EXPORTED"]
 

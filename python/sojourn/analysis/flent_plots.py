@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..flent_tests import annotations
-from .apps import totals_series
+from ..probes import totals_series
 
 __all__ = ["fig_flent_totals", "fig_ping_cdf", "fig_box_totals"]
 

@@ -17,8 +17,8 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from ..flent_tests import annotations
 from .emodel import CODECS, mos_from_r, r_factor, rfc3550_jitter
+from .flent_tests import annotations
 
 __all__ = ["summarise", "attach", "voip_metrics", "totals_series"]
 
@@ -72,7 +72,7 @@ def voip_metrics(sent_ns: np.ndarray, owd_ns: np.ndarray, interval_ns: int, jitt
 def summarise(probes: Optional[pd.DataFrame], experiment: Optional[dict], warmup_s: float,
               timeseries: Optional[pd.DataFrame] = None, flows: Optional[pd.DataFrame] = None) -> dict:
     """summary.json's ``probes`` and ``tests`` blocks (either may be empty)."""
-    from ..units import parse_seconds
+    from .units import parse_seconds
 
     notes = annotations(experiment)
     wl = (experiment or {}).get("workload") or []
