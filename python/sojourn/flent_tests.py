@@ -194,9 +194,10 @@ def _rtt_fair(w: dict, path: str, topo: dict, file: str, bulk: Callable, ping: C
     for k, i in enumerate(idx):
         mark = marks[k % 4]
         label = f"{mark}{(k // 4) * 2 + k % 2 + 1}"
-        out.append(bulk(f"d{i}", f"s{i}", f"TCP upload {label}", "upload", DSCP[mark]))
-        out.append(bulk(f"s{i}", f"d{i}", f"TCP download {label}", "download", DSCP[mark]))
-        out.append(ping(f"d{i}", f"s{i}", f"Ping (ms) ICMP{k + 1}"))
+        # Flent names a series by its label and its host; here the host is the server node.
+        out.append(bulk(f"d{i}", f"s{i}", f"TCP upload {label} s{i}", "upload", DSCP[mark]))
+        out.append(bulk(f"s{i}", f"d{i}", f"TCP download {label} s{i}", "download", DSCP[mark]))
+        out.append(ping(f"d{i}", f"s{i}", f"Ping (ms) ICMP{k + 1} s{i}"))
     return out
 
 
