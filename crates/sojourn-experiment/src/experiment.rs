@@ -258,11 +258,15 @@ pub const BYTES_PER_TCP_FLOW: f64 = 16.0 * 1024.0;
 /// recording then costs at most [`STREAM_BUFFER_BYTES`], whatever the duration.
 pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
     let (mut udp, mut tcp) = (0usize, 0usize);
-    let (mut transfers, mut lingering) = (0.0, 0.0);
+    let (mut transfers, mut lingering, mut probes) = (0.0, 0.0, 0.0);
     for w in &exp.workloads {
         match w {
             WorkloadPlan::Udp(u) => udp += u.flows.len(),
-            WorkloadPlan::Probe(q) => udp += q.flows.len(),
+            WorkloadPlan::Probe(q) => {
+                udp += q.flows.len();
+                probes +=
+                    q.flows.len() as f64 * exp.duration.as_secs_f64() / q.interval.as_secs_f64();
+            }
             WorkloadPlan::Tcp(t) => {
                 tcp += t.flows.len();
                 transfers += transfers_of(exp, t).0;
@@ -279,10 +283,15 @@ pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
         + routing_bytes(exp)
         + records.min(STREAM_BUFFER_BYTES)
         + BYTES_PER_FINISHED_TRANSFER * transfers
-        + BYTES_PER_CLOSING_TRANSFER * lingering;
+        + BYTES_PER_CLOSING_TRANSFER * lingering
+        + BYTES_PER_PROBE * probes;
     (bytes, udp, tcp)
 }
 
+/// A probe or isochronous datagram, held to the end of the run (probe.rs in the simulator):
+/// its 24-B record, budgeted twice for the vector's growth, and its probes.parquet row built
+/// at the end (nine columns, the mode a short string: ~90 B); docs/limits.md.
+pub const BYTES_PER_PROBE: f64 = 160.0;
 /// What a streamed run keeps of each finished transfer: its FCT and goodput for
 /// summary.json's exact percentiles (2 × 8 B, budgeted twice for the vectors' growth); the
 /// record itself goes to `flows.parquet` (docs/limits.md).
