@@ -113,6 +113,14 @@ def cases() -> list:
         out.append(Case(f"repro/thin-streams/gaming-{q}", ts.EXP_DIR / "gaming.toml", duration="40s", seed=1,
                         overrides={"topology.bottleneck.qdisc": ts.QDISCS[q], "workload[1].count": 5,
                                    "warmup": "5s"}))
+    # L4S (docs/repro/l4s.md): Prague's own window arithmetic (cong_control), its AccECN
+    # feedback, DCTCP's with any_ect, all through DualPI2
+    l4 = ROOT / "experiments" / "l4s"
+    for name, f, ov in (("prague", "prague-vs-cubic", {}),
+                        ("prague-accecn", "prague-vs-cubic", {"workload[0].ecn": "accecn"}),
+                        ("dctcp", "dctcp-vs-cubic", {})):
+        out.append(Case(f"repro/l4s/{name}", l4 / f"{f}.toml", duration="20s",
+                        overrides={"warmup": "5s", **ov}))
     # engine paths no shipped file uses: loss and reordering on the wire, device transmit
     # rings (with an AQM that drops at dequeue), a shaper link, a rate schedule with CAKE
     ca = EX / "compare-aqm.sweep.toml"

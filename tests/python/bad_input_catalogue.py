@@ -172,6 +172,8 @@ s("workload-table", "workload={kind=\"cbr\"}", "use [[workload]]")
 s("workload-empty", "workload=[]", "at least one workload")
 s("workload-entry-string", "workload=[\"cbr\"]", "expected a table")
 s("transport-string", "transport=\"tcp\"", "expected a table")
+s("transport-reader-p99-below-median", "transport.reader_wakeup={dist=\"lognormal\", median=\"1ms\", p99=\"100us\"}", "transport.reader_wakeup.p99: must not be below `median`")
+s("transport-reader-median-zero", "transport.reader_wakeup={dist=\"lognormal\", median=\"0s\", p99=\"1ms\"}", "transport.reader_wakeup.median: must be positive")
 s("record-string", "record=\"all\"", "expected a table")
 
 # --- topology ------------------------------------------------------------------------------

@@ -292,9 +292,23 @@ pub fn parse_cdf(text: &str, name: &str) -> Result<Vec<(f64, f64)>, String> {
 #[derive(Clone, Debug, PartialEq)]
 pub enum IntervalDist {
     Fixed(Duration),
-    Uniform { min: Duration, max: Duration },
-    Exponential { mean: Duration },
+    Uniform {
+        min: Duration,
+        max: Duration,
+    },
+    Exponential {
+        mean: Duration,
+    },
+    /// Log-normal with this median and 99th percentile: a heavy-tailed latency such as an
+    /// application's wake-up (σ = ln(p99/median)/z₀.₉₉, z₀.₉₉ = 2.3263).
+    LogNormal {
+        median: Duration,
+        p99: Duration,
+    },
 }
+
+/// The standard normal distribution's 99th percentile.
+const Z_99: f64 = 2.326_347_874_040_841;
 
 impl IntervalDist {
     pub fn draw(&self, rng: &mut Rng) -> Duration {
@@ -306,6 +320,14 @@ impl IntervalDist {
             IntervalDist::Exponential { mean } => {
                 Duration::from_secs_f64(rng.exp(mean.as_secs_f64()))
             }
+            IntervalDist::LogNormal { median, p99 } => {
+                // Box–Muller: one standard normal from two uniforms (the first kept off 0).
+                let u1 = 1.0 - rng.f64();
+                let u2 = rng.f64();
+                let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+                let sigma = (p99.as_secs_f64() / median.as_secs_f64()).ln() / Z_99;
+                Duration::from_secs_f64(median.as_secs_f64() * (sigma * z).exp())
+            }
         }
     }
 
@@ -314,12 +336,17 @@ impl IntervalDist {
             IntervalDist::Fixed(d) => d,
             IntervalDist::Uniform { min, max } => Duration((min.0 + max.0) / 2),
             IntervalDist::Exponential { mean } => mean,
+            // e^(μ + σ²/2) with e^μ the median.
+            IntervalDist::LogNormal { median, p99 } => {
+                let sigma = (p99.as_secs_f64() / median.as_secs_f64()).ln() / Z_99;
+                Duration::from_secs_f64(median.as_secs_f64() * (sigma * sigma / 2.0).exp())
+            }
         }
     }
 
     /// Reads `key`: a duration (`plain` says how to read it: fixed or exponential mean)
     /// or a table `{ dist = "uniform", min, max }`, `{ dist = "exponential", mean }`,
-    /// `{ dist = "fixed", value }`.
+    /// `{ dist = "fixed", value }`, `{ dist = "lognormal", median, p99 }`.
     pub fn parse(
         p: &mut Params,
         key: &str,
@@ -339,7 +366,11 @@ impl IntervalDist {
             }
             Some(Value::Table(t)) => {
                 let mut q = Params::new(path.clone(), t);
-                let kind = q.choice("dist", &["fixed", "uniform", "exponential"], "fixed")?;
+                let kind = q.choice(
+                    "dist",
+                    &["fixed", "uniform", "exponential", "lognormal"],
+                    "fixed",
+                )?;
                 let req = |q: &mut Params, k: &str| -> ConfResult<Duration> {
                     q.duration_opt(k)?.ok_or_else(|| q.err(k, "required"))
                 };
@@ -352,6 +383,17 @@ impl IntervalDist {
                             return Err(q.err("max", "must not be below `min`"));
                         }
                         IntervalDist::Uniform { min, max }
+                    }
+                    "lognormal" => {
+                        let median = req(&mut q, "median")?;
+                        let p99 = req(&mut q, "p99")?;
+                        if median.is_zero() {
+                            return Err(q.err("median", "must be positive"));
+                        }
+                        if p99 < median {
+                            return Err(q.err("p99", "must not be below `median`"));
+                        }
+                        IntervalDist::LogNormal { median, p99 }
                     }
                     _ => IntervalDist::Exponential {
                         mean: req(&mut q, "mean")?,
@@ -379,6 +421,31 @@ impl IntervalDist {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn lognormal_interval_has_the_median_and_p99_it_was_given() {
+        // median 136 µs, p99 6.9 ms (a reader's wake-up at normal priority on this
+        // machine, issue 40 §4): σ = ln(6.9/0.136)/2.3263 = 1.6871; the mean is
+        // 136 µs·e^(σ²/2) = 136·4.1505 = 564.5 µs.
+        let d = IntervalDist::LogNormal {
+            median: Duration::from_us(136),
+            p99: Duration::from_us(6900),
+        };
+        assert!(
+            (d.mean().as_secs_f64() * 1e6 - 564.5).abs() < 1.0,
+            "{:?}",
+            d.mean()
+        );
+        let mut rng = Rng::from_seed(7);
+        let mut v: Vec<f64> = (0..200_000)
+            .map(|_| d.draw(&mut rng).as_secs_f64() * 1e6)
+            .collect();
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let median = v[v.len() / 2];
+        let p99 = v[v.len() * 99 / 100];
+        assert!((median - 136.0).abs() < 3.0, "median {median}");
+        assert!((p99 - 6900.0).abs() < 350.0, "p99 {p99}");
+    }
+
     use super::*;
 
     #[test]

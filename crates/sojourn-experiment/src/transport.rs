@@ -2,6 +2,7 @@
 //! overrides (docs/transport.md). Only the settings live here; the TCP machinery that
 //! honours them is engine business (sojourn-sim's `tcp`).
 
+use crate::dist::IntervalDist;
 use sojourn_core::params::{ConfResult, Params, Table, Value};
 use sojourn_core::Duration;
 
@@ -118,6 +119,10 @@ pub struct TcpConfig {
     pub prague_rtt_scaling: bool,
     /// The reference RTT of RTT independence (tcp_prague `prague_rtt_target`, 25 ms).
     pub prague_rtt_target: Duration,
+    /// The receiving application's wake-up latency (`reader_wakeup`): how long after data
+    /// arrives the reader runs and reads it (and Linux sends the every-second-segment ACK
+    /// it held back, `tcp_cleanup_rbuf`). `None`: it reads at once.
+    pub reader_wakeup: Option<IntervalDist>,
     /// IPv6 instead of IPv4 (`ip = 6`): a 40-byte IP header (RFC 8200 §3) instead of 20,
     /// so the default MSS is MTU − 60 − options (1428 with timestamps at 1500 B).
     pub ipv6: bool,
@@ -165,6 +170,7 @@ impl Default for TcpConfig {
             ipv6: false,
             prague_rtt_scaling: false,
             prague_rtt_target: PRAGUE_RTT_TARGET,
+            reader_wakeup: None,
         }
     }
 }
@@ -289,6 +295,16 @@ impl TcpConfig {
                 "prague_rtt_target",
                 "must be positive (use prague_rtt_scaling = \"none\" to switch RTT independence off)",
             ));
+        }
+        if p.has("reader_wakeup") {
+            // A plain duration is a fixed latency; "0" switches a file's latency off.
+            let zero = matches!(p.raw("reader_wakeup"), Some(Value::Str(s))
+                if sojourn_core::units::parse_duration(s).is_ok_and(|d| d.is_zero()));
+            c.reader_wakeup = if zero {
+                None
+            } else {
+                IntervalDist::parse(p, "reader_wakeup", false)?
+            };
         }
         c.delayed_ack = p.bool("delayed_ack", c.delayed_ack)?;
         c.delack_min = p.duration("delack_min", c.delack_min)?;

@@ -206,7 +206,8 @@ impl Sim {
             proto: proto::TCP,
         };
         let hash = key.hash(self.hash_salt);
-        let rcv = TcpReceiver::new(flow, key.reversed(), hash, cfg, transfer);
+        let rcv = TcpReceiver::new(flow, key.reversed(), hash, cfg, transfer)
+            .with_reader(cfg, Rng::stream(self.seed, "reader", flow as u64));
         let rid = self.add_endpoint(dst, flow, AnyEndpoint::TcpReceiver(rcv));
         let seed = Rng::stream(self.seed, "tcp", flow as u64).next_u64();
         let snd = TcpSender::new(flow, key, hash, rid, 0, cfg, source, seed);

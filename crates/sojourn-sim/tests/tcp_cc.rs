@@ -414,7 +414,8 @@ fn hystart_ends_slow_start_before_the_buffer_overflows() {
 /// within K + 1 ms — where a loss-based flow would fill the buffer. 100 Mbit/s, 10 ms RTT
 /// (C·RTT = 83 packets, /7 = 12), K = 2 ms = 16.5 packets: DualPI2's step AQM (its PI
 /// stays at 0 far below the 15-ms target). DCTCP sends ECT(0) (`any_ect`), Prague ECT(1);
-/// with classic feedback (DCTCP's echo) and with Accurate ECN (RFC 9768).
+/// with classic feedback (DCTCP's echo) and with Accurate ECN (RFC 9768). Prague, paced at
+/// 100 %, fills the link without reaching the step.
 #[test]
 fn dctcp_and_prague_fill_the_link_with_a_queue_near_the_step_threshold() {
     for (cc, mask, ecn) in [
@@ -455,9 +456,19 @@ fn dctcp_and_prague_fill_the_link_with_a_queue_near_the_step_threshold() {
         assert!(util > 0.95, "{cc}: utilisation {util}");
         assert!(max_ms < 3.0, "{cc}: max sojourn {max_ms} ms");
         assert_eq!(f(&w["drops_total"]), 0.0, "{cc}: drops");
-        assert!(
-            f(&w["ecn_marks"]) > 1000.0,
-            "{cc}: the step must be marking"
-        );
+        if cc == "dctcp" {
+            assert!(
+                f(&w["ecn_marks"]) > 1000.0,
+                "{cc}: the step must be marking"
+            );
+        } else {
+            // Prague paces at 100 % of cwnd per SRTT (tcp_prague): once the link is full
+            // it is no longer cwnd-limited (tcp_is_cwnd_limited), so it stops growing with
+            // its queue below the 2-ms step — the pacing, not the marks, holds it.
+            assert!(
+                max_ms < 2.0,
+                "{cc}: max sojourn {max_ms} ms at or above the step"
+            );
+        }
     }
 }

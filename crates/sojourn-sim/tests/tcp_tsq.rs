@@ -124,6 +124,43 @@ fn without_gso_the_queue_matches_linux() {
     assert!((16.0..=19.0).contains(&cwnd), "cwnd {cwnd}, Linux 17-19");
 }
 
+/// The receiving application's wake-up latency (`reader_wakeup`, issue 40 §4). Linux at
+/// normal priority on a loaded 2-core machine (docs/transport.md, "One segment per
+/// buffer"): the every-second-segment ACK came 136 µs (median) to 1.27 ms (p99) after the
+/// data, the qdisc held 12–17 packets at 0.5–1 s with an RTT of 1.6–2.4 ms, and cwnd left
+/// the TSQ-limited 17–19 (51–57 at 1 s). A log-normal with that median and p99 gives the
+/// same queue and RTT; a constant 136 µs does not move them (only the tail lets a round
+/// become cwnd-limited).
+#[test]
+fn a_late_reader_lets_cubic_grow_as_linux_at_normal_priority() {
+    let late = r#"gso = false
+        reader_wakeup = { dist = "lognormal", median = "136us", p99 = "1.27ms" }"#;
+    let out = sender_side(FIFO, late, BULK, "1s");
+    let backlog = mean_after(&series(&out, "nic", "queue_packets"), 0.5);
+    assert!(
+        (12.0..=17.0).contains(&backlog),
+        "backlog {backlog} packets, Linux 12-17"
+    );
+    let srtt = mean_after(&series(&out, "flow0", "srtt_ms"), 0.5);
+    assert!((1.6..=2.4).contains(&srtt), "srtt {srtt} ms, Linux 1.6-2.4");
+    let cwnd = mean_after(&series(&out, "flow0", "cwnd_bytes"), 0.9) / 1448.0;
+    assert!(cwnd > 19.0, "cwnd {cwnd}: still TSQ-limited (17-19)");
+    // A constant latency of the median: still the prompt reader's 10 packets and cwnd 17.
+    let fixed = sender_side(
+        FIFO,
+        "gso = false\n        reader_wakeup = \"136us\"",
+        BULK,
+        "1s",
+    );
+    let backlog = mean_after(&series(&fixed, "nic", "queue_packets"), 0.5);
+    assert!(
+        (8.9..=10.9).contains(&backlog),
+        "fixed 136 µs: backlog {backlog}"
+    );
+    let cwnd = mean_after(&series(&fixed, "flow0", "cwnd_bytes"), 0.5) / 1448.0;
+    assert!((16.0..=19.0).contains(&cwnd), "fixed 136 µs: cwnd {cwnd}");
+}
+
 #[test]
 fn without_tsq_the_fifo_fills_and_the_rtt_grows_to_the_buffer() {
     // Per-segment buffers: the pfifo limit counts buffers, and 1000 GSO buffers of 64 KiB

@@ -3,6 +3,7 @@ protection. Generates docs/repro/l4s.md::
 
     python -m sojourn.repro.l4s --update-docs      # runs every experiment, rewrites the page
     python -m sojourn.repro.l4s --out results/l4s  # the same numbers, plots under results/l4s/img
+    python -m sojourn.repro.l4s --map-only         # just the coupling map across rates and RTTs
 
 Runs ``experiments/l4s/{prague-vs-cubic,dctcp-vs-cubic,overload}.toml`` (the overload file
 twice: Linux's default ``drop_on_overload`` and tc's ``overflow``) and reports, after the
@@ -47,6 +48,150 @@ K = 2
 
 #: the runs with one L4S and one classic TCP flow (the coupling law's set-up)
 COUPLED = ("prague-vs-cubic", "prague-accecn-vs-cubic", "dctcp-vs-cubic")
+
+#: A scalable flow that answers CE at most once per round (the stack's CWR state, which
+#: both tcp_prague and tcp_dctcp use) under random marks: with m = p·W marks per round, a
+#: cycle is the CWR round plus the wait for the next mark (1/m rounds on average), growth
+#: is one packet per round throughout and the cut is α·W/2 = m/2 once per cycle, so
+#: m/2 = 1 + 1/m, m = 1 + √3 — the window is (1 + √3)/p ≈ 2.73/p, not the per-mark 2/p
+#: RFC 9332 Appendix B assumes. With p_L = k·p' and the classic 1.22/√p_C = 1.22/p', the
+#: window ratio becomes 2.73/(1.22·k) = 1.12 instead of 0.82 (k = 2).
+ONCE_PER_ROUND_C = 1.0 + math.sqrt(3.0)
+
+#: The coupling map (issue 40 §1): both scalable CCs against CUBIC over these bottleneck
+#: rates (Mbit/s) and base RTTs (ms; 2 ms of it on the four 0.5-ms access links).
+MAP_RATES_MBPS = (10, 40, 100, 400, 1000)
+MAP_RTTS_MS = (10, 20, 50, 100)
+MAP_CCS = ("prague", "dctcp")
+#: Cells whose bandwidth-delay product exceeds this many packets run 240 s with a 120-s
+#: warm-up instead of 40 s with 10 s: one packet of growth per round needs that long to
+#: settle there.
+MAP_LONG_BDP_PKTS = 2000
+
+_MAP_TOML = """name = "l4s-map-{cc}-{rate}m-{rtt}ms"
+description = "coupling map cell: {cc} vs CUBIC through DualPI2, {rate} Mbit/s, {rtt} ms base RTT"
+duration = "{duration}"
+warmup = "{warmup}"
+seed = 1
+
+[topology]
+kind = "dumbbell"
+pairs = 2
+bottleneck = {{ rate = "{rate}Mbit", delay = "{owd_ms}ms", qdisc = {qdisc} }}
+access = {{ rate = "{access_mbps}Mbit", delay = "0.5ms" }}
+
+[[workload]]
+kind = "bulk"
+pair = 0
+cc = "{cc}"
+
+[[workload]]
+kind = "bulk"
+pair = 1
+cc = "cubic"
+
+[record]
+interval = "100ms"
+links = ["bottleneck"]
+flows = true
+packets = ["bottleneck"]
+packet_sample = {sample}
+"""
+
+
+def map_cell_toml(cc: str, rate_mbps: int, rtt_ms: int) -> str:
+    """The experiment file of one map cell: one ``cc`` flow (DCTCP sends ECT(0), so its
+    DualPI2 classifies with ``any_ect``) and one CUBIC flow, equal base RTTs."""
+    long = rate_mbps * 1e6 * rtt_ms / 1e3 / (1500 * 8) > MAP_LONG_BDP_PKTS
+    qdisc = '{ kind = "dualpi2", ecn_mask = "any_ect" }' if cc == "dctcp" else '"dualpi2"'
+    return _MAP_TOML.format(cc=cc, rate=rate_mbps, rtt=rtt_ms, owd_ms=(rtt_ms - 2) / 2, qdisc=qdisc,
+                            duration="240s" if long else "40s", warmup="120s" if long else "10s",
+                            access_mbps=max(1000, 10 * rate_mbps), sample=min(0.25, 25.0 / rate_mbps))
+
+
+def coupling_map(out: Path) -> pd.DataFrame:
+    """Runs (or reuses) every map cell under ``out``; one row per cell."""
+    import sojourn
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for cc in MAP_CCS:
+        for rate in MAP_RATES_MBPS:
+            for rtt in MAP_RTTS_MS:
+                name = f"{cc}-{rate}m-{rtt}ms"
+                d = out / name
+                if not (d / "summary.json").exists():
+                    f = out / f"{name}.toml"
+                    f.write_text(map_cell_toml(cc, rate, rtt))
+                    sojourn.run(f).write(d)
+                df, pr = flow_stats(d)
+                c = coupling(df, pr)
+                l = df[df.cc == cc].iloc[0]
+                cu = df[df.cc == "cubic"].iloc[0]
+                rtt_ratio = cu.srtt_ms / l.srtt_ms
+                rows.append({
+                    "cc": cc, "rate_mbps": rate, "rtt_ms": rtt,
+                    "l_mbps": l.goodput_mbps, "c_mbps": cu.goodput_mbps,
+                    "rate_ratio": c["rate_ratio"], "law": c["rate_ratio_pred"],
+                    "law_once_per_round": ONCE_PER_ROUND_C / (RENO_C * K) * rtt_ratio,
+                    "ce_frac": l.ce_frac, "alpha": l.alpha,
+                    "w_times_p": l.window_pkts * l.ce_frac if l.ce_frac > 0 else math.nan,
+                    "utilisation": pr["utilisation"],
+                    "duration_s": float(Result.read(d).summary["duration_s"]),
+                })
+    return pd.DataFrame(rows)
+
+
+def md_map(m: pd.DataFrame) -> str:
+    rows = ["| cc | rate (Mbit/s) | base RTT (ms) | L / C goodput (Mbit/s) | rate ratio | law (2/p) | "
+            "law (once per round) | CE fraction | mean α | W·p | utilisation |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in m.itertuples():
+        flag = "" if r.utilisation >= 0.95 else " (not settled)"
+        wp = "–" if r.w_times_p != r.w_times_p else f"{r.w_times_p:.2f}"
+        rows.append(f"| {r.cc} | {r.rate_mbps} | {r.rtt_ms} | {r.l_mbps:.1f} / {r.c_mbps:.1f} | "
+                    f"{r.rate_ratio:.2f} | {r.law:.2f} | {r.law_once_per_round:.2f} | {100 * r.ce_frac:.2f}% | "
+                    f"{100 * r.alpha:.2f}% | {wp} | {100 * r.utilisation:.1f}%{flag} |")
+    settled = m[m.utilisation >= 0.95]
+    out = ["\n".join(rows), ""]
+    for cc in MAP_CCS:
+        s = settled[settled.cc == cc]
+        if not len(s):
+            continue
+        q = s.rate_ratio / s.law_once_per_round
+        out.append(f"- **{cc}**, the {len(s)} settled cells: rate ratio ÷ the once-per-round law between "
+                   f"{q.min():.2f} and {q.max():.2f} (median {q.median():.2f}); ÷ the 2/p law median "
+                   f"{(s.rate_ratio / s.law).median():.2f}; W·p median {s.w_times_p.median():.2f} "
+                   f"(per-mark response: 2, once per round: {ONCE_PER_ROUND_C:.2f}); mean α ÷ CE fraction "
+                   f"median {(s.alpha / s.ce_frac).median():.2f}.")
+    return "\n".join(out) + "\n"
+
+
+def plot_map(m: pd.DataFrame, img: Path) -> str:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    img.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(1, len(MAP_CCS), figsize=(4.5 * len(MAP_CCS), 3.2), sharey=True, squeeze=False)
+    for a, cc in zip(ax[0], MAP_CCS):
+        for rtt in MAP_RTTS_MS:
+            s = m[(m.cc == cc) & (m.rtt_ms == rtt)].sort_values("rate_mbps")
+            y = s.rate_ratio / s.law_once_per_round
+            a.plot(s.rate_mbps, y, marker="o", label=f"{rtt} ms")
+            un = s[s.utilisation < 0.95]
+            a.plot(un.rate_mbps, (un.rate_ratio / un.law_once_per_round), "x", color="k", ms=9)
+        a.axhline(1.0, color="grey", lw=0.8)
+        a.set_xscale("log")
+        a.set_yscale("log")
+        a.set_title(f"{cc} vs CUBIC through DualPI2", fontsize=9)
+        a.set_xlabel("bottleneck rate (Mbit/s)")
+        a.set_ylabel("rate ratio ÷ once-per-round law")
+        a.legend(fontsize=7, title="base RTT", title_fontsize=7)
+    fig.tight_layout()
+    fig.savefig(img / "coupling-map.png", dpi=80)
+    plt.close(fig)
+    return "coupling-map.png"
 
 
 def default_exp_dir() -> Path:
@@ -243,7 +388,8 @@ def md_findings(res: dict) -> str:
             f"- **{name}**: {l.cc} {l.goodput_mbps:.1f} Mbit/s vs CUBIC {cu.goodput_mbps:.1f} Mbit/s "
             f"({100 * c['l_share']:.0f}% / {100 - 100 * c['l_share']:.0f}%); rate ratio {c['rate_ratio']:.2f}, the "
             f"coupling law predicts {c['rate_ratio_pred']:.2f} (window ratio 0.82 × RTT ratio "
-            f"{cu.srtt_ms:.1f}/{l.srtt_ms:.1f} ms); measured window ratio {c['window_ratio']:.2f} (law: 0.82). "
+            f"{cu.srtt_ms:.1f}/{l.srtt_ms:.1f} ms), or {c['rate_ratio_pred'] * ONCE_PER_ROUND_C / SCALABLE_C:.2f} "
+            f"for a response once per round (window ratio 1.12); measured window ratio {c['window_ratio']:.2f}. "
             f"L-queue sojourn p99 {l.sojourn_p99_ms:.3f} ms (mean {l.sojourn_mean_ms:.3f}) against the classic "
             f"queue's {cu.sojourn_p99_ms:.1f} ms (mean {cu.sojourn_mean_ms:.1f}; target 15 ms). Marking: "
             f"{100 * c['p_l_meas']:.2f}% of {l.cc}'s packets CE (mean p_CL probe {100 * c['p_cl_probe']:.2f}%, the "
@@ -293,9 +439,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--img", default=None, help="plots here (default <out>/img; docs/repro/img/l4s with --update-docs)")
     ap.add_argument("--update-docs", action="store_true", help="rewrite docs/repro/l4s.md's generated blocks and plots")
     ap.add_argument("--exp-dir", default=None)
+    ap.add_argument("--map-only", action="store_true",
+                    help="only the coupling map across rates and RTTs (40 cells; a few minutes of CPU)")
     a = ap.parse_args(argv)
     out = Path(a.out)
     t0 = time.perf_counter()
+    if a.map_only:
+        m = coupling_map(out / "map")
+        print(md_map(m))
+        img = pages.plot_dir(out, a.img, a.update_docs, "l4s")
+        print(f"plot: {img / plot_map(m, img)}")
+        if a.update_docs:
+            pages.replace_blocks(pages.DOCS / "l4s.md", {"map": md_map(m)})
+            print(f"updated {pages.DOCS / 'l4s.md'} (map block)")
+        return 0
     dirs = run(out, Path(a.exp_dir) if a.exp_dir else None)
     res = table(out, dirs)
     wall = time.perf_counter() - t0
@@ -305,12 +462,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     img = pages.plot_dir(out, a.img, a.update_docs, "l4s")
     for p in plot(dirs, img):
         print(f"plot: {img / p}")
+    m = coupling_map(out / "map")
+    print(md_map(m))
+    print(f"plot: {img / plot_map(m, img)}")
     (out / "report.json").write_text(json.dumps(
         {k: {"flows": v["flows"].to_dict("records"), "probes": v["probes"], "coupling": v.get("coupling")}
          for k, v in res.items()}, indent=1, default=str) + "\n")
     if a.update_docs:
         blocks = {"provenance": pages.provenance("l4s"), "results": md_flows(res), "findings": md_findings(res),
-                  "ci": ci_block(out / "ci")}
+                  "map": md_map(m), "ci": ci_block(out / "ci")}
         pages.replace_blocks(pages.DOCS / "l4s.md", blocks)
         print(f"updated {pages.DOCS / 'l4s.md'}")
     return 0

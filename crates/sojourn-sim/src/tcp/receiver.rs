@@ -27,13 +27,52 @@
 //! RFC 3168's ECE-until-CWR or DCTCP's echo.
 //!
 //! The receiving application reads every in-order byte immediately, so the advertised
-//! window is `rwnd` minus the out-of-order bytes held.
+//! window is `rwnd` minus the out-of-order bytes held — unless the experiment gives it a
+//! wake-up latency (`reader_wakeup`, [`Reader`]): then the every-second-segment ACK,
+//! which Linux sends when the application reads, waits for the reader to wake. The bytes
+//! it has not read yet do not shrink the window here (with a receive buffer of megabytes,
+//! a few milliseconds of data do not limit it).
 
 use super::accecn::AccEcnReceiver;
-use super::TcpConfig;
+use super::{IntervalDist, TcpConfig};
 use crate::endpoint::{packet_tag, Endpoint, Io, Note};
 use sojourn_core::packet::{tcp_flags, FlowKey, SackBlock, TransportHeader};
+use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, Packet, Time};
+
+/// A receiving application that is not running when data arrives: woken by the data,
+/// it reads `wakeup` later (one draw per wake-up), and everything that arrives before
+/// then is read at that time.
+#[derive(Clone, Debug)]
+pub struct Reader {
+    wakeup: IntervalDist,
+    rng: Rng,
+    /// The pending read, if the reader has been woken and has not run yet.
+    read_at: Option<Time>,
+}
+
+impl Reader {
+    pub fn new(wakeup: IntervalDist, rng: Rng) -> Reader {
+        Reader {
+            wakeup,
+            rng,
+            read_at: None,
+        }
+    }
+
+    /// When data that arrives at `now` is read: at the pending read, or after a new
+    /// wake-up (plus the end of the delivery batch, as without a latency).
+    fn read_time(&mut self, now: Time) -> Time {
+        match self.read_at {
+            Some(t) if t >= now => t,
+            _ => {
+                let t = now + BATCH_END + self.wakeup.draw(&mut self.rng);
+                self.read_at = Some(t);
+                t
+            }
+        }
+    }
+}
 
 const MAX_QUICKACKS: u32 = 16;
 /// The every-second-segment ACK waits until the end of the instant's delivery batch
@@ -87,6 +126,8 @@ pub struct TcpReceiver {
     /// A data segment has arrived (Linux: `icsk_ack.ato != 0`).
     data_seen: bool,
     delack_at: Option<Time>,
+    /// The reader's wake-up latency; `None`: it reads at once.
+    reader: Option<Box<Reader>>,
     last_rcv: Time,
     idle_rto: Duration,
     /// ECE on every ACK until a CWR arrives (RFC 3168 §6.1.3); with `dctcp_echo`, the CE
@@ -123,6 +164,16 @@ pub struct TcpReceiver {
 }
 
 impl TcpReceiver {
+    /// The receiving application wakes `cfg.reader_wakeup` after data arrives (drawn from
+    /// `rng`); without one, it reads at once.
+    pub fn with_reader(mut self, cfg: &TcpConfig, rng: Rng) -> TcpReceiver {
+        self.reader = cfg
+            .reader_wakeup
+            .clone()
+            .map(|w| Box::new(Reader::new(w, rng)));
+        self
+    }
+
     pub fn new(flow: u32, key: FlowKey, hash: u32, cfg: &TcpConfig, size: u64) -> TcpReceiver {
         TcpReceiver {
             dscp: cfg.dscp,
@@ -156,6 +207,7 @@ impl TcpReceiver {
             quick_budget: MAX_QUICKACKS.min((cfg.rwnd_bytes / (2 * cfg.mss as u64)).max(1) as u32),
             data_seen: false,
             delack_at: None,
+            reader: None,
             last_rcv: Time::ZERO,
             idle_rto: cfg.initial_rto,
             ece: false,
@@ -585,7 +637,10 @@ impl TcpReceiver {
     /// (an earlier deadline stays).
     #[inline(always)]
     fn ack_at_batch_end(&mut self, now: Time) {
-        let at = now + BATCH_END;
+        let at = match &mut self.reader {
+            None => now + BATCH_END,
+            Some(r) => r.read_time(now),
+        };
         if self.delack_at.is_none_or(|d| d > at) {
             self.delack_at = Some(at);
         }
@@ -750,6 +805,53 @@ mod tests {
         assert!(h.out.iter().all(ece), "{:?}", h.out.len());
         // (seg 21 alone is not a full window more: its ACK waits for the delack timer.)
         assert_eq!(h.out.last().unwrap().hdr.ack, 1 + 21 * MSS);
+    }
+
+    #[test]
+    fn a_late_reader_holds_the_every_second_segment_ack_until_it_runs() {
+        // A reader that wakes 1 ms after data arrives (`reader_wakeup = "1ms"`): past
+        // quick-ACK mode, the ACK Linux sends when the application reads
+        // (tcp_cleanup_rbuf) goes out 1 ms + the batch's end after the segments that
+        // woke it; segments arriving before then are read, and acknowledged, with them.
+        let mut h = H::new();
+        let cfg = TcpConfig {
+            handshake: false,
+            reader_wakeup: Some(IntervalDist::Fixed(Duration::from_ms(1))),
+            ..TcpConfig::default()
+        };
+        let mut r = TcpReceiver::new(0, FlowKey::default(), 0, &cfg, 0)
+            .with_reader(&cfg, Rng::from_seed(1));
+        let t = Time(1_000_000);
+        for i in 0..16 {
+            r.on_packet(&seg(i), &mut h.io(t));
+        }
+        assert_eq!(
+            h.out.len(),
+            16,
+            "quick ACKs are the kernel's, not the reader's"
+        );
+        h.out.clear();
+        let t1 = t + Duration::from_ms(5);
+        r.on_packet(&seg(16), &mut h.io(t1));
+        r.on_packet(&seg(17), &mut h.io(t1));
+        assert_eq!(
+            r.deadline(),
+            Some(t1 + Duration(1_000_001)),
+            "1 ms + 1 ns later"
+        );
+        // 0.4 ms later, two more: read with the first two, at the same time.
+        let t2 = t1 + Duration(400_000);
+        r.on_packet(&seg(18), &mut h.io(t2));
+        r.on_packet(&seg(19), &mut h.io(t2));
+        assert_eq!(r.deadline(), Some(t1 + Duration(1_000_001)));
+        r.on_timer(&mut h.io(t1 + Duration(1_000_001)));
+        assert_eq!(h.out.len(), 1);
+        assert_eq!(h.out[0].hdr.ack, 1 + 20 * MSS);
+        // The next data wakes it again: another 1 ms.
+        let t3 = t1 + Duration::from_ms(3);
+        r.on_packet(&seg(20), &mut h.io(t3));
+        r.on_packet(&seg(21), &mut h.io(t3));
+        assert_eq!(r.deadline(), Some(t3 + Duration(1_000_001)));
     }
 
     #[test]

@@ -312,9 +312,24 @@ impl Scoreboard {
             e.pcount -= trim;
         }
         if self.lost_mark < ack {
-            self.lost_mark = ack;
+            self.raise_mark_into_front(ack);
         }
         out
+    }
+
+    /// Moves the loss mark up to a cumulative ACK `ack`. An ACK that ends inside a
+    /// segment (one a resegmented retransmission would produce) leaves that segment at the
+    /// front with its start below the new mark, so a SACKed one now counts among
+    /// `sacked_below_mark` — the set `ack_cum` and `mark_lost` take it to be (SACKed
+    /// segments whose start is below the mark). Without this the count missed it, and the
+    /// next ACK subtracted a segment never added (a debug-build overflow).
+    fn raise_mark_into_front(&mut self, ack: u64) {
+        if let Some(e) = self.segs.front() {
+            if e.is(SACKED) && e.start < ack && e.start >= self.lost_mark {
+                self.sacked_below_mark += 1;
+            }
+        }
+        self.lost_mark = ack;
     }
 
     /// [`Scoreboard::ack_cum`] for a queue in which no segment is SACKed, marked lost or
@@ -847,6 +862,12 @@ mod tests {
                     f(&s);
                 }
                 if self.lost_mark < ack {
+                    // The front segment may now start below the mark (an ACK inside it).
+                    if let Some(s) = self.segs.front() {
+                        if s.is(SACKED) && s.start < ack && s.start >= self.lost_mark {
+                            self.sacked_below_mark += 1;
+                        }
+                    }
                     self.lost_mark = ack;
                 }
             }
@@ -1207,7 +1228,7 @@ mod tests {
                         hint = nxt;
                     }
                 } else if what < 80 {
-                    let rack = Time(now - r.below(20));
+                    let rack = Time(now.saturating_sub(r.below(20)));
                     assert_eq!(
                         b.mark_lost_retransmissions(rack, 5),
                         rf.mark_lost_retransmissions(rack, 5),
@@ -1394,7 +1415,7 @@ mod tests {
             let mut c = Scoreboard::new(MSS);
             let mut nxt = 1u64;
             for step in 0..60 {
-                let now = step * 3 + 1;
+                let now: u64 = step * 3 + 1;
                 let ctx = format!("seed {seed} step {step}");
                 if r.chance(0.5) {
                     let n = 1 + r.below(4) as u32;
@@ -1410,7 +1431,7 @@ mod tests {
                         flags: if r.chance(0.03) { FIN } else { 0 }
                             | if r.chance(0.1) { EVER_RETRANS } else { 0 },
                         // Send times not always increasing (a retransmission's is later).
-                        sent_at: Time(now - r.below(3)),
+                        sent_at: Time(now.saturating_sub(r.below(3))),
                         delivered: now * 7,
                         delivered_at: Time(now / 2),
                         first_tx_at: Time(now / 3),

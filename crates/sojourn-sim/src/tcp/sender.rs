@@ -29,7 +29,8 @@
 
 use super::accecn::{self, AccEcnSender};
 use super::cc::{
-    AnyCc, CaEvent, CaState, CcKind, CcState, CongestionControl, RateSample, INFINITE_SSTHRESH,
+    dctcp, AnyCc, CaEvent, CaState, CcKind, CcState, CongestionControl, RateSample,
+    INFINITE_SSTHRESH,
 };
 use super::rtt::RttEstimator;
 use super::scoreboard::{Scoreboard, Seg, EVER_RETRANS, FIN, RETRANS, SACKED};
@@ -840,6 +841,15 @@ impl TcpSender {
     /// Linux `tcp_tso_segs`: the congestion control's minimum (BBR: 1 below 1.2 Mbit/s)
     /// or `tcp_min_tso_segs` (2), then `tcp_tso_autosize`.
     fn tso_segs(&self) -> u32 {
+        if let AnyCc::Dctcp(d) = &self.cc {
+            if d.is_prague() {
+                // tcp_prague's `tso_segs` hook replaces tcp_tso_autosize (tcp_tso_segs),
+                // still bounded by gso_max_segs.
+                let mtu = self.cfg.mss + self.cfg.header_bytes();
+                return dctcp::prague_tso_segs(self.cs.pacing_rate_bps, mtu, 2)
+                    .min(self.gso_max_segs.max(2));
+            }
+        }
         let min_tso = if matches!(self.cc, AnyCc::Bbr(_)) && self.cs.pacing_rate_bps < 1_200_000 {
             1
         } else {
@@ -913,6 +923,16 @@ impl TcpSender {
     fn update_pacing_rate(&mut self) {
         if matches!(self.cc, AnyCc::Bbr(_)) {
             return; // BBR sets its own pacing rate
+        }
+        if self.cc_is_prague() {
+            self.cs.pacing_rate_bps = dctcp::prague_pacing_rate_bps(
+                self.cfg.mss + self.cfg.header_bytes(),
+                self.cs.cwnd,
+                self.sb.packets_out(),
+                self.cs.ssthresh,
+                self.rtt.srtt_ns,
+            );
+            return;
         }
         self.cs.pacing_rate_bps = linux_pacing_rate_bps(
             self.cfg.mss,
@@ -1003,8 +1023,19 @@ impl TcpSender {
         self.cs.cwnd = (in_flight + sndcnt).max(1) as u32;
     }
 
+    /// TCP Prague: a `cong_control` algorithm like BBR (the stack's PRR and end-of-CWR
+    /// window do not apply), with its own pacing rate and GSO bursts.
+    #[inline]
+    fn cc_is_prague(&self) -> bool {
+        matches!(&self.cc, AnyCc::Dctcp(d) if d.is_prague())
+    }
+
+    /// Linux `tcp_end_cwnd_reduction`: nothing for a `cong_control` algorithm.
     fn end_cwnd_reduction(&mut self) {
-        if !matches!(self.cc, AnyCc::Bbr(_)) && self.cs.ssthresh < INFINITE_SSTHRESH {
+        if !matches!(self.cc, AnyCc::Bbr(_))
+            && !self.cc_is_prague()
+            && self.cs.ssthresh < INFINITE_SSTHRESH
+        {
             self.cs.cwnd = self.cs.ssthresh;
             self.cs.cwnd_cnt = 0;
         }
@@ -1176,8 +1207,9 @@ impl TcpSender {
             }
         } else {
             self.cc.pkts_acked(&mut self.cs, acked_sacked, ca_rtt);
-            // Only BBR takes the rate sample (`cong_control`; the others' returns false).
-            let controlled = matches!(self.cc, AnyCc::Bbr(_)) && {
+            // Only BBR and Prague take the rate sample (`cong_control`; the others'
+            // returns false).
+            let controlled = (matches!(self.cc, AnyCc::Bbr(_)) || self.cc_is_prague()) && {
                 let rs = self.rate_sample(now, best, acked_sacked, prior_in_flight, ca_rtt);
                 self.cc.cong_control(&mut self.cs, &rs)
             };

@@ -13,9 +13,16 @@
 //! The receiver side (echoing each packet's CE state exactly, RFC 8257 §3.2) lives in
 //! `receiver.rs`; the per-ACK ECE bookkeeping (`delivered_ce`) in `sender.rs`.
 //!
-//! `prague = true` is TCP Prague's classic-ECN-feedback core as this model has it
-//! (draft-briscoe-iccrg-prague-congestion-control): the same α law and window response,
-//! packets sent ECT(1) (the L4S identifier), paced; see docs/transport.md for what of
+//! `prague = true` is TCP Prague's core as this model has it
+//! (draft-briscoe-iccrg-prague-congestion-control): DCTCP's window response, packets sent
+//! ECT(1) (the L4S identifier), paced, and Prague's own α estimator (the draft's §2.3.2
+//! and the L4S team's tcp_prague): the same EWMA with g = 1/16, but α kept in 2^-20 units
+//! and stored divided by g, so the remainder of each update carries to the next, and no
+//! update before the first CE mark. DCTCP's 1/1024 integers with the kernel's
+//! max-nonzero decay have a floor: once α < 16/1024 an update sets α to
+//! ⌊64·F⌋/1024 ≈ F/16, and only a window with F ≥ 1/4 lifts it out again — a window of
+//! 150 packets marked at 5 % then keeps α near 0.3 % and the flow takes 3–5 times its
+//! coupled share (issue 40 §1, docs/repro/l4s.md). See docs/transport.md for what of
 //! Prague is not modelled.
 //!
 //! Prague's RTT independence (`prague_rtt_scaling = "rate"`, the draft's §2.3.4 "reduced
@@ -25,7 +32,7 @@
 //! the rate growth 1/T² of a flow with RTT T, whatever R — and updates α at most once per T
 //! (`prague_should_update_ewma`), so that flows of different RTTs converge to the same α.
 
-use super::vocab::{CaEvent, CaState, CcState, CongestionControl};
+use super::vocab::{CaEvent, CaState, CcState, CongestionControl, RateSample};
 use sojourn_core::{Duration, Time};
 
 /// α = 1.0 (`DCTCP_MAX_ALPHA`).
@@ -35,12 +42,65 @@ const SHIFT_G: u32 = 4;
 /// α updates after slow start before RTT independence applies (tcp_prague
 /// `DEFAULT_RTT_TRANSITION` as submitted to netdev; later L4STeam trees use 500).
 pub const RTT_TRANSITION: u32 = 4;
+/// Prague's α resolution: α = 1.0 is 2^20 (tcp_prague `PRAGUE_ALPHA_BITS`).
+const PRAGUE_ALPHA_BITS: u32 = 20;
+/// Prague's α = 1.0, stored divided by g (`PRAGUE_MAX_ALPHA << PRAGUE_SHIFT_G`).
+const PRAGUE_MAX_UPSCALED_ALPHA: u64 = 1 << (PRAGUE_ALPHA_BITS + SHIFT_G);
+/// One packet of Prague's window carry (`ONE_CWND`, 2^`CWND_UNIT` with `CWND_UNIT` = 20).
+const PRAGUE_ONE_CWND: i64 = 1 << 20;
+/// Prague's smallest window (`MIN_CWND`).
+const PRAGUE_MIN_CWND: u32 = 2;
+/// Prague's GSO burst: at most 1/2^12 s (~244 µs) at the pacing rate
+/// (`prague_burst_shift`).
+const PRAGUE_BURST_SHIFT: u32 = 12;
+
+/// tcp_prague's pacing rate (`prague_update_pacing_rate`), bits/s: the window (or what
+/// is in flight, if more) of `mtu`-byte packets per smoothed RTT — 100 %, where Linux's
+/// default paces at 120 % in congestion avoidance — and 200 % while cwnd < ssthresh/2.
+/// 0 (unlimited) before the first RTT sample.
+pub fn prague_pacing_rate_bps(
+    mtu: u32,
+    cwnd: u32,
+    packets_out: u32,
+    ssthresh: u32,
+    srtt_ns: u64,
+) -> u64 {
+    if srtt_ns == 0 {
+        return 0;
+    }
+    let mut rate =
+        mtu as u128 * 8 * 1_000_000_000 * cwnd.max(packets_out) as u128 / srtt_ns as u128;
+    if cwnd < ssthresh / 2 {
+        rate *= 2;
+    }
+    rate.min(u64::MAX as u128) as u64
+}
+
+/// tcp_prague's GSO buffer size (`prague_tso_segs`): the packets of 1/2^12 s at the
+/// pacing rate, at least `min_tso_segs`; replaces `tcp_tso_autosize`.
+pub fn prague_tso_segs(pacing_rate_bps: u64, mtu: u32, min_tso_segs: u32) -> u32 {
+    let pkts_per_s = pacing_rate_bps / 8 / mtu.max(1) as u64;
+    ((pkts_per_s >> PRAGUE_BURST_SHIFT).max(1) as u32).max(min_tso_segs)
+}
 
 #[derive(Clone, Debug)]
 pub struct Dctcp {
     prague: bool,
-    /// α in 1/1024.
+    /// α in 1/1024 (DCTCP; Prague keeps it as `prague_upscaled_alpha >> 14`).
     alpha: u32,
+    /// Prague: α/g in 2^-20 units (`upscaled_alpha`).
+    prague_upscaled_alpha: u64,
+    /// Prague's window carry in 2^-20 packets (`cwnd_cnt`): growth and reductions add up
+    /// here and move cwnd by at most one packet per ACK.
+    prague_cwnd_cnt: i64,
+    /// The carry when the last loss reduction began (`loss_cwnd_cnt`, for undo).
+    prague_loss_cwnd_cnt: i64,
+    /// In a loss reduction: no growth until the connection is Open again (`in_loss`).
+    prague_in_loss: bool,
+    /// The connection's CE-delivered count at the previous ACK (for `ece_delta`).
+    prague_seen_ce: u64,
+    /// When the last CE reduction was applied (`cwr_stamp`).
+    prague_cwr_stamp: Time,
     /// `snd_nxt` when the current observation window started.
     next_seq: u64,
     old_delivered: u64,
@@ -60,6 +120,12 @@ impl Dctcp {
         Dctcp {
             prague,
             alpha: MAX_ALPHA,
+            prague_upscaled_alpha: PRAGUE_MAX_UPSCALED_ALPHA,
+            prague_cwnd_cnt: 0,
+            prague_loss_cwnd_cnt: 0,
+            prague_in_loss: false,
+            prague_seen_ce: 0,
+            prague_cwr_stamp: Time::ZERO,
             next_seq: 0,
             old_delivered: 0,
             old_delivered_ce: 0,
@@ -96,9 +162,109 @@ impl Dctcp {
         ((w as u128 * t * t + r * r / 2) / (r * r)).min(u32::MAX as u128) as u32
     }
 
+    /// TCP Prague (its own window arithmetic, pacing and GSO bursts), not DCTCP.
+    pub fn is_prague(&self) -> bool {
+        self.prague
+    }
+
+    /// Prague's growth per RTT in 2^-20 packets (`ai_ack_increase`): one packet, or with
+    /// RTT independence and R < T, (R/T)² of one, rounded.
+    fn prague_ai_ack_increase(&self, st: &CcState) -> i64 {
+        let r = st.srtt_ns as u128;
+        let t = self.rtt_target_ns as u128;
+        if !self.rtt_indep(st) || r == 0 || r >= t {
+            return PRAGUE_ONE_CWND;
+        }
+        (((r << 20) * r + t * t / 2) / (t * t)) as i64
+    }
+
+    /// tcp_prague's `prague_update_cwnd` for an ACK that delivered `acked_sacked` packets.
+    /// Growth continues in CWR (L4S marks are expected every round, so a flow spends most
+    /// of its time there) but counts only the packets not CE-marked, making the increase
+    /// per round proportional to (1 − p)/p ("unsaturated" marking). Then the carry moves
+    /// cwnd by one packet at most; a decrease also sets ssthresh, ending slow start.
+    fn prague_update_cwnd(&mut self, st: &mut CcState, acked_sacked: u32) {
+        let ece_delta = st.delivered_ce - self.prague_seen_ce;
+        self.prague_seen_ce = st.delivered_ce;
+        let mut acked = acked_sacked as i64 - ece_delta as i64;
+        if acked > 0 && !self.prague_in_loss && st.cwnd_limited() {
+            if st.in_slow_start() {
+                let left = st.slow_start(acked as u32);
+                if left == 0 {
+                    return;
+                }
+                acked = left as i64;
+            }
+            let cwnd = st.cwnd.max(1) as i64;
+            let increase = (acked * self.prague_ai_ack_increase(st) + cwnd / 2) / cwnd;
+            self.prague_cwnd_cnt += increase.max(acked);
+        }
+        if self.prague_cwnd_cnt <= -PRAGUE_ONE_CWND {
+            self.prague_cwnd_cnt += PRAGUE_ONE_CWND;
+            st.cwnd = st.cwnd.saturating_sub(1);
+            if st.cwnd < PRAGUE_MIN_CWND {
+                st.cwnd = PRAGUE_MIN_CWND;
+                self.prague_cwnd_cnt = 0;
+            }
+            st.ssthresh = st.cwnd;
+        } else if self.prague_cwnd_cnt >= PRAGUE_ONE_CWND {
+            self.prague_cwnd_cnt -= PRAGUE_ONE_CWND;
+            st.cwnd = (st.cwnd + 1).min(st.cwnd_clamp);
+        }
+    }
+
+    /// tcp_prague's `prague_update_alpha`, once per round: no update until a CE mark
+    /// proves an AQM on the path (`saw_ce`; the connection's CE count only grows); then
+    /// A ← A − A/16 + F·2^20 with A = α/g, so nothing below one unit is lost between
+    /// updates.
+    fn prague_update_alpha(&mut self, st: &CcState) {
+        if st.delivered_ce > 0 {
+            let delivered = st.delivered - self.old_delivered;
+            let delivered_ce = st.delivered_ce - self.old_delivered_ce;
+            let f = (delivered_ce << PRAGUE_ALPHA_BITS) / delivered.max(1);
+            let a = self.prague_upscaled_alpha;
+            self.prague_upscaled_alpha = (a - (a >> SHIFT_G) + f).min(PRAGUE_MAX_UPSCALED_ALPHA);
+            self.alpha = (self.prague_upscaled_alpha >> (SHIFT_G + PRAGUE_ALPHA_BITS - 10)) as u32;
+            self.alpha_stamp = st.now;
+        }
+        if !st.in_slow_start() {
+            self.rounds = self.rounds.saturating_add(1);
+        }
+        self.reset(st);
+    }
+
+    /// tcp_prague's `prague_enter_cwr`: the carry gives up cwnd·α/2 (rounded to the
+    /// nearest 2^-20 packet), paid one packet per ACK; with RTT independence at most once
+    /// per target RTT.
+    fn prague_enter_cwr(&mut self, st: &CcState) {
+        if self.rtt_indep(st)
+            && st.now.saturating_since(self.prague_cwr_stamp).0 < self.rtt_target_ns
+        {
+            return;
+        }
+        self.prague_cwr_stamp = st.now;
+        let alpha = (self.prague_upscaled_alpha >> SHIFT_G) as u128;
+        let reduction = (alpha * ((st.cwnd as u128) << 20) + (1 << PRAGUE_ALPHA_BITS))
+            >> (PRAGUE_ALPHA_BITS + 1);
+        self.prague_cwnd_cnt -= reduction as i64;
+    }
+
+    /// tcp_prague's `prague_enter_loss`: the carry gives up half the window (and half of
+    /// itself); no growth until Open.
+    fn prague_enter_loss(&mut self, st: &CcState) {
+        self.loss_cwnd = st.cwnd;
+        self.prague_loss_cwnd_cnt = self.prague_cwnd_cnt;
+        self.prague_cwnd_cnt -= ((st.cwnd as i64) << 19) + (self.prague_cwnd_cnt >> 1);
+        self.prague_in_loss = true;
+    }
+
     /// α as a fraction.
     pub fn alpha(&self) -> f64 {
-        self.alpha as f64 / MAX_ALPHA as f64
+        if self.prague {
+            (self.prague_upscaled_alpha >> SHIFT_G) as f64 / (1u64 << PRAGUE_ALPHA_BITS) as f64
+        } else {
+            self.alpha as f64 / MAX_ALPHA as f64
+        }
     }
 
     /// `dctcp_reset`: a new observation window starts at `snd_nxt`.
@@ -126,6 +292,12 @@ impl CongestionControl for Dctcp {
 
     fn init(&mut self, st: &mut CcState) {
         self.alpha = MAX_ALPHA;
+        self.prague_upscaled_alpha = PRAGUE_MAX_UPSCALED_ALPHA;
+        self.prague_cwnd_cnt = 0;
+        self.prague_loss_cwnd_cnt = 0;
+        self.prague_in_loss = false;
+        self.prague_seen_ce = st.delivered_ce;
+        self.prague_cwr_stamp = st.now;
         self.loss_cwnd = 0;
         self.alpha_stamp = st.now;
         self.rounds = 0;
@@ -134,6 +306,10 @@ impl CongestionControl for Dctcp {
 
     /// `dctcp_ssthresh`: cwnd·(1 − α/2), at least 2.
     fn ssthresh(&mut self, st: &CcState) -> u32 {
+        if self.prague {
+            // `prague_ssthresh`: unchanged; the reduction is the carry's (`set_state`).
+            return st.ssthresh;
+        }
         self.loss_cwnd = st.cwnd;
         let cut = ((st.cwnd as u64 * self.alpha as u64) >> 11) as u32;
         (st.cwnd - cut).max(2)
@@ -156,7 +332,8 @@ impl CongestionControl for Dctcp {
 
     /// `dctcp_update_alpha`: once per window, α ← (1 − g)·α + g·F.
     fn in_ack_event(&mut self, st: &mut CcState, _ece: bool) {
-        if st.snd_una < self.next_seq {
+        // Prague updates α in `cong_control`, after the window.
+        if self.prague || st.snd_una < self.next_seq {
             return;
         }
         // Prague's RTT independence: α at most once per target RTT; the packets of the
@@ -182,8 +359,34 @@ impl CongestionControl for Dctcp {
         self.reset(st);
     }
 
+    /// Prague only (`prague_cong_control`): the window from the carry, then α once per
+    /// round (at most once per target RTT with RTT independence). Taking `cong_control`
+    /// also takes the stack's PRR and its end-of-CWR `cwnd = ssthresh` away, as in Linux.
+    fn cong_control(&mut self, st: &mut CcState, rs: &RateSample) -> bool {
+        if !self.prague {
+            return false;
+        }
+        self.prague_update_cwnd(st, rs.acked_sacked);
+        let round_over = st.snd_una >= self.next_seq;
+        let held =
+            self.rtt_indep(st) && st.now.saturating_since(self.alpha_stamp).0 < self.rtt_target_ns;
+        if round_over && !held {
+            self.prague_update_alpha(st);
+        }
+        true
+    }
+
     /// `dctcp_state`: entering Recovery halves like Reno.
     fn set_state(&mut self, st: &mut CcState, new: CaState) {
+        if self.prague {
+            match new {
+                CaState::Recovery => self.prague_enter_loss(st),
+                CaState::Cwr => self.prague_enter_cwr(st),
+                CaState::Open => self.prague_in_loss = false,
+                _ => {}
+            }
+            return;
+        }
         if new == CaState::Recovery {
             self.react_to_loss(st);
         }
@@ -191,13 +394,19 @@ impl CongestionControl for Dctcp {
 
     /// `dctcp_cwnd_event(CA_EVENT_LOSS)`: an RTO halves like Reno.
     fn cwnd_event(&mut self, st: &mut CcState, ev: CaEvent) {
-        if ev == CaEvent::Loss {
+        if ev == CaEvent::Loss && self.prague {
+            self.prague_enter_loss(st);
+        } else if ev == CaEvent::Loss {
             self.react_to_loss(st);
         }
     }
 
     /// `dctcp_cwnd_undo`.
     fn undo_cwnd(&mut self, st: &CcState) -> u32 {
+        if self.prague {
+            // `prague_cwnd_undo`: keep the progress made since the reduction began.
+            self.prague_cwnd_cnt += self.prague_cwnd_cnt - self.prague_loss_cwnd_cnt;
+        }
         st.cwnd.max(self.loss_cwnd)
     }
 
@@ -381,6 +590,19 @@ mod tests {
         st.snd_una = st.snd_una.max(d.next_seq);
         st.snd_nxt = st.snd_una + delivered * 1448;
         d.in_ack_event(st, ce > 0);
+        // Prague's α moves in `cong_control` (an ACK of nothing new: no growth).
+        d.cong_control(st, &RateSample::default());
+    }
+
+    /// Prague's window after one ACK of `acked` packets, `ce` of them CE-marked.
+    fn prague_ack(d: &mut Dctcp, st: &mut CcState, acked: u32, ce: u64) {
+        st.delivered += acked as u64;
+        st.delivered_ce += ce;
+        let rs = RateSample {
+            acked_sacked: acked,
+            ..RateSample::default()
+        };
+        assert!(d.cong_control(st, &rs));
     }
 
     fn prague(target_ms: u64) -> (Dctcp, CcState) {
@@ -393,9 +615,12 @@ mod tests {
 
     #[test]
     fn prague_window_response_to_a_known_marking_fraction() {
-        // One packet in 8 marked (F = 1/8), windows of 64 packets: α from 1024 by hand,
-        // in the kernel's integers: 1024 − 64 + (8·64)/64 = 968; 968 − 60 + 8 = 916;
-        // 916 − 57 + 8 = 867.
+        // One packet in 8 marked (F = 1/8), windows of 64 packets. Prague's EWMA keeps
+        // A = α/g in 2^-20 units: A0 = 2^24 (α = 1); each window A ← A − A/16 + F·2^20
+        // (= 131072). By hand: 16777216 − 1048576 + 131072 = 15859712;
+        // 15859712 − 991232 + 131072 = 14999552; 14999552 − 937472 + 131072 = 14193152,
+        // i.e. α = 0.125 + 0.875·(15/16)^n exactly: 0.9453, 0.8940, 0.8460 — in 1/1024
+        // units (A >> 14) 968, 915, 866 (0.8459778 = 887072/2^20).
         let (mut d, mut st) = prague(25);
         assert_eq!(d.name(), "prague");
         let a: Vec<u32> = (1..=3)
@@ -404,18 +629,85 @@ mod tests {
                 d.alpha
             })
             .collect();
-        assert_eq!(a, [968, 916, 867]);
-        // The window response to the next mark: cwnd 100 → 100 − ⌊100·867 / 2048⌋ = 58.
+        assert_eq!(a, [968, 915, 866]);
+        assert!((d.alpha() - 0.845_977_8).abs() < 1e-6, "{}", d.alpha());
+        // The response to the next mark: entering CWR at cwnd 100 puts 100·α/2 =
+        // 887072·100/2 = 44353600 units (42.30 packets) into the carry, paid one packet
+        // per ACK: after 42 ACKs cwnd is 58 (and ssthresh follows it); the 0.30 left
+        // waits for growth to cancel it.
         st.cwnd = 100;
-        assert_eq!(d.ssthresh(&st), 58);
-        // In the long run α settles where α >> 4 = 8: at 143 (143/1024 = 0.14, the integer
-        // law's bias above F = 0.125), and the response to a mark is 100 → 94, close to
-        // 100·(1 − F/2) = 93.75.
-        for i in 4..200 {
+        st.ssthresh = 100;
+        assert_eq!(
+            d.ssthresh(&st),
+            100,
+            "prague_ssthresh leaves ssthresh alone"
+        );
+        st.ca_state = CaState::Cwr;
+        d.set_state(&mut st, CaState::Cwr);
+        assert_eq!(d.prague_cwnd_cnt, -44_353_600);
+        for _ in 0..41 {
+            prague_ack(&mut d, &mut st, 0, 0);
+        }
+        assert_eq!(st.cwnd, 59, "one packet per ACK");
+        for _ in 0..10 {
+            prague_ack(&mut d, &mut st, 0, 0);
+        }
+        assert_eq!((st.cwnd, st.ssthresh), (58, 58));
+        st.ca_state = CaState::Open;
+        d.set_state(&mut st, CaState::Open);
+        // In the long run α settles at F exactly (A/16 = F·2^20; no integer bias), and
+        // the response to a mark is 100·(1 − 1/16) = 93.75 → a cut of 6.25 → 6: 94.
+        // (Out of slow start now: without RTT independence, so every window updates.)
+        d.rtt_target_ns = 0;
+        for i in 4..400 {
             end_window(&mut d, &mut st, 64, 8, i);
         }
-        assert_eq!(d.alpha, 143);
-        assert_eq!(d.ssthresh(&st), 94);
+        assert!((d.alpha() - 0.125).abs() < 1e-5, "{}", d.alpha());
+        assert_eq!(d.alpha, 128);
+        // 100·0.125/2 = 6.25 packets: cwnd 100 → 94.
+        st.cwnd = 100;
+        d.prague_cwnd_cnt = 0;
+        d.prague_cwr_stamp = Time::ZERO;
+        d.set_state(&mut st, CaState::Cwr);
+        for _ in 0..10 {
+            prague_ack(&mut d, &mut st, 0, 0);
+        }
+        assert_eq!(st.cwnd, 94);
+    }
+
+    #[test]
+    fn prague_alpha_has_no_floor_at_a_low_marking_fraction() {
+        // Windows of 150 packets with 7 marked (F = 4.67 %), after α has fallen to 0.01
+        // (below DCTCP's 16/1024 floor). DCTCP's integers reset α every window to
+        // ⌊64·7/150⌋ = 2 (0.2 %: F/16 and a bit); Prague's EWMA climbs back to F.
+        let (mut d, mut st) = prague(25);
+        d.prague_upscaled_alpha = (1 << 24) / 100;
+        for i in 1..=200 {
+            end_window(&mut d, &mut st, 150, 7, i);
+        }
+        assert!((d.alpha() - 7.0 / 150.0).abs() < 1e-4, "{}", d.alpha());
+        let (mut c, mut sc) = fresh();
+        c.alpha = 10;
+        let a = windows(&mut c, &mut sc, 50, 150, 7);
+        assert_eq!(
+            *a.last().unwrap(),
+            2,
+            "DCTCP (Linux tcp_dctcp) keeps the floor"
+        );
+    }
+
+    #[test]
+    fn prague_alpha_waits_for_the_first_mark() {
+        // tcp_prague's `saw_ce`: windows without any CE leave α at 1.
+        let (mut d, mut st) = prague(25);
+        for i in 1..=5 {
+            end_window(&mut d, &mut st, 20, 0, i);
+        }
+        assert_eq!(d.alpha, 1024);
+        // The first marked window updates: F = 2/20, A = 2^24 − 2^20 + 104857 (α ≈ 0.9375
+        // + 0.1/16 = 0.94375).
+        end_window(&mut d, &mut st, 20, 2, 6);
+        assert!((d.alpha() - 0.94375).abs() < 1e-6, "{}", d.alpha());
     }
 
     #[test]
@@ -424,30 +716,33 @@ mod tests {
         let (mut d, mut st) = prague(25);
         st.ssthresh = 5;
         st.srtt_ns = 5_000_000;
+        // ACKs of one packet until cwnd grows, from an empty carry. Prague's growth per
+        // ACK is ⌊(ai + cwnd/2)/cwnd⌋ units of 2^-20 packet, ai the growth per RTT.
         let acks_per_increase = |d: &mut Dctcp, st: &mut CcState| {
             let w = st.cwnd;
+            d.prague_cwnd_cnt = 0;
             let mut n = 0;
             while st.cwnd == w {
-                d.cong_avoid(st, 1);
+                prague_ack(d, st, 1, 0);
                 n += 1;
                 assert!(n < 100_000, "no growth");
             }
             st.cwnd = w;
-            st.cwnd_cnt = 0;
             n
         };
-        // Before RTT_TRANSITION (4) α updates after slow start: Reno's +1 per cwnd ACKed.
+        // Before RTT_TRANSITION (4) α updates after slow start: one packet per RTT,
+        // (2^20 + 5)/10 = 104858 per ACK: 10 ACKs (1048580 ≥ 2^20).
         assert_eq!(acks_per_increase(&mut d, &mut st), 10);
         for i in 1..=4 {
             end_window(&mut d, &mut st, 10, 0, 30 * i);
         }
-        // Now (R/T)² = (5/25)² = 1/25 packet per RTT: one more packet per 25 windows of
-        // 10 packets = 250 ACKed.
-        assert_eq!(acks_per_increase(&mut d, &mut st), 250);
-        // RTT 12.5 ms: (1/2)² = 1/4 per RTT: 40 ACKed.
+        // Now (R/T)² = (5/25)² = 1/25 packet per RTT: ai = 2^20/25 = 41943 (rounded),
+        // 4194 per ACK, and ⌈2^20/4194⌉ = 251 ACKs (25 windows of 10 and one more).
+        assert_eq!(acks_per_increase(&mut d, &mut st), 251);
+        // RTT 12.5 ms: 1/4 per RTT: ai 262144, 26214 per ACK, ⌈2^20/26214⌉ = 41.
         st.srtt_ns = 12_500_000;
-        assert_eq!(acks_per_increase(&mut d, &mut st), 40);
-        // RTT 10 ms: 0.16 per RTT, 62.5 ACKed, rounded to 63.
+        assert_eq!(acks_per_increase(&mut d, &mut st), 41);
+        // RTT 10 ms: 0.16 per RTT: ai 167772, 16777 per ACK, ⌈2^20/16777⌉ = 63.
         st.srtt_ns = 10_000_000;
         assert_eq!(acks_per_increase(&mut d, &mut st), 63);
         // At or above the target: unscaled.
@@ -455,25 +750,47 @@ mod tests {
         assert_eq!(acks_per_increase(&mut d, &mut st), 10);
         st.srtt_ns = 80_000_000;
         assert_eq!(acks_per_increase(&mut d, &mut st), 10);
+        // CE-marked packets do not count: an ACK of 2 with 1 marked grows like an ACK of
+        // 1 (unsaturated marking).
+        st.srtt_ns = 25_000_000;
+        d.prague_cwnd_cnt = 0;
+        prague_ack(&mut d, &mut st, 2, 1);
+        assert_eq!(d.prague_cwnd_cnt, 104_858);
+        prague_ack(&mut d, &mut st, 2, 2);
+        assert_eq!(
+            d.prague_cwnd_cnt, 104_858,
+            "a fully marked ACK does not grow"
+        );
         // Slow start is never scaled: +1 per ACK.
         st.srtt_ns = 5_000_000;
         st.ssthresh = 1000;
-        d.cong_avoid(&mut st, 1);
+        prague_ack(&mut d, &mut st, 1, 0);
         assert_eq!(st.cwnd, 11);
-        // Without RTT independence (and for DCTCP, which ignores the target): Reno's rate.
-        for mut d in [
-            Dctcp::new(true),
-            Dctcp::new(false).with_rtt_target(Duration::from_ms(25)),
-        ] {
-            let mut st = test_state(10);
-            d.init(&mut st);
-            st.ssthresh = 5;
-            st.srtt_ns = 5_000_000;
-            for i in 1..=4 {
-                end_window(&mut d, &mut st, 10, 0, 30 * i);
-            }
-            assert_eq!(acks_per_increase(&mut d, &mut st), 10);
+        // Without RTT independence: one packet per RTT.
+        let mut d = Dctcp::new(true);
+        let mut st = test_state(10);
+        d.init(&mut st);
+        st.ssthresh = 5;
+        st.srtt_ns = 5_000_000;
+        for i in 1..=4 {
+            end_window(&mut d, &mut st, 10, 0, 30 * i);
         }
+        assert_eq!(acks_per_increase(&mut d, &mut st), 10);
+        // DCTCP ignores the target: Reno's +1 per cwnd ACKed.
+        let mut d = Dctcp::new(false).with_rtt_target(Duration::from_ms(25));
+        let mut st = test_state(10);
+        d.init(&mut st);
+        st.ssthresh = 5;
+        st.srtt_ns = 5_000_000;
+        for i in 1..=4 {
+            end_window(&mut d, &mut st, 10, 0, 30 * i);
+        }
+        let mut n = 0;
+        while st.cwnd == 10 {
+            d.cong_avoid(&mut st, 1);
+            n += 1;
+        }
+        assert_eq!(n, 10);
     }
 
     #[test]
@@ -505,22 +822,26 @@ mod tests {
         let (mut d, mut st) = prague(25);
         st.ssthresh = 5;
         st.srtt_ns = 5_000_000;
+        // Four unmarked windows: no update before the first mark (α stays 1), but they
+        // count as rounds out of slow start, so RTT independence applies after them.
         for i in 1..=4 {
             end_window(&mut d, &mut st, 10, 0, 25 * i);
         }
-        // 1024 decays by 1/16 four times: 960, 900, 844, 792.
-        assert_eq!(d.alpha, 792);
-        // Windows end every 5 ms (the RTT); α waits until 25 ms have passed since its last
-        // update (at 100 ms), then takes every packet since: 5 windows of 10, 5 CE in the
-        // first: F = 5/50 → 792 − 49 + (5·64)/50 = 792 − 49 + 6 = 749.
+        assert_eq!(d.alpha, 1024);
+        // At 105 ms, 5 of 10 marked: A = 2^24 − 2^20 + 2^19 = 16252928 (α = 0.96875,
+        // 992/1024); alpha_stamp 105 ms.
         end_window(&mut d, &mut st, 10, 5, 105);
-        for t in [110, 115, 120] {
+        assert_eq!(d.alpha, 992);
+        // Windows end every 5 ms (the RTT); α waits until 25 ms have passed since its last
+        // update, then takes every packet since (50, none marked):
+        // 16252928 − 1015808 = 15237120 → 930.
+        for t in [110, 115, 120, 125] {
             end_window(&mut d, &mut st, 10, 0, t);
-            assert_eq!(d.alpha, 792, "held at {t} ms");
+            assert_eq!(d.alpha, 992, "held at {t} ms");
         }
-        end_window(&mut d, &mut st, 10, 0, 125);
-        assert_eq!(d.alpha, 749);
-        // Without RTT independence the same windows update α every time.
+        end_window(&mut d, &mut st, 10, 0, 130);
+        assert_eq!(d.alpha, 930);
+        // Without RTT independence every window updates: 992, then 992·15/16 = 930.
         let (mut d, mut st) = prague(25);
         d.rtt_target_ns = 0;
         st.ssthresh = 5;
@@ -528,7 +849,8 @@ mod tests {
             end_window(&mut d, &mut st, 10, 0, 25 * i);
         }
         end_window(&mut d, &mut st, 10, 5, 105);
-        // 792 − 49 + (5·64)/10 = 775.
-        assert_eq!(d.alpha, 775);
+        assert_eq!(d.alpha, 992);
+        end_window(&mut d, &mut st, 10, 0, 110);
+        assert_eq!(d.alpha, 930);
     }
 }
