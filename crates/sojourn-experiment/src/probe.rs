@@ -14,7 +14,6 @@
 //! Sizes are frame lengths as a qdisc sees them (Ethernet header included), like `cbr`'s
 //! `packet_size`.
 
-use crate::workload::{parse_flow_endpoints, Context};
 use sojourn_core::params::{ConfResult, Params};
 use sojourn_core::Duration;
 
@@ -73,9 +72,14 @@ pub const FLENT_STEP: Duration = Duration::from_ms(200);
 const INTERVAL_HINT: &str = "time between datagrams, e.g. \"20ms\"";
 const SIZE_HINT: &str = "frame bytes per datagram, e.g. \"214B\"";
 
-/// Parses a `ping` or `isochronous` workload.
-pub fn parse(exp: &Context, p: &mut Params, index: u32, kind: &str) -> ConfResult<ProbePlan> {
-    let flows = parse_flow_endpoints(exp, p)?;
+/// Parses a `ping` or `isochronous` workload whose endpoints `flows` workload.rs has read
+/// (it owns the endpoint keys every kind shares; this module imports nothing from it).
+pub fn parse(
+    p: &mut Params,
+    index: u32,
+    kind: &str,
+    flows: Vec<(u32, u32)>,
+) -> ConfResult<ProbePlan> {
     let iso = kind == "isochronous";
     let mode = if iso {
         ProbeMode::OneWay

@@ -106,7 +106,10 @@ pub fn parse(exp: &Context, t: &Table, path: &str, index: u32) -> ConfResult<Wor
     let plan = match kind {
         "cbr" | "onoff" => WorkloadPlan::Udp(parse_udp(exp, &mut p, index, kind == "onoff")?),
         k if TCP_KINDS.contains(&k) => WorkloadPlan::Tcp(parse_tcp(exp, &mut p, index, k)?),
-        k if PROBE_KINDS.contains(&k) => WorkloadPlan::Probe(probe::parse(exp, &mut p, index, k)?),
+        k if PROBE_KINDS.contains(&k) => {
+            let flows = parse_flow_endpoints(exp, &mut p)?;
+            WorkloadPlan::Probe(probe::parse(&mut p, index, k, flows)?)
+        }
         other => {
             let kinds = kinds();
             let hint = sojourn_core::params::closest(other, &kinds)
