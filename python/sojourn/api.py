@@ -53,6 +53,10 @@ def _prepare(source: Source, overrides: Optional[Mapping[str, Any]] = None, dura
         if not isinstance(duration, str):
             raise ConfigError("duration", "", f'expected a duration string like "60s", got {duration!r}')
         cfg["duration"] = duration
+    # Flent's named tests (kind = "rrul", ...) become the engine's workloads (docs/tests.md).
+    from .flent_tests import expand
+
+    cfg = expand(cfg, name)
     return cfg, name, base
 
 
@@ -171,6 +175,10 @@ def _run_staged(source: Source, seed: Optional[int] = None, duration: Optional[s
         raise
     wall = time.perf_counter() - t0
     res.experiment = {k: v for k, v in cfg.items() if k != "seed"}
+    # Probe statistics, jitter, MOS and the named tests' totals (docs/tests.md).
+    from .probes import attach
+
+    attach(res, res.experiment)
     summary_events = res.summary.get("events", 0)
     sim_s = res.summary.get("duration_s", 0.0)
     pkts = sum(l.get("tx_packets", 0) for l in res.summary.get("links", {}).values())

@@ -62,6 +62,9 @@ class Result:
     #: The hidden staging directory a streamed run wrote into, until :meth:`write`
     #: publishes it.
     staged: Optional[Path] = None
+    #: One row per latency probe / isochronous datagram (``probes.parquet``,
+    #: docs/tests.md); None when the run had no ``ping`` or ``isochronous`` workload.
+    probes_table: Optional[pa.Table] = None
 
     @property
     def flows(self) -> pd.DataFrame:
@@ -83,6 +86,12 @@ class Result:
     def packets(self) -> Optional[pd.DataFrame]:
         t = self.table("packets")
         return None if t is None else t.to_pandas()
+
+    @property
+    def probes(self) -> Optional[pd.DataFrame]:
+        """Every probe: ``time_s, workload, flow, mode, seq, rtt_ns, owd_up_ns,
+        owd_down_ns, lost`` (docs/tests.md); None without probe workloads."""
+        return None if self.probes_table is None else self.probes_table.to_pandas()
 
     @property
     def histograms(self) -> Optional[pd.DataFrame]:
@@ -131,6 +140,7 @@ class Result:
             histograms_table=_arrow_table(raw["histograms"]) if raw.get("histograms") is not None else None,
             files=files,
             staged=None if stream is None else stream.staging,
+            probes_table=_arrow_table(raw["probes"]) if raw.get("probes") is not None else None,
         )
 
     def write(self, out_dir: "str | os.PathLike[str]", extra: Optional[Callable[[Path], Any]] = None) -> Path:
@@ -166,6 +176,8 @@ class Result:
                     (out / dst.name).unlink(missing_ok=True)
             if self.histograms_table is not None:
                 pq.write_table(self.histograms_table, staging / "histograms.parquet", compression=COMPRESSION)
+            if self.probes_table is not None:
+                pq.write_table(self.probes_table, staging / "probes.parquet", compression=COMPRESSION)
             if self.experiment is not None:
                 (staging / "experiment.json").write_text(json.dumps(self.experiment, indent=2, sort_keys=True, default=str) + "\n")
             (staging / "perf.json").write_text(json.dumps(self.perf, indent=2, sort_keys=True) + "\n")
@@ -198,6 +210,7 @@ class Result:
         text = s.read_text()
         packets = d / "packets.parquet"
         hists = d / "histograms.parquet"
+        probes = d / "probes.parquet"
         exp = d / "experiment.json"
         perf = d / "perf.json"
         return cls(
@@ -209,6 +222,7 @@ class Result:
             summary_text=text,
             histograms_table=pq.read_table(hists) if hists.exists() else None,
             experiment=json.loads(exp.read_text()) if exp.exists() else None,
+            probes_table=pq.read_table(probes) if probes.exists() else None,
         )
 
     def __repr__(self) -> str:  # pragma: no cover - convenience

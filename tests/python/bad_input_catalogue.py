@@ -477,3 +477,30 @@ add("python-qdisc-unregistered-name", "api",
     "registered: none")
 add("python-qdisc-kernel-engine", "api", "sojourn.emulate(BASE, kernel=True, disciplines={'my_aqm': dict})",
     "emulate without kernel=True")
+
+# --- latency probes, isochronous streams and Flent's named tests (issue 37, docs/tests.md) --
+s("ping-interval-too-short", f"{W0}={{kind=\"ping\", pair=0, interval=\"10us\"}}", "at least 100us", cli=True)
+s("ping-protocol-unknown", f"{W0}={{kind=\"ping\", pair=0, protocol=\"tcp\"}}", "protocol")
+s("ping-size-too-small", f"{W0}={{kind=\"ping\", pair=0, packet_size=\"20B\"}}", "outside 42..1514 B")
+s("isochronous-no-interval", f"{W0}={{kind=\"isochronous\", pair=0, packet_size=\"214B\"}}", "interval: required")
+s("isochronous-no-size", f"{W0}={{kind=\"isochronous\", pair=0, interval=\"20ms\"}}", "packet_size: required")
+s("bulk-dscp-out-of-range", f"{W1}.dscp=64", "dscp")
+s("workload-test-not-table", f"{W1}.test=5", "expected a table")
+s("rrul-pair-out-of-range", f"{W0}={{kind=\"rrul\", pair=5}}", "workload[0].pair: expected a pair index", cli=True)
+s("rrul-unknown-key", f"{W0}={{kind=\"rrul\", streams=4}}", "unknown key for the rrul test")
+s("rrul-server-without-client", f"{W0}={{kind=\"rrul\", server=\"s0\"}}", "workload[0].client: required")
+s("tcp-nup-zero-streams", f"{W0}={{kind=\"tcp_nup\", streams=0}}", "streams in 1..64")
+s("rtt-fair-one-pair", f"{W0}={{kind=\"rtt_fair\", pairs=[0]}}", "at least two pairs")
+s("voip-unknown-codec", f"{W0}={{kind=\"voip\", codec=\"opus\"}}", "unknown codec 'opus'")
+s("voip-bad-jitter-buffer", f"{W0}={{kind=\"voip\", jitter_buffer=\"soon\"}}", "jitter_buffer: expected a duration")
+s("voip-bad-direction", f"{W0}={{kind=\"voip\", direction=\"sideways\"}}", "direction")
+add("test-unknown-name", "cli", ["test", "rrull", "--rate", "10Mbit", "--rtt", "40ms", "--out", "{out}"],
+    "unknown test 'rrull' (did you mean 'rrul'?)", cli=True)
+add("test-bad-rate", "cli", ["test", "rrul", "--rate", "fast", "--rtt", "40ms", "--out", "{out}"], "--rate: 'fast' is not a rate")
+add("test-three-rates", "cli", ["test", "rrul", "--rate", "1Mbit/2Mbit/3Mbit", "--rtt", "40ms", "--out", "{out}"],
+    "expected DOWN or DOWN/UP")
+add("test-bad-rtt", "cli", ["test", "rrul", "--rate", "10Mbit", "--rtt", "0ms", "--out", "{out}"], "--rtt: expected a positive")
+add("test-bad-qdisc", "cli", ["test", "rrul", "--rate", "10Mbit", "--rtt", "40ms", "--qdisc", "fq_codle", "--out", "{out}"],
+    "--qdisc:")
+add("test-bad-duration", "cli", ["test", "rrul", "--rate", "10Mbit", "--rtt", "40ms", "--duration", "long", "--out", "{out}"],
+    "--duration: expected a duration")

@@ -150,7 +150,8 @@ FAMILY_ROWS = [
     ("the API and sweeps", ["sojourn.api", "sojourn.sweeps", "sojourn.cluster", "sojourn.testing"]),
     ("leaves", ["sojourn._config", "sojourn._cli_common", "sojourn.units", "sojourn.disciplines", "sojourn.results", "sojourn._stream",
                 "sojourn._outdir", "sojourn.progress", "sojourn._plots", "sojourn.dists", "sojourn.threshold",
-                "sojourn.mg1sim", "sojourn._engine_info", "sojourn._fingerprint"]),
+                "sojourn.mg1sim", "sojourn._engine_info", "sojourn._fingerprint",
+                "sojourn.flent_tests", "sojourn.probes", "sojourn.emodel"]),
     ("the engine", ["sojourn._engine"]),
 ]
 # The paths the documentation names for two moved modules: the modules themselves.

@@ -25,7 +25,7 @@ PUBLIC = {"run", "emulate", "emulate_cleanup", "validate", "qdiscs", "sweep", "l
           "PrivilegeError", "EmulateError", "__version__"}
 
 # `sojourn --help` and `sojourn deploy --help` before the move, in their order.
-COMMANDS = ["run", "emulate", "validate", "report", "flent", "qdiscs", "sweep", "compare", "deploy", "threshold"]
+COMMANDS = ["run", "emulate", "validate", "report", "flent", "qdiscs", "sweep", "compare", "deploy", "test", "threshold"]
 DEPLOY_ACTIONS = ["plan", "check", "apply", "remove", "threshold"]
 
 # The seed-paper pages (docs/repro/), each run as `python -m sojourn.repro.<page>`.

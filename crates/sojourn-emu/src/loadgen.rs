@@ -291,6 +291,8 @@ impl Loadgen {
         for w in &exp.workloads {
             match w {
                 WorkloadPlan::Udp(u) => udp_dst.extend(u.flows.iter().map(|f| f.1)),
+                // Refused by plan::plan.
+                WorkloadPlan::Probe(_) => {}
                 WorkloadPlan::Tcp(t) => match t.kind {
                     TcpKind::Thin { udp: true, .. } => udp_dst.extend(t.flows.iter().map(|f| f.1)),
                     TcpKind::RequestResponse { .. } => {

@@ -113,6 +113,7 @@ impl Offers<'_> {
             let (start, stop) = match w {
                 WorkloadPlan::Udp(u) => (u.start, u.stop),
                 WorkloadPlan::Tcp(t) => (t.start, t.stop),
+                WorkloadPlan::Probe(q) => (q.start, q.stop),
             };
             let stop = stop.unwrap_or(exp.duration).min(exp.duration);
             // The share of the run the workload is active: its rates are averaged over it.
@@ -141,6 +142,11 @@ impl Offers<'_> {
                             ack: None,
                         }
                     }
+                    WorkloadPlan::Probe(q) => FlowOffer {
+                        data_bps: q.packet_bytes as f64 * 8.0 / q.interval.as_secs_f64() * active,
+                        frame: q.packet_bytes as f64,
+                        ack: None,
+                    },
                     WorkloadPlan::Tcp(t) => {
                         // What the path lets a TCP flow have: its narrowest link, shared
                         // among the TCP connections crossing it.

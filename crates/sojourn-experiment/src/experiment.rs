@@ -258,10 +258,15 @@ pub const BYTES_PER_TCP_FLOW: f64 = 16.0 * 1024.0;
 /// recording then costs at most [`STREAM_BUFFER_BYTES`], whatever the duration.
 pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
     let (mut udp, mut tcp) = (0usize, 0usize);
-    let (mut transfers, mut lingering) = (0.0, 0.0);
+    let (mut transfers, mut lingering, mut probes) = (0.0, 0.0, 0.0);
     for w in &exp.workloads {
         match w {
             WorkloadPlan::Udp(u) => udp += u.flows.len(),
+            WorkloadPlan::Probe(q) => {
+                udp += q.flows.len();
+                probes +=
+                    q.flows.len() as f64 * exp.duration.as_secs_f64() / q.interval.as_secs_f64();
+            }
             WorkloadPlan::Tcp(t) => {
                 tcp += t.flows.len();
                 transfers += transfers_of(exp, t).0;
@@ -278,10 +283,15 @@ pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
         + routing_bytes(exp)
         + records.min(STREAM_BUFFER_BYTES)
         + BYTES_PER_FINISHED_TRANSFER * transfers
-        + BYTES_PER_CLOSING_TRANSFER * lingering;
+        + BYTES_PER_CLOSING_TRANSFER * lingering
+        + BYTES_PER_PROBE * probes;
     (bytes, udp, tcp)
 }
 
+/// A probe or isochronous datagram, held to the end of the run (probe.rs in the simulator):
+/// its 24-B record, budgeted twice for the vector's growth, and its probes.parquet row built
+/// at the end (nine columns, the mode a short string: ~90 B); docs/limits.md.
+pub const BYTES_PER_PROBE: f64 = 160.0;
 /// What a streamed run keeps of each finished transfer: its FCT and goodput for
 /// summary.json's exact percentiles (2 × 8 B, budgeted twice for the vectors' growth); the
 /// record itself goes to `flows.parquet` (docs/limits.md).
@@ -317,7 +327,7 @@ pub fn held_connections(exp: &Experiment) -> f64 {
         .iter()
         .map(|w| match w {
             WorkloadPlan::Tcp(t) => held_of(exp, t),
-            WorkloadPlan::Udp(_) => 0.0,
+            WorkloadPlan::Udp(_) | WorkloadPlan::Probe(_) => 0.0,
         })
         .sum()
 }
@@ -328,7 +338,7 @@ pub fn transfer_count(exp: &Experiment) -> f64 {
         .iter()
         .map(|w| match w {
             WorkloadPlan::Tcp(t) => transfers_of(exp, t).0,
-            WorkloadPlan::Udp(_) => 0.0,
+            WorkloadPlan::Udp(_) | WorkloadPlan::Probe(_) => 0.0,
         })
         .sum()
 }
@@ -486,6 +496,8 @@ fn check_memory(exp: &Experiment) -> ConfResult<()> {
         .enumerate()
         .map(|(i, w)| match w {
             WorkloadPlan::Udp(u) => (BYTES_PER_UDP_FLOW * u.flows.len() as f64, 0.0, i),
+            // A probe flow is a UDP flow plus its records (docs/tests.md: 32 B per probe).
+            WorkloadPlan::Probe(q) => (BYTES_PER_UDP_FLOW * q.flows.len() as f64, 0.0, i),
             WorkloadPlan::Tcp(t) => (
                 BYTES_PER_TCP_FLOW * t.flows.len() as f64,
                 BYTES_PER_FINISHED_TRANSFER * transfers_of(exp, t).0

@@ -27,6 +27,7 @@
 //!         // Drive these: start(), then wake(t) / finished(t) -> Step { open, wake_at }.
 //!         WorkloadPlan::Tcp(_) => assert!(!Generator::for_workload(&exp, i, exp.seed).is_empty()),
 //!         WorkloadPlan::Udp(_) => {} // constant-rate / on-off sources: rate, packet size, start, stop
+//!         WorkloadPlan::Probe(_) => {} // latency probes, isochronous streams (probe.rs)
 //!     }
 //! }
 //! ```
@@ -39,6 +40,7 @@ pub mod experiment;
 pub mod files;
 pub mod link;
 pub mod overrides;
+pub mod probe;
 pub mod routing;
 pub mod schedule;
 pub mod toml_text;

@@ -133,7 +133,7 @@ impl Generator {
             WorkloadPlan::Tcp(plan) => (0..plan.flows.len())
                 .map(|i| Generator::new(plan, i, seed))
                 .collect(),
-            WorkloadPlan::Udp(_) => Vec::new(),
+            WorkloadPlan::Udp(_) | WorkloadPlan::Probe(_) => Vec::new(),
         }
     }
 

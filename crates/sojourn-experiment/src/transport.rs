@@ -76,6 +76,9 @@ pub struct TcpConfig {
     pub cc: CcKind,
     /// Initial window in segments (Linux `TCP_INIT_CWND` = 10; 3 for the ns-2 papers).
     pub initial_window: u32,
+    /// DSCP both ends mark their packets with (`IP_TOS` set on both sockets, as netperf's
+    /// `-Y local,remote` does for Flent's rrul; 0 = best effort).
+    pub dscp: u8,
     /// IP MTU (bytes); the default MSS derives from it.
     pub mtu: u32,
     /// Payload bytes per full segment (1500 − 40 − 12 = 1448 with timestamps).
@@ -144,6 +147,7 @@ impl Default for TcpConfig {
         TcpConfig {
             cc: CcKind::Cubic,
             initial_window: 10,
+            dscp: 0,
             mtu: 1500,
             mss: 1448,
             timestamps: true,
@@ -224,6 +228,7 @@ impl TcpConfig {
             })?;
         }
         c.initial_window = p.u32("initial_window", c.initial_window, 1, 1000)?;
+        c.dscp = p.u32("dscp", c.dscp as u32, 0, 63)? as u8;
         c.timestamps = p.bool("timestamps", c.timestamps)?;
         match p.u32("ip", if c.ipv6 { 6 } else { 4 }, 4, 6)? {
             4 => c.ipv6 = false,

@@ -9,6 +9,7 @@
 //! `count` flows spread round-robin over the selected pairs.
 
 use crate::dist::{IntervalDist, SizeDist};
+use crate::probe::{self, ProbePlan, PROBE_KINDS};
 use crate::transport::TcpConfig;
 use sojourn_core::params::{ConfError, ConfResult, Params, Table, Value};
 use sojourn_core::Duration;
@@ -45,6 +46,8 @@ pub struct UdpPlan {
 pub enum WorkloadPlan {
     Udp(UdpPlan),
     Tcp(TcpPlan),
+    /// Latency probes and isochronous streams (probe.rs).
+    Probe(ProbePlan),
 }
 
 impl WorkloadPlan {
@@ -53,6 +56,7 @@ impl WorkloadPlan {
         match self {
             WorkloadPlan::Udp(u) => u.flows.clone(),
             WorkloadPlan::Tcp(t) => t.flows.clone(),
+            WorkloadPlan::Probe(q) => q.flows.clone(),
         }
     }
 }
@@ -62,7 +66,12 @@ pub const UDP_KINDS: &[&str] = &["cbr", "onoff"];
 
 /// Every workload kind, for messages and docs.
 pub fn kinds() -> Vec<&'static str> {
-    UDP_KINDS.iter().chain(TCP_KINDS).copied().collect()
+    UDP_KINDS
+        .iter()
+        .chain(TCP_KINDS)
+        .chain(PROBE_KINDS)
+        .copied()
+        .collect()
 }
 
 /// What a workload is parsed against: the topology and transport parsed before it.
@@ -97,6 +106,10 @@ pub fn parse(exp: &Context, t: &Table, path: &str, index: u32) -> ConfResult<Wor
     let plan = match kind {
         "cbr" | "onoff" => WorkloadPlan::Udp(parse_udp(exp, &mut p, index, kind == "onoff")?),
         k if TCP_KINDS.contains(&k) => WorkloadPlan::Tcp(parse_tcp(exp, &mut p, index, k)?),
+        k if PROBE_KINDS.contains(&k) => {
+            let flows = parse_flow_endpoints(exp, &mut p)?;
+            WorkloadPlan::Probe(probe::parse(&mut p, index, k, flows)?)
+        }
         other => {
             let kinds = kinds();
             let hint = sojourn_core::params::closest(other, &kinds)
@@ -111,6 +124,21 @@ pub fn parse(exp: &Context, t: &Table, path: &str, index: u32) -> ConfResult<Wor
             ));
         }
     };
+    // `test`: the annotations the named-test expansion writes on each workload it makes
+    // (test name, series label, direction, codec; python/sojourn/flent_tests.py,
+    // docs/tests.md). The analysis reads them back from experiment.json; engines ignore them.
+    match p.raw("test") {
+        None | Some(Value::Table(_)) => {}
+        Some(v) => {
+            return Err(p.err(
+                "test",
+                format!(
+                    "expected a table (a named test's annotations), got {}",
+                    v.type_name()
+                ),
+            ))
+        }
+    }
     p.finish()?;
     Ok(plan)
 }

@@ -427,6 +427,9 @@ fn output_dict<'py>(py: Python<'py>, out: &sojourn_sim::RunOutput) -> PyResult<B
         Some(p) => d.set_item("packets", columns(py, p)?)?,
         None => d.set_item("packets", py.None())?,
     }
+    if let Some(p) = &out.probes {
+        d.set_item("probes", columns(py, p)?)?;
+    }
     Ok(d)
 }
 

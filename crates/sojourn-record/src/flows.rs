@@ -10,6 +10,8 @@ pub enum FlowKind {
     UdpOnOff,
     Tcp,
     UdpThin,
+    /// A latency probe or isochronous stream (`ping`, `isochronous`; probes.parquet).
+    Probe,
 }
 
 impl FlowKind {
@@ -19,6 +21,7 @@ impl FlowKind {
             FlowKind::UdpOnOff => "udp_onoff",
             FlowKind::Tcp => "tcp",
             FlowKind::UdpThin => "udp_thin",
+            FlowKind::Probe => "probe",
         }
     }
 }

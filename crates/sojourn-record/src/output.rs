@@ -65,6 +65,9 @@ pub struct RunOutput {
     /// Per-link per-packet sojourn histograms with their buckets (`histograms.parquet`):
     /// `link, lo_ns, hi_ns, count`, so percentiles can be pooled across repeats.
     pub histograms: Columns,
+    /// One row per latency probe or isochronous datagram (`probes.parquet`; docs/tests.md),
+    /// when the run has probe workloads.
+    pub probes: Option<Columns>,
 }
 
 impl RunOutput {

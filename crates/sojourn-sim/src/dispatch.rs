@@ -3,6 +3,7 @@
 //! endpoints it lists, so that `endpoint` (the trait and its `Io`) imports none of them.
 
 use crate::endpoint::{Endpoint, Io};
+use crate::probe::{ProbeReflector, ProbeSource};
 use crate::tcp::receiver::TcpReceiver;
 use crate::tcp::sender::TcpSender;
 use crate::udp::{ThinUdpSource, UdpSink, UdpSource};
@@ -42,4 +43,6 @@ any_endpoint! {
     TcpSender(TcpSender),
     TcpReceiver(TcpReceiver),
     ThinUdp(ThinUdpSource),
+    ProbeSource(ProbeSource),
+    ProbeReflector(ProbeReflector),
 }

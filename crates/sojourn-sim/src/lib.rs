@@ -17,6 +17,7 @@ pub mod flight;
 pub mod flows;
 pub mod link;
 pub mod output;
+pub mod probe;
 pub mod sim;
 pub mod tcp;
 pub mod udp;

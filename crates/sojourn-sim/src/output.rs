@@ -109,7 +109,9 @@ pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSum
             .map(|l| (l.name.as_str(), &l.stats.sojourn)),
     );
 
+    let probes = sim.probe_columns();
     RunOutput {
+        probes,
         summary,
         flows,
         timeseries,

@@ -394,6 +394,11 @@ impl Sim {
         &mut self.endpoints[id as usize].ep
     }
 
+    /// Every live endpoint, in slot order (probe.rs reads its records at the end).
+    pub(crate) fn endpoint_iter(&self) -> impl Iterator<Item = &AnyEndpoint> {
+        self.endpoints.iter().filter(|s| s.live).map(|s| &s.ep)
+    }
+
     /// Sends an endpoint's output, handles its notes and re-arms its timer.
     ///
     /// Most calls leave neither packets nor notes (a receiver's first segment of two, an

@@ -31,6 +31,7 @@ impl Sim {
     /// one (their first wake-ups are set by `start_apps`).
     pub(crate) fn add_workload(&mut self, plan: &WorkloadPlan) {
         match plan {
+            WorkloadPlan::Probe(q) => self.add_probe_workload(q),
             WorkloadPlan::Tcp(t) => {
                 for i in 0..t.flows.len() {
                     self.apps.push(Some(WorkloadGenerator {

@@ -56,27 +56,33 @@ def write_flent(run_dir: Union[str, Path], out: Optional[Union[str, Path]] = Non
             return [None] * len(x)
         return [None if (v is None or not math.isfinite(v)) else float(v) * scale for v in wide[(entity, metric)].tolist()]
 
-    results = {"TCP upload": col(name, "throughput_bps", 1e-6)}
-    if rate:
-        results["Ping (ms) ICMP"] = col(name, "queue_bytes", 8.0 / float(rate) * 1e3)
-    for entity in sorted({e for e, m in wide.columns if e.startswith("flow") and m == "goodput_bps"},
-                         key=lambda e: int(e[4:]) if e[4:].isdigit() else 0):
-        results[f"sojourn goodput {entity}"] = col(entity, "goodput_bps", 1e-6)
+    # A run of a named test (docs/tests.md) is exported as that test, with its series.
+    test = _named_test(d, ts)
+    test_name, test_params = "tcp_1up", {}
+    if test is not None:
+        test_name, x, results, test_params = test
+    else:
+        results = {"TCP upload": col(name, "throughput_bps", 1e-6)}
+        if rate:
+            results["Ping (ms) ICMP"] = col(name, "queue_bytes", 8.0 / float(rate) * 1e3)
+        for entity in sorted({e for e, m in wide.columns if e.startswith("flow") and m == "goodput_bps"},
+                             key=lambda e: int(e[4:]) if e[4:].isdigit() else 0):
+            results[f"sojourn goodput {entity}"] = col(entity, "goodput_bps", 1e-6)
     step = float(pd.Series(x).diff().median()) if len(x) > 1 else 0.0
     when = _dt.datetime.fromtimestamp(sfile.stat().st_mtime, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     meta = {
-        "NAME": "tcp_1up",
+        "NAME": test_name,
         "TITLE": summary.get("experiment", d.name),
         "NOTE": f"exported by sojourn {summary.get('sojourn_version', '')} from {d}: simulated link {name!r} "
-                f"({summary['links'][name].get('qdisc', '')}), seed {summary.get('seed')}; 'Ping (ms) ICMP' is the "
-                "bottleneck's queueing delay",
-        "HOST": "sojourn", "HOSTS": ["sojourn"], "LOCAL_HOST": "sojourn",
+                f"({summary['links'][name].get('qdisc', '')}), seed {summary.get('seed')}; "
+                + ("probes and flows as the test's series" if test is not None else "'Ping (ms) ICMP' is the bottleneck's queueing delay"),
+        "HOST": "sojourn", "HOSTS": ["sojourn"] * (4 if test_name == "rtt_fair" else 1), "LOCAL_HOST": "sojourn",
         "TIME": when, "T0": when,
         "LENGTH": float(summary.get("duration_s", x[-1] if x else 0.0)),
         "TOTAL_LENGTH": float(summary.get("duration_s", x[-1] if x else 0.0)),
         "STEP_SIZE": step,
-        "TEST_PARAMETERS": {},
-        "SERIES_META": {k: {"UNITS": "ms" if k.startswith("Ping") else "Mbits/s"} for k in results},
+        "TEST_PARAMETERS": test_params,
+        "SERIES_META": {k: {"UNITS": _units(k)} for k in results},
     }
     # raw_values: per series, the samples as Flent's runners record them (absolute time
     # "t", value "val"); Flent counts a file with none as empty.
@@ -89,3 +95,25 @@ def write_flent(run_dir: Union[str, Path], out: Optional[Union[str, Path]] = Non
         json.dump(obj, fp)
     tmp.replace(path)
     return path
+
+
+def _units(series: str) -> str:
+    if series.startswith("Ping") or series in ("VoIP", "VoIP::delay", "VoIP::jitter"):
+        return "ms"
+    if series == "VoIP::loss":
+        return "count"
+    if series.endswith("fairness"):
+        return "Idx"
+    return "Mbits/s"
+
+
+def _named_test(d: Path, ts: pd.DataFrame):
+    """(NAME, x, results, TEST_PARAMETERS) when the run in ``d`` is a named test."""
+    exp = d / "experiment.json"
+    if not exp.exists():
+        return None
+    from .flent_export import test_results
+
+    probes = d / "probes.parquet"
+    flows = pd.read_parquet(d / "flows.parquet")
+    return test_results(json.loads(exp.read_text()), ts, flows, pd.read_parquet(probes) if probes.exists() else None)

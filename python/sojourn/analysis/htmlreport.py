@@ -36,6 +36,7 @@ import pandas as pd
 
 from . import compare as cmp
 from . import stats
+from .flent_plots import fig_box_totals, fig_flent_totals, fig_ping_cdf
 from .pairs import PALETTE, Style, age_base, styles
 from ..results import read_timeseries
 from ..units import parse_seconds, typed_value
@@ -771,6 +772,9 @@ def write_report(dirs: Sequence, out: Optional[Path] = None, title: Optional[str
         ("lorenz", "Fairness", fig_lorenz(rd, st)),
         ("ellipsis", "Throughput vs latency", fig_ellipsis(rd, st)),
         ("params", "Swept parameters", fig_param(rd, st, t)),
+        ("flent-totals", "Totals and latency (Flent)", fig_flent_totals(rd, st)),
+        ("ping-cdf", "Latency CDF (Flent)", fig_ping_cdf(rd, st)),
+        ("box-totals", "Box totals (Flent)", fig_box_totals(rd, st)),
     ]
     figs = [(k, name, f) for k, name, f in figs if f is not None]
     low = t[np.isfinite(t["completion"]) & (t["completion"] < COMPLETION_WARN)]

@@ -32,6 +32,7 @@ examples:
   sojourn deploy plan exp.toml --node client --iface eth0
   sojourn report results/cmp -o cmp.html
   sojourn threshold "bounded-pareto alpha=1.2 min=300KiB max=1GiB" --load 0.88
+  sojourn test rrul --rate 100Mbit/20Mbit --rtt 40ms --qdisc fq_codel   (Flent's tests: docs/tests.md)
 
 Results: summary.json, flows.parquet, timeseries.parquet (and packets.parquet) in --out;
 docs/output-schema.md describes them. Exit code 2 means a mistake in the input.
@@ -394,6 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import deploy as _deploy
 
     _deploy.add_parser(sub)
+    from . import test as _test
+
+    _test.add_parser(sub)
     try:
         from . import threshold as _thr
 

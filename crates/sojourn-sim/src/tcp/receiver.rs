@@ -89,6 +89,8 @@ pub struct TcpReceiver {
     pub key: FlowKey,
     pub hash: u32,
     pub peer: u32,
+    /// DSCP of the ACKs (the connection's marking, TcpConfig::dscp).
+    dscp: u8,
     sack: bool,
     delayed_ack: bool,
     delack: Duration,
@@ -174,6 +176,7 @@ impl TcpReceiver {
 
     pub fn new(flow: u32, key: FlowKey, hash: u32, cfg: &TcpConfig, size: u64) -> TcpReceiver {
         TcpReceiver {
+            dscp: cfg.dscp,
             flow,
             key,
             hash,
@@ -265,6 +268,7 @@ impl TcpReceiver {
             hash: self.hash,
             len_bytes: self.header_bytes,
             truesize_bytes: self.ack_truesize,
+            dscp: self.dscp,
             hdr: TransportHeader {
                 seq: 1,
                 ack: self.rcv_nxt,
@@ -340,6 +344,7 @@ impl TcpReceiver {
             tag: packet_tag(self.flow, self.peer),
             key: self.key,
             hash: self.hash,
+            dscp: self.dscp,
             len_bytes: len,
             truesize_bytes: if len == self.header_bytes {
                 self.ack_truesize

@@ -349,6 +349,7 @@ impl TcpSender {
             key: self.key,
             hash: self.hash,
             sk: self.me + 1,
+            dscp: self.cfg.dscp,
             pacing_rate_bps: self.cs.pacing_rate_bps,
             // A sender that paces itself stamps its departure time (EDT, Linux >= 4.20), so
             // sch_fq honours the sender's schedule instead of pacing a second time.
