@@ -257,6 +257,11 @@ pub const TCP_KINDS: &[&str] = &[
     "actors",
     "poisson",
     "small_files",
+    // Application workloads measured at the application (apps/): responsiveness, web
+    // page loads, adaptive video.
+    "rpm",
+    "web",
+    "video",
 ];
 
 /// What a TCP workload does (one generator per selected endpoint pair).
@@ -287,6 +292,9 @@ pub enum TcpKind {
         interval: IntervalDist,
         size: SizeDist,
     },
+    /// An application workload (`rpm`, `web`, `video`): a machine of [`crate::apps`]
+    /// drives it instead of the [`crate::schedule::Generator`].
+    App(crate::apps::AppKind),
 }
 
 /// A TCP (or thin-stream) workload.
@@ -370,6 +378,7 @@ fn parse_tcp(exp: &Context, p: &mut Params, index: u32, kind: &str) -> ConfResul
             };
             TcpKind::Poisson { interval, size }
         }
+        k if crate::apps::APP_KINDS.contains(&k) => TcpKind::App(crate::apps::parse(exp, p, k)?),
         _ => unreachable!("dispatched by `parse`"),
     };
     let allow_overload = if matches!(k, TcpKind::Poisson { .. }) {
