@@ -5,8 +5,8 @@
 
 use sojourn_experiment::apps::{AppMachine, Token};
 use sojourn_experiment::schedule::Generator;
-use std::collections::{BTreeMap, VecDeque};
 use sojourn_experiment::transport::TcpConfig;
+use std::collections::{BTreeMap, VecDeque};
 
 /// One (source, destination) entry of a TCP-kind workload.
 pub struct WorkloadGenerator {

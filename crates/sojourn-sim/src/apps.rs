@@ -15,12 +15,12 @@
 //! every byte up to there.
 
 use crate::app::{AppDriver, Load};
+use crate::dispatch::AnyEndpoint;
 use crate::sim::Sim;
 use crate::tcp::sender::Source;
-use crate::dispatch::AnyEndpoint;
 use serde_json::{json, Map, Value as J};
-use sojourn_experiment::apps::{Action, AppMachine, AppStep, Body, Done, Token};
 use sojourn_core::Time;
+use sojourn_experiment::apps::{Action, AppMachine, AppStep, Body, Done, Token};
 use std::collections::VecDeque;
 
 impl Sim {

@@ -17,7 +17,12 @@ fn num(v: &J) -> f64 {
 /// The samples of `entity`/`metric` from the time series, in time order.
 fn samples(out: &RunOutput, entity: &str, metric: &str) -> Vec<f64> {
     let col = |cols: &sojourn_sim::Columns, name: &str| -> Column {
-        cols.0.iter().find(|(n, _)| n == name).expect(name).1.clone()
+        cols.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .expect(name)
+            .1
+            .clone()
     };
     let (Column::U32(ids), Column::Str(ents), Column::Str(mets)) = (
         col(&out.series_names, "series"),
@@ -29,9 +34,10 @@ fn samples(out: &RunOutput, entity: &str, metric: &str) -> Vec<f64> {
     let Some(i) = (0..ids.len()).find(|&i| ents[i] == entity && mets[i] == metric) else {
         return Vec::new();
     };
-    let (Column::U32(series), Column::F64(value)) =
-        (col(&out.timeseries, "series"), col(&out.timeseries, "value"))
-    else {
+    let (Column::U32(series), Column::F64(value)) = (
+        col(&out.timeseries, "series"),
+        col(&out.timeseries, "value"),
+    ) else {
         panic!("time series")
     };
     (0..series.len())
@@ -211,7 +217,11 @@ fn rpm_of_fq_codel_is_near_the_base_rtt_and_fifo_is_bloated() {
     let fifo = rpm("{ kind = \"pfifo\", limit = 1000 }");
     for dir in ["downlink", "uplink"] {
         let (f, q) = (&app(&fifo)[dir], &app(&fq)[dir]);
-        assert!(num(&f["tm_tcp_f_ms"]) > 100.0, "{dir}: {}", f["tm_tcp_f_ms"]);
+        assert!(
+            num(&f["tm_tcp_f_ms"]) > 100.0,
+            "{dir}: {}",
+            f["tm_tcp_f_ms"]
+        );
         assert!(num(&f["rpm"]) < 400.0, "{dir}: {}", f["rpm"]);
         assert!(num(&q["rpm"]) > 3.0 * num(&f["rpm"]), "{dir}");
         // The RPM is the draft's formula of the trimmed means summary.json reports.
@@ -273,4 +283,87 @@ fn runs_without_app_workloads_have_no_apps_block() {
     )
     .unwrap();
     assert!(out.summary.get("apps").is_none());
+}
+
+#[test]
+fn bad_parameters_name_the_key() {
+    let base = "duration = \"1s\"\n[topology]\nbottleneck = { rate = \"10Mbit\" }\n[[workload]]\n";
+    let cases = [
+        (
+            "kind = \"video\"\nbitrates = [\"2Mbit\", \"1Mbit\"]",
+            "workload[0].bitrates[1]",
+            "increase strictly",
+        ),
+        (
+            "kind = \"video\"\nbitrates = [5]",
+            "workload[0].bitrates[0]",
+            "expected a rate",
+        ),
+        (
+            "kind = \"video\"\nbitrates = []",
+            "workload[0].bitrates",
+            "non-empty list",
+        ),
+        (
+            "kind = \"video\"\nreservoir = \"20s\"\ncushion = \"20s\"",
+            "workload[0].cushion",
+            "exceeds max_buffer",
+        ),
+        (
+            "kind = \"video\"\nstartup_segments = 100",
+            "workload[0].startup_segments",
+            "do not fit",
+        ),
+        (
+            "kind = \"video\"\nsegment = \"10ms\"",
+            "workload[0].segment",
+            "below 100 ms",
+        ),
+        (
+            "kind = \"rpm\"\nphase = \"2s\"\nwindow = \"5s\"",
+            "workload[0].window",
+            "longer than `phase`",
+        ),
+        (
+            "kind = \"rpm\"\ndirections = \"sideways\"",
+            "workload[0].directions",
+            "downlink",
+        ),
+        (
+            "kind = \"rpm\"\nconnections = 0",
+            "workload[0].connections",
+            "",
+        ),
+        (
+            "kind = \"rpm\"\nrequest_size = \"0B\"",
+            "workload[0].request_size",
+            "outside 1 B",
+        ),
+        (
+            "kind = \"web\"\nrequest_size = \"0B\"",
+            "workload[0].request_size",
+            "between 1 B and 1 MiB",
+        ),
+        (
+            "kind = \"web\"\nconnections = 100",
+            "workload[0].connections",
+            "",
+        ),
+        (
+            "kind = \"web\"\nobject = \"5kB\"",
+            "workload[0].object",
+            "unknown key",
+        ),
+    ];
+    for (body, path, msg) in cases {
+        let text = format!("{base}{body}\n");
+        match sojourn_sim::config::from_toml(&text, std::path::Path::new(".")) {
+            Ok(_) => panic!("accepted: {body}"),
+            Err(e) => {
+                assert_eq!(e.path, path, "{body}: {}", e.msg);
+                assert!(e.msg.contains(msg), "{body}: {}", e.msg);
+                assert!(!e.msg.contains('\n'), "one line: {}", e.msg);
+            }
+        }
+    }
 }

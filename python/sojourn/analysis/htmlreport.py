@@ -34,6 +34,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from . import apps
 from . import compare as cmp
 from . import stats
 from .pairs import PALETTE, Style, age_base, styles
@@ -771,6 +772,9 @@ def write_report(dirs: Sequence, out: Optional[Path] = None, title: Optional[str
         ("lorenz", "Fairness", fig_lorenz(rd, st)),
         ("ellipsis", "Throughput vs latency", fig_ellipsis(rd, st)),
         ("params", "Swept parameters", fig_param(rd, st, t)),
+        ("rpm", "Responsiveness (RPM)", apps.fig_rpm(rd, st)),
+        ("plt-cdf", "Page load time CDF", apps.fig_plt_cdf(rd, st)),
+        ("video", "Video bitrate", apps.fig_video_bitrate(rd, st)),
     ]
     figs = [(k, name, f) for k, name, f in figs if f is not None]
     low = t[np.isfinite(t["completion"]) & (t["completion"] < COMPLETION_WARN)]

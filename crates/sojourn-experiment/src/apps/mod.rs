@@ -109,7 +109,11 @@ pub enum Action {
     },
     /// Write `bytes` on load connection `load` behind what its sending socket already
     /// holds, and report as `token` when its receiver has them (a self probe).
-    Append { token: Token, load: Token, bytes: u64 },
+    Append {
+        token: Token,
+        load: Token,
+        bytes: u64,
+    },
     /// The load connection `load` stops writing: it sends what it holds and closes.
     Stop { load: Token },
 }

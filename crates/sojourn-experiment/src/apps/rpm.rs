@@ -385,10 +385,12 @@ impl Rpm {
                 p.mark = connected;
                 if self.plan.tls {
                     let b = self.plan.tls_server_bytes;
-                    step.actions.push(open(base | F_TLS_SERVER, server, client, b));
+                    step.actions
+                        .push(open(base | F_TLS_SERVER, server, client, b));
                 } else {
                     let b = self.plan.response_bytes;
-                    step.actions.push(open(base | F_RESPONSE, server, client, b));
+                    step.actions
+                        .push(open(base | F_RESPONSE, server, client, b));
                 }
             }
             F_TLS_SERVER => {
@@ -401,7 +403,8 @@ impl Rpm {
             }
             F_GET => {
                 let b = self.plan.response_bytes;
-                step.actions.push(open(base | F_RESPONSE, server, client, b));
+                step.actions
+                    .push(open(base | F_RESPONSE, server, client, b));
             }
             F_RESPONSE => {
                 let http = ms(d.at, p.mark);
@@ -416,7 +419,8 @@ impl Rpm {
             }),
             S_LOADED if dir == Direction::Uplink => {
                 let b = self.plan.response_bytes;
-                step.actions.push(open(base | S_RESPONSE, server, client, b));
+                step.actions
+                    .push(open(base | S_RESPONSE, server, client, b));
             }
             S_LOADED | S_RESPONSE => {
                 let l = ms(d.at, p.launched);
@@ -540,19 +544,31 @@ mod tests {
     }
 
     #[test]
-    fn trimming_comes_before_combining() {
-        // Per type first, then the formula: 20 probes whose tcp_f, tls_f, http_f are all
-        // 10 ms except one probe at 1000 ms in each, http_l 10 ms except one at 2000 ms.
-        // Trimmed at 95 % every outlier goes: all TMs are 10 ms → 6000 RPM. Combining
-        // per probe first and trimming the combined times would keep none of them either,
-        // but averaging without trimming gives TM(http_l) = (19·10 + 2000)/20 = 109.5 ms.
-        let mut f = vec![10.0; 19];
-        f.push(1000.0);
-        let mut l = vec![10.0; 19];
-        l.push(2000.0);
+    fn trimmed_means_per_type_then_the_formula() {
+        // The draft's order: a trimmed mean per data-point type, then the formula — not a
+        // responsiveness per probe, averaged. Two probes, no trimming (100 %): one with
+        // every time 10 ms, one with every time 30 ms. Per type: TM = 20 ms everywhere →
+        // 60000 / 20 = 3000 RPM. (Per probe: 6000 and 2000 RPM, averaging to 4000.)
+        let tm = |v: &[f64]| trimmed_mean(v, 100.0).unwrap();
+        let both = [10.0, 30.0];
+        assert_eq!(
+            responsiveness(tm(&both), Some(tm(&both)), tm(&both), tm(&both)).2,
+            3000.0
+        );
+        // Each type is trimmed on its own: 20 probes, all 10 ms, except one probe's tcp_f
+        // (1000 ms) and another probe's http_l (2000 ms). At 95 % each type drops its own
+        // outlier: every TM is 10 ms → 6000 RPM. (Dropping whole probes by their total
+        // time would drop only the 2000-ms probe and keep the 1000-ms tcp_f:
+        // TM(tcp_f) = (18·10 + 1000)/19 ≈ 62.1 ms.)
+        let mut tcp = vec![10.0; 20];
+        tcp[0] = 1000.0;
+        let mut l = vec![10.0; 20];
+        l[1] = 2000.0;
+        let ten = vec![10.0; 20];
         let tm = |v: &[f64]| trimmed_mean(v, 95.0).unwrap();
-        let r = responsiveness(tm(&f), Some(tm(&f)), tm(&f), tm(&l)).2;
-        assert_eq!(r, 6000.0);
-        assert_eq!(trimmed_mean(&l, 100.0), Some(109.5));
+        assert_eq!(
+            responsiveness(tm(&tcp), Some(tm(&ten)), tm(&ten), tm(&l)).2,
+            6000.0
+        );
     }
 }

@@ -53,7 +53,9 @@ impl VideoPlan {
                 for (i, x) in a.iter().enumerate() {
                     let key = format!("{}.bitrates[{i}]", p.path());
                     let r = match x {
-                        Value::Str(s) => units::parse_rate(s).map_err(|m| ConfError::new(&key, m))?,
+                        Value::Str(s) => {
+                            units::parse_rate(s).map_err(|m| ConfError::new(&key, m))?
+                        }
                         _ => {
                             return Err(ConfError::new(
                                 key,
@@ -87,11 +89,17 @@ impl VideoPlan {
         if reservoir + cushion > max_buffer {
             return Err(p.err(
                 "cushion",
-                format!("reservoir + cushion ({}) exceeds max_buffer ({max_buffer})", reservoir + cushion),
+                format!(
+                    "reservoir + cushion ({}) exceeds max_buffer ({max_buffer})",
+                    reservoir + cushion
+                ),
             ));
         }
         if max_buffer < segment {
-            return Err(p.err("max_buffer", format!("{max_buffer} holds less than one segment ({segment})")));
+            return Err(p.err(
+                "max_buffer",
+                format!("{max_buffer} holds less than one segment ({segment})"),
+            ));
         }
         let startup_segments = p.u32("startup_segments", 1, 1, 1000)?;
         if segment * startup_segments as u64 > max_buffer {
@@ -125,7 +133,13 @@ impl VideoPlan {
 
 /// BBA-0 (Huang et al. 2014, Algorithm 1; the module's text): the next segment's rate from
 /// the previous one and the buffer `buffer` (the ladder strictly increasing).
-pub fn bba0(ladder: &[u64], prev: u64, buffer: Duration, reservoir: Duration, cushion: Duration) -> u64 {
+pub fn bba0(
+    ladder: &[u64],
+    prev: u64,
+    buffer: Duration,
+    reservoir: Duration,
+    cushion: Duration,
+) -> u64 {
     let (min, max) = (ladder[0], ladder[ladder.len() - 1]);
     if buffer <= reservoir {
         return min;
@@ -134,13 +148,27 @@ pub fn bba0(ladder: &[u64], prev: u64, buffer: Duration, reservoir: Duration, cu
         return max;
     }
     let plus = ladder.iter().copied().find(|&r| r > prev).unwrap_or(max);
-    let minus = ladder.iter().rev().copied().find(|&r| r < prev).unwrap_or(min);
+    let minus = ladder
+        .iter()
+        .rev()
+        .copied()
+        .find(|&r| r < prev)
+        .unwrap_or(min);
     let x = (buffer - reservoir).as_secs_f64() / cushion.as_secs_f64();
     let f = min as f64 + (max - min) as f64 * x;
     if f >= plus as f64 {
-        ladder.iter().rev().copied().find(|&r| (r as f64) < f).unwrap_or(min)
+        ladder
+            .iter()
+            .rev()
+            .copied()
+            .find(|&r| (r as f64) < f)
+            .unwrap_or(min)
     } else if f <= minus as f64 {
-        ladder.iter().copied().find(|&r| (r as f64) > f).unwrap_or(max)
+        ladder
+            .iter()
+            .copied()
+            .find(|&r| (r as f64) > f)
+            .unwrap_or(max)
     } else {
         prev
     }
@@ -241,7 +269,13 @@ impl Video {
             return;
         }
         let p = &self.plan;
-        let rate = bba0(&p.bitrates_bps, self.prev_rate, self.buffer, p.reservoir, p.cushion);
+        let rate = bba0(
+            &p.bitrates_bps,
+            self.prev_rate,
+            self.buffer,
+            p.reservoir,
+            p.cushion,
+        );
         let seg = self.requested;
         self.requested += 1;
         self.in_flight = Some((seg, rate));
@@ -334,8 +368,7 @@ impl Video {
                     ("rebuffering_s", Some(v.stall.as_secs_f64())),
                     (
                         "rebuffering_ratio",
-                        (!watched.is_zero())
-                            .then(|| v.stall.as_secs_f64() / watched.as_secs_f64()),
+                        (!watched.is_zero()).then(|| v.stall.as_secs_f64() / watched.as_secs_f64()),
                     ),
                 ],
             )],

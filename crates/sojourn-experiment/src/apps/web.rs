@@ -66,9 +66,7 @@ impl WebPlan {
     /// Mean bytes of a page (requests included).
     pub fn mean_page_bytes(&self) -> f64 {
         let n = self.objects as f64;
-        self.html_size.mean()
-            + n * self.object_size.mean()
-            + (n + 1.0) * self.request_bytes as f64
+        self.html_size.mean() + n * self.object_size.mean() + (n + 1.0) * self.request_bytes as f64
     }
 }
 
