@@ -149,8 +149,11 @@ pub struct Done {
 /// the run did not measure (no probe in the window, no page finished): JSON `null`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AppSummary {
-    pub sections: Vec<(&'static str, Vec<(&'static str, Option<f64>)>)>,
+    pub sections: Vec<(&'static str, Numbers)>,
 }
+
+/// Named numbers of a summary section (`None`: not measured).
+pub type Numbers = Vec<(&'static str, Option<f64>)>;
 
 /// One application workload entry's state machine.
 #[derive(Clone, Debug)]
