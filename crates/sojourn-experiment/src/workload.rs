@@ -378,7 +378,9 @@ fn parse_tcp(exp: &Context, p: &mut Params, index: u32, kind: &str) -> ConfResul
             };
             TcpKind::Poisson { interval, size }
         }
-        k if crate::apps::APP_KINDS.contains(&k) => TcpKind::App(crate::apps::parse(exp, p, k)?),
+        k if crate::apps::APP_KINDS.contains(&k) => {
+            TcpKind::App(crate::apps::parse(exp.base_dir, p, k)?)
+        }
         _ => unreachable!("dispatched by `parse`"),
     };
     let allow_overload = if matches!(k, TcpKind::Poisson { .. }) {

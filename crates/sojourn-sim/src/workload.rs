@@ -35,9 +35,16 @@ impl Sim {
             WorkloadPlan::Tcp(t) => {
                 for i in 0..t.flows.len() {
                     let app = match &t.kind {
-                        TcpKind::App(k) => Some(Box::new(crate::app::AppDriver::new(
-                            AppMachine::new(t, k, i, self.seed),
-                        ))),
+                        TcpKind::App(k) => {
+                            Some(Box::new(crate::app::AppDriver::new(AppMachine::new(
+                                k,
+                                (t.index, i),
+                                t.flows[i],
+                                t.start,
+                                t.stop,
+                                self.seed,
+                            ))))
+                        }
                         _ => None,
                     };
                     self.apps.push(Some(WorkloadGenerator {

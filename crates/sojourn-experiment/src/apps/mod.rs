@@ -20,12 +20,15 @@
 
 pub mod rpm;
 pub mod video;
+pub mod vocab;
 pub mod web;
 
-use crate::workload::{Context, TcpPlan};
+pub use vocab::{describe, Action, AppStep, AppSummary, Body, Done, Ends, Numbers, Sample, Token};
+
 use sojourn_core::params::{ConfResult, Params};
 use sojourn_core::rng::Rng;
-use sojourn_core::Time;
+use sojourn_core::{Duration, Time};
+use std::path::Path;
 
 /// The application kinds (their `kind = ...` names).
 pub const APP_KINDS: &[&str] = &["rpm", "web", "video"];
@@ -72,88 +75,14 @@ impl AppKind {
 
 /// Parses the keys of application kind `kind` (the shared keys — endpoints, transport,
 /// `start`, `stop` — are [`crate::workload`]'s).
-pub fn parse(exp: &Context, p: &mut Params, kind: &str) -> ConfResult<AppKind> {
+pub fn parse(base_dir: &Path, p: &mut Params, kind: &str) -> ConfResult<AppKind> {
     Ok(match kind {
         "rpm" => AppKind::Rpm(rpm::RpmPlan::parse(p)?),
-        "web" => AppKind::Web(web::WebPlan::parse(exp, p)?),
+        "web" => AppKind::Web(web::WebPlan::parse(base_dir, p)?),
         "video" => AppKind::Video(video::VideoPlan::parse(p)?),
         _ => unreachable!("dispatched by workload::parse"),
     })
 }
-
-/// Names a transfer (or a load connection) of one machine; the engine hands it back.
-pub type Token = u64;
-
-/// What a transfer carries.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Body {
-    /// `n` bytes, then the connection closes.
-    Sized(u64),
-    /// An unbounded transfer (a load-generating connection) until [`Action::Stop`].
-    Bulk,
-}
-
-/// Something a machine asks its engine to do.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Action {
-    /// Open a TCP transfer from `src` to `dst` now and report its completion (the
-    /// receiving application has every byte) as `token`; `handshake = false` is a
-    /// transfer on a connection that is already open (no SYN exchange). A `Bulk` body
-    /// never completes; `token` then names the connection for `Append` and `Stop`.
-    Open {
-        token: Token,
-        src: u32,
-        dst: u32,
-        body: Body,
-        handshake: bool,
-    },
-    /// Write `bytes` on load connection `load` behind what its sending socket already
-    /// holds, and report as `token` when its receiver has them (a self probe).
-    Append {
-        token: Token,
-        load: Token,
-        bytes: u64,
-    },
-    /// The load connection `load` stops writing: it sends what it holds and closes.
-    Stop { load: Token },
-}
-
-/// A measurement: the engine records `value` at the report's time under entity
-/// `w{index}.{entity}` and `metric` (timeseries.parquet; `sojourn.load(..., what="apps")`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Sample {
-    pub entity: &'static str,
-    pub metric: &'static str,
-    pub value: f64,
-}
-
-/// What to do after a call: the actions in order, the samples taken, and the next wake-up.
-#[derive(Clone, Debug, Default)]
-pub struct AppStep {
-    pub actions: Vec<Action>,
-    pub samples: Vec<Sample>,
-    pub wake_at: Option<Time>,
-}
-
-/// "Transfer `token` finished at `at`"; `connected_at` is when its connection was
-/// established (the SYN-ACK arrived) for a transfer opened with a handshake.
-#[derive(Clone, Copy, Debug)]
-pub struct Done {
-    pub token: Token,
-    pub at: Time,
-    pub connected_at: Option<Time>,
-}
-
-/// A machine's numbers at the end of the run: `(name, value)` pairs, grouped by a section
-/// name (`""` for the top level; `rpm` uses `downlink` and `uplink`). `None` is a number
-/// the run did not measure (no probe in the window, no page finished): JSON `null`.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AppSummary {
-    pub sections: Vec<(&'static str, Numbers)>,
-}
-
-/// Named numbers of a summary section (`None`: not measured).
-pub type Numbers = Vec<(&'static str, Option<f64>)>;
 
 /// One application workload entry's state machine.
 #[derive(Clone, Debug)]
@@ -164,12 +93,21 @@ pub enum AppMachine {
 }
 
 impl AppMachine {
-    /// The machine of entry `i` of `plan` (whose kind is [`crate::workload::TcpKind::App`]).
-    pub fn new(plan: &TcpPlan, kind: &AppKind, i: usize, seed: u64) -> AppMachine {
-        let (server, client) = plan.flows[i];
-        let rng = Rng::stream(seed, &format!("workload{}", plan.index), i as u64);
-        let start = Time::ZERO + plan.start;
-        let stop = plan.stop.map(|s| Time::ZERO + s).unwrap_or(Time::MAX);
+    /// The machine of entry `i` of workload `index` (a `TcpPlan` whose kind is
+    /// `TcpKind::App(kind)`): its (server, client) pair `flows`, its `start` and `stop`,
+    /// its random stream from `seed` (the one a `schedule::Generator` of that entry
+    /// would draw from).
+    pub fn new(
+        kind: &AppKind,
+        (index, i): (u32, usize),
+        (server, client): (u32, u32),
+        start: Duration,
+        stop: Option<Duration>,
+        seed: u64,
+    ) -> AppMachine {
+        let rng = Rng::stream(seed, &format!("workload{index}"), i as u64);
+        let start = Time::ZERO + start;
+        let stop = stop.map(|s| Time::ZERO + s).unwrap_or(Time::MAX);
         let ends = Ends {
             server,
             client,
@@ -228,31 +166,4 @@ impl AppMachine {
             AppMachine::Video(_) => "video",
         }
     }
-}
-
-/// Where and when one entry runs.
-#[derive(Clone, Copy, Debug)]
-pub struct Ends {
-    /// Sends the bulk of the bytes (the workload's `from`).
-    pub server: u32,
-    /// Asks (the workload's `to`).
-    pub client: u32,
-    pub start: Time,
-    /// The workload's `stop` (`Time::MAX` without one).
-    pub stop: Time,
-}
-
-/// Mean, median, 95th percentile and maximum of `v` (sorted in place); `None`s when empty.
-pub fn describe(v: &mut [f64]) -> [Option<f64>; 4] {
-    if v.is_empty() {
-        return [None; 4];
-    }
-    v.sort_by(f64::total_cmp);
-    let q = |p: f64| {
-        // Nearest rank (the smallest value with at least p of the samples at or below it).
-        let k = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
-        v[k - 1]
-    };
-    let mean = v.iter().sum::<f64>() / v.len() as f64;
-    [Some(mean), Some(q(0.5)), Some(q(0.95)), v.last().copied()]
 }

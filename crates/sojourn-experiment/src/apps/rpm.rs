@@ -34,7 +34,7 @@
 //! `probes_per_second` lower on slow links: a foreign probe is about 5 kB, a self probe
 //! about 0.2 kB), and no confidence score (the phases have a fixed length).
 
-use super::{Action, AppStep, AppSummary, Body, Done, Ends, Sample, Token};
+use crate::apps::vocab::{Action, AppStep, AppSummary, Body, Done, Ends, Sample, Token};
 use sojourn_core::params::{ConfResult, Params, Value};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, Time};

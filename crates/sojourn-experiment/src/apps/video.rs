@@ -21,7 +21,7 @@
 //! resumes when the next segment arrives. Rebuffering ratio: stalled time ÷ (playing +
 //! stalled time), after startup, up to the run's end (or the workload's stop).
 
-use super::{Action, AppStep, AppSummary, Body, Done, Ends, Sample, Token};
+use crate::apps::vocab::{Action, AppStep, AppSummary, Body, Done, Ends, Sample, Token};
 use sojourn_core::params::{ConfError, ConfResult, Params, Value};
 use sojourn_core::{units, Duration, Time};
 

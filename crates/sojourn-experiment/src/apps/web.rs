@@ -13,13 +13,13 @@
 //! `tcp_slow_start_after_idle` does the same after an idle RTO; a busy keep-alive
 //! connection would keep its window: docs/tests.md says so).
 
-use super::{describe, Action, AppStep, AppSummary, Body, Done, Ends, Sample, Token};
+use crate::apps::vocab::{describe, Action, AppStep, AppSummary, Body, Done, Ends, Sample, Token};
 use crate::dist::{IntervalDist, SizeDist};
-use crate::workload::Context;
 use sojourn_core::params::{ConfResult, Params};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, Time};
 use std::collections::VecDeque;
+use std::path::Path;
 
 /// A parsed `kind = "web"` workload.
 #[derive(Clone, Debug)]
@@ -38,11 +38,11 @@ pub struct WebPlan {
 }
 
 impl WebPlan {
-    pub(crate) fn parse(exp: &Context, p: &mut Params) -> ConfResult<WebPlan> {
+    pub(crate) fn parse(base_dir: &Path, p: &mut Params) -> ConfResult<WebPlan> {
         let objects = p.u32("objects", 20, 0, 10_000)?;
         let html_size =
-            SizeDist::parse(p, "html_size", exp.base_dir)?.unwrap_or(SizeDist::Fixed(30_000));
-        let object_size = SizeDist::parse(p, "object_size", exp.base_dir)?
+            SizeDist::parse(p, "html_size", base_dir)?.unwrap_or(SizeDist::Fixed(30_000));
+        let object_size = SizeDist::parse(p, "object_size", base_dir)?
             .unwrap_or(SizeDist::Exponential { mean: 20_000.0 });
         let connections = p.u32("connections", 6, 1, 64)?;
         let think = IntervalDist::parse(p, "think", true)?
