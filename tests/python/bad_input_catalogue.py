@@ -488,5 +488,5 @@ add("app-rpm-window-past-phase", "toml", _APP + 'kind = "rpm"\nphase = "2s"\nwin
     "workload[0].window")
 add("app-rpm-direction-unknown", "toml", _APP + 'kind = "rpm"\ndirections = "sideways"\n', "downlink")
 add("app-rpm-no-connections", "toml", _APP + 'kind = "rpm"\nconnections = 0\n', "workload[0].connections")
-add("app-web-empty-request", "toml", _APP + 'kind = "web"\nrequest_size = "0B"\n', "between 1 B and 1 MiB")
+add("app-web-empty-request", "toml", _APP + 'kind = "web"\nrequest_size = "0B"\n', "outside 1 B..1 GiB")
 add("app-web-typo", "toml", _APP + 'kind = "web"\nobject = "5kB"\n', "workload[0].object")

@@ -46,26 +46,29 @@ fn samples(out: &RunOutput, entity: &str, metric: &str) -> Vec<f64> {
         .collect()
 }
 
+/// One dumbbell pair: a bottleneck of `rate` with `delay` each way, the default 1 Gbit/s
+/// access links without delay, and one workload of the TOML keys `workload`.
+fn one_pair(duration: &str, rate: &str, delay: &str, workload: &str) -> RunOutput {
+    run_toml(&format!(
+        "duration = \"{duration}\"\n[topology]\nbottleneck = {{ rate = \"{rate}\", delay = \"{delay}\" }}\n\
+         [[workload]]\n{workload}\n"
+    ))
+    .unwrap()
+}
+
 /// One page of an HTML document of 1000 B and `objects` objects of 1000 B, requests of
 /// 300 B, over `connections`, on a dumbbell whose bottleneck is 10 Mbit/s with 5 ms each
 /// way (RTT 10 ms) and whose access links are 1 Gbit/s without delay.
 fn page(objects: u32, connections: u32) -> f64 {
-    let out = run_toml(&format!(
-        r#"
-        duration = "2s"
-        [topology]
-        bottleneck = {{ rate = "10Mbit", delay = "5ms" }}
-        [[workload]]
-        kind = "web"
-        objects = {objects}
-        connections = {connections}
-        html_size = "1000B"
-        object_size = "1000B"
-        request_size = "300B"
-        pages = 1
-        "#
-    ))
-    .unwrap();
+    let out = one_pair(
+        "2s",
+        "10Mbit",
+        "5ms",
+        &format!(
+            "kind = \"web\"\nobjects = {objects}\nconnections = {connections}\n\
+             html_size = \"1000B\"\nobject_size = \"1000B\"\nrequest_size = \"300B\"\npages = 1"
+        ),
+    );
     assert_eq!(num(&app(&out)["pages"]), 1.0);
     num(&app(&out)["plt_max_s"])
 }
@@ -121,21 +124,13 @@ fn web_parallel_connections_save_a_round_and_share_the_link() {
 }
 
 fn video(rate: &str, duration: &str) -> RunOutput {
-    run_toml(&format!(
-        r#"
-        duration = "{duration}"
-        [topology]
-        bottleneck = {{ rate = "{rate}", delay = "10ms" }}
-        [[workload]]
-        kind = "video"
-        segment = "2s"
-        bitrates = ["1Mbit", "2.5Mbit", "5Mbit", "8Mbit"]
-        reservoir = "2s"
-        cushion = "4s"
-        max_buffer = "10s"
-        "#
-    ))
-    .unwrap()
+    one_pair(
+        duration,
+        rate,
+        "10ms",
+        "kind = \"video\"\nsegment = \"2s\"\nbitrates = [\"1Mbit\", \"2.5Mbit\", \"5Mbit\", \"8Mbit\"]\n\
+         reservoir = \"2s\"\ncushion = \"4s\"\nmax_buffer = \"10s\"",
+    )
 }
 
 #[test]
@@ -235,28 +230,17 @@ fn rpm_of_fq_codel_is_near_the_base_rtt_and_fifo_is_bloated() {
 
 #[test]
 fn app_workloads_are_deterministic() {
+    // Three application workloads side by side, one per pair (inline tables).
     let text = r#"
         duration = "4s"
         seed = 11
-        [topology]
-        pairs = 3
-        bottleneck = { rate = "20Mbit", delay = "10ms", qdisc = "fq_codel" }
-        [[workload]]
-        kind = "rpm"
-        pair = 0
-        phase = "2s"
-        window = "1s"
-        connections = 4
-        [[workload]]
-        kind = "web"
-        pair = 1
-        objects = 8
-        object_size = { dist = "exponential", mean = "20kB" }
-        think = { dist = "exponential", mean = "200ms" }
-        [[workload]]
-        kind = "video"
-        pair = 2
-        segment = "1s"
+        topology = { pairs = 3, bottleneck = { rate = "20Mbit", delay = "10ms", qdisc = "fq_codel" } }
+        workload = [
+          { kind = "rpm", pair = 0, phase = "2s", window = "1s", connections = 4 },
+          { kind = "web", pair = 1, objects = 8, object_size = { dist = "exponential", mean = "20kB" },
+            think = { dist = "exponential", mean = "200ms" } },
+          { kind = "video", pair = 2, segment = "1s" },
+        ]
         "#;
     let (a, b) = (run_toml(text).unwrap(), run_toml(text).unwrap());
     assert!(a.summary_json() == b.summary_json());
@@ -342,7 +326,7 @@ fn bad_parameters_name_the_key() {
         (
             "kind = \"web\"\nrequest_size = \"0B\"",
             "workload[0].request_size",
-            "between 1 B and 1 MiB",
+            "outside 1 B..1 GiB",
         ),
         (
             "kind = \"web\"\nconnections = 100",

@@ -34,7 +34,9 @@
 //! `probes_per_second` lower on slow links: a foreign probe is about 5 kB, a self probe
 //! about 0.2 kB), and no confidence score (the phases have a fixed length).
 
-use crate::apps::vocab::{Action, AppStep, AppSummary, Body, Done, Ends, Sample, Token};
+use crate::apps::vocab::{
+    message_bytes, Action, AppStep, AppSummary, Body, Done, Ends, Sample, Token,
+};
 use sojourn_core::params::{ConfResult, Params, Value};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, Time};
@@ -111,13 +113,7 @@ impl RpmPlan {
         let probes_per_second = p.u32("probes_per_second", 100, 1, 1000)?;
         let trim_percent = p.f64_in("trim_percent", 95.0, 1.0, 100.0)?;
         let tls = p.bool("tls", true)?;
-        let positive = |p: &mut Params, key: &str, default: u64| -> ConfResult<u64> {
-            let b = p.bytes(key, default)?;
-            if b == 0 || b > 1 << 30 {
-                return Err(p.err(key, format!("{b} B is outside 1 B..1 GiB")));
-            }
-            Ok(b)
-        };
+        let positive = message_bytes;
         // An HTTP/2 GET (HEADERS frame) and the 1-byte object the draft asks for, with its
         // HEADERS and DATA frames: about 100 B each.
         let request_bytes = positive(p, "request_size", 100)?;
@@ -368,14 +364,10 @@ impl Rpm {
         };
         let dir = self.plan.directions[p.phase as usize];
         let ms = |a: Time, b: Time| (a.saturating_since(b)).as_millis_f64();
-        let open = |token: Token, src: u32, dst: u32, bytes: u64| Action::Open {
-            token,
-            src,
-            dst,
-            body: Body::Sized(bytes),
-            handshake: false,
-        };
-        let base = d.token & !7;
+        let plan = &self.plan;
+        // The probe's next transfer on its connection, if any: (stage, from the server,
+        // bytes); every one after the first rides on the open connection.
+        let mut next: Option<(Token, bool, u64)> = None;
         match d.token & 7 {
             F_CONNECT => {
                 let connected = d.connected_at.unwrap_or(d.at);
@@ -383,29 +375,20 @@ impl Rpm {
                 p.tcp_f = Some(tcp);
                 step.samples.push(sample(dir, "tcp_f_ms", tcp));
                 p.mark = connected;
-                if self.plan.tls {
-                    let b = self.plan.tls_server_bytes;
-                    step.actions
-                        .push(open(base | F_TLS_SERVER, server, client, b));
+                next = Some(if plan.tls {
+                    (F_TLS_SERVER, true, plan.tls_server_bytes)
                 } else {
-                    let b = self.plan.response_bytes;
-                    step.actions
-                        .push(open(base | F_RESPONSE, server, client, b));
-                }
+                    (F_RESPONSE, true, plan.response_bytes)
+                });
             }
             F_TLS_SERVER => {
                 let tls = ms(d.at, p.mark);
                 p.tls_f = Some(tls);
                 step.samples.push(sample(dir, "tls_f_ms", tls));
                 p.mark = d.at;
-                let b = self.plan.request_bytes;
-                step.actions.push(open(base | F_GET, client, server, b));
+                next = Some((F_GET, false, plan.request_bytes));
             }
-            F_GET => {
-                let b = self.plan.response_bytes;
-                step.actions
-                    .push(open(base | F_RESPONSE, server, client, b));
-            }
+            F_GET => next = Some((F_RESPONSE, true, plan.response_bytes)),
             F_RESPONSE => {
                 let http = ms(d.at, p.mark);
                 p.http_f = Some(http);
@@ -413,14 +396,12 @@ impl Rpm {
                 step.samples.push(sample(dir, "http_f_ms", http));
             }
             S_GET => step.actions.push(Action::Append {
-                token: base | S_LOADED,
+                token: (d.token & !7) | S_LOADED,
                 load: p.load,
-                bytes: self.plan.response_bytes,
+                bytes: plan.response_bytes,
             }),
             S_LOADED if dir == Direction::Uplink => {
-                let b = self.plan.response_bytes;
-                step.actions
-                    .push(open(base | S_RESPONSE, server, client, b));
+                next = Some((S_RESPONSE, true, plan.response_bytes));
             }
             S_LOADED | S_RESPONSE => {
                 let l = ms(d.at, p.launched);
@@ -429,6 +410,20 @@ impl Rpm {
                 step.samples.push(sample(dir, "http_l_ms", l));
             }
             _ => {}
+        }
+        if let Some((stage, from_server, bytes)) = next {
+            let (src, dst) = if from_server {
+                (server, client)
+            } else {
+                (client, server)
+            };
+            step.actions.push(Action::Open {
+                token: (d.token & !7) | stage,
+                src,
+                dst,
+                body: Body::Sized(bytes),
+                handshake: false,
+            });
         }
         step
     }

@@ -21,7 +21,9 @@
 //! resumes when the next segment arrives. Rebuffering ratio: stalled time ÷ (playing +
 //! stalled time), after startup, up to the run's end (or the workload's stop).
 
-use crate::apps::vocab::{Action, AppStep, AppSummary, Body, Done, Ends, Sample, Token};
+use crate::apps::vocab::{
+    message_bytes, Action, AppStep, AppSummary, Body, Done, Ends, Sample, Token,
+};
 use sojourn_core::params::{ConfError, ConfResult, Params, Value};
 use sojourn_core::{units, Duration, Time};
 
@@ -108,10 +110,7 @@ impl VideoPlan {
                 format!("{startup_segments} segments of {segment} do not fit in max_buffer ({max_buffer})"),
             ));
         }
-        let request_bytes = p.bytes("request_size", 300)?;
-        if request_bytes == 0 || request_bytes > 1 << 20 {
-            return Err(p.err("request_size", "must be between 1 B and 1 MiB"));
-        }
+        let request_bytes = message_bytes(p, "request_size", 300)?;
         let segments = p.u32("segments", 0, 0, u32::MAX)?;
         Ok(VideoPlan {
             segment,

@@ -2,6 +2,7 @@
 //! machine asks for ([`Action`]), what it is told ([`Done`]), what it measures ([`Sample`],
 //! [`AppSummary`]). A leaf: it imports no other module of the model.
 
+use sojourn_core::params::{ConfResult, Params};
 use sojourn_core::Time;
 
 /// Names a transfer (or a load connection) of one machine; the engine hands it back.
@@ -103,4 +104,13 @@ pub fn describe(v: &mut [f64]) -> [Option<f64>; 4] {
     };
     let mean = v.iter().sum::<f64>() / v.len() as f64;
     [Some(mean), Some(q(0.5)), Some(q(0.95)), v.last().copied()]
+}
+
+/// A message size key (a request, a response, a TLS flight): bytes, 1 B to 1 GiB.
+pub fn message_bytes(p: &mut Params, key: &str, default: u64) -> ConfResult<u64> {
+    let b = p.bytes(key, default)?;
+    if b == 0 || b > 1 << 30 {
+        return Err(p.err(key, format!("{b} B is outside 1 B..1 GiB")));
+    }
+    Ok(b)
 }

@@ -13,7 +13,9 @@
 //! `tcp_slow_start_after_idle` does the same after an idle RTO; a busy keep-alive
 //! connection would keep its window: docs/tests.md says so).
 
-use crate::apps::vocab::{describe, Action, AppStep, AppSummary, Body, Done, Ends, Sample, Token};
+use crate::apps::vocab::{
+    describe, message_bytes, Action, AppStep, AppSummary, Body, Done, Ends, Sample, Token,
+};
 use crate::dist::{IntervalDist, SizeDist};
 use sojourn_core::params::{ConfResult, Params};
 use sojourn_core::rng::Rng;
@@ -47,10 +49,7 @@ impl WebPlan {
         let connections = p.u32("connections", 6, 1, 64)?;
         let think = IntervalDist::parse(p, "think", true)?
             .unwrap_or(IntervalDist::Fixed(Duration::from_secs(2)));
-        let request_bytes = p.bytes("request_size", 300)?;
-        if request_bytes == 0 || request_bytes > 1 << 20 {
-            return Err(p.err("request_size", "must be between 1 B and 1 MiB"));
-        }
+        let request_bytes = message_bytes(p, "request_size", 300)?;
         let pages = p.u32("pages", 0, 0, u32::MAX)?;
         Ok(WebPlan {
             objects,
