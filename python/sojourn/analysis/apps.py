@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import pandas as pd
@@ -62,7 +62,8 @@ def sample_rows(ts: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------
-# report plots (plotly; htmlreport.write_report adds those that have data)
+# report plots (plotly; htmlreport.write_report adds those that have data and passes its
+# `layout`, the one look of every report figure)
 # ------------------------------------------------------------------------------------
 
 
@@ -77,7 +78,7 @@ def _summaries(rd: Any, p: str) -> list[dict]:
     return out
 
 
-def fig_rpm(rd: Any, st: dict):
+def fig_rpm(rd: Any, st: dict, layout: Callable[..., None]):
     """Responsiveness per point and direction (mean over repeats; bars)."""
     import plotly.graph_objects as go
 
@@ -94,9 +95,7 @@ def fig_rpm(rd: Any, st: dict):
         fig.add_trace(go.Bar(x=dirs, y=ys, name=p, marker_color=s.colour))
     if not found:
         return None
-    from .htmlreport import _layout
-
-    _layout(fig, "Responsiveness under working conditions (IETF IPPM draft; higher is better)", "direction",
+    layout(fig, "Responsiveness under working conditions (IETF IPPM draft; higher is better)", "direction",
             "round trips per minute (RPM)")
     fig.update_layout(barmode="group")
     return fig
@@ -110,7 +109,7 @@ def _samples(rd: Any, p: str, kind: str, metric: str) -> pd.DataFrame:
     return s[(s["kind"] == kind) & (s["metric"] == metric)]
 
 
-def fig_plt_cdf(rd: Any, st: dict):
+def fig_plt_cdf(rd: Any, st: dict, layout: Callable[..., None]):
     """CDF of page load times (the first repeat of each point)."""
     import plotly.graph_objects as go
 
@@ -127,13 +126,11 @@ def fig_plt_cdf(rd: Any, st: dict):
                                  line_shape="hv"))
     if not found:
         return None
-    from .htmlreport import _layout
-
-    _layout(fig, "CDF of page load time (web workloads, first repeat)", "page load time (ms)", "fraction of pages")
+    layout(fig, "CDF of page load time (web workloads, first repeat)", "page load time (ms)", "fraction of pages")
     return fig
 
 
-def fig_video_bitrate(rd: Any, st: dict):
+def fig_video_bitrate(rd: Any, st: dict, layout: Callable[..., None]):
     """Each segment's bitrate over time (the first repeat of each point)."""
     import plotly.graph_objects as go
 
@@ -150,9 +147,7 @@ def fig_video_bitrate(rd: Any, st: dict):
                                      line=dict(color=s.colour, dash=s.dash, width=1.5), line_shape="hv"))
     if not found:
         return None
-    from .htmlreport import _layout
-
-    _layout(fig, "Video bitrate per segment (BBA-0; first repeat)", "time (s)", "bitrate (Mbit/s)")
+    layout(fig, "Video bitrate per segment (BBA-0; first repeat)", "time (s)", "bitrate (Mbit/s)")
     return fig
 
 

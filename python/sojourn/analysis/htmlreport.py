@@ -772,9 +772,9 @@ def write_report(dirs: Sequence, out: Optional[Path] = None, title: Optional[str
         ("lorenz", "Fairness", fig_lorenz(rd, st)),
         ("ellipsis", "Throughput vs latency", fig_ellipsis(rd, st)),
         ("params", "Swept parameters", fig_param(rd, st, t)),
-        ("rpm", "Responsiveness (RPM)", apps.fig_rpm(rd, st)),
-        ("plt-cdf", "Page load time CDF", apps.fig_plt_cdf(rd, st)),
-        ("video", "Video bitrate", apps.fig_video_bitrate(rd, st)),
+        ("rpm", "Responsiveness (RPM)", apps.fig_rpm(rd, st, _layout)),
+        ("plt-cdf", "Page load time CDF", apps.fig_plt_cdf(rd, st, _layout)),
+        ("video", "Video bitrate", apps.fig_video_bitrate(rd, st, _layout)),
     ]
     figs = [(k, name, f) for k, name, f in figs if f is not None]
     low = t[np.isfinite(t["completion"]) & (t["completion"] < COMPLETION_WARN)]
