@@ -20,7 +20,7 @@ use crate::sim::Sim;
 use crate::tcp::sender::Source;
 use serde_json::{json, Map, Value as J};
 use sojourn_core::Time;
-use sojourn_experiment::apps::{Action, AppMachine, AppStep, Body, Done, Token};
+use sojourn_experiment::apps::{Action, AppMachine, AppStep, Body, Done, Number, Token};
 use std::collections::VecDeque;
 
 impl Sim {
@@ -250,7 +250,11 @@ impl Sim {
             for (section, values) in d.machine.summary(end).sections {
                 let mut m = Map::new();
                 for (k, v) in values {
-                    m.insert(k.into(), v.map_or(J::Null, |x| json!(x)));
+                    let v = match v {
+                        Number::Count(n) => json!(n),
+                        Number::Real(x) => x.map_or(J::Null, |x| json!(x)),
+                    };
+                    m.insert(k.into(), v);
                 }
                 if section.is_empty() {
                     o.extend(m);

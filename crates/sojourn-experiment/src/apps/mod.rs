@@ -23,7 +23,9 @@ pub mod video;
 pub mod vocab;
 pub mod web;
 
-pub use vocab::{describe, Action, AppStep, AppSummary, Body, Done, Ends, Numbers, Sample, Token};
+pub use vocab::{
+    describe, Action, AppStep, AppSummary, Body, Done, Ends, Number, Numbers, Sample, Token,
+};
 
 use sojourn_core::params::{ConfResult, Params};
 use sojourn_core::rng::Rng;

@@ -35,7 +35,7 @@
 //! about 0.2 kB), and no confidence score (the phases have a fixed length).
 
 use crate::apps::vocab::{
-    message_bytes, Action, AppStep, AppSummary, Body, Done, Ends, Sample, Token,
+    message_bytes, Action, AppStep, AppSummary, Body, Done, Ends, Number, Sample, Token,
 };
 use sojourn_core::params::{ConfResult, Params, Value};
 use sojourn_core::rng::Rng;
@@ -468,18 +468,21 @@ impl Rpm {
             out.sections.push((
                 dir.name(),
                 vec![
-                    ("rpm", rpm.map(|r| r.2)),
-                    ("foreign_rpm", rpm.map(|r| r.0)),
-                    ("loaded_rpm", rpm.map(|r| r.1)),
-                    ("tm_tcp_f_ms", tm[0]),
-                    ("tm_tls_f_ms", tls),
-                    ("tm_http_f_ms", tm[2]),
-                    ("tm_http_l_ms", tm[3]),
-                    ("foreign_probes", Some(foreign as f64)),
-                    ("self_probes", Some(own as f64)),
-                    ("load_connections", Some(self.plan.connections as f64)),
-                    ("window_start_s", Some(from.as_secs_f64())),
-                    ("window_end_s", Some(e.as_secs_f64())),
+                    ("rpm", Number::Real(rpm.map(|r| r.2))),
+                    ("foreign_rpm", Number::Real(rpm.map(|r| r.0))),
+                    ("loaded_rpm", Number::Real(rpm.map(|r| r.1))),
+                    ("tm_tcp_f_ms", Number::Real(tm[0])),
+                    ("tm_tls_f_ms", Number::Real(tls)),
+                    ("tm_http_f_ms", Number::Real(tm[2])),
+                    ("tm_http_l_ms", Number::Real(tm[3])),
+                    ("foreign_probes", Number::Count(foreign)),
+                    ("self_probes", Number::Count(own)),
+                    (
+                        "load_connections",
+                        Number::Count(self.plan.connections as u64),
+                    ),
+                    ("window_start_s", Number::Real(Some(from.as_secs_f64()))),
+                    ("window_end_s", Number::Real(Some(e.as_secs_f64()))),
                 ],
             ));
         }

@@ -22,7 +22,7 @@
 //! stalled time), after startup, up to the run's end (or the workload's stop).
 
 use crate::apps::vocab::{
-    message_bytes, Action, AppStep, AppSummary, Body, Done, Ends, Sample, Token,
+    message_bytes, Action, AppStep, AppSummary, Body, Done, Ends, Number, Sample, Token,
 };
 use sojourn_core::params::{ConfError, ConfResult, Params, Value};
 use sojourn_core::{units, Duration, Time};
@@ -358,16 +358,19 @@ impl Video {
             sections: vec![(
                 "",
                 vec![
-                    ("segments", Some(v.rates.len() as f64)),
-                    ("mean_bitrate_bps", mean_rate),
-                    ("switches", Some(v.switches as f64)),
-                    ("stalls", Some(v.stalls as f64)),
-                    ("startup_delay_s", startup),
-                    ("played_s", Some(v.played.as_secs_f64())),
-                    ("rebuffering_s", Some(v.stall.as_secs_f64())),
+                    ("segments", Number::Count(v.rates.len() as u64)),
+                    ("mean_bitrate_bps", Number::Real(mean_rate)),
+                    ("switches", Number::Count(v.switches as u64)),
+                    ("stalls", Number::Count(v.stalls as u64)),
+                    ("startup_delay_s", Number::Real(startup)),
+                    ("played_s", Number::Real(Some(v.played.as_secs_f64()))),
+                    ("rebuffering_s", Number::Real(Some(v.stall.as_secs_f64()))),
                     (
                         "rebuffering_ratio",
-                        (!watched.is_zero()).then(|| v.stall.as_secs_f64() / watched.as_secs_f64()),
+                        Number::Real(
+                            (!watched.is_zero())
+                                .then(|| v.stall.as_secs_f64() / watched.as_secs_f64()),
+                        ),
                     ),
                 ],
             )],

@@ -69,15 +69,23 @@ pub struct Done {
 }
 
 /// A machine's numbers at the end of the run: `(name, value)` pairs, grouped by a section
-/// name (`""` for the top level; `rpm` uses `downlink` and `uplink`). `None` is a number
-/// the run did not measure (no probe in the window, no page finished): JSON `null`.
+/// name (`""` for the top level; `rpm` uses `downlink` and `uplink`). A measurement the run
+/// could not take (no probe in the window, no page finished) is `Real(None)`: JSON `null`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AppSummary {
     pub sections: Vec<(&'static str, Numbers)>,
 }
 
-/// Named numbers of a summary section (`None`: not measured).
-pub type Numbers = Vec<(&'static str, Option<f64>)>;
+/// Named numbers of a summary section.
+pub type Numbers = Vec<(&'static str, Number)>;
+
+/// A summary number: a count (a JSON integer) or a measurement (`None`: not measured,
+/// JSON `null`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Number {
+    Count(u64),
+    Real(Option<f64>),
+}
 
 /// Where and when one entry runs.
 #[derive(Clone, Copy, Debug)]

@@ -14,7 +14,7 @@
 //! connection would keep its window: docs/tests.md says so).
 
 use crate::apps::vocab::{
-    describe, message_bytes, Action, AppStep, AppSummary, Body, Done, Ends, Sample, Token,
+    describe, message_bytes, Action, AppStep, AppSummary, Body, Done, Ends, Number, Sample, Token,
 };
 use crate::dist::{IntervalDist, SizeDist};
 use sojourn_core::params::{ConfResult, Params};
@@ -218,13 +218,13 @@ impl Web {
             sections: vec![(
                 "",
                 vec![
-                    ("pages", Some(self.plts_s.len() as f64)),
-                    ("objects_per_page", Some(self.plan.objects as f64)),
-                    ("connections", Some(self.plan.connections as f64)),
-                    ("plt_mean_s", mean),
-                    ("plt_p50_s", p50),
-                    ("plt_p95_s", p95),
-                    ("plt_max_s", max),
+                    ("pages", Number::Count(self.plts_s.len() as u64)),
+                    ("objects_per_page", Number::Count(self.plan.objects as u64)),
+                    ("connections", Number::Count(self.plan.connections as u64)),
+                    ("plt_mean_s", Number::Real(mean)),
+                    ("plt_p50_s", Number::Real(p50)),
+                    ("plt_p95_s", Number::Real(p95)),
+                    ("plt_max_s", Number::Real(max)),
                 ],
             )],
         }
