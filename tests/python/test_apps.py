@@ -21,31 +21,13 @@ EXP = """\
 name = "apps-mix"
 duration = "6s"
 seed = 5
-[topology]
-pairs = 3
-bottleneck = { rate = "20Mbit", delay = "10ms", qdisc = "fq_codel" }
-reverse = { rate = "20Mbit", delay = "10ms", qdisc = "fq_codel" }
-[[workload]]
-kind = "rpm"
-pair = 0
-phase = "3s"
-window = "2s"
-connections = 4
-probes_per_second = 20
-[[workload]]
-kind = "web"
-pair = 1
-objects = 6
-think = "300ms"
-[[workload]]
-kind = "video"
-pair = 2
-segment = "1s"
-reservoir = "1s"
-cushion = "2s"
-max_buffer = "5s"
-[record]
-interval = "100ms"
+topology = { pairs = 3, bottleneck = { rate = "20Mbit", delay = "10ms", qdisc = "fq_codel" }, reverse = { rate = "20Mbit", delay = "10ms", qdisc = "fq_codel" } }
+workload = [
+  { kind = "rpm", pair = 0, phase = "3s", window = "2s", connections = 4, probes_per_second = 20 },
+  { kind = "web", pair = 1, objects = 6, think = "300ms" },
+  { kind = "video", pair = 2, segment = "1s", reservoir = "1s", cushion = "2s", max_buffer = "5s" },
+]
+record = { interval = "100ms" }
 """
 
 
