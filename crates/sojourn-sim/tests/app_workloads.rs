@@ -319,6 +319,16 @@ fn bad_parameters_name_the_key() {
             "",
         ),
         (
+            "kind = \"rpm\"\nconnections = 4\ninitial_connections = 5",
+            "workload[0].initial_connections",
+            "",
+        ),
+        (
+            "kind = \"rpm\"\ninterval = \"0s\"",
+            "workload[0].interval",
+            "positive",
+        ),
+        (
             "kind = \"rpm\"\nrequest_size = \"0B\"",
             "workload[0].request_size",
             "outside 1 B",

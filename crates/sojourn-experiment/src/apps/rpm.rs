@@ -6,13 +6,16 @@
 //! One entry runs a phase per direction, one after the other ("Concurrent vs Sequential
 //! Uplink and Downlink": sequential tests report one score per direction):
 //!
-//! - **Working conditions** ("Achieving Steady-State Buffer Utilization"): `connections`
-//!   load-generating connections (default 16, the draft's MNP) carry unbounded transfers
-//!   in the phase's direction. The draft ramps up from INP = 1 connection, adding INC per
-//!   interval until goodput is stable; here all MNP open at the phase's start (the draft's
-//!   INP raised to MNP, which it allows "if one has prior knowledge on the capacity"), and
-//!   the measurement window is the phase's last `window` (MAD × ID = 4 × 1 s by default)
-//!   instead of a stability test. At the phase's end they stop writing and drain.
+//! - **Working conditions** ("Achieving Steady-State Buffer Utilization"): up to
+//!   `connections` load-generating connections (default 16, the draft's MNP) carry
+//!   unbounded transfers in the phase's direction. `initial_connections` (the draft's INP)
+//!   open at the phase's start and `added_per_interval` (INC) more every `interval` (ID)
+//!   until MNP ("Final Algorithm"). By default INP = MNP: all open at once (the draft
+//!   allows raising INP "if one has prior knowledge on the capacity of the link"); the
+//!   draft's own defaults are `initial_connections = 1`, `added_per_interval = 1`. The
+//!   measurement window is the phase's last `window` (MAD × ID = 4 × 1 s by default)
+//!   instead of the goodput and responsiveness stability tests. At the phase's end every
+//!   load connection stops writing and drains.
 //! - **Probes** ("Measuring Responsiveness"): every 1/`probes_per_second` (MPS = 100) a
 //!   foreign probe and a self probe. A foreign probe is a new connection: its TCP
 //!   handshake (`tcp_f`: connect → SYN-ACK received), a TLS 1.3 handshake abstracted as one
@@ -72,8 +75,14 @@ pub struct RpmPlan {
     pub directions: Vec<Direction>,
     /// Length of each phase.
     pub phase: Duration,
-    /// Load-generating connections per phase (the draft's MNP).
+    /// Load-generating connections per phase at most (the draft's MNP).
     pub connections: u32,
+    /// Opened at the phase's start (the draft's INP).
+    pub initial_connections: u32,
+    /// Opened every `interval` after that, up to `connections` (the draft's INC).
+    pub added_per_interval: u32,
+    /// The draft's ID.
+    pub interval: Duration,
     /// Probe pairs (one foreign, one self) launched per second (the draft's MPS).
     pub probes_per_second: u32,
     /// The measurement window at the end of each phase (the draft's MAD × ID).
@@ -110,6 +119,12 @@ impl RpmPlan {
             ));
         }
         let connections = p.u32("connections", 16, 1, 256)?;
+        let initial_connections = p.u32("initial_connections", connections, 1, connections)?;
+        let added_per_interval = p.u32("added_per_interval", 1, 1, 256)?;
+        let interval = p.duration("interval", Duration::from_secs(1))?;
+        if interval.is_zero() {
+            return Err(p.err("interval", "must be positive"));
+        }
         let probes_per_second = p.u32("probes_per_second", 100, 1, 1000)?;
         let trim_percent = p.f64_in("trim_percent", 95.0, 1.0, 100.0)?;
         let tls = p.bool("tls", true)?;
@@ -135,6 +150,9 @@ impl RpmPlan {
             directions,
             phase,
             connections,
+            initial_connections,
+            added_per_interval,
+            interval,
             probes_per_second,
             window,
             trim_percent,
@@ -207,6 +225,9 @@ pub struct Rpm {
     phase: usize,
     started: bool,
     next_probe: Time,
+    /// Load connections of the running phase opened so far, and when more open.
+    opened: u32,
+    next_ramp: Time,
     probes: Vec<Probe>,
 }
 
@@ -219,6 +240,8 @@ impl Rpm {
             phase: 0,
             started: false,
             next_probe: ends.start,
+            opened: 0,
+            next_ramp: Time::MAX,
             probes: Vec::new(),
         }
     }
@@ -229,6 +252,17 @@ impl Rpm {
         (s, (s + self.plan.phase).min(self.ends.stop))
     }
 
+    /// Load connections phase `k` has open at its end (the ramp's count).
+    fn loads_by_end(&self, k: usize) -> u32 {
+        let (s, e) = self.phase_span(k);
+        let p = &self.plan;
+        // Ramp points strictly inside the phase: s + ID, s + 2·ID, … < e.
+        let steps = (e.saturating_since(s).as_ns().saturating_sub(1) / p.interval.as_ns()) as u32;
+        p.initial_connections
+            .saturating_add(steps.saturating_mul(p.added_per_interval))
+            .min(p.connections)
+    }
+
     fn dir(&self, k: usize) -> Direction {
         self.plan.directions[k]
     }
@@ -237,12 +271,14 @@ impl Rpm {
         LOAD | (k as u64) << 16 | i as u64
     }
 
-    fn open_loads(&self, k: usize, step: &mut AppStep) {
+    /// Opens `n` more load connections of phase `k` (at most MNP in all).
+    fn open_loads(&mut self, k: usize, n: u32, step: &mut AppStep) {
         let (src, dst) = match self.dir(k) {
             Direction::Downlink => (self.ends.server, self.ends.client),
             Direction::Uplink => (self.ends.client, self.ends.server),
         };
-        for i in 0..self.plan.connections {
+        let upto = (self.opened + n).min(self.plan.connections);
+        for i in self.opened..upto {
             step.actions.push(Action::Open {
                 token: Self::load_token(k, i),
                 src,
@@ -251,6 +287,7 @@ impl Rpm {
                 handshake: true,
             });
         }
+        self.opened = upto;
     }
 
     pub fn wake(&mut self, now: Time) -> AppStep {
@@ -269,10 +306,12 @@ impl Rpm {
                 }
                 self.started = true;
                 self.next_probe = s;
-                self.open_loads(self.phase, &mut step);
+                self.opened = 0;
+                self.next_ramp = s + self.plan.interval;
+                self.open_loads(self.phase, self.plan.initial_connections, &mut step);
             }
             if now >= e {
-                for i in 0..self.plan.connections {
+                for i in 0..self.opened {
                     step.actions.push(Action::Stop {
                         load: Self::load_token(self.phase, i),
                     });
@@ -281,12 +320,21 @@ impl Rpm {
                 self.started = false;
                 continue;
             }
+            while self.next_ramp <= now {
+                self.open_loads(self.phase, self.plan.added_per_interval, &mut step);
+                self.next_ramp += self.plan.interval;
+            }
             while self.next_probe <= now {
                 self.launch(now, &mut step);
                 let gap = Duration::from_ns(1_000_000_000 / self.plan.probes_per_second as u64);
                 self.next_probe += gap;
             }
-            step.wake_at = Some(self.next_probe.min(e));
+            let ramp = if self.opened < self.plan.connections {
+                self.next_ramp
+            } else {
+                Time::MAX
+            };
+            step.wake_at = Some(self.next_probe.min(ramp).min(e));
             return step;
         }
         step
@@ -324,7 +372,7 @@ impl Rpm {
         });
         // Self probe: on a load connection drawn uniformly ("Measuring Responsiveness").
         let id = self.probes.len();
-        let load = Self::load_token(k, self.rng.below(self.plan.connections as u64) as u32);
+        let load = Self::load_token(k, self.rng.below(self.opened as u64) as u32);
         match self.dir(k) {
             Direction::Downlink => step.actions.push(Action::Open {
                 token: base(id) | S_GET,
@@ -479,7 +527,7 @@ impl Rpm {
                     ("self_probes", Number::Count(own)),
                     (
                         "load_connections",
-                        Number::Count(self.plan.connections as u64),
+                        Number::Count(self.loads_by_end(k) as u64),
                     ),
                     ("window_start_s", Number::Real(Some(from.as_secs_f64()))),
                     ("window_end_s", Number::Real(Some(e.as_secs_f64()))),
@@ -501,6 +549,7 @@ fn sample(dir: Direction, metric: &'static str, value: f64) -> Sample {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apps::vocab::Ends;
 
     #[test]
     fn every_probe_type_at_140_ms_is_429_rpm() {
@@ -539,6 +588,82 @@ mod tests {
         assert_eq!(trimmed_mean(&[1.0, 3.0], 100.0), Some(2.0));
         assert_eq!(trimmed_mean(&[7.0], 50.0), Some(7.0));
         assert_eq!(trimmed_mean(&[], 95.0), None);
+    }
+
+    /// The draft's ramp ("Final Algorithm"): INP at the start, INC more each ID, up to MNP.
+    #[test]
+    fn load_connections_ramp_by_inc_every_interval_up_to_mnp() {
+        let plan = RpmPlan {
+            directions: vec![Direction::Downlink],
+            phase: Duration::from_secs(5),
+            connections: 5,
+            initial_connections: 1,
+            added_per_interval: 2,
+            interval: Duration::from_secs(1),
+            probes_per_second: 1,
+            window: Duration::from_secs(2),
+            trim_percent: 95.0,
+            tls: true,
+            request_bytes: 100,
+            response_bytes: 100,
+            tls_client_bytes: 517,
+            tls_server_bytes: 4000,
+            notsent_lowat: None,
+        };
+        let ends = Ends {
+            server: 0,
+            client: 1,
+            start: Time::ZERO,
+            stop: Time::MAX,
+        };
+        let mut m = Rpm::new(plan, ends, Rng::stream(1, "t", 0));
+        let bulk = |s: &AppStep| {
+            s.actions
+                .iter()
+                .filter(|a| {
+                    matches!(
+                        a,
+                        Action::Open {
+                            body: Body::Bulk,
+                            ..
+                        }
+                    )
+                })
+                .count()
+        };
+        let stops = |s: &AppStep| {
+            s.actions
+                .iter()
+                .filter(|a| matches!(a, Action::Stop { .. }))
+                .count()
+        };
+        // 1 at 0 s, 2 at 1 s, 2 at 2 s (5 = MNP), none at 3 s and 4 s; 5 stop at 5 s.
+        let mut opened = Vec::new();
+        let mut t = Time::ZERO;
+        let mut stopped = 0;
+        while t < Time::ZERO + Duration::from_secs(6) {
+            let s = m.wake(t);
+            opened.push((t.as_secs_f64(), bulk(&s)));
+            stopped += stops(&s);
+            match s.wake_at {
+                Some(w) => t = w,
+                None => break,
+            }
+        }
+        let at = |x: f64| {
+            opened
+                .iter()
+                .filter(|o| o.0 == x)
+                .map(|o| o.1)
+                .sum::<usize>()
+        };
+        assert_eq!(
+            [at(0.0), at(1.0), at(2.0), at(3.0), at(4.0)],
+            [1, 2, 2, 0, 0]
+        );
+        assert_eq!(opened.iter().map(|o| o.1).sum::<usize>(), 5);
+        assert_eq!(stopped, 5);
+        assert_eq!(m.loads_by_end(0), 5);
     }
 
     #[test]
