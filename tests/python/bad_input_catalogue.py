@@ -504,3 +504,17 @@ add("test-bad-qdisc", "cli", ["test", "rrul", "--rate", "10Mbit", "--rtt", "40ms
     "--qdisc:")
 add("test-bad-duration", "cli", ["test", "rrul", "--rate", "10Mbit", "--rtt", "40ms", "--duration", "long", "--out", "{out}"],
     "--duration: expected a duration")
+# --- application workloads: rpm, web, video (docs/tests.md) ------------------------------
+_APP = 'duration = "1s"\n[topology]\nbottleneck = { rate = "10Mbit" }\n[[workload]]\n'
+add("app-video-ladder-decreasing", "toml", _APP + 'kind = "video"\nbitrates = ["2Mbit", "1Mbit"]\n',
+    "workload[0].bitrates[1]: the ladder must increase strictly", cli=True)
+add("app-video-ladder-not-rate", "toml", _APP + 'kind = "video"\nbitrates = [5]\n', "expected a rate")
+add("app-video-cushion-past-buffer", "toml", _APP + 'kind = "video"\nreservoir = "20s"\ncushion = "20s"\n',
+    "exceeds max_buffer")
+add("app-video-startup-past-buffer", "toml", _APP + 'kind = "video"\nstartup_segments = 100\n', "do not fit")
+add("app-rpm-window-past-phase", "toml", _APP + 'kind = "rpm"\nphase = "2s"\nwindow = "5s"\n',
+    "workload[0].window")
+add("app-rpm-direction-unknown", "toml", _APP + 'kind = "rpm"\ndirections = "sideways"\n', "downlink")
+add("app-rpm-no-connections", "toml", _APP + 'kind = "rpm"\nconnections = 0\n', "workload[0].connections")
+add("app-web-empty-request", "toml", _APP + 'kind = "web"\nrequest_size = "0B"\n', "outside 1 B..1 GiB")
+add("app-web-typo", "toml", _APP + 'kind = "web"\nobject = "5kB"\n', "workload[0].object")

@@ -155,6 +155,18 @@ pub fn check_transport(exp: &Experiment, available: &[String]) -> ConfResult<()>
     let d = TcpConfig::default();
     for (i, w) in exp.workloads.iter().enumerate() {
         let WorkloadPlan::Tcp(t) = w else { continue };
+        if let TcpKind::App(a) = &t.kind {
+            // The live load generator drives `schedule::Generator`s only; the application
+            // machines (sojourn_experiment::apps) need its self-probe hooks (docs/tests.md).
+            return Err(ConfError::new(
+                format!("workload[{i}].kind"),
+                format!(
+                    "{:?} cannot be run live yet: application workloads (rpm, web, video) \
+                     run in the simulator only",
+                    a.name()
+                ),
+            ));
+        }
         let c = &t.cfg;
         let base = &exp.transport;
         let key = |k: &str, own: bool| tkey(exp, i, k, own);
@@ -551,6 +563,16 @@ mod tests {
         // reno is the kernel's name of newreno: accepted.
         let e = exp(&DUMBBELL.replace("pairs = \"all\"", "pairs = \"all\"\ncc = \"newreno\""));
         check_transport(&e, &avail).unwrap();
+    }
+
+    #[test]
+    fn application_workloads_are_refused_live() {
+        for kind in ["rpm", "web", "video"] {
+            let e = exp(&DUMBBELL.replace("kind = \"bulk\"", &format!("kind = \"{kind}\"")));
+            let err = check_transport(&e, &["cubic".to_string()]).unwrap_err();
+            assert_eq!(err.path, "workload[0].kind");
+            assert!(err.msg.contains("simulator only"), "{}", err.msg);
+        }
     }
 
     #[test]

@@ -174,6 +174,7 @@ impl Offers<'_> {
                                 let per_s = 1.0 / interval.mean().as_secs_f64().max(1e-9);
                                 per_s * 8.0 * (*message as f64 + frame - t.cfg.mss as f64)
                             }
+                            TcpKind::App(a) => 8.0 * a.offered_bytes_per_s(),
                         }
                         .min(path_bps)
                             * active;

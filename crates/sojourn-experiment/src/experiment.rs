@@ -370,6 +370,7 @@ pub fn transfers_of(exp: &Experiment, t: &TcpPlan) -> (f64, f64) {
                 }
             }
             TcpKind::Bulk | TcpKind::Transfer { .. } | TcpKind::Thin { .. } => 0.0,
+            TcpKind::App(a) => a.connections_per_s(),
         };
     (rate * window, rate)
 }

@@ -32,6 +32,7 @@
 //! }
 //! ```
 
+pub mod apps;
 pub mod budget;
 pub mod classify;
 pub mod cost;

@@ -204,6 +204,8 @@ impl Generator {
                 self.pending_response = Some(response.draw(&mut self.rng));
                 self.phase = Phase::Request { started: now };
             }
+            // Application workloads are driven by their `apps::AppMachine`.
+            TcpKind::App(_) => self.phase = Phase::Done,
         }
         step
     }

@@ -285,6 +285,11 @@ pub const TCP_KINDS: &[&str] = &[
     "actors",
     "poisson",
     "small_files",
+    // Application workloads measured at the application (apps/): responsiveness, web
+    // page loads, adaptive video.
+    "rpm",
+    "web",
+    "video",
 ];
 
 /// What a TCP workload does (one generator per selected endpoint pair).
@@ -315,6 +320,9 @@ pub enum TcpKind {
         interval: IntervalDist,
         size: SizeDist,
     },
+    /// An application workload (`rpm`, `web`, `video`): a machine of [`crate::apps`]
+    /// drives it instead of the [`crate::schedule::Generator`].
+    App(crate::apps::AppKind),
 }
 
 /// A TCP (or thin-stream) workload.
@@ -397,6 +405,9 @@ fn parse_tcp(exp: &Context, p: &mut Params, index: u32, kind: &str) -> ConfResul
                 size(p, "size")?
             };
             TcpKind::Poisson { interval, size }
+        }
+        k if crate::apps::APP_KINDS.contains(&k) => {
+            TcpKind::App(crate::apps::parse(exp.base_dir, p, k)?)
         }
         _ => unreachable!("dispatched by `parse`"),
     };

@@ -8,6 +8,7 @@
 //! and deterministic: same experiment and seed, same bytes out.
 
 pub mod app;
+pub mod apps;
 pub mod classify;
 pub mod config;
 pub mod dispatch;

@@ -87,6 +87,9 @@ pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSum
     let o = summary.as_object_mut().expect("an object");
     o.insert("links".to_string(), J::Object(links));
     o.insert("flows".to_string(), flow_summary.json(fct_from));
+    if let Some(apps) = sim.apps_summary(end) {
+        o.insert("apps".to_string(), apps);
+    }
 
     let held: Vec<&FlowRecord> = sim.flows.iter().collect();
     let flows = flow_columns(&held, |n| sim.nodes[n as usize].name.clone(), end, fct_from);

@@ -362,7 +362,7 @@ impl Sim {
     /// Whether endpoint `id` is open and still serves `flow` (a closed endpoint's slot may
     /// have been reused by another flow).
     #[inline]
-    fn serves(&self, id: u32, flow: u32) -> bool {
+    pub(crate) fn serves(&self, id: u32, flow: u32) -> bool {
         self.endpoints
             .get(id as usize)
             .is_some_and(|slot| slot.live && slot.flow == flow)
@@ -376,6 +376,14 @@ impl Sim {
     /// Declares `app` the owner of `flow`, to be told when it completes.
     pub fn set_flow_owner(&mut self, flow: u32, app: u32) {
         self.flows.get_mut(flow).owner = app;
+    }
+
+    /// The live TCP sender endpoint of `flow` (apps.rs: a load connection just opened).
+    pub(crate) fn tcp_sender_of(&self, flow: u32) -> Option<u32> {
+        self.endpoints
+            .iter()
+            .position(|s| s.live && s.flow == flow && matches!(s.ep, AnyEndpoint::TcpSender(_)))
+            .map(|i| i as u32)
     }
 
     /// Access to an endpoint (tests, observers).
@@ -455,6 +463,11 @@ impl Sim {
             for n in notes {
                 match n {
                     Note::Completed { flow } => {
+                        // A self probe's bytes on an application's load connection, not
+                        // the flow's end (apps.rs).
+                        if self.flows.get(flow).owner != u32::MAX && self.app_marker_reached(flow) {
+                            continue;
+                        }
                         let rec = self.flows.get_mut(flow);
                         if rec.end.is_none() {
                             rec.end = Some(self.now);

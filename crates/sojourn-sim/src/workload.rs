@@ -17,6 +17,7 @@ use crate::udp::{OnOff, ThinUdpSource, UdpSink, UdpSource};
 use sojourn_core::packet::{proto, Addr, Ecn, FlowKey};
 use sojourn_core::rng::Rng;
 use sojourn_core::Time;
+use sojourn_experiment::apps::AppMachine;
 use sojourn_experiment::schedule::{Generator, Payload, Step};
 pub use sojourn_experiment::workload::{TcpKind, TcpPlan, WorkloadPlan, TCP_KINDS as KINDS};
 use sojourn_record::flows::{FlowKind, FlowRecord};
@@ -34,11 +35,25 @@ impl Sim {
             WorkloadPlan::Probe(q) => self.add_probe_workload(q),
             WorkloadPlan::Tcp(t) => {
                 for i in 0..t.flows.len() {
+                    let app = match &t.kind {
+                        TcpKind::App(k) => {
+                            Some(Box::new(crate::app::AppDriver::new(AppMachine::new(
+                                k,
+                                (t.index, i),
+                                t.flows[i],
+                                t.start,
+                                t.stop,
+                                self.seed,
+                            ))))
+                        }
+                        _ => None,
+                    };
                     self.apps.push(Some(WorkloadGenerator {
                         gen: Generator::new(t, i, self.seed),
                         cfg: t.cfg.clone(),
                         index: t.index,
                         watching: None,
+                        app,
                     }));
                 }
             }
@@ -90,6 +105,9 @@ impl Sim {
 
     /// Generator `a`'s first wake-up (at time 0).
     pub(crate) fn start_generator(&mut self, a: u32) {
+        if self.start_app(a) {
+            return;
+        }
         if let Some(at) = self.apps[a as usize].as_mut().and_then(|g| g.gen.start()) {
             self.app_timer(a, at);
         }
@@ -97,6 +115,9 @@ impl Sim {
 
     /// Generator `a`'s timer fired.
     pub(crate) fn wake_generator(&mut self, a: u32) {
+        if self.wake_app(a) {
+            return;
+        }
         let now = self.now;
         let step = match self.apps[a as usize].as_mut() {
             Some(g) => g.gen.wake(now),
@@ -107,6 +128,9 @@ impl Sim {
 
     /// A flow generator `a` owns completed: if it is the one it waits for, it is told.
     pub(crate) fn generator_flow_completed(&mut self, a: u32, flow: u32) {
+        if self.app_flow_completed(a, flow) {
+            return;
+        }
         let now = self.now;
         let step = match self.apps[a as usize].as_mut() {
             Some(g) if g.watching == Some(flow) => {

@@ -34,6 +34,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from . import apps
 from . import compare as cmp
 from . import stats
 from .flent_plots import fig_box_totals, fig_flent_totals, fig_ping_cdf
@@ -775,6 +776,9 @@ def write_report(dirs: Sequence, out: Optional[Path] = None, title: Optional[str
         ("flent-totals", "Totals and latency (Flent)", fig_flent_totals(rd, st)),
         ("ping-cdf", "Latency CDF (Flent)", fig_ping_cdf(rd, st)),
         ("box-totals", "Box totals (Flent)", fig_box_totals(rd, st)),
+        ("rpm", "Responsiveness (RPM)", apps.fig_rpm(rd, st, _layout)),
+        ("plt-cdf", "Page load time CDF", apps.fig_plt_cdf(rd, st, _layout)),
+        ("video", "Video bitrate", apps.fig_video_bitrate(rd, st, _layout)),
     ]
     figs = [(k, name, f) for k, name, f in figs if f is not None]
     low = t[np.isfinite(t["completion"]) & (t["completion"] < COMPLETION_WARN)]

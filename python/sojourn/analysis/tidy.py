@@ -13,6 +13,7 @@ Example (docs/reports.md)::
     flows.groupby("point")["fct_s"].median()
     runs = sojourn.load("results/aqm", what="runs")      # one row per run
     ts = sojourn.load("results/aqm", what="timeseries")  # long form: time_s, entity, metric, value
+    apps = sojourn.load("results/rrul", what="apps")     # rpm / web / video numbers per entry
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import pandas as pd
 
 __all__ = ["load"]
 
-What = Literal["flows", "runs", "timeseries", "probes"]
+What = Literal["flows", "runs", "timeseries", "probes", "apps", "app_samples"]
 
 
 def _progress(total: int, label: str, show: Optional[bool]):
@@ -61,9 +62,13 @@ def load(directory: Union[str, "os.PathLike[str]"], what: What = "flows", progre
     ``what``: ``"flows"`` (one row per flow; the columns of flows.parquet plus ``point``,
     ``seed``, the swept parameters and ``after_warmup``), ``"runs"`` (one row per run: the
     key numbers of its summary.json) or ``"timeseries"`` (long form ``time_s, entity,
-    metric, value`` plus ``point``, ``seed`` and the swept parameters) or ``"probes"`` (one row
+    metric, value`` plus ``point``, ``seed`` and the swept parameters), ``"probes"`` (one row
     per latency probe or isochronous datagram, probes.parquet's columns plus ``point``,
-    ``seed``, the swept parameters and ``after_warmup``; docs/tests.md). Swept parameters
+    ``seed``, the swept parameters and ``after_warmup``; docs/tests.md), ``"apps"`` (one row
+    per application workload entry — per direction for ``rpm`` — with its summary.json
+    numbers: RPM and trimmed means, page load times, video bitrate, switches, rebuffering;
+    docs/tests.md) or ``"app_samples"`` (one row per probe, page or segment measurement:
+    ``workload, kind, direction, time_s, metric, value``). Swept parameters
     are numbers where every value parses as one (rates in bit/s, durations in seconds,
     sizes in bytes). ``progress``: None shows a bar in a terminal or notebook when there
     are several runs; True/False force it. Raises FileNotFoundError for a directory that
@@ -74,8 +79,9 @@ def load(directory: Union[str, "os.PathLike[str]"], what: What = "flows", progre
     root = Path(directory)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such directory")
-    if what not in ("flows", "runs", "timeseries", "probes"):
-        raise ValueError(f"what must be 'flows', 'runs', 'timeseries' or 'probes', not {what!r}")
+    if what not in ("flows", "runs", "timeseries", "probes", "apps", "app_samples"):
+        raise ValueError(f"what must be 'flows', 'runs', 'timeseries', 'probes', 'apps' or 'app_samples', "
+                         f"not {what!r}")
     columns: list[str] = []
     runs: list[tuple[str, int, dict, Path]] = []  # (point, seed, labels, dir)
     if (root / "summary.json").exists():
@@ -111,6 +117,18 @@ def load(directory: Union[str, "os.PathLike[str]"], what: What = "flows", progre
             head = {"point": point, "seed": seed, **{c: lab.get(c) for c in columns}}
             if what == "runs":
                 parts.append(pd.DataFrame([{**head, "run_dir": str(d), **run_row(summary)}]))
+            elif what == "apps":
+                from .apps import app_summary_frame
+
+                parts.append(app_summary_frame(summary, head))
+            elif what == "app_samples":
+                from .apps import sample_rows
+
+                t = pd.read_parquet(d / "timeseries.parquet") if (d / "timeseries.parquet").exists() else None
+                a = sample_rows(t)
+                for i, (k, v) in enumerate(head.items()):
+                    a.insert(i, k, v)
+                parts.append(a)
             elif what == "flows":
                 f = pd.read_parquet(d / "flows.parquet")
                 for i, (k, v) in enumerate(head.items()):

@@ -174,6 +174,12 @@ impl TcpReceiver {
         self
     }
 
+    /// Leave a `Completed` note once the application has `bytes` in total (an
+    /// application's self probe on an unbounded transfer: apps.rs).
+    pub(crate) fn notify_when_delivered(&mut self, bytes: u64) {
+        self.complete_at = bytes;
+    }
+
     pub fn new(flow: u32, key: FlowKey, hash: u32, cfg: &TcpConfig, size: u64) -> TcpReceiver {
         TcpReceiver {
             dscp: cfg.dscp,

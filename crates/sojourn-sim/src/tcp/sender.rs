@@ -334,6 +334,23 @@ impl TcpSender {
         }
     }
 
+    /// The application stops writing: the stream ends at sequence `at_least` or at what
+    /// was already sent, whichever is later, then a FIN follows (an application's load
+    /// connection at the end of its phase: apps.rs). The FIN leaves with the next
+    /// transmission the ACKs of the data in flight trigger.
+    pub(crate) fn stop_writing(&mut self, at_least: u64) {
+        if self.fin_wanted {
+            return;
+        }
+        if self.state != ConnState::Established {
+            // Not connected yet: `established` sets the stream's end from the source.
+            self.source = Source::Sized(at_least.saturating_sub(1));
+            return;
+        }
+        self.write_end = self.write_end.min(self.snd_nxt.max(at_least));
+        self.fin_wanted = true;
+    }
+
     pub fn ca_state(&self) -> CaState {
         self.cs.ca_state
     }
