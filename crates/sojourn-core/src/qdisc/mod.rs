@@ -35,6 +35,7 @@ pub mod flow_heap;
 pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
+pub mod htb;
 pub mod las;
 pub mod lstf_codel;
 pub mod pie;
@@ -72,6 +73,7 @@ disciplines! {
     red::{Red(RedSpec)},
     prio::{Prio(PrioSpec) + Classful, PfifoFast(PfifoFastSpec)},
     tbf::{Tbf(TbfSpec) + Classful},
+    htb::{Htb(HtbSpec) + Classful},
     lstf_codel::{LstfCodel(LstfCodelSpec)},
     age::{Age(AgeSpec) + Classful},
     las::{Las(LasSpec)},
