@@ -251,6 +251,63 @@ pub struct HtbFilter {
     pub minor: u16,
 }
 
+/// Address filters ready for lookups: (field, address) → (filter index, class index). A
+/// packet takes the first filter in the given order that matches, as tc tries filters in
+/// order; hash lookups keep that O(1) for 100 000 per-subscriber filters.
+#[derive(Default)]
+pub struct AddrFilters {
+    node: [HashMap<u32, (u32, u32)>; 2],
+    ip: [HashMap<Addr, (u32, u32)>; 2],
+}
+
+impl AddrFilters {
+    /// `class_of(minor)` is the class index a filter's classid names.
+    pub fn new(filters: &[HtbFilter], class_of: impl Fn(u16) -> u32) -> AddrFilters {
+        let mut f = AddrFilters::default();
+        for (i, flt) in filters.iter().enumerate() {
+            let v = (i as u32, class_of(flt.minor));
+            let d = flt.field as usize;
+            match flt.addr {
+                AddrMatch::Node(n) => {
+                    f.node[d].entry(n).or_insert(v);
+                }
+                AddrMatch::Ip(a) => {
+                    f.ip[d].entry(a).or_insert(v);
+                }
+            }
+        }
+        f
+    }
+
+    /// The class of the first filter `pkt` matches.
+    #[inline]
+    pub fn classify(&self, pkt: &Packet) -> Option<u32> {
+        if self.node[0].is_empty()
+            && self.node[1].is_empty()
+            && self.ip[0].is_empty()
+            && self.ip[1].is_empty()
+        {
+            return None;
+        }
+        let mut best: Option<(u32, u32)> = None;
+        for (d, addr) in [pkt.key.src_addr, pkt.key.dst_addr].into_iter().enumerate() {
+            // A node id names the simulator's address of that node (IPv4 `n` or IPv6
+            // `fd00::n`), whose low 32 bits are the id.
+            let sim = addr.v4_bits().is_some() || addr.octets()[0] == 0xfd;
+            let hits = [
+                self.node[d].get(&addr.low32()).filter(|_| sim),
+                self.ip[d].get(&addr),
+            ];
+            for &(fi, ci) in hits.into_iter().flatten() {
+                if best.is_none_or(|(bf, _)| fi < bf) {
+                    best = Some((fi, ci));
+                }
+            }
+        }
+        best.map(|(_, c)| c)
+    }
+}
+
 /// One class of the typed spec.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HtbClassSpec {
@@ -603,65 +660,66 @@ impl HtbSpec {
         });
         Ok(())
     }
+}
 
-    fn parse_filter(&mut self, v: &Value, path: &str) -> ConfResult<()> {
-        let Value::Table(t) = v else {
-            return Err(ConfError::new(
-                path,
-                format!(
-                    "expected a filter table like {{ dst = \"sub3\", classid = \"1:13\" }}, got {}",
-                    v.type_name()
-                ),
-            ));
-        };
-        let mut p = Params::new(path, t);
-        let h = self.handle;
-        let minor = read_classid(&mut p, "classid", h)?
-            .filter(|&m| m != 0)
-            .ok_or_else(|| p.err("classid", format!("required, e.g. \"{h:x}:10\"")))?;
-        let src = p.raw("src");
-        let dst = p.raw("dst");
-        let (field, key, v) = match (src, dst) {
-            (Some(_), Some(_)) => {
-                return Err(p.err("dst", "give either `src` or `dst` (one address per filter)"))
-            }
-            (Some(v), None) => (FilterField::Src, "src", v),
-            (None, Some(v)) => (FilterField::Dst, "dst", v),
-            (None, None) => {
-                return Err(p.err(
-                    "dst",
-                    "a filter needs `dst` or `src`: a node name or an IP address",
-                ))
-            }
-        };
-        let addr = match v {
-            Value::Int(n) if *n >= 0 && *n <= u32::MAX as i64 => AddrMatch::Node(*n as u32),
-            Value::Str(s) => match s.parse::<std::net::IpAddr>() {
-                Ok(ip) => AddrMatch::Ip(Addr::from(ip)),
-                Err(_) => {
-                    return Err(p.err(
-                        key,
-                        format!(
-                            "{s:?} is neither an IP address nor a node of the experiment \
-                             (node names are resolved in experiment files only)"
-                        ),
-                    ))
-                }
-            },
-            other => {
+/// Reads one address filter `{ dst = NODE | "ADDR", classid = "H:M" }` (or `src`) of a
+/// classful qdisc with handle `h`; a node is given by its id here (experiment files name
+/// it; sojourn-experiment puts the id in).
+pub fn parse_filter(v: &Value, path: &str, h: u16) -> ConfResult<HtbFilter> {
+    let Value::Table(t) = v else {
+        return Err(ConfError::new(
+            path,
+            format!(
+                "expected a filter table like {{ dst = \"sub3\", classid = \"1:13\" }}, got {}",
+                v.type_name()
+            ),
+        ));
+    };
+    let mut p = Params::new(path, t);
+    let minor = read_classid(&mut p, "classid", h)?
+        .filter(|&m| m != 0)
+        .ok_or_else(|| p.err("classid", format!("required, e.g. \"{h:x}:10\"")))?;
+    let src = p.raw("src");
+    let dst = p.raw("dst");
+    let (field, key, v) = match (src, dst) {
+        (Some(_), Some(_)) => {
+            return Err(p.err("dst", "give either `src` or `dst` (one address per filter)"))
+        }
+        (Some(v), None) => (FilterField::Src, "src", v),
+        (None, Some(v)) => (FilterField::Dst, "dst", v),
+        (None, None) => {
+            return Err(p.err(
+                "dst",
+                "a filter needs `dst` or `src`: a node name or an IP address",
+            ))
+        }
+    };
+    let addr = match v {
+        Value::Int(n) if *n >= 0 && *n <= u32::MAX as i64 => AddrMatch::Node(*n as u32),
+        Value::Str(s) => match s.parse::<std::net::IpAddr>() {
+            Ok(ip) => AddrMatch::Ip(Addr::from(ip)),
+            Err(_) => {
                 return Err(p.err(
                     key,
                     format!(
-                        "expected a node name or an IP address, got {}",
-                        other.type_name()
+                        "{s:?} is neither an IP address nor a node of the experiment \
+                         (node names are resolved in experiment files only)"
                     ),
                 ))
             }
-        };
-        p.finish()?;
-        self.filters.push(HtbFilter { field, addr, minor });
-        Ok(())
-    }
+        },
+        other => {
+            return Err(p.err(
+                key,
+                format!(
+                    "expected a node name or an IP address, got {}",
+                    other.type_name()
+                ),
+            ))
+        }
+    };
+    p.finish()?;
+    Ok(HtbFilter { field, addr, minor })
 }
 
 impl Discipline for HtbSpec {
@@ -744,7 +802,8 @@ impl Discipline for HtbSpec {
             None => {}
             Some(Value::Array(items)) => {
                 for (i, v) in items.iter().enumerate() {
-                    spec.parse_filter(v, &format!("{filters_path}[{i}]"))?;
+                    spec.filters
+                        .push(parse_filter(v, &format!("{filters_path}[{i}]"), handle)?);
                 }
             }
             Some(v) => {
@@ -861,8 +920,7 @@ pub struct Htb {
     leaf_specs: Vec<QdiscSpec>,
     default_leaf: QdiscSpec,
     ctx: BuildCtx,
-    filters_node: [HashMap<u32, (u32, u32)>; 2],
-    filters_ip: [HashMap<Addr, (u32, u32)>; 2],
+    filters: AddrFilters,
     qlen: usize,
     backlog_bytes: u64,
     overlimits: u64,
@@ -936,22 +994,7 @@ impl Htb {
             Some(&i) if classes[i as usize].level == 0 => i,
             _ => NONE,
         };
-        // Address filters by (field, address) → (filter index, class index): the first
-        // filter in file order that matches wins, as tc tries filters in order.
-        let mut filters_node: [HashMap<u32, (u32, u32)>; 2] = Default::default();
-        let mut filters_ip: [HashMap<Addr, (u32, u32)>; 2] = Default::default();
-        for (i, f) in spec.filters.iter().enumerate() {
-            let v = (i as u32, by_minor[&f.minor]);
-            let d = f.field as usize;
-            match f.addr {
-                AddrMatch::Node(n) => {
-                    filters_node[d].entry(n).or_insert(v);
-                }
-                AddrMatch::Ip(a) => {
-                    filters_ip[d].entry(a).or_insert(v);
-                }
-            }
-        }
+        let filters = AddrFilters::new(&spec.filters, |m| by_minor[&m]);
         Htb {
             handle: spec.handle,
             default_class,
@@ -968,8 +1011,7 @@ impl Htb {
             leaf_specs: spec.leaves.clone(),
             default_leaf: (*spec.default_leaf).clone(),
             ctx: ctx.clone(),
-            filters_node,
-            filters_ip,
+            filters,
             qlen: 0,
             backlog_bytes: 0,
             overlimits: 0,
@@ -1035,7 +1077,7 @@ impl Htb {
                 return self.default_target();
             }
         }
-        if let Some(i) = self.filter_match(pkt) {
+        if let Some(i) = self.filters.classify(pkt) {
             return Target::Class(i);
         }
         self.default_target()
@@ -1048,34 +1090,6 @@ impl Htb {
         } else {
             Target::Class(self.default_class)
         }
-    }
-
-    #[inline]
-    fn filter_match(&self, pkt: &Packet) -> Option<u32> {
-        if self.filters_node[0].is_empty()
-            && self.filters_node[1].is_empty()
-            && self.filters_ip[0].is_empty()
-            && self.filters_ip[1].is_empty()
-        {
-            return None;
-        }
-        let mut best: Option<(u32, u32)> = None;
-        for (d, addr) in [pkt.key.src_addr, pkt.key.dst_addr].into_iter().enumerate() {
-            let hits = [
-                self.filters_node[d].get(&addr.low32()).filter(|_| {
-                    // A node id names the simulator's address of that node (IPv4 `n` or
-                    // IPv6 `fd00::n`), whose low 32 bits are the id.
-                    addr.v4_bits().is_some() || addr.octets()[0] == 0xfd
-                }),
-                self.filters_ip[d].get(&addr),
-            ];
-            for &(fi, ci) in hits.into_iter().flatten() {
-                if best.is_none_or(|(bf, _)| fi < bf) {
-                    best = Some((fi, ci));
-                }
-            }
-        }
-        best.map(|(_, c)| c)
     }
 
     #[inline]

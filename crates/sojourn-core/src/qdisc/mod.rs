@@ -27,6 +27,7 @@ pub mod cobalt;
 pub mod cocoa;
 pub mod codel;
 pub mod codel_law;
+pub mod drr;
 pub mod drr_lists;
 pub mod dualpi2;
 pub mod external;
@@ -74,6 +75,7 @@ disciplines! {
     prio::{Prio(PrioSpec) + Classful, PfifoFast(PfifoFastSpec)},
     tbf::{Tbf(TbfSpec) + Classful},
     htb::{Htb(HtbSpec) + Classful},
+    drr::{Drr(DrrSpec) + Classful},
     lstf_codel::{LstfCodel(LstfCodelSpec)},
     age::{Age(AgeSpec) + Classful},
     las::{Las(LasSpec)},
