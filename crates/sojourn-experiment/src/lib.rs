@@ -39,6 +39,7 @@ pub mod experiment;
 pub mod files;
 pub mod link;
 pub mod overrides;
+pub mod qdisc_nodes;
 pub mod routing;
 pub mod schedule;
 pub mod toml_text;
