@@ -2413,6 +2413,67 @@ mod tests {
         );
     }
 
+    /// Scale (not asserted; `cargo test --release -p sojourn-core --lib htb_scale -- --ignored
+    /// --nocapture`): 65 000 subscriber classes (a classid minor is 16 bits, as in Linux) of
+    /// 20 Mbit/s with fq_codel leaves under a 10 Gbit/s root, 10 % of them active.
+    #[test]
+    #[ignore]
+    fn htb_scale() {
+        // Minors are 16 bits (as Linux's classids): at most 65 535 classes per htb.
+        let n = 65_000u32;
+        let t0 = std::time::Instant::now();
+        let mut spec = spec_of(&[(
+            "classes",
+            Value::Array(vec![class("1:1", "", "10Gbit", "", &[])]),
+        )])
+        .unwrap();
+        let leaf =
+            spec.leaf_index(QdiscSpec::parse(&s("fq_codel"), "q", &BuildCtx::default()).unwrap());
+        for i in 0..n {
+            spec.classes.push(HtbClassSpec {
+                minor: 2 + i as u16,
+                parent: Some(1),
+                rate_bps: 20_000_000,
+                ceil_bps: 20_000_000,
+                burst_bytes: default_burst_bytes(20_000_000),
+                cburst_bytes: default_burst_bytes(20_000_000),
+                quantum_bytes: None,
+                prio: 0,
+                leaf: Some(leaf),
+            });
+        }
+        spec.check("q").unwrap();
+        let mut q = *spec.build(&BuildCtx::default());
+        let built = t0.elapsed();
+        let mut d = Drops::new();
+        let active: Vec<u32> = (0..spec.classes.len() as u32 - 1).step_by(10).collect();
+        let t1 = std::time::Instant::now();
+        let mut now = Time::ZERO;
+        let packets = 2_000_000u64;
+        for uid in 0..packets {
+            let mut p = pkt(uid, 1, 1500);
+            p.priority = 0x1_0000 | (2 + active[(uid % active.len() as u64) as usize]);
+            p.enqueued_at = now;
+            q.enqueue(p, now, &mut d);
+            if let Dequeue::NotBefore(t) = q.dequeue(now, &mut d) {
+                now = t;
+            }
+            now += Duration(1200);
+            d.clear();
+        }
+        let run = t1.elapsed();
+        eprintln!(
+            "{} classes built in {:?}; {} active; {} enqueue+dequeue pairs in {:?} ({:.0} ns each); leaves built {}",
+            spec.classes.len(),
+            built,
+            active.len(),
+            packets,
+            run,
+            run.as_nanos() as f64 / packets as f64,
+            q.leaves_built()
+        );
+    }
+
     #[test]
     fn conservation_property() {
         for seed in 0..8 {
