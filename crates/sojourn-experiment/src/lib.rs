@@ -42,6 +42,7 @@ pub mod files;
 pub mod link;
 pub mod overrides;
 pub mod probe;
+pub mod qdisc_nodes;
 pub mod routing;
 pub mod schedule;
 pub mod toml_text;
