@@ -87,6 +87,11 @@ pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSum
     let o = summary.as_object_mut().expect("an object");
     o.insert("links".to_string(), J::Object(links));
     o.insert("flows".to_string(), flow_summary.json(fct_from));
+    if let Some(w) = &sim.wifi {
+        let names: Vec<String> = sim.nodes.iter().map(|n| n.name.clone()).collect();
+        let period = (end - warm).as_secs_f64();
+        o.insert("wifi".to_string(), w.summary(period, &names));
+    }
 
     let held: Vec<&FlowRecord> = sim.flows.iter().collect();
     let flows = flow_columns(&held, |n| sim.nodes[n as usize].name.clone(), end, fct_from);

@@ -381,10 +381,17 @@ impl Medium {
         self.current.is_some()
     }
 
-    /// Packets queued at the AP for station `sta` (qdisc share unknown for `fifo`: the
-    /// whole FIFO counts towards every station) and at the station itself.
+    /// Packets inside the medium: queued at the AP and the stations, including those of
+    /// the opportunity under way (they leave the driver's count when handed over).
     pub fn queued_packets(&self) -> u64 {
         self.ap.queued() + self.sta.iter().map(|t| t.queued()).sum::<u64>()
+    }
+
+    /// Packets in the opportunity under way (taken off the queues, not yet handed over).
+    pub fn in_flight_packets(&self) -> u64 {
+        self.current
+            .as_ref()
+            .map_or(0, |t| t.parts.iter().map(|p| p.frames.len() as u64).sum())
     }
 
     /// Packets queued in direction `dir` for/at station `sta` (qdisc, TXQ, driver).
