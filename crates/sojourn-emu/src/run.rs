@@ -72,6 +72,13 @@ fn link_key(l: &LinkPlan) -> String {
 
 /// Everything the live engine refuses, before anything is created.
 pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
+    if exp.wifi.is_some() {
+        return Err(ConfError::new(
+            "topology.kind",
+            "cannot be honoured live: the forwarder has no Wi-Fi medium yet (kind = \"wifi\" \
+             runs in the simulator, docs/wifi.md)",
+        ));
+    }
     let available = sock::available_congestion_controls();
     plan::check_transport(exp, &available)?;
     if plan::uses_accecn(exp) {

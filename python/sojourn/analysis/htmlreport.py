@@ -37,6 +37,7 @@ import pandas as pd
 from . import compare as cmp
 from . import stats
 from .pairs import PALETTE, Style, age_base, styles
+from .wifi import fig_wifi
 from ..results import read_timeseries
 from ..units import parse_seconds, typed_value
 
@@ -771,6 +772,7 @@ def write_report(dirs: Sequence, out: Optional[Path] = None, title: Optional[str
         ("lorenz", "Fairness", fig_lorenz(rd, st)),
         ("ellipsis", "Throughput vs latency", fig_ellipsis(rd, st)),
         ("params", "Swept parameters", fig_param(rd, st, t)),
+        ("wifi", "Wi-Fi stations", fig_wifi(rd, st)),
     ]
     figs = [(k, name, f) for k, name, f in figs if f is not None]
     low = t[np.isfinite(t["completion"]) & (t["completion"] < COMPLETION_WARN)]
