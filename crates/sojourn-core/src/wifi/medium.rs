@@ -430,7 +430,8 @@ impl Medium {
             t.fifo.push_back((pkt, d as u32));
             t.fifo_per_dest[d] += 1;
         }
-        self.refill(dir, sta, now, drops);
+        // Only this queue changed: pull from it alone (the others' room is unchanged).
+        self.refill_one(dir, sta, d, now, drops);
     }
 
     fn txr_mut(&mut self, dir: Dir, sta: usize) -> &mut Txr {
@@ -472,39 +473,48 @@ impl Medium {
             }
             return;
         }
+        for d in 0..dests {
+            self.refill_one(dir, sta, d, now, drops);
+        }
+    }
+
+    /// Pulls from the TXQ of destination `d` while the driver has room for it (fq modes:
+    /// the AQL limit or the per-station packet limit); the FIFO's refill for `fifo`.
+    fn refill_one(&mut self, dir: Dir, sta: usize, d: usize, now: Time, drops: &mut Drops) {
+        if self.cfg.mac == Mac::Fifo {
+            return self.refill(dir, sta, now, drops);
+        }
         let (aql, cap) = (self.cfg.aql, self.cfg.driver_queue_packets as usize);
         let (low, high, thr) = (
             self.cfg.aql_low_us,
             self.cfg.aql_high_us,
             self.cfg.aql_threshold_us,
         );
-        for d in 0..dests {
-            let peer = if dir == Dir::Down { d } else { sta };
-            loop {
-                let t = self.txr_mut(dir, sta);
-                let room = if aql {
-                    t.hw_pending_ns[d] < aql_limit_ns(t.hw_total_pending_ns, low, high, thr)
-                } else {
-                    t.hw[d].len() < cap
-                };
-                let fq = t.fq.as_mut().expect("fq modes have TXQs");
-                if !room || fq.is_empty(d) {
-                    break;
-                }
-                // CoDel judges the packet here, when it leaves mac80211's TXQ.
-                let Some(pkt) = fq.dequeue(d, now, drops) else {
-                    break;
-                };
-                let est_ns = self.estimate_ns(peer, pkt.len_bytes, now);
-                self.txr_mut(dir, sta).push_hw(
-                    d,
-                    HwPkt {
-                        pkt,
-                        retries: 0,
-                        est_ns,
-                    },
-                );
+        let peer = if dir == Dir::Down { d } else { sta };
+        loop {
+            let t = self.txr_mut(dir, sta);
+            let room = if aql {
+                t.hw_pending_ns[d] < aql_limit_ns(t.hw_total_pending_ns, low, high, thr)
+            } else {
+                t.hw[d].len() < cap
+            };
+            let fq = t.fq.as_mut().expect("fq modes have TXQs");
+            if !room || fq.is_empty(d) {
+                break;
             }
+            // CoDel judges the packet here, when it leaves mac80211's TXQ.
+            let Some(pkt) = fq.dequeue(d, now, drops) else {
+                break;
+            };
+            let est_ns = self.estimate_ns(peer, pkt.len_bytes, now);
+            self.txr_mut(dir, sta).push_hw(
+                d,
+                HwPkt {
+                    pkt,
+                    retries: 0,
+                    est_ns,
+                },
+            );
         }
     }
 
