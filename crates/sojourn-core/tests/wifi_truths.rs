@@ -130,6 +130,11 @@ fn close(got: f64, want: f64, tol: f64) -> bool {
     (got - want).abs() <= tol * want
 }
 
+/// Downlink throughputs (Mbit/s) of a saturated slow and fast station over 20 s.
+fn saturate_slow_and_fast(cfg: WifiConfig) -> Vec<f64> {
+    Run::new(cfg, &[slow(), fast()]).go(21, &[0, 1], 450, None, &[])
+}
+
 fn one_frame(mac: Mac) -> WifiConfig {
     WifiConfig {
         mac,
@@ -147,8 +152,7 @@ fn one_frame(mac: Mac) -> WifiConfig {
 /// both get 12000 bits per 2385 µs = 5.031 Mbit/s.
 #[test]
 fn rate_anomaly_with_per_packet_fairness() {
-    let mut r = Run::new(one_frame(Mac::Fifo), &[slow(), fast()]);
-    let tput = r.go(21, &[0, 1], 450, None, &[]);
+    let tput = saturate_slow_and_fast(one_frame(Mac::Fifo));
     assert!(close(tput[0], 5.031, 0.02), "slow {tput:?}");
     assert!(close(tput[1], 5.031, 0.02), "fast {tput:?}");
 }
@@ -158,8 +162,7 @@ fn rate_anomaly_with_per_packet_fairness() {
 /// 0.5 × 12000 / 286.5 µs = 20.94 Mbit/s.
 #[test]
 fn airtime_fairness_one_frame() {
-    let mut r = Run::new(one_frame(Mac::Airtime), &[slow(), fast()]);
-    let tput = r.go(21, &[0, 1], 450, None, &[]);
+    let tput = saturate_slow_and_fast(one_frame(Mac::Airtime));
     assert!(close(tput[0], 2.859, 0.03), "slow {tput:?}");
     assert!(close(tput[1], 20.94, 0.03), "fast {tput:?}");
 }
@@ -172,12 +175,10 @@ fn airtime_fairness_one_frame() {
 /// 504000 bits. Half the airtime each: 3.001 and 66.41 Mbit/s (ideal: 3.25 and 72.2).
 #[test]
 fn airtime_fairness_with_aggregation() {
-    let cfg = WifiConfig {
+    let tput = saturate_slow_and_fast(WifiConfig {
         collisions: false,
         ..WifiConfig::default()
-    };
-    let mut r = Run::new(cfg, &[slow(), fast()]);
-    let tput = r.go(21, &[0, 1], 450, None, &[]);
+    });
     assert!(close(tput[0], 3.001, 0.03), "slow {tput:?}");
     assert!(close(tput[1], 66.41, 0.03), "fast {tput:?}");
 }

@@ -50,20 +50,8 @@ impl WifiPlan {
 pub(crate) fn parse_wifi(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
     let base = exp.base_dir.clone();
     let servers = p.u32("servers", 1, 1, 1000)?;
-    let mut wp = p.child("wan")?;
-    let wan = parse_link_spec(&mut wp, &base)?;
-    wp.finish()?;
-    let wan = wan.or(&LinkSpec {
-        rate: Some(LinkRate::Constant(1_000_000_000)),
-        ..LinkSpec::default()
-    });
-    let mut sp = p.child("server_access")?;
-    let access = parse_link_spec(&mut sp, &base)?;
-    sp.finish()?;
-    let access = access.or(&LinkSpec {
-        rate: Some(LinkRate::Constant(10_000_000_000)),
-        ..LinkSpec::default()
-    });
+    let wan = wired_spec(p, "wan", &base, 1_000_000_000)?;
+    let access = wired_spec(p, "server_access", &base, 10_000_000_000)?;
     let config = parse_config(p)?;
     let stations = parse_stations(p)?;
 
@@ -158,6 +146,22 @@ pub(crate) fn parse_wifi(exp: &mut Experiment, p: &mut Params) -> ConfResult<()>
         first_link,
     });
     Ok(())
+}
+
+/// A wired link's keys under `key`, at `default_bps` unless it says otherwise.
+fn wired_spec(
+    p: &mut Params,
+    key: &str,
+    base: &std::path::Path,
+    default_bps: u64,
+) -> ConfResult<LinkSpec> {
+    let mut lp = p.child(key)?;
+    let spec = parse_link_spec(&mut lp, base)?;
+    lp.finish()?;
+    Ok(spec.or(&LinkSpec {
+        rate: Some(LinkRate::Constant(default_bps)),
+        ..LinkSpec::default()
+    }))
 }
 
 fn parse_config(p: &mut Params) -> ConfResult<WifiConfig> {

@@ -273,28 +273,16 @@ mod tests {
             ..ht(7, 1, 800)
         };
         assert_eq!(ht40.rate_bps(), 135_000_000);
-        let vht80 = PhyRate {
-            standard: Standard::Vht,
-            width_mhz: 80,
-            mcs: 9,
-            streams: 2,
-            gi_ns: 400,
+        let phy = |standard, width_mhz, mcs, streams, gi_ns| PhyRate {
+            standard,
+            width_mhz,
+            mcs,
+            streams,
+            gi_ns,
         };
-        assert_eq!(vht80.rate_bps(), 866_666_666);
-        let he80 = PhyRate {
-            standard: Standard::He,
-            width_mhz: 80,
-            mcs: 11,
-            streams: 2,
-            gi_ns: 800,
-        };
-        assert_eq!(he80.rate_bps(), 1_200_980_392);
-        let he20 = PhyRate {
-            width_mhz: 20,
-            mcs: 0,
-            streams: 1,
-            ..he80
-        };
+        assert_eq!(phy(Standard::Vht, 80, 9, 2, 400).rate_bps(), 866_666_666);
+        assert_eq!(phy(Standard::He, 80, 11, 2, 800).rate_bps(), 1_200_980_392);
+        let he20 = phy(Standard::He, 20, 0, 1, 800);
         assert_eq!(he20.rate_bps(), 8_602_941);
     }
 
