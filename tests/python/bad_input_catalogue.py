@@ -518,3 +518,6 @@ add("wifi-pair-out-of-range", "toml", WIFI.format(topo="", sta="mcs = 3").replac
 add("wifi-emulate-refused", "api", "sojourn.emulate(" + repr({
     "duration": "1s", "topology": {"kind": "wifi", "stations": [{"mcs": 7}]},
     "workload": [{"kind": "bulk", "pair": 0}]}) + ")", "kind = \"wifi\" runs in the simulator")
+add("wifi-deploy-refused", "api", "__import__('sojourn.deploy').deploy.plan(" + repr({
+    "duration": "1s", "topology": {"kind": "wifi", "stations": [{"mcs": 7}]},
+    "workload": [{"kind": "bulk", "pair": 0}]}) + ", node='ap')", "has no tc/nft form")
