@@ -281,7 +281,8 @@ pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
         + routing_bytes(exp)
         + records.min(STREAM_BUFFER_BYTES)
         + BYTES_PER_FINISHED_TRANSFER * transfers
-        + BYTES_PER_CLOSING_TRANSFER * lingering;
+        + BYTES_PER_CLOSING_TRANSFER * lingering
+        + exp.wifi.as_ref().map_or(0.0, crate::wifi::memory_bytes);
     (bytes, udp, tcp)
 }
 

@@ -47,6 +47,21 @@ impl WifiPlan {
     }
 }
 
+/// Bytes of one entry of mac80211's flow table as the core holds it (a flow's queue
+/// header, backlog, deficit, owner and CoDel state: 96 B on x86-64, budgeted at 128).
+pub const BYTES_PER_FQ_FLOW: f64 = 128.0;
+
+/// The medium's memory beyond its packets: a flow table per transmitter (the AP and every
+/// station) in the fq modes.
+pub fn memory_bytes(plan: &WifiPlan) -> f64 {
+    if plan.config.mac == Mac::Fifo {
+        return 0.0;
+    }
+    (plan.stations.len() + 1) as f64
+        * (plan.config.fq_flows as f64 + plan.stations.len() as f64)
+        * BYTES_PER_FQ_FLOW
+}
+
 pub(crate) fn parse_wifi(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
     let base = exp.base_dir.clone();
     let servers = p.u32("servers", 1, 1, 1000)?;

@@ -308,3 +308,12 @@ mod tests {
         assert_eq!(fq.total_packets(), 3);
     }
 }
+
+#[cfg(test)]
+mod size {
+    /// sojourn-experiment budgets 128 B per flow-table entry (wifi::BYTES_PER_FQ_FLOW).
+    #[test]
+    fn a_flow_fits_the_memory_budget() {
+        assert!(std::mem::size_of::<super::Flow>() <= 128);
+    }
+}
