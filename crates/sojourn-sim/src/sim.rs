@@ -302,7 +302,7 @@ impl Sim {
             wifi: exp
                 .wifi
                 .as_ref()
-                .map(|w| Box::new(wifi::WifiHop::new(w, exp.node_names.len(), seed))),
+                .map(|w| Box::new(wifi::WifiHop::new(w, seed))),
             first_wifi_link: exp.wifi.as_ref().map_or(u32::MAX, |w| w.first_link),
         };
         // Links leaving a host that terminates flows are that host's NIC: their

@@ -91,6 +91,9 @@ pub struct MacFq {
     total_packets: u32,
     pub codel_stats: CodelStats,
     pub overlimit_drops: u64,
+    /// The TXQ of each overflow drop, in the order they went into the drop sink (the
+    /// caller drains it: a drop may belong to another station than the arriving packet).
+    pub overflow_tins: Vec<u32>,
 }
 
 impl MacFq {
@@ -105,6 +108,7 @@ impl MacFq {
             total_packets: 0,
             codel_stats: CodelStats::default(),
             overlimit_drops: 0,
+            overflow_tins: Vec::new(),
         }
     }
 
@@ -168,6 +172,7 @@ impl MacFq {
         let tin = f.tin.expect("a flow with packets belongs to a TXQ") as usize;
         self.tins[tin].packets -= 1;
         self.overlimit_drops += 1;
+        self.overflow_tins.push(tin as u32);
         drops.push(p, DropReason::FattestFlow);
     }
 

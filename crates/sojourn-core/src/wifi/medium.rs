@@ -328,6 +328,10 @@ pub struct Medium {
     spare: Vec<Vec<HwPkt>>,
     pub station_stats: Vec<StationStats>,
     pub stats: MediumStats,
+    /// Whose queue each drop came from, `(direction, station)`, one entry per packet the
+    /// medium put into the caller's drop sink, in the same order: the caller drains both
+    /// together (an overflow drop may belong to another station than the arrival).
+    pub drop_owners: Vec<(Dir, usize)>,
 }
 
 impl Medium {
@@ -366,6 +370,7 @@ impl Medium {
             current: None,
             spare: Vec::new(),
             stats: MediumStats::default(),
+            drop_owners: Vec::new(),
         }
     }
 
@@ -419,12 +424,21 @@ impl Medium {
         pkt.enqueued_at = now;
         let d = if dir == Dir::Down { sta } else { 0 };
         let limit = self.cfg.qdisc_limit_packets as usize;
-        let t = self.txr_mut(dir, sta);
+        // The transmitter's fields, not `txr_mut`: `drop_owners` is borrowed beside it.
+        let t = match dir {
+            Dir::Down => &mut self.ap,
+            Dir::Up => &mut self.sta[sta],
+        };
         if let Some(fq) = &mut t.fq {
             fq.enqueue(d, pkt, drops);
+            for tin in fq.overflow_tins.drain(..) {
+                let owner = if dir == Dir::Down { tin as usize } else { sta };
+                self.drop_owners.push((dir, owner));
+            }
         } else if t.fifo.len() >= limit {
             self.stats.qdisc_drops += 1;
             drops.push(pkt, DropReason::Overlimit);
+            self.drop_owners.push((dir, sta));
             return;
         } else {
             t.fifo.push_back((pkt, d as u32));
@@ -503,7 +517,12 @@ impl Medium {
                 break;
             }
             // CoDel judges the packet here, when it leaves mac80211's TXQ.
-            let Some(pkt) = fq.dequeue(d, now, drops) else {
+            let before = drops.len();
+            let pkt = fq.dequeue(d, now, drops);
+            for _ in before..drops.len() {
+                self.drop_owners.push((dir, peer));
+            }
+            let Some(pkt) = pkt else {
                 break;
             };
             let est_ns = self.estimate_ns(peer, pkt.len_bytes, now);
@@ -709,6 +728,7 @@ impl Medium {
                     t.left_hw(d, &hp);
                     self.station_stats[sta].retry_drops += 1;
                     drops.push(hp.pkt, DropReason::LinkLoss);
+                    self.drop_owners.push((dir, sta));
                 } else {
                     back.push(hp);
                 }
@@ -723,5 +743,47 @@ impl Medium {
                 Dir::Up => self.refill(Dir::Up, sta, now, drops),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An overflow drop is charged to the station whose queue lost the packet, not to the
+    /// arrival's: mac80211 drops from the fattest flow of the whole table.
+    #[test]
+    fn drop_owners_name_the_queue_that_lost_the_packet() {
+        let cfg = WifiConfig {
+            fq_limit_packets: 3,
+            aql: false,
+            driver_queue_packets: 1,
+            ..WifiConfig::default()
+        };
+        let st = StationConfig::fixed(Rate::Fixed(6_000_000));
+        let mut m = Medium::new(cfg, vec![st.clone(), st], Rng::from_seed(1));
+        let mut drops = Drops::new();
+        let pkt = |uid: u64, hash: u32, len: u32| {
+            let mut p = Packet::synthetic(uid, uid as u32, len);
+            p.hash = hash;
+            p
+        };
+        // Station 0: one packet in the driver, two 1500-byte ones in its TXQ; station 1:
+        // one 100-byte packet in the driver, then a second arrival overflows the table.
+        for uid in 1..=3 {
+            m.enqueue(
+                Dir::Down,
+                0,
+                pkt(uid, 1 << 20, 1500),
+                Time::ZERO,
+                &mut drops,
+            );
+        }
+        m.enqueue(Dir::Down, 1, pkt(4, 1 << 30, 100), Time::ZERO, &mut drops);
+        m.enqueue(Dir::Down, 1, pkt(5, 1 << 30, 100), Time::ZERO, &mut drops);
+        m.enqueue(Dir::Down, 1, pkt(6, 1 << 30, 100), Time::ZERO, &mut drops);
+        assert_eq!(drops.len(), 1);
+        assert_eq!(m.drop_owners, vec![(Dir::Down, 0)]);
+        assert_eq!(drops.as_slice()[0].pkt.uid, 2);
     }
 }

@@ -28,8 +28,6 @@ pub struct WifiHop {
     delivered: Vec<(Dir, usize, Packet)>,
     /// Reused: the medium's drops, handed to the links' accounting.
     drops: Drops,
-    /// Station index by node id (`u32::MAX`: not a station).
-    station_of_node: Vec<u32>,
     /// The per-station counters at the end of warm-up (results count what follows).
     pub stats_at_warmup: Vec<StationStats>,
     pub busy_at_warmup_ns: u64,
@@ -39,11 +37,7 @@ pub struct WifiHop {
 }
 
 impl WifiHop {
-    pub fn new(plan: &WifiPlan, nodes: usize, seed: u64) -> WifiHop {
-        let mut station_of_node = vec![u32::MAX; nodes];
-        for (i, &n) in plan.station_nodes.iter().enumerate() {
-            station_of_node[n as usize] = i as u32;
-        }
+    pub fn new(plan: &WifiPlan, seed: u64) -> WifiHop {
         WifiHop {
             medium: Medium::new(
                 plan.config.clone(),
@@ -55,24 +49,8 @@ impl WifiHop {
             plan: plan.clone(),
             delivered: Vec::new(),
             drops: Drops::new(),
-            station_of_node,
             delivering: false,
         }
-    }
-
-    /// The medium link a packet was dropped from: the station's link in its direction.
-    fn link_of_drop(&self, pkt: &Packet) -> u32 {
-        let dst = pkt.key.dst_addr.low32() as usize;
-        let src = pkt.key.src_addr.low32() as usize;
-        let down = self.station_of_node.get(dst).copied().unwrap_or(u32::MAX);
-        if down != u32::MAX && src as u32 != self.plan.station_nodes[down as usize] {
-            return self.plan.first_link + 2 * down;
-        }
-        let up = self.station_of_node.get(src).copied().unwrap_or(u32::MAX);
-        if up != u32::MAX {
-            return self.plan.first_link + 2 * up + 1;
-        }
-        self.plan.first_link + 2 * down.min(self.plan.stations.len() as u32 - 1)
     }
 
     /// Packets inside the medium (queued or in the current opportunity).
@@ -114,12 +92,17 @@ impl Sim {
         let hop = self.wifi.as_mut().expect("medium");
         if !hop.drops.is_empty() {
             let mut drops = std::mem::take(&mut hop.drops);
-            for d in drops.drain() {
-                let l = self.wifi.as_ref().expect("medium").link_of_drop(&d.pkt);
+            let mut owners = std::mem::take(&mut hop.medium.drop_owners);
+            debug_assert_eq!(drops.len(), owners.len());
+            let first = hop.plan.first_link;
+            for (d, (dir, sta)) in drops.drain().zip(owners.drain(..)) {
+                let l = first + 2 * sta as u32 + (dir == Dir::Up) as u32;
                 self.drops.push(d.pkt, d.reason);
                 self.account_drops(l);
             }
-            self.wifi.as_mut().expect("medium").drops = drops;
+            let hop = self.wifi.as_mut().expect("medium");
+            hop.drops = drops;
+            hop.medium.drop_owners = owners;
         }
         let hop = self.wifi.as_mut().expect("medium");
         if hop.delivering {
