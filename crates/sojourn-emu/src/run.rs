@@ -72,13 +72,6 @@ fn link_key(l: &LinkPlan) -> String {
 
 /// Everything the live engine refuses, before anything is created.
 pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
-    if exp.wifi.is_some() {
-        return Err(ConfError::new(
-            "topology.kind",
-            "cannot be honoured live: the forwarder has no Wi-Fi medium yet (kind = \"wifi\" \
-             runs in the simulator, docs/wifi.md)",
-        ));
-    }
     let available = sock::available_congestion_controls();
     plan::check_transport(exp, &available)?;
     if plan::uses_accecn(exp) {
@@ -120,6 +113,14 @@ pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
         }
     }
     let p = plan::plan(exp, "sj000000")?;
+    if exp.wifi.is_some() && p.gso_buffers {
+        // The medium aggregates MPDUs of at most one MTU frame each.
+        return Err(ConfError::new(
+            "transport.gso",
+            "cannot be honoured live with kind = \"wifi\": the medium carries MTU frames \
+             (set [transport] gso = false; docs/wifi.md)",
+        ));
+    }
     // A host forwards nothing: the forwarder is every router. A path through a node that
     // also ends flows cannot be built (that node is a namespace, not part of the forwarder).
     let routes = static_routes(exp);
@@ -290,6 +291,11 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
         .collect();
     p.packet_sample = exp.record.packet_sample;
     p.keep_samples = false;
+    p.wifi = exp.wifi.as_ref().map(|w| forward::WifiMedium {
+        config: w.config.clone(),
+        stations: w.stations.clone(),
+        first_link: w.first_link as usize,
+    });
     if lp.gso_buffers {
         // GSO mode (plan::gso_buffers): 64 KiB buffers pass whole. Each pool slot holds
         // one (66 KiB): at most 16,384 of them (~1.1 GB) wait in queues and delay lines
