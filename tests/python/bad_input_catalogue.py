@@ -515,9 +515,6 @@ wifi("wifi-station-typo", "topology.stations[0].streem: unknown key", sta="mcs =
 wifi("wifi-topology-typo", "topology.aqll: unknown key", topo="aqll = true")
 add("wifi-pair-out-of-range", "toml", WIFI.format(topo="", sta="mcs = 3").replace("pair = 0", "pair = 1"),
     "workload[0].pair")
-add("wifi-emulate-refused", "api", "sojourn.emulate(" + repr({
-    "duration": "1s", "topology": {"kind": "wifi", "stations": [{"mcs": 7}]},
-    "workload": [{"kind": "bulk", "pair": 0}]}) + ")", "kind = \"wifi\" runs in the simulator")
 add("wifi-deploy-refused", "api", "__import__('sojourn.deploy').deploy.plan(" + repr({
     "duration": "1s", "topology": {"kind": "wifi", "stations": [{"mcs": 7}]},
     "workload": [{"kind": "bulk", "pair": 0}]}) + ", node='ap')", "has no tc/nft form")

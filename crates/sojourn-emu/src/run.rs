@@ -113,14 +113,8 @@ pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
         }
     }
     let p = plan::plan(exp, "sj000000")?;
-    if exp.wifi.is_some() && p.gso_buffers {
-        // The medium aggregates MPDUs of at most one MTU frame each.
-        return Err(ConfError::new(
-            "transport.gso",
-            "cannot be honoured live with kind = \"wifi\": the medium carries MTU frames \
-             (set [transport] gso = false; docs/wifi.md)",
-        ));
-    }
+    // The medium carries MTU frames (plan::gso_buffers keeps GSO off for kind = "wifi").
+    debug_assert!(exp.wifi.is_none() || !p.gso_buffers);
     // A host forwards nothing: the forwarder is every router. A path through a node that
     // also ends flows cannot be built (that node is a namespace, not part of the forwarder).
     let routes = static_routes(exp);
