@@ -665,21 +665,21 @@ fn parse_record(exp: &mut Experiment, t: &Table) -> ConfResult<()> {
 
 /// Link parameters shared by dumbbell and graph links (`None` = not given here).
 #[derive(Clone, Default)]
-pub(crate) struct LinkSpec {
-    pub(crate) rate: Option<LinkRate>,
-    pub(crate) delay: Option<Duration>,
-    pub(crate) delay_schedule: Option<Vec<(Time, Duration)>>,
-    pub(crate) qdisc: Option<Value>,
-    pub(crate) loss: Option<f64>,
-    pub(crate) framing_bytes: Option<u32>,
-    pub(crate) reorder: Option<(f64, Duration)>,
-    pub(crate) tx_ring: Option<u32>,
-    pub(crate) shaper: Option<bool>,
+struct LinkSpec {
+    rate: Option<LinkRate>,
+    delay: Option<Duration>,
+    delay_schedule: Option<Vec<(Time, Duration)>>,
+    qdisc: Option<Value>,
+    loss: Option<f64>,
+    framing_bytes: Option<u32>,
+    reorder: Option<(f64, Duration)>,
+    tx_ring: Option<u32>,
+    shaper: Option<bool>,
 }
 
 impl LinkSpec {
     /// Fills what this spec leaves open from `base`.
-    pub(crate) fn or(self, base: &LinkSpec) -> LinkSpec {
+    fn or(self, base: &LinkSpec) -> LinkSpec {
         LinkSpec {
             rate: self.rate.or_else(|| base.rate.clone()),
             delay: self.delay.or(base.delay),
@@ -694,7 +694,7 @@ impl LinkSpec {
     }
 }
 
-pub(crate) fn parse_link_spec(p: &mut Params, base_dir: &Path) -> ConfResult<LinkSpec> {
+fn parse_link_spec(p: &mut Params, base_dir: &Path) -> ConfResult<LinkSpec> {
     let mut rate = p.rate_opt("rate")?.map(LinkRate::Constant);
     if let Some(LinkRate::Constant(0)) = rate {
         return Err(p.err("rate", "must be positive"));
@@ -794,7 +794,7 @@ pub fn parse_reorder(p: &mut Params) -> ConfResult<Option<(f64, Duration)>> {
     Ok(Some((prob, delay)))
 }
 
-pub(crate) fn parse_schedule<T>(
+fn parse_schedule<T>(
     v: &Value,
     path: &str,
     key: &str,
@@ -840,7 +840,7 @@ pub(crate) fn parse_schedule<T>(
     Ok(out)
 }
 
-pub(crate) fn add_node(exp: &mut Experiment, name: &str, path: &str) -> ConfResult<u32> {
+fn add_node(exp: &mut Experiment, name: &str, path: &str) -> ConfResult<u32> {
     if exp.node(name).is_some() {
         return Err(ConfError::new(
             path,
@@ -853,7 +853,7 @@ pub(crate) fn add_node(exp: &mut Experiment, name: &str, path: &str) -> ConfResu
     Ok(id)
 }
 
-pub(crate) fn add_link(
+fn add_link(
     exp: &mut Experiment,
     name: String,
     from: u32,
@@ -913,7 +913,7 @@ fn parse_topology(exp: &mut Experiment, t: &Table) -> ConfResult<()> {
     let kind = p.choice("kind", &["dumbbell", "graph", "wifi"], "dumbbell")?;
     match kind {
         "dumbbell" => parse_dumbbell(exp, &mut p)?,
-        "wifi" => crate::wifi::parse_wifi(exp, &mut p)?,
+        "wifi" => parse_wifi(exp, &mut p)?,
         _ => parse_graph(exp, &mut p)?,
     }
     p.finish()
@@ -1054,6 +1054,122 @@ fn parse_dumbbell(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
         )?;
     }
     Ok(())
+}
+
+/// `[topology] kind = "wifi"` (docs/wifi.md): `gw`, `ap`, `server{j}`, `sta{i}`; links
+/// `wan.down`/`wan.up`, `server{j}.out`/`.in`, then the medium's `sta{i}.down`/`.up`
+/// (the experiment's highest link ids); `pair = i` is (`server{i mod servers}`, `sta{i}`).
+fn parse_wifi(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
+    let base = exp.base_dir.clone();
+    let servers = p.u32("servers", 1, 1, 1000)?;
+    let wan = wired_spec(p, "wan", &base, 1_000_000_000)?;
+    let access = wired_spec(p, "server_access", &base, 10_000_000_000)?;
+    let (config, stations) = crate::wifi::parse_medium(p, &|v, path| {
+        parse_schedule(v, path, "rate", units::parse_rate)
+    })?;
+
+    let gw = add_node(exp, "gw", "topology")?;
+    let ap = add_node(exp, "ap", "topology")?;
+    let pfifo = Value::Str("pfifo".into());
+    add_link(
+        exp,
+        "wan.down".into(),
+        gw,
+        ap,
+        &wan,
+        pfifo.clone(),
+        "topology.wan",
+    )?;
+    add_link(
+        exp,
+        "wan.up".into(),
+        ap,
+        gw,
+        &wan,
+        pfifo.clone(),
+        "topology.wan",
+    )?;
+    let mut server_nodes = Vec::new();
+    for j in 0..servers {
+        let s = add_node(exp, &format!("server{j}"), "topology")?;
+        server_nodes.push(s);
+        let path = "topology.server_access";
+        add_link(
+            exp,
+            format!("server{j}.out"),
+            s,
+            gw,
+            &access,
+            pfifo.clone(),
+            path,
+        )?;
+        add_link(
+            exp,
+            format!("server{j}.in"),
+            gw,
+            s,
+            &access,
+            pfifo.clone(),
+            path,
+        )?;
+    }
+    let mut station_nodes = Vec::new();
+    for i in 0..stations.len() {
+        station_nodes.push(add_node(exp, &format!("sta{i}"), "topology")?);
+    }
+    let first_link = exp.links.len() as u32;
+    for (i, st) in stations.iter().enumerate() {
+        let node = station_nodes[i];
+        // The medium's links carry the station's initial PHY rate as their nominal rate
+        // (for labels and the event queue's granularity); the medium times them.
+        let spec = LinkSpec {
+            rate: Some(LinkRate::Constant(st.rates[0].1.rate_bps().max(1))),
+            ..LinkSpec::default()
+        };
+        let path = format!("topology.stations[{i}]");
+        add_link(
+            exp,
+            format!("sta{i}.down"),
+            ap,
+            node,
+            &spec,
+            pfifo.clone(),
+            &path,
+        )?;
+        add_link(
+            exp,
+            format!("sta{i}.up"),
+            node,
+            ap,
+            &spec,
+            pfifo.clone(),
+            &path,
+        )?;
+        let desc = format!("mac80211 {}", config.mac.name());
+        let n = exp.links.len();
+        exp.links[n - 2].qdisc_desc = desc.clone();
+        exp.links[n - 1].qdisc_desc = desc;
+        exp.pairs.push((server_nodes[i % server_nodes.len()], node));
+    }
+    exp.wifi = Some(crate::wifi::WifiPlan {
+        config,
+        stations,
+        ap,
+        station_nodes,
+        first_link,
+    });
+    Ok(())
+}
+
+/// A wired link's keys under `key`, at `default_bps` unless it says otherwise.
+fn wired_spec(p: &mut Params, key: &str, base: &Path, default_bps: u64) -> ConfResult<LinkSpec> {
+    let mut lp = p.child(key)?;
+    let spec = parse_link_spec(&mut lp, base)?;
+    lp.finish()?;
+    Ok(spec.or(&LinkSpec {
+        rate: Some(LinkRate::Constant(default_bps)),
+        ..LinkSpec::default()
+    }))
 }
 
 /// General graph: named nodes, links (duplex by default), shortest-hop static routes

@@ -1,4 +1,7 @@
-//! `[topology] kind = "wifi"`: an access point and its stations on one 802.11 channel,
+//! `[topology] kind = "wifi"`: the medium's keys and stations (the nodes and links are
+//! built by `experiment::parse_wifi`, beside the other topologies, so this module does not
+//! import the experiment: the model has no import circle). An access point and its
+//! stations on one 802.11 channel,
 //! a wired uplink (`wan`) behind the AP to a gateway, and servers behind the gateway
 //! (docs/wifi.md).
 //!
@@ -9,13 +12,8 @@
 //! of the shared medium; these are added last, so they are the experiment's highest link
 //! ids. `pair = i` in a workload is (`server{i mod servers}`, `sta{i}`): a download.
 
-use crate::experiment::{
-    add_link, add_node, parse_link_spec, parse_schedule, Experiment, LinkSpec,
-};
-use crate::link::LinkRate;
 use sojourn_core::params::{ConfError, ConfResult, Params, Value};
 use sojourn_core::time::Time;
-use sojourn_core::units;
 use sojourn_core::wifi::{Mac, PhyRate, Rate, Standard, StationConfig, WifiConfig};
 use sojourn_core::Duration;
 
@@ -62,121 +60,18 @@ pub fn memory_bytes(plan: &WifiPlan) -> f64 {
         * BYTES_PER_FQ_FLOW
 }
 
-pub(crate) fn parse_wifi(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
-    let base = exp.base_dir.clone();
-    let servers = p.u32("servers", 1, 1, 1000)?;
-    let wan = wired_spec(p, "wan", &base, 1_000_000_000)?;
-    let access = wired_spec(p, "server_access", &base, 10_000_000_000)?;
-    let config = parse_config(p)?;
-    let stations = parse_stations(p)?;
+/// Reads a `rate_schedule` value at a key path into `(from, rate_bps)` steps.
+pub(crate) type RateSchedule = dyn Fn(&Value, &str) -> ConfResult<Vec<(Time, u64)>>;
 
-    let gw = add_node(exp, "gw", "topology")?;
-    let ap = add_node(exp, "ap", "topology")?;
-    let pfifo = Value::Str("pfifo".into());
-    add_link(
-        exp,
-        "wan.down".into(),
-        gw,
-        ap,
-        &wan,
-        pfifo.clone(),
-        "topology.wan",
-    )?;
-    add_link(
-        exp,
-        "wan.up".into(),
-        ap,
-        gw,
-        &wan,
-        pfifo.clone(),
-        "topology.wan",
-    )?;
-    let mut server_nodes = Vec::new();
-    for j in 0..servers {
-        let s = add_node(exp, &format!("server{j}"), "topology")?;
-        server_nodes.push(s);
-        let path = "topology.server_access";
-        add_link(
-            exp,
-            format!("server{j}.out"),
-            s,
-            gw,
-            &access,
-            pfifo.clone(),
-            path,
-        )?;
-        add_link(
-            exp,
-            format!("server{j}.in"),
-            gw,
-            s,
-            &access,
-            pfifo.clone(),
-            path,
-        )?;
-    }
-    let mut station_nodes = Vec::new();
-    for i in 0..stations.len() {
-        station_nodes.push(add_node(exp, &format!("sta{i}"), "topology")?);
-    }
-    let first_link = exp.links.len() as u32;
-    for (i, st) in stations.iter().enumerate() {
-        let node = station_nodes[i];
-        // The medium's links carry the station's initial PHY rate as their nominal rate
-        // (for labels and the event queue's granularity); the medium times them.
-        let spec = LinkSpec {
-            rate: Some(LinkRate::Constant(st.rates[0].1.rate_bps().max(1))),
-            ..LinkSpec::default()
-        };
-        let path = format!("topology.stations[{i}]");
-        add_link(
-            exp,
-            format!("sta{i}.down"),
-            ap,
-            node,
-            &spec,
-            pfifo.clone(),
-            &path,
-        )?;
-        add_link(
-            exp,
-            format!("sta{i}.up"),
-            node,
-            ap,
-            &spec,
-            pfifo.clone(),
-            &path,
-        )?;
-        let desc = format!("mac80211 {}", config.mac.name());
-        let n = exp.links.len();
-        exp.links[n - 2].qdisc_desc = desc.clone();
-        exp.links[n - 1].qdisc_desc = desc;
-        exp.pairs.push((server_nodes[i % server_nodes.len()], node));
-    }
-    exp.wifi = Some(WifiPlan {
-        config,
-        stations,
-        ap,
-        station_nodes,
-        first_link,
-    });
-    Ok(())
-}
-
-/// A wired link's keys under `key`, at `default_bps` unless it says otherwise.
-fn wired_spec(
+/// The medium's keys of `[topology]` and its `[[topology.stations]]`; `schedule` reads a
+/// station's `rate_schedule` (the experiment's schedule grammar).
+pub(crate) fn parse_medium(
     p: &mut Params,
-    key: &str,
-    base: &std::path::Path,
-    default_bps: u64,
-) -> ConfResult<LinkSpec> {
-    let mut lp = p.child(key)?;
-    let spec = parse_link_spec(&mut lp, base)?;
-    lp.finish()?;
-    Ok(spec.or(&LinkSpec {
-        rate: Some(LinkRate::Constant(default_bps)),
-        ..LinkSpec::default()
-    }))
+    schedule: &RateSchedule,
+) -> ConfResult<(WifiConfig, Vec<StationConfig>)> {
+    let config = parse_config(p)?;
+    let stations = parse_stations(p, schedule)?;
+    Ok((config, stations))
 }
 
 fn parse_config(p: &mut Params) -> ConfResult<WifiConfig> {
@@ -232,7 +127,7 @@ fn duration_us(p: &mut Params, key: &str, default_us: u64) -> ConfResult<u64> {
     Ok(d.as_ns() / 1000)
 }
 
-fn parse_stations(p: &mut Params) -> ConfResult<Vec<StationConfig>> {
+fn parse_stations(p: &mut Params, schedule: &RateSchedule) -> ConfResult<Vec<StationConfig>> {
     let entries = match p.raw("stations") {
         Some(Value::Array(a)) if !a.is_empty() => a,
         Some(Value::Array(_)) | None => {
@@ -262,8 +157,7 @@ fn parse_stations(p: &mut Params) -> ConfResult<Vec<StationConfig>> {
             if !matches!(rate, Rate::Fixed(_)) {
                 return Err(sp.err("rate_schedule", "needs a fixed `rate` (not an MCS)"));
             }
-            let steps =
-                parse_schedule(v, &sp.key_path("rate_schedule"), "rate", units::parse_rate)?;
+            let steps = schedule(v, &sp.key_path("rate_schedule"))?;
             if steps.iter().any(|&(_, r)| r == 0) {
                 return Err(sp.err("rate_schedule", "rates must be positive"));
             }
