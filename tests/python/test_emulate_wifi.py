@@ -6,35 +6,25 @@ crates/sojourn-core/tests/wifi_truths.rs (with 4-ms aggregates: 3.0 and 66.4 Mbi
 packets with airtime fairness; 5.5 Mbit/s each with the FIFO)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import sojourn
 from live_experiments import live, write
 
-TWO_STATIONS = """
-duration = "5s"
-warmup = "1s"
-[topology]
-kind = "wifi"
-mac = "MAC"
-wan = { rate = "1Gbit", delay = "2ms" }
-[[topology.stations]]
-mcs = 0
-[[topology.stations]]
-mcs = 7
-streams = 2
-gi = "short"
-[[workload]]
-kind = "cbr"
-pair = 0
-rate = "80Mbit"
-[[workload]]
-kind = "cbr"
-pair = 1
-rate = "80Mbit"
-[record]
-interval = "100ms"
-"""
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def two_stations(mac: str) -> str:
+    """experiments/wifi/rate-anomaly.toml (6.5 and 144.4 Mbit/s) with both stations
+    flooded by UDP at 80 Mbit/s instead of TCP, 5 s."""
+    text = (ROOT / "experiments" / "wifi" / "rate-anomaly.toml").read_text()
+    for old, new in [('kind = "bulk"', 'kind = "cbr"\nrate = "80Mbit"'), ('duration = "20s"', 'duration = "5s"'),
+                     ('warmup = "5s"', 'warmup = "1s"'), ('mac = "airtime"', f'mac = "{mac}"')]:
+        assert old in text
+        text = text.replace(old, new)
+    return text
 
 
 def down_mbps(res, i: int) -> float:
@@ -44,7 +34,7 @@ def down_mbps(res, i: int) -> float:
 @live
 @pytest.mark.parametrize("mac", ["airtime", "fifo"])
 def test_one_ap_two_stations_live_agree_with_the_simulator(tmp_path, mac):
-    exp = write(tmp_path, TWO_STATIONS.replace("MAC", mac))
+    exp = write(tmp_path, two_stations(mac))
     live_res = sojourn.emulate(exp)
     sim_res = sojourn.run(exp)
     lv = [down_mbps(live_res, i) for i in (0, 1)]
