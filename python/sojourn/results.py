@@ -7,6 +7,8 @@ Files in an output directory (schema in docs/output-schema.md):
 * ``flows.parquet`` - one row per flow;
 * ``timeseries.parquet`` - long form: ``time_s, entity, metric, value``;
 * ``packets.parquet`` - one row per logged packet event (when ``[record] packets`` is set);
+* ``wifi.parquet`` - with ``kind = "wifi"``: one row per station (airtime shares,
+  throughput, aggregation; docs/wifi.md);
 * ``histograms.parquet`` - the buckets of each link's per-packet sojourn histogram
   (``link, lo_ns, hi_ns, count``), so percentiles can be pooled across repeats;
 * ``experiment.json`` - the experiment as run (after ``--set`` overrides; seed separate);
@@ -178,6 +180,9 @@ class Result:
                 pq.write_table(self.histograms_table, staging / "histograms.parquet", compression=COMPRESSION)
             if self.probes_table is not None:
                 pq.write_table(self.probes_table, staging / "probes.parquet", compression=COMPRESSION)
+            if self.wifi is not None:  # kind = "wifi": one row per station (docs/wifi.md)
+                pq.write_table(pa.Table.from_pandas(self.wifi, preserve_index=False), staging / "wifi.parquet",
+                               compression=COMPRESSION)
             if self.experiment is not None:
                 (staging / "experiment.json").write_text(json.dumps(self.experiment, indent=2, sort_keys=True, default=str) + "\n")
             (staging / "perf.json").write_text(json.dumps(self.perf, indent=2, sort_keys=True) + "\n")
@@ -193,6 +198,13 @@ class Result:
                 self.staged = None
         self.files = {k: out / f"{k}.parquet" for k in self.files}
         return out
+
+    @property
+    def wifi(self) -> Optional[pd.DataFrame]:
+        """Per-station results of a Wi-Fi run (one row per station), else None."""
+        from .analysis.wifi import stations_frame
+
+        return stations_frame(self.summary)
 
     def discard(self) -> None:
         """Removes the staging directory of a streamed run that will not be written."""

@@ -537,3 +537,45 @@ add("app-rpm-direction-unknown", "toml", _APP + 'kind = "rpm"\ndirections = "sid
 add("app-rpm-no-connections", "toml", _APP + 'kind = "rpm"\nconnections = 0\n', "workload[0].connections")
 add("app-web-empty-request", "toml", _APP + 'kind = "web"\nrequest_size = "0B"\n', "outside 1 B..1 GiB")
 add("app-web-typo", "toml", _APP + 'kind = "web"\nobject = "5kB"\n', "workload[0].object")
+# --- Wi-Fi (issue 38, docs/wifi.md) --------------------------------------------------------
+WIFI = """\
+duration = "2s"
+[topology]
+kind = "wifi"
+{topo}
+[[topology.stations]]
+{sta}
+[[workload]]
+kind = "bulk"
+pair = 0
+"""
+
+
+def wifi(id: str, expect: str, topo: str = "", sta: str = "mcs = 7", cli: bool = False) -> None:
+    add(id, "toml", WIFI.format(topo=topo, sta=sta), expect, cli=cli)
+
+
+add("wifi-no-stations", "toml", 'duration = "1s"\n[topology]\nkind = "wifi"\n',
+    "topology.stations: required", cli=True)
+wifi("wifi-mac-unknown", "topology.mac", topo='mac = "fq"')
+wifi("wifi-aql-with-fifo", "topology.aql: AQL is part of mac80211", topo='mac = "fifo"\naql = true')
+wifi("wifi-aql-low-above-high", "topology.aql_low: must not be above aql_high",
+     topo='aql_low = "20ms"\naql_high = "5ms"')
+wifi("wifi-ampdu-airtime-zero", "topology.ampdu_airtime", topo='ampdu_airtime = "0ms"')
+wifi("wifi-ampdu-frames-zero", "topology.ampdu_frames", topo="ampdu_frames = 0")
+wifi("wifi-mcs-too-high-ht", "topology.stations[0].mcs: mcs 8 is above", sta="mcs = 8", cli=True)
+wifi("wifi-vht20-mcs9", "not a valid combination", sta='standard = "vht"\nmcs = 9')
+wifi("wifi-width-80-ht", "width 80 MHz", sta="mcs = 3\nwidth = 80")
+wifi("wifi-gi-unknown", "topology.stations[0].gi", sta='mcs = 3\ngi = "medium"')
+wifi("wifi-gi-1600-ht", "guard interval 1600 ns", sta='mcs = 3\ngi = "1.6us"')
+wifi("wifi-rate-and-mcs", "give either `rate` or `mcs`", sta='mcs = 3\nrate = "54Mbit"')
+wifi("wifi-no-rate", "topology.stations[0].mcs: required", sta="loss = 0.1")
+wifi("wifi-loss-one", "topology.stations[0].loss", sta="mcs = 3\nloss = 1.0")
+wifi("wifi-schedule-with-mcs", "needs a fixed `rate`", sta='mcs = 3\nrate_schedule = [{ at = "1s", rate = "6Mbit" }]')
+wifi("wifi-station-typo", "topology.stations[0].streem: unknown key", sta="mcs = 3\nstreem = 2")
+wifi("wifi-topology-typo", "topology.aqll: unknown key", topo="aqll = true")
+add("wifi-pair-out-of-range", "toml", WIFI.format(topo="", sta="mcs = 3").replace("pair = 0", "pair = 1"),
+    "workload[0].pair")
+add("wifi-deploy-refused", "api", "__import__('sojourn.deploy').deploy.plan(" + repr({
+    "duration": "1s", "topology": {"kind": "wifi", "stations": [{"mcs": 7}]},
+    "workload": [{"kind": "bulk", "pair": 0}]}) + ", node='ap')", "has no tc/nft form")

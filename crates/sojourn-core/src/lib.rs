@@ -17,6 +17,7 @@ pub mod qdisc;
 pub mod rng;
 pub mod time;
 pub mod units;
+pub mod wifi;
 
 pub use packet::{Addr, Ecn, FlowKey, Packet};
 pub use qdisc::{AnyQdisc, Dequeue, DropReason, Drops, Qdisc, Verdict};

@@ -112,6 +112,16 @@ pub fn gso_buffers(exp: &Experiment) -> (bool, Option<String>) {
     if tcp.is_empty() || tcp.iter().any(|c| !c.gso) {
         return (false, None);
     }
+    if exp.wifi.is_some() {
+        return (
+            false,
+            Some(
+                "kind = \"wifi\": the medium aggregates MTU frames (MPDUs): the hosts segment \
+                 before the forwarder"
+                    .to_string(),
+            ),
+        );
+    }
     if let Some(l) = exp.links.iter().find(|l| l.qdisc.splits_gso()) {
         return (
             false,

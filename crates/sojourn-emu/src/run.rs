@@ -113,6 +113,8 @@ pub fn check(exp: &Experiment) -> ConfResult<LivePlan> {
         }
     }
     let p = plan::plan(exp, "sj000000")?;
+    // The medium carries MTU frames (plan::gso_buffers keeps GSO off for kind = "wifi").
+    debug_assert!(exp.wifi.is_none() || !p.gso_buffers);
     // A host forwards nothing: the forwarder is every router. A path through a node that
     // also ends flows cannot be built (that node is a namespace, not part of the forwarder).
     let routes = static_routes(exp);
@@ -283,6 +285,11 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
         .collect();
     p.packet_sample = exp.record.packet_sample;
     p.keep_samples = false;
+    p.wifi = exp.wifi.as_ref().map(|w| forward::WifiMedium {
+        config: w.config.clone(),
+        stations: w.stations.clone(),
+        first_link: w.first_link as usize,
+    });
     if lp.gso_buffers {
         // GSO mode (plan::gso_buffers): 64 KiB buffers pass whole. Each pool slot holds
         // one (66 KiB): at most 16,384 of them (~1.1 GB) wait in queues and delay lines

@@ -93,6 +93,8 @@ pub struct Experiment {
     pub pairs: Vec<(u32, u32)>,
     /// `[[classifier]]` rules (conntrack byte count -> priority).
     pub classifiers: Vec<crate::classify::ClassifierPlan>,
+    /// `kind = "wifi"`: the shared medium (docs/wifi.md); `None` otherwise.
+    pub wifi: Option<crate::wifi::WifiPlan>,
     /// Per node: conntrack enabled (by a classifier or an `age` qdisc on an egress link).
     pub conntrack: Vec<Option<crate::classify::ConntrackPlan>>,
     /// The directory relative file names (traces, CDF files) are read from.
@@ -163,6 +165,7 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
         },
         pairs: Vec::new(),
         classifiers: Vec::new(),
+        wifi: None,
         conntrack: Vec::new(),
         base_dir: base_dir.to_path_buf(),
         node_index: BTreeMap::new(),
@@ -285,7 +288,8 @@ pub fn memory_estimate(exp: &Experiment) -> (f64, usize, usize) {
         + records.min(STREAM_BUFFER_BYTES)
         + BYTES_PER_FINISHED_TRANSFER * transfers
         + BYTES_PER_CLOSING_TRANSFER * lingering
-        + BYTES_PER_PROBE * probes;
+        + BYTES_PER_PROBE * probes
+        + exp.wifi.as_ref().map_or(0.0, crate::wifi::memory_bytes);
     (bytes, udp, tcp)
 }
 
@@ -921,9 +925,10 @@ fn add_link(
 
 fn parse_topology(exp: &mut Experiment, t: &Table) -> ConfResult<()> {
     let mut p = Params::new("topology", t);
-    let kind = p.choice("kind", &["dumbbell", "graph"], "dumbbell")?;
+    let kind = p.choice("kind", &["dumbbell", "graph", "wifi"], "dumbbell")?;
     match kind {
         "dumbbell" => parse_dumbbell(exp, &mut p)?,
+        "wifi" => parse_wifi(exp, &mut p)?,
         _ => parse_graph(exp, &mut p)?,
     }
     p.finish()
@@ -1064,6 +1069,122 @@ fn parse_dumbbell(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
         )?;
     }
     Ok(())
+}
+
+/// `[topology] kind = "wifi"` (docs/wifi.md): `gw`, `ap`, `server{j}`, `sta{i}`; links
+/// `wan.down`/`wan.up`, `server{j}.out`/`.in`, then the medium's `sta{i}.down`/`.up`
+/// (the experiment's highest link ids); `pair = i` is (`server{i mod servers}`, `sta{i}`).
+fn parse_wifi(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
+    let base = exp.base_dir.clone();
+    let servers = p.u32("servers", 1, 1, 1000)?;
+    let wan = wired_spec(p, "wan", &base, 1_000_000_000)?;
+    let access = wired_spec(p, "server_access", &base, 10_000_000_000)?;
+    let (config, stations) = crate::wifi::parse_medium(p, &|v, path| {
+        parse_schedule(v, path, "rate", units::parse_rate)
+    })?;
+
+    let gw = add_node(exp, "gw", "topology")?;
+    let ap = add_node(exp, "ap", "topology")?;
+    let pfifo = Value::Str("pfifo".into());
+    add_link(
+        exp,
+        "wan.down".into(),
+        gw,
+        ap,
+        &wan,
+        pfifo.clone(),
+        "topology.wan",
+    )?;
+    add_link(
+        exp,
+        "wan.up".into(),
+        ap,
+        gw,
+        &wan,
+        pfifo.clone(),
+        "topology.wan",
+    )?;
+    let mut server_nodes = Vec::new();
+    for j in 0..servers {
+        let s = add_node(exp, &format!("server{j}"), "topology")?;
+        server_nodes.push(s);
+        let path = "topology.server_access";
+        add_link(
+            exp,
+            format!("server{j}.out"),
+            s,
+            gw,
+            &access,
+            pfifo.clone(),
+            path,
+        )?;
+        add_link(
+            exp,
+            format!("server{j}.in"),
+            gw,
+            s,
+            &access,
+            pfifo.clone(),
+            path,
+        )?;
+    }
+    let mut station_nodes = Vec::new();
+    for i in 0..stations.len() {
+        station_nodes.push(add_node(exp, &format!("sta{i}"), "topology")?);
+    }
+    let first_link = exp.links.len() as u32;
+    for (i, st) in stations.iter().enumerate() {
+        let node = station_nodes[i];
+        // The medium's links carry the station's initial PHY rate as their nominal rate
+        // (for labels and the event queue's granularity); the medium times them.
+        let spec = LinkSpec {
+            rate: Some(LinkRate::Constant(st.rates[0].1.rate_bps().max(1))),
+            ..LinkSpec::default()
+        };
+        let path = format!("topology.stations[{i}]");
+        add_link(
+            exp,
+            format!("sta{i}.down"),
+            ap,
+            node,
+            &spec,
+            pfifo.clone(),
+            &path,
+        )?;
+        add_link(
+            exp,
+            format!("sta{i}.up"),
+            node,
+            ap,
+            &spec,
+            pfifo.clone(),
+            &path,
+        )?;
+        let desc = format!("mac80211 {}", config.mac.name());
+        let n = exp.links.len();
+        exp.links[n - 2].qdisc_desc = desc.clone();
+        exp.links[n - 1].qdisc_desc = desc;
+        exp.pairs.push((server_nodes[i % server_nodes.len()], node));
+    }
+    exp.wifi = Some(crate::wifi::WifiPlan {
+        config,
+        stations,
+        ap,
+        station_nodes,
+        first_link,
+    });
+    Ok(())
+}
+
+/// A wired link's keys under `key`, at `default_bps` unless it says otherwise.
+fn wired_spec(p: &mut Params, key: &str, base: &Path, default_bps: u64) -> ConfResult<LinkSpec> {
+    let mut lp = p.child(key)?;
+    let spec = parse_link_spec(&mut lp, base)?;
+    lp.finish()?;
+    Ok(spec.or(&LinkSpec {
+        rate: Some(LinkRate::Constant(default_bps)),
+        ..LinkSpec::default()
+    }))
 }
 
 /// General graph: named nodes, links (duplex by default), shortest-hop static routes

@@ -47,6 +47,7 @@ pub mod routing;
 pub mod schedule;
 pub mod toml_text;
 pub mod transport;
+pub mod wifi;
 pub mod workload;
 
 pub use experiment::{

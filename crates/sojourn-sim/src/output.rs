@@ -90,6 +90,11 @@ pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSum
     if let Some(apps) = sim.apps_summary(end) {
         o.insert("apps".to_string(), apps);
     }
+    if let Some(w) = &sim.wifi {
+        let names: Vec<String> = sim.nodes.iter().map(|n| n.name.clone()).collect();
+        let period = (end - warm).as_secs_f64();
+        o.insert("wifi".to_string(), w.summary(period, &names));
+    }
 
     let held: Vec<&FlowRecord> = sim.flows.iter().collect();
     let flows = flow_columns(&held, |n| sim.nodes[n as usize].name.clone(), end, fct_from);

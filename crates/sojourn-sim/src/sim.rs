@@ -32,6 +32,8 @@ use sojourn_core::rng::{splitmix64_mix, Rng};
 use sojourn_core::{Duration, Packet, Time};
 use sojourn_record::metrics::{EntityId, LinkCounts, PacketLog, TimeSeries};
 
+pub mod wifi;
+
 /// Where packets went: every created packet is delivered, dropped, or still inside.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Accounting {
@@ -170,6 +172,10 @@ pub struct Sim {
     /// Previous sample's counters per sampled link: (tx_bytes, drops, marks).
     prev_link: Vec<LinkCounts>,
     pub exp: Experiment,
+    /// The Wi-Fi medium of a `kind = "wifi"` topology (sim/wifi.rs); its links are the
+    /// ids from `first_wifi_link` up (`u32::MAX` without one: one compare per enqueue).
+    pub wifi: Option<Box<wifi::WifiHop>>,
+    first_wifi_link: u32,
 }
 
 impl Sim {
@@ -293,6 +299,11 @@ impl Sim {
             flow_series: exp.record.flow_series,
             packet_sample: exp.record.packet_sample,
             exp: exp.clone(),
+            wifi: exp
+                .wifi
+                .as_ref()
+                .map(|w| Box::new(wifi::WifiHop::new(w, seed))),
+            first_wifi_link: exp.wifi.as_ref().map_or(u32::MAX, |w| w.first_link),
         };
         // Links leaving a host that terminates flows are that host's NIC: their
         // transmissions complete TSQ accounting for the sending socket.
@@ -639,6 +650,9 @@ impl Sim {
 
     #[inline(always)]
     fn link_enqueue(&mut self, l: u32, pkt: &mut Packet) {
+        if l >= self.first_wifi_link {
+            return self.wifi_enqueue(l, Held::Here(pkt));
+        }
         let now = self.now;
         let link = &mut self.links[l as usize];
         pkt.enqueued_at = now;
@@ -662,6 +676,9 @@ impl Sim {
     /// all (a run's segment is copied into a slot of its own).
     #[inline(always)]
     fn link_enqueue_arrived(&mut self, l: u32, held: Held) {
+        if l >= self.first_wifi_link {
+            return self.wifi_enqueue(l, held);
+        }
         let now = self.now;
         let link = &mut self.links[l as usize];
         let pkt = self.flight.packet_mut(held.slot());
@@ -996,6 +1013,9 @@ impl Sim {
     }
 
     fn on_tx_done(&mut self, l: u32) {
+        if l >= self.first_wifi_link {
+            return self.wifi_tx_done();
+        }
         let link = &mut self.links[l as usize];
         let fate = std::mem::replace(&mut link.tx_fate, TxFate::Idle);
         // Counted when the last bit is out, so throughput bins and utilisation only see
@@ -1218,6 +1238,7 @@ impl Sim {
                     for l in &mut self.links {
                         l.reset_stats(t);
                     }
+                    self.wifi_reset_stats();
                 }
             }
             countdown -= 1;
@@ -1263,7 +1284,8 @@ impl Sim {
                     + l.in_flight.len() as u64
                     + l.late.len() as u64
             })
-            .sum()
+            .sum::<u64>()
+            + self.wifi.as_ref().map_or(0, |w| w.in_medium())
     }
 
     /// The conservation law: created = delivered + dropped + inside.

@@ -52,6 +52,8 @@ const SHAPED_HOST: &str = include_str!("../../../experiments/examples/shaped-hos
 /// which dropped is the tie order), and identical TCP flows start together. The engine
 /// fingerprint of the reproduction pages runs the same file.
 const LOCKSTEP: &str = include_str!("../../../experiments/examples/lockstep.toml");
+/// The Wi-Fi medium (one transmitter for several link directions, docs/wifi.md).
+const WIFI: &str = include_str!("../../../experiments/wifi/ten-stations.toml");
 
 fn run(text: &str, seed: u64, relay: u32) -> (RunOutput, u64) {
     let exp = from_toml(text, Path::new(".")).unwrap();
@@ -71,6 +73,12 @@ fn relayed_filings_leave_every_output_unchanged() {
         ("reordering and a rate schedule", REORDER_SCHEDULE),
         ("shaped host", SHAPED_HOST),
         ("lockstep", LOCKSTEP),
+        (
+            "wifi",
+            &WIFI
+                .replace("duration = \"60s\"", "duration = \"3s\"")
+                .replace("warmup = \"5s\"", "warmup = \"1s\""),
+        ),
     ] {
         let (direct, none) = run(text, 11, 0);
         assert_eq!(none, 0);

@@ -39,6 +39,7 @@ from . import compare as cmp
 from . import stats
 from .flent_plots import fig_box_totals, fig_flent_totals, fig_ping_cdf
 from .pairs import PALETTE, Style, age_base, styles
+from .wifi import fig_wifi
 from ..results import read_timeseries
 from ..units import parse_seconds, typed_value
 
@@ -779,6 +780,7 @@ def write_report(dirs: Sequence, out: Optional[Path] = None, title: Optional[str
         ("rpm", "Responsiveness (RPM)", apps.fig_rpm(rd, st, _layout)),
         ("plt-cdf", "Page load time CDF", apps.fig_plt_cdf(rd, st, _layout)),
         ("video", "Video bitrate", apps.fig_video_bitrate(rd, st, _layout)),
+        ("wifi", "Wi-Fi stations", fig_wifi(rd, st)),
     ]
     figs = [(k, name, f) for k, name, f in figs if f is not None]
     low = t[np.isfinite(t["completion"]) & (t["completion"] < COMPLETION_WARN)]

@@ -258,6 +258,8 @@ def cmd_validate(a: argparse.Namespace) -> int:
     tc = plan.get("links_tc", {})
 
     def applied(name: str, q: str) -> str:
+        if q.startswith("mac80211 "):  # a direction of the Wi-Fi medium: no tc qdisc (docs/wifi.md)
+            return "   (the Wi-Fi medium's queues, docs/wifi.md)"
         return f"   (as Linux applies it: {tc[name]})" if name in tc and tc[name] != q else ""
 
     # A large topology (a 10,000-pair dumbbell has 40,002 links) lists its first links and

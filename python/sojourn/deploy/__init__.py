@@ -204,6 +204,12 @@ def _prepare(source: Union[str, Path, Mapping[str, Any]], overrides: Optional[Ma
         model = eng.deploy_model(cfg, str(base), Resolver(base))
     except eng.ConfigError as e:
         raise ConfigError(name, getattr(e, "path", ""), getattr(e, "msg", str(e))) from None
+    topo = cfg.get("topology")
+    if isinstance(topo, Mapping) and topo.get("kind") == "wifi":
+        # mac80211's queues and the shared medium are not tc qdiscs (docs/wifi.md).
+        raise ConfigError(name, "topology.kind",
+                          'kind = "wifi" has no tc/nft form: the medium and mac80211\'s queues are not qdiscs '
+                          "(docs/wifi.md)")
     return cfg, name, model
 
 

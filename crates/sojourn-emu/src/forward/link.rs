@@ -141,6 +141,9 @@ impl Forwarder {
     /// Starts every transmission link `li` would have started up to `t`, each at its
     /// exact (virtual) time.
     pub(super) fn advance(&mut self, li: usize, t: Time) {
+        if self.on_medium(li) {
+            return self.medium_advance(t);
+        }
         loop {
             let link = &mut self.links[li];
             if link.dev.is_busy() {
@@ -268,6 +271,9 @@ impl Forwarder {
     }
     /// Enqueues `p` (its frame in the pool) into link `li` at `now`.
     pub(super) fn enqueue(&mut self, li: usize, mut p: Packet, now: Time) {
+        if self.on_medium(li) {
+            return self.medium_enqueue(li, p, now);
+        }
         self.advance(li, now);
         let link = &mut self.links[li];
         link.rep.received_pkts += 1;

@@ -52,11 +52,13 @@ mod pool;
 mod port;
 mod record;
 mod report;
+mod wifi;
 
 pub use report::{
     limit_warning, ConnReport, EcnHandshakes, ForwarderReport, IngressDrops, LinkReport, Measured,
     PortReport, Sample, BEHIND_RELEASE_P99_NS,
 };
+pub use wifi::WifiMedium;
 
 use crate::afpacket::{PacketSocket, RxMode, MAX_BATCH, VNET_HDR_BYTES};
 use crate::netns::Mac;
@@ -222,6 +224,9 @@ pub struct Plan {
     pub rx: Option<RxMode>,
     /// Pin the forwarder thread to this CPU (`sched_setaffinity`); `None` = anywhere.
     pub cpu: Option<usize>,
+    /// The Wi-Fi medium of a `kind = "wifi"` experiment (forward/wifi.rs): its links are
+    /// driven by the medium, not by a device of their own.
+    pub wifi: Option<WifiMedium>,
 }
 
 /// Time-series rows handed from the forwarder's thread to the run's, in order.
@@ -270,6 +275,7 @@ impl Plan {
             keep_samples: true,
             rx: None,
             cpu: None,
+            wifi: None,
         }
     }
 }
@@ -336,6 +342,7 @@ pub struct Forwarder {
     conns_moved: usize,
     keep_samples: bool,
     ecn_handshakes: EcnHandshakes,
+    medium: Option<Box<wifi::LiveMedium>>,
 }
 
 impl Forwarder {
@@ -480,6 +487,10 @@ impl Forwarder {
             ecn_handshakes: EcnHandshakes::default(),
             series_links: plan.series_links.clone(),
             series_outbox: plan.series_outbox.clone(),
+            medium: plan
+                .wifi
+                .as_ref()
+                .map(|w| Box::new(wifi::LiveMedium::new(w, plan.seed))),
         })
     }
     /// CLOCK_MONOTONIC ns of this run's time 0.
@@ -588,6 +599,9 @@ impl Forwarder {
             if let Some(ns) = next_sample {
                 next = next.min(ns);
             }
+            if let Some(b) = self.medium.as_ref().and_then(|m| m.busy_until) {
+                next = next.min(b);
+            }
             if self.ports.iter().any(|p| !p.tx.is_empty()) {
                 next = now; // EAGAIN earlier: retry soon
             }
@@ -678,8 +692,11 @@ impl Forwarder {
             self.measure_boundary(end, false);
         }
         let mut links = Vec::with_capacity(self.links.len());
-        for l in &mut self.links {
+        for (li, l) in self.links.iter_mut().enumerate() {
             l.rep.queued_at_end = l.dev.qdisc.len_packets() as u64 + l.in_flight.len() as u64;
+            if let Some(m) = self.medium.as_ref().filter(|m| m.holds(li)) {
+                l.rep.queued_at_end += m.queued_on(li);
+            }
             l.rep.ecn_marks = l.dev.qdisc.ecn_marks();
             if l.measuring {
                 l.measuring = false;
