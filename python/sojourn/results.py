@@ -202,7 +202,7 @@ class Result:
     @property
     def wifi(self) -> Optional[pd.DataFrame]:
         """Per-station results of a Wi-Fi run (one row per station), else None."""
-        from .analysis.wifi import stations_frame
+        from .wifi import stations_frame
 
         return stations_frame(self.summary)
 
