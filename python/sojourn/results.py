@@ -62,6 +62,8 @@ class Result:
     #: The hidden staging directory a streamed run wrote into, until :meth:`write`
     #: publishes it.
     staged: Optional[Path] = None
+    #: Per-subscriber results of an isp topology (``subscribers.parquet``, docs/isp.md).
+    subscribers_table: Optional[pa.Table] = None
 
     @property
     def flows(self) -> pd.DataFrame:
@@ -78,6 +80,11 @@ class Result:
     @property
     def timeseries(self) -> pd.DataFrame:
         return self.table("timeseries").to_pandas()
+
+    @property
+    def subscribers(self) -> Optional[pd.DataFrame]:
+        """Per-subscriber results of an isp topology (docs/isp.md); None otherwise."""
+        return None if self.subscribers_table is None else self.subscribers_table.to_pandas()
 
     @property
     def packets(self) -> Optional[pd.DataFrame]:
@@ -166,6 +173,8 @@ class Result:
                     (out / dst.name).unlink(missing_ok=True)
             if self.histograms_table is not None:
                 pq.write_table(self.histograms_table, staging / "histograms.parquet", compression=COMPRESSION)
+            if self.subscribers_table is not None:
+                pq.write_table(self.subscribers_table, staging / "subscribers.parquet", compression=COMPRESSION)
             if self.experiment is not None:
                 (staging / "experiment.json").write_text(json.dumps(self.experiment, indent=2, sort_keys=True, default=str) + "\n")
             (staging / "perf.json").write_text(json.dumps(self.perf, indent=2, sort_keys=True) + "\n")
@@ -200,6 +209,7 @@ class Result:
         hists = d / "histograms.parquet"
         exp = d / "experiment.json"
         perf = d / "perf.json"
+        subs = d / "subscribers.parquet"
         return cls(
             summary=json.loads(text),
             flows_table=pq.read_table(d / "flows.parquet"),
@@ -209,6 +219,7 @@ class Result:
             summary_text=text,
             histograms_table=pq.read_table(hists) if hists.exists() else None,
             experiment=json.loads(exp.read_text()) if exp.exists() else None,
+            subscribers_table=pq.read_table(subs) if subs.exists() else None,
         )
 
     def __repr__(self) -> str:  # pragma: no cover - convenience

@@ -38,6 +38,7 @@ from . import compare as cmp
 from . import stats
 from .pairs import PALETTE, Style, age_base, styles
 from ..results import read_timeseries
+from . import isp_report
 from ..units import parse_seconds, typed_value
 
 __all__ = ["write_report", "styles", "PALETTE", "Style"]
@@ -771,6 +772,8 @@ def write_report(dirs: Sequence, out: Optional[Path] = None, title: Optional[str
         ("lorenz", "Fairness", fig_lorenz(rd, st)),
         ("ellipsis", "Throughput vs latency", fig_ellipsis(rd, st)),
         ("params", "Swept parameters", fig_param(rd, st, t)),
+        ("subscriber-rates", "Subscribers: plan vs achieved", isp_report.fig_subscriber_rates(rd, st)),
+        ("subscriber-latency", "Subscribers: latency under load", isp_report.fig_subscriber_latency(rd, st)),
     ]
     figs = [(k, name, f) for k, name, f in figs if f is not None]
     low = t[np.isfinite(t["completion"]) & (t["completion"] < COMPLETION_WARN)]

@@ -25,7 +25,7 @@ import pandas as pd
 
 __all__ = ["load"]
 
-What = Literal["flows", "runs", "timeseries"]
+What = Literal["flows", "runs", "timeseries", "subscribers"]
 
 
 def _progress(total: int, label: str, show: Optional[bool]):
@@ -61,7 +61,8 @@ def load(directory: Union[str, "os.PathLike[str]"], what: What = "flows", progre
     ``what``: ``"flows"`` (one row per flow; the columns of flows.parquet plus ``point``,
     ``seed``, the swept parameters and ``after_warmup``), ``"runs"`` (one row per run: the
     key numbers of its summary.json) or ``"timeseries"`` (long form ``time_s, entity,
-    metric, value`` plus ``point``, ``seed`` and the swept parameters). Swept parameters
+    metric, value`` plus ``point``, ``seed`` and the swept parameters) or ``"subscribers"``
+    (an isp topology's per-subscriber rows, docs/isp.md). Swept parameters
     are numbers where every value parses as one (rates in bit/s, durations in seconds,
     sizes in bytes). ``progress``: None shows a bar in a terminal or notebook when there
     are several runs; True/False force it. Raises FileNotFoundError for a directory that
@@ -72,8 +73,8 @@ def load(directory: Union[str, "os.PathLike[str]"], what: What = "flows", progre
     root = Path(directory)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such directory")
-    if what not in ("flows", "runs", "timeseries"):
-        raise ValueError(f"what must be 'flows', 'runs' or 'timeseries', not {what!r}")
+    if what not in ("flows", "runs", "timeseries", "subscribers"):
+        raise ValueError(f"what must be 'flows', 'runs', 'timeseries' or 'subscribers', not {what!r}")
     columns: list[str] = []
     runs: list[tuple[str, int, dict, Path]] = []  # (point, seed, labels, dir)
     if (root / "summary.json").exists():
@@ -115,6 +116,14 @@ def load(directory: Union[str, "os.PathLike[str]"], what: What = "flows", progre
                     f.insert(i, k, v)
                 f["after_warmup"] = f["start_s"] >= float(summary.get("warmup_s", 0.0)) if "start_s" in f else True
                 parts.append(f)
+            elif what == "subscribers":
+                # An isp topology's per-subscriber rows (docs/isp.md); runs of other
+                # topologies have none.
+                if (d / "subscribers.parquet").exists():
+                    f = pd.read_parquet(d / "subscribers.parquet")
+                    for i, (k, v) in enumerate(head.items()):
+                        f.insert(i, k, v)
+                    parts.append(f)
             else:
                 t = pd.read_parquet(d / "timeseries.parquet")
                 t["entity"] = t["entity"].astype(str)
@@ -127,5 +136,7 @@ def load(directory: Union[str, "os.PathLike[str]"], what: What = "flows", progre
     finally:
         if bar is not None:
             bar.stop()
+    if not parts:
+        raise FileNotFoundError(f"{root}: no subscribers.parquet (not an isp topology, docs/isp.md)")
     df = pd.concat(parts, ignore_index=True)
     return _typed(df, columns)
