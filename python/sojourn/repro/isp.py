@@ -1,0 +1,211 @@
+"""ISP subscriber trees: plan against achieved rate and latency under load for 1,000
+subscribers behind an HTB tree with FIFO, FQ-CoDel and CAKE leaves, and what
+oversubscription does (issue 36). Generates docs/repro/isp.md::
+
+    python -m sojourn.repro.isp --update-docs                 # every run, rewrites the page
+    python -m sojourn.repro.isp --out results/isp --duration 10s
+
+Runs ``experiments/isp/subscribers-1000.toml`` for each leaf (``pfifo``, ``fq_codel``,
+``cake``) and each uplink rate in :data:`UPLINKS` (the 100 active subscribers' plans add up
+to 4 Gbit/s, so 5, 2 and 1 Gbit/s put the active demand at 0.8x, 2x and 4x the uplink) and
+reports, over the active subscribers' downloads after the warm-up: the mean achieved rate
+per plan, the achieved / plan ratio, Jain's index and the Lorenz gap of that ratio, and
+the latency under load (the queueing delay in the subscriber's class: ``sojourn.isp``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+LEAVES = ("pfifo", "fq_codel", "cake")
+UPLINKS = ("5Gbit", "2Gbit", "1Gbit")
+EXP = "subscribers-1000.toml"
+
+
+def default_exp_dir() -> Path:
+    here = Path(__file__).resolve().parents[3] / "experiments" / "isp"
+    return here if here.is_dir() else Path("experiments/isp")
+
+
+def run(out: Path, exp_dir: Optional[Path] = None, duration: Optional[str] = None,
+        leaves: Sequence[str] = LEAVES, uplinks: Sequence[str] = UPLINKS, exp: str = EXP) -> dict:
+    """Runs (or reuses, if its summary.json exists) each (leaf, uplink); returns
+    (leaf, uplink) -> run directory."""
+    import sojourn
+
+    exp_dir = exp_dir or default_exp_dir()
+    dirs = {}
+    for up in uplinks:
+        for leaf in leaves:
+            d = out / f"{leaf}-{up}"
+            if not (d / "summary.json").exists():
+                sojourn.run(exp_dir / exp, duration=duration,
+                            overrides={"topology.leaf": leaf, "topology.uplink.rate": up}).write(d)
+            dirs[(leaf, up)] = d
+    return dirs
+
+
+def row(d: Path) -> dict:
+    """One run's numbers (active subscribers' downloads)."""
+    from ..isp import fairness
+    from ..results import Result
+
+    r = Result.read(d)
+    t = r.subscribers
+    f = fairness(t, "down")
+    a = t[(t["direction"] == "down") & t["active"]]
+    q = a["queueing_ms"].to_numpy(float)
+    q = q[np.isfinite(q)]
+    per_plan = a.groupby("plan_bps")["achieved_bps"].mean()
+    up = r.summary["links"]["uplink"]
+    return {
+        "demand_x": float(a["plan_bps"].sum()) / float(up["rate_bps"]),
+        "utilisation": float(up["utilisation"]),
+        "jain": f["jain"], "lorenz_gap": f["lorenz_gap"], "mean_ratio": f["mean_ratio"],
+        "min_ratio": float(a["achieved_ratio"].min()),
+        "q50_ms": float(np.percentile(q, 50)) if q.size else float("nan"),
+        "q95_ms": float(np.percentile(q, 95)) if q.size else float("nan"),
+        "per_plan_mbps": {int(k): float(v) / 1e6 for k, v in per_plan.items()},
+        "drops": int(up["drops_total"]),
+        "duration_s": float(r.summary["duration_s"]),
+    }
+
+
+def table(dirs: dict) -> pd.DataFrame:
+    rows = []
+    for (leaf, up), d in dirs.items():
+        rows.append({"leaf": leaf, "uplink": up, **row(d)})
+    return pd.DataFrame(rows)
+
+
+def md_table(t: pd.DataFrame) -> str:
+    plans = sorted({k for m in t["per_plan_mbps"] for k in m})
+    head = ("| uplink | active plans / uplink | leaf | uplink utilisation | "
+            + " | ".join(f"{p / 1e6:g}-Mbit/s plan: got (Mbit/s)" for p in plans)
+            + " | achieved / plan: mean, min | Jain | Lorenz gap | latency under load p50 / p95 (ms) | uplink drops |")
+    rows = [head, "|" + "---|" * (9 + len(plans))]
+    for r in t.itertuples():
+        got = " | ".join(f"{r.per_plan_mbps.get(p, float('nan')):.1f}" for p in plans)
+        rows.append(f"| {r.uplink} | {r.demand_x:.1f}x | {r.leaf} | {100 * r.utilisation:.1f}% | {got} | "
+                    f"{r.mean_ratio:.3f}, {r.min_ratio:.3f} | {r.jain:.4f} | {r.lorenz_gap:.4f} | "
+                    f"{r.q50_ms:.1f} / {r.q95_ms:.1f} | {r.drops} |")
+    return "\n".join(rows) + "\n"
+
+
+def plot(dirs: dict, img: Path) -> list:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..results import Result
+
+    img.mkdir(parents=True, exist_ok=True)
+    made = []
+    ups = sorted({u for _, u in dirs}, key=lambda u: -float(u.rstrip("Gbit")))
+    leaves = [l for l in LEAVES if any(k[0] == l for k in dirs)]
+    fig, ax = plt.subplots(1, len(ups), figsize=(4.2 * len(ups), 3.2), squeeze=False)
+    for a, up in zip(ax[0], ups):
+        for i, leaf in enumerate(leaves):
+            if (leaf, up) not in dirs:
+                continue
+            t = Result.read(dirs[(leaf, up)]).subscribers
+            s = t[(t["direction"] == "down") & t["active"]]
+            jit = 1.0 + 0.05 * (i - 1)
+            a.scatter(s["plan_bps"] / 1e6 * jit, s["achieved_bps"] / 1e6, s=8, alpha=0.6, label=leaf)
+        top = a.get_xlim()[1]
+        a.plot([0, top], [0, top], color="grey", ls=":", lw=0.8)
+        a.set_title(f"uplink {up}", fontsize=9)
+        a.set_xlabel("plan (Mbit/s)")
+        a.set_ylabel("achieved (Mbit/s)")
+        a.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(img / "plan-vs-achieved.png", dpi=80)
+    plt.close(fig)
+    made.append("plan-vs-achieved.png")
+    fig, ax = plt.subplots(1, len(ups), figsize=(4.2 * len(ups), 3.2), squeeze=False)
+    for a, up in zip(ax[0], ups):
+        for leaf in leaves:
+            if (leaf, up) not in dirs:
+                continue
+            t = Result.read(dirs[(leaf, up)]).subscribers
+            q = np.sort(t[(t["direction"] == "down") & t["active"]]["queueing_ms"].dropna().to_numpy(float))
+            if q.size:
+                a.plot(np.maximum(q, 1e-2), np.arange(1, q.size + 1) / q.size, label=leaf)
+        a.set_xscale("log")
+        a.set_title(f"uplink {up}", fontsize=9)
+        a.set_xlabel("latency under load (ms, log)")
+        a.set_ylabel("CDF over active subscribers")
+        a.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(img / "latency-cdf.png", dpi=80)
+    plt.close(fig)
+    made.append("latency-cdf.png")
+    return made
+
+
+CI_DURATION = "5s"
+
+
+def ci_block(out: Path) -> str:
+    """The cheap variant: experiments/isp/small.toml (8 subscribers), 5 simulated seconds,
+    FQ-CoDel leaves."""
+    from ..isp import fairness
+    from ..results import Result
+
+    dirs = run(out, duration=CI_DURATION, leaves=("fq_codel",), uplinks=("200Mbit",), exp="small.toml")
+    t = Result.read(dirs[("fq_codel", "200Mbit")]).subscribers
+    rows = ["| subscriber | direction | plan (Mbit/s) | achieved (Mbit/s) | latency under load (ms) |",
+            "|---|---|---|---|---|"]
+    for r in t[t["active"]].itertuples():
+        rows.append(f"| {r.subscriber} | {r.direction} | {r.plan_bps / 1e6:g} | {r.achieved_bps / 1e6:.3f} | "
+                    f"{r.queueing_ms:.2f} |")
+    f = fairness(t, "down")
+    return (f"The cheap variant (experiments/isp/small.toml, {CI_DURATION} simulated; "
+            f"`sojourn.repro.isp.ci_block`): downstream Jain {f['jain']:.4f}, Lorenz gap {f['lorenz_gap']:.4f}:\n\n"
+            + "\n".join(rows) + "\n")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from . import pages
+
+    ap = argparse.ArgumentParser(prog="python -m sojourn.repro.isp", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="results/repro-isp")
+    ap.add_argument("--duration", default=None, help="simulated time per run (default: the file's 20 s)")
+    ap.add_argument("--img", default=None, help="plots here (default <out>/img; docs/repro/img/isp with --update-docs)")
+    ap.add_argument("--update-docs", action="store_true", help="rewrite docs/repro/isp.md's generated blocks and plots")
+    ap.add_argument("--exp-dir", default=None)
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    t0 = time.perf_counter()
+    dirs = run(out, Path(a.exp_dir) if a.exp_dir else None, a.duration)
+    t = table(dirs)
+    wall = time.perf_counter() - t0
+    text = md_table(t)
+    print(text)
+    print(f"wall seconds (this call; cached runs cost nothing): {wall:.1f}")
+    img = pages.plot_dir(out, a.img, a.update_docs, "isp")
+    for p in plot(dirs, img):
+        print(f"plot: {img / p}")
+    (out / "report.json").write_text(json.dumps(t.to_dict("records"), indent=1, default=str) + "\n")
+    if a.update_docs:
+        dur = sorted(set(t["duration_s"]))
+        setup = (f"Runs of {', '.join(f'{d:g}' for d in dur)} simulated seconds each (warm-up 5 s), "
+                 f"{len(dirs)} runs, {wall:.0f} s of wall time on this 2-core machine shared with other work.\n")
+        blocks = {"provenance": pages.provenance("isp"), "results": text, "setup": setup,
+                  "ci": ci_block(out / "ci")}
+        pages.replace_blocks(pages.DOCS / "isp.md", blocks)
+        print(f"updated {pages.DOCS / 'isp.md'}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
