@@ -4,9 +4,9 @@
 //! - The shared vocabulary (`qdisc::vocab`) is a leaf: it imports no other qdisc module.
 //! - A discipline imports the vocabulary, never the spec tree (`qdisc` itself, where the
 //!   `disciplines!` list generates `QdiscSpec`, `AnyQdisc` and `KINDS`; `qdisc::spec`;
-//!   `qdisc::registry`), unless it is classful and holds child specs (age, prio, tbf).
+//!   `qdisc::registry`), unless it is classful and holds child specs (age, prio, tbf, htb, drr).
 //! - So the largest import circle is that classful tree: `qdisc` and its classful
-//!   disciplines, 4 files today.
+//!   disciplines, 6 files today.
 //! - Every discipline a file declares (`impl Discipline for …`, read from the sources) is
 //!   known to the registry (an experiment file can name it) and to the tc import (a tc line
 //!   naming it reaches its parser, or is refused as no Linux qdisc when it declares none).
@@ -50,10 +50,17 @@ fn the_largest_import_circle_is_the_classful_tree() {
     for m in ["qdisc::fifo", "qdisc::age", "qdisc::prio", "qdisc::tbf"] {
         assert!(listed.contains(m), "{m} not in {listed:?}");
     }
-    let tree: BTreeSet<String> = ["qdisc", "qdisc::age", "qdisc::prio", "qdisc::tbf"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let tree: BTreeSet<String> = [
+        "qdisc",
+        "qdisc::age",
+        "qdisc::prio",
+        "qdisc::tbf",
+        "qdisc::htb",
+        "qdisc::drr",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let derived: BTreeSet<String> = classful
         .iter()
         .cloned()
@@ -74,7 +81,7 @@ fn the_largest_import_circle_is_the_classful_tree() {
         }
     }
     let largest = circles.iter().map(|c| c.len()).max().unwrap_or(0);
-    assert!(largest <= 4, "largest import circle has {largest} files");
+    assert!(largest <= 6, "largest import circle has {largest} files");
     assert!(
         circles.contains(&tree),
         "the classful tree is a circle: {circles:?}"

@@ -27,6 +27,7 @@ pub mod cobalt;
 pub mod cocoa;
 pub mod codel;
 pub mod codel_law;
+pub mod drr;
 pub mod drr_lists;
 pub mod dualpi2;
 pub mod external;
@@ -35,6 +36,7 @@ pub mod flow_heap;
 pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
+pub mod htb;
 pub mod las;
 pub mod lstf_codel;
 pub mod pie;
@@ -72,6 +74,8 @@ disciplines! {
     red::{Red(RedSpec)},
     prio::{Prio(PrioSpec) + Classful, PfifoFast(PfifoFastSpec)},
     tbf::{Tbf(TbfSpec) + Classful},
+    htb::{Htb(HtbSpec) + Classful},
+    drr::{Drr(DrrSpec) + Classful},
     lstf_codel::{LstfCodel(LstfCodelSpec)},
     age::{Age(AgeSpec) + Classful},
     las::{Las(LasSpec)},
