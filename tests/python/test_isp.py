@@ -122,7 +122,7 @@ def test_report_has_subscriber_figures(tmp_path):
 
 
 def test_other_topologies_write_no_subscriber_table(tmp_path):
-    res = sojourn.run(ROOT / "experiments" / "examples" / "cbr-fifo-overload.toml", duration="1s")
+    res = sojourn.run(ROOT / "experiments" / "examples" / "cbr-fifo-overload.toml", duration="6s")
     out = res.write(tmp_path / "cbr")
     assert not (out / "subscribers.parquet").exists()
     with pytest.raises(FileNotFoundError, match="no subscribers.parquet"):
@@ -195,4 +195,4 @@ def test_emulate_runs_a_four_subscriber_tree(tmp_path):
     down = t[t.direction == "down"]
     assert len(down) == 4 and (down.flows == 1).all()
     assert (down.achieved_bps <= 10e6 * 1448 / 1514 * 1.05).all(), down[["subscriber", "achieved_bps"]]
-    assert (down.achieved_bps >= 0.5 * 10e6).all(), down[["subscriber", "achieved_bps"]]
+    assert (down.achieved_bps >= 0.75 * 10e6 * 1448 / 1514).all(), down[["subscriber", "achieved_bps"]]
