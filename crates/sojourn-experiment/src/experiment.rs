@@ -179,6 +179,7 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
         )
     })?;
     parse_topology(&mut exp, topo)?;
+    crate::qdisc_nodes::resolve(&mut exp, t)?;
 
     if let Some(tt) = p.table_opt("transport")? {
         exp.transport = crate::transport::parse_transport_table(tt)?;
@@ -879,8 +880,9 @@ pub(crate) fn add_link(
         LinkRate::Constant(r) => *r,
         _ => 0,
     };
+    // Filters may name nodes added later: placeholders now, ids after the topology.
     let qdisc = QdiscSpec::parse(
-        qdisc_value,
+        &crate::qdisc_nodes::with_placeholders(qdisc_value),
         &qpath,
         &BuildCtx {
             link_rate_bps: rate_bps,

@@ -40,6 +40,7 @@ pub mod files;
 pub mod isp;
 pub mod link;
 pub mod overrides;
+pub mod qdisc_nodes;
 pub mod routing;
 pub mod schedule;
 pub mod toml_text;

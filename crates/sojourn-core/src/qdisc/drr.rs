@@ -15,9 +15,10 @@
 //! peek). When the head class's child holds packets but sends none yet (a shaper), DRR
 //! answers as the kernel does: nothing now, at the child's time.
 
-use super::htb::{parse_classid, parse_filter, AddrFilters, HtbFilter};
+use super::htb::{parse_classid, parse_filter, tc_filter_lines, AddrFilters, HtbFilter};
 use super::vocab::{
-    BuildCtx, Dequeue, Discipline, DropReason, Drops, Facts, NotLinux, Qdisc, TcKey, Verdict,
+    BuildCtx, Dequeue, Discipline, DropReason, Drops, Facts, NotLinux, Qdisc, TcClass, TcKey,
+    Verdict,
 };
 use super::{AnyQdisc, Classful, QdiscSpec};
 use crate::packet::Packet;
@@ -431,11 +432,11 @@ impl Discipline for DrrSpec {
 
     /// `drr` takes no qdisc arguments; classes are `tc class` lines ([`DrrSpec::class_args`]).
     fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
-        for l in &self.leaves {
-            l.linux()?;
-        }
         Ok(Vec::new())
     }
+
+    /// The handle is semantic: classids and `skb->priority` name it.
+    const TC_HANDLE_KEY: Option<&'static str> = Some("handle");
 
     fn facts(&self) -> Facts {
         Facts::with_tc_handle(self.handle)
@@ -454,7 +455,47 @@ impl Classful for DrrSpec {
         self.leaves.iter().collect()
     }
     fn tc_children(&self) -> Vec<&QdiscSpec> {
-        Vec::new()
+        self.classes
+            .iter()
+            .filter_map(|c| c.leaf.map(|l| &self.leaves[l as usize]))
+            .collect()
+    }
+    fn tc_child_minors(&self) -> Vec<u16> {
+        self.classes
+            .iter()
+            .filter(|c| c.leaf.is_some())
+            .map(|c| c.minor)
+            .collect()
+    }
+    /// `parent H: classid H:M drr quantum N`.
+    fn tc_classes(&self) -> Result<Vec<TcClass>, NotLinux> {
+        Ok(self
+            .classes
+            .iter()
+            .map(|c| TcClass {
+                parent: self.handle,
+                parent_minor: 0,
+                classid: (self.handle, c.minor),
+                kind: "drr",
+                args: self.class_args(c),
+            })
+            .collect())
+    }
+    fn tc_filters(&self) -> Result<Vec<String>, NotLinux> {
+        tc_filter_lines("drr", self.handle, &self.filters)
+    }
+    fn attach(&mut self, children: Vec<(u16, QdiscSpec)>) -> ConfResult<()> {
+        for (minor, spec) in children {
+            let Some(i) = self.classes.iter().position(|c| c.minor == minor) else {
+                return Err(ConfError::new(
+                    "tc",
+                    format!("drr has no class {:x}:{minor:x}", self.handle),
+                ));
+            };
+            let l = self.leaf_index(spec);
+            self.classes[i].leaf = Some(l);
+        }
+        Ok(())
     }
 }
 
@@ -594,6 +635,41 @@ mod tests {
         )])
         .unwrap_err();
         assert_eq!(e.path, "q.classes[0].classid");
+    }
+
+    #[test]
+    fn tc_lines_round_trip() {
+        let spec = spec_of(&[(
+            "classes",
+            Value::Array(vec![
+                table(&[("classid", s("1:1")), ("quantum", Value::Int(1500))]),
+                table(&[
+                    ("classid", s("1:2")),
+                    ("quantum", Value::Int(3000)),
+                    ("qdisc", s("fq_codel")),
+                ]),
+            ]),
+        )])
+        .unwrap();
+        let q = QdiscSpec::Drr(spec);
+        let lines: Vec<String> = q
+            .tc_lines()
+            .unwrap()
+            .into_iter()
+            .map(|(o, a)| format!("{o} {a}"))
+            .collect();
+        assert_eq!(lines[0], "qdisc root handle 1: drr");
+        assert_eq!(lines[1], "class parent 1: classid 1:1 drr quantum 1500");
+        assert_eq!(lines[2], "class parent 1: classid 1:2 drr quantum 3000");
+        assert!(
+            lines[3].starts_with("qdisc parent 1:2 handle 2: fq_codel"),
+            "{lines:?}"
+        );
+        let refs: Vec<&str> = lines.iter().map(|l| l.as_str()).collect();
+        assert_eq!(
+            QdiscSpec::from_tc_lines(&refs, &BuildCtx::default()).unwrap(),
+            q
+        );
     }
 
     #[test]

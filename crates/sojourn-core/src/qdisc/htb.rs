@@ -32,7 +32,7 @@
 
 use super::vocab::{
     tc_rate, tc_size, BuildCtx, Dequeue, Discipline, DropReason, Drops, Facts, NotLinux, Qdisc,
-    TcKey, Verdict,
+    TcClass, TcKey, Verdict,
 };
 use super::{AnyQdisc, Classful, QdiscSpec};
 use crate::packet::{Addr, Packet};
@@ -830,22 +830,16 @@ impl Discipline for HtbSpec {
 
     const TC_KEYS: Option<&'static [TcKey]> = Some(TC_KEYS);
 
-    /// The qdisc line: `default MINOR r2q N direct_qlen N` (classes and filters are lines
-    /// of their own: [`HtbSpec::tc_lines`]).
+    /// The qdisc line: `default MINOR r2q N direct_qlen N` (classes, leaves and filters
+    /// are lines of their own: [`Classful::tc_classes`], [`Classful::tc_filters`]).
     fn tc_args(&self) -> Result<Vec<String>, NotLinux> {
-        if !self.filters.is_empty() || !self.classes.is_empty() {
-            // The classes need `tc class` lines, which a qdisc node cannot carry; the
-            // whole tree is written by `HtbSpec::tc_lines`.
-            if self.classes.iter().any(|c| c.leaf.is_some()) {
-                for l in &self.leaves {
-                    l.linux()?;
-                }
-            }
-        }
         Ok(self.qdisc_args())
     }
 
     /// The handle is semantic (classids and `skb->priority` name it).
+    /// The handle is semantic: classids and `skb->priority` name it.
+    const TC_HANDLE_KEY: Option<&'static str> = Some("handle");
+
     fn facts(&self) -> Facts {
         Facts::with_tc_handle(self.handle)
     }
@@ -872,7 +866,7 @@ impl HtbSpec {
 
     /// The arguments of `tc class add dev X parent P classid H:M htb ARGS` for class `c`.
     pub fn class_args(&self, c: &HtbClassSpec) -> Vec<String> {
-        vec![
+        let mut a: Vec<String> = vec![
             "rate".into(),
             tc_rate(c.rate_bps),
             "ceil".into(),
@@ -881,11 +875,36 @@ impl HtbSpec {
             tc_size(c.burst_bytes),
             "cburst".into(),
             tc_size(c.cburst_bytes),
-            "quantum".into(),
-            self.quantum_of(c).to_string(),
-            "prio".into(),
-            c.prio.to_string(),
-        ]
+        ];
+        // Only an explicit quantum: otherwise the kernel computes the same one from r2q.
+        if let Some(q) = c.quantum_bytes {
+            a.extend(["quantum".into(), q.to_string()]);
+        }
+        a.extend(["prio".into(), c.prio.to_string()]);
+        a
+    }
+
+    /// Classes with parents before children (the order tc needs to create them).
+    fn classes_top_down(&self) -> Vec<&HtbClassSpec> {
+        let index: HashMap<u16, usize> = self
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.minor, i))
+            .collect();
+        let depth = |c: &HtbClassSpec| {
+            let mut d = 0;
+            let mut cur = c.parent;
+            while let Some(m) = cur {
+                d += 1;
+                cur = self.classes[index[&m]].parent;
+            }
+            d
+        };
+        let mut v: Vec<(usize, &HtbClassSpec)> =
+            self.classes.iter().map(|c| (depth(c), c)).collect();
+        v.sort_by_key(|(d, _)| *d);
+        v.into_iter().map(|(_, c)| c).collect()
     }
 }
 
@@ -894,11 +913,92 @@ impl Classful for HtbSpec {
     fn children(&self) -> Vec<&QdiscSpec> {
         self.leaves.iter().collect()
     }
-    /// Leaves are written by [`HtbSpec::tc_lines`] under their classes, not as numbered
-    /// children of the qdisc.
+    /// One tc child per class with an explicit leaf, under that class (classes without
+    /// one keep the default pfifo Linux makes itself).
     fn tc_children(&self) -> Vec<&QdiscSpec> {
-        Vec::new()
+        self.classes
+            .iter()
+            .filter_map(|c| c.leaf.map(|l| &self.leaves[l as usize]))
+            .collect()
     }
+    fn tc_child_minors(&self) -> Vec<u16> {
+        self.classes
+            .iter()
+            .filter(|c| c.leaf.is_some())
+            .map(|c| c.minor)
+            .collect()
+    }
+    /// `parent H:[P] classid H:M htb rate … ceil … burst … cburst … [quantum …] prio …`.
+    fn tc_classes(&self) -> Result<Vec<TcClass>, NotLinux> {
+        Ok(self
+            .classes_top_down()
+            .into_iter()
+            .map(|c| TcClass {
+                parent: self.handle,
+                parent_minor: c.parent.unwrap_or(0),
+                classid: (self.handle, c.minor),
+                kind: "htb",
+                args: self.class_args(c),
+            })
+            .collect())
+    }
+    fn tc_filters(&self) -> Result<Vec<String>, NotLinux> {
+        tc_filter_lines("htb", self.handle, &self.filters)
+    }
+    /// Children read back from a tc tree hang under the classes they name.
+    fn attach(&mut self, children: Vec<(u16, QdiscSpec)>) -> ConfResult<()> {
+        for (minor, spec) in children {
+            let Some(i) = self.classes.iter().position(|c| c.minor == minor) else {
+                return Err(ConfError::new(
+                    "tc",
+                    format!("htb has no class {:x}:{minor:x}", self.handle),
+                ));
+            };
+            let l = self.leaf_index(spec);
+            self.classes[i].leaf = Some(l);
+        }
+        self.check("tc")
+    }
+}
+
+/// `tc filter` arguments for address filters: `parent H: protocol ip prio 1 u32 match ip
+/// dst A/32 flowid H:M` (IPv6: `protocol ipv6 prio 2 … match ip6 dst A/128`). Node filters
+/// need the node's real address, which only the experiment's deployment knows.
+pub fn tc_filter_lines(
+    kind: &'static str,
+    handle: u16,
+    filters: &[HtbFilter],
+) -> Result<Vec<String>, NotLinux> {
+    filters
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let dir = match f.field {
+                FilterField::Src => "src",
+                FilterField::Dst => "dst",
+            };
+            match f.addr {
+                AddrMatch::Node(n) => Err(NotLinux::new(
+                    kind,
+                    format!(
+                        "filters[{i}] matches node {n} by name; deploy cannot know its address on the test bed: give the address (`{dir} = \"10.0.0.3\"`)"
+                    ),
+                )),
+                AddrMatch::Ip(a) => {
+                    let ip = std::net::IpAddr::from(a);
+                    let (proto, prio, m, len) = if ip.is_ipv4() {
+                        ("ip", 1, "ip", 32)
+                    } else {
+                        ("ipv6", 2, "ip6", 128)
+                    };
+                    Ok(format!(
+                        "parent {handle:x}: protocol {proto} prio {prio} u32 match {m} {dir} {ip}/{len} flowid {handle:x}:{:x}",
+                        f.minor
+                    ))
+                }
+            }
+        })
+        .collect()
 }
 
 /// The built shaper.
@@ -2137,6 +2237,109 @@ mod tests {
             ),
         ]);
         assert!(e.path.starts_with("q.filters"), "{}", e.path);
+    }
+
+    #[test]
+    fn tc_lines_round_trip() {
+        let spec = spec_of(&[
+            ("default", s("30")),
+            (
+                "classes",
+                Value::Array(vec![
+                    class("1:1", "", "100Mbit", "", &[]),
+                    class(
+                        "1:10",
+                        "1:1",
+                        "30Mbit",
+                        "100Mbit",
+                        &[(
+                            "qdisc",
+                            table(&[("kind", s("pfifo")), ("limit", Value::Int(50))]),
+                        )],
+                    ),
+                    class(
+                        "1:20",
+                        "1:1",
+                        "70Mbit",
+                        "100Mbit",
+                        &[
+                            ("prio", Value::Int(1)),
+                            ("quantum", Value::Int(3000)),
+                            ("burst", s("15KiB")),
+                        ],
+                    ),
+                ]),
+            ),
+            (
+                "filters",
+                Value::Array(vec![table(&[
+                    ("dst", s("10.0.0.3")),
+                    ("classid", s("1:10")),
+                ])]),
+            ),
+        ])
+        .unwrap();
+        let q = QdiscSpec::Htb(spec);
+        let lines: Vec<String> = q
+            .tc_lines()
+            .unwrap()
+            .into_iter()
+            .map(|(o, a)| format!("{o} {a}"))
+            .collect();
+        // tc's syntax; burst/cburst are tc's default rule (1600 B below 8 Gbit/s).
+        assert_eq!(
+            lines,
+            vec![
+                "qdisc root handle 1: htb default 30 r2q 10 direct_qlen 1000",
+                "class parent 1: classid 1:1 htb rate 100Mbit ceil 100Mbit burst 1600b cburst 1600b prio 0",
+                "class parent 1:1 classid 1:10 htb rate 30Mbit ceil 100Mbit burst 1600b cburst 1600b prio 0",
+                "class parent 1:1 classid 1:20 htb rate 70Mbit ceil 100Mbit burst 15Kb cburst 1600b quantum 3000 prio 1",
+                "qdisc parent 1:10 handle 2: pfifo limit 50",
+                "filter parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.3/32 flowid 1:10",
+            ]
+        );
+        let refs: Vec<&str> = lines.iter().map(|l| l.as_str()).collect();
+        let back = QdiscSpec::from_tc_lines(&refs, &BuildCtx::default()).unwrap();
+        assert_eq!(back, q);
+        // As typed: `tc class add dev eth0 …`, handle 2:, a class under the wrong qdisc.
+        let typed = [
+            "tc qdisc add dev eth0 root handle 2: htb default 10",
+            "tc class add dev eth0 parent 2: classid 2:10 htb rate 5mbit",
+        ];
+        match QdiscSpec::from_tc_lines(&typed, &BuildCtx::default()).unwrap() {
+            QdiscSpec::Htb(h) => {
+                assert_eq!((h.handle, h.default_minor), (2, 0x10));
+                assert_eq!(h.classes[0].rate_bps, 5_000_000);
+                assert_eq!(h.classes[0].ceil_bps, 5_000_000);
+            }
+            other => panic!("{other:?}"),
+        }
+        let bad = [
+            "qdisc root handle 1: htb",
+            "class parent 1: classid 1:10 htb rate 5mbit ceil 1mbit",
+        ];
+        let e = QdiscSpec::from_tc_lines(&bad, &BuildCtx::default()).unwrap_err();
+        assert!(e.to_string().contains("above the class's ceil"), "{e}");
+        // Node filters have no address a deployment could match.
+        let spec = spec_of(&[
+            (
+                "classes",
+                Value::Array(vec![class("1:1", "", "1Mbit", "", &[])]),
+            ),
+            (
+                "filters",
+                Value::Array(vec![table(&[
+                    ("dst", Value::Int(4)),
+                    ("classid", s("1:1")),
+                ])]),
+            ),
+        ])
+        .unwrap();
+        let e = QdiscSpec::Htb(spec).linux().unwrap_err();
+        assert!(
+            e.to_string().starts_with("htb: filters[0] matches node 4"),
+            "{e}"
+        );
     }
 
     #[test]

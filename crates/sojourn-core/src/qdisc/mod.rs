@@ -46,6 +46,7 @@ pub mod sfq;
 pub mod spec;
 pub mod srpt;
 pub mod tbf;
+pub mod tc_lines;
 pub mod vocab;
 
 use crate::packet::Packet;
@@ -132,6 +133,21 @@ pub trait Classful: Discipline {
     /// arguments already make a child (tbf's `limit` makes its default bfifo).
     fn tc_children(&self) -> Vec<&QdiscSpec> {
         self.children()
+    }
+    /// The class minor each of [`Classful::tc_children`] hangs from: `:1`, `:2`, … by
+    /// default; htb and drr place a leaf under its own classid.
+    fn tc_child_minors(&self) -> Vec<u16> {
+        (1..=self.tc_children().len() as u16).collect()
+    }
+    /// `tc class` lines this qdisc needs before its children (htb's and drr's classes);
+    /// none by default (prio's and tbf's classes exist with the qdisc).
+    fn tc_classes(&self) -> Result<Vec<TcClass>, NotLinux> {
+        Ok(Vec::new())
+    }
+    /// `tc filter` arguments after `dev DEV` (htb's and drr's address filters); none by
+    /// default.
+    fn tc_filters(&self) -> Result<Vec<String>, NotLinux> {
+        Ok(Vec::new())
     }
     /// Hangs children read from a tc tree, `(class minor, spec)` in minor order, where
     /// the kernel's class lookup would; `Err` says what tc would refuse. By default the

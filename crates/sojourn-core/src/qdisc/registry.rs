@@ -137,7 +137,7 @@ pub fn parse_value<S>(
 /// `build_kind`, `describe`, and `QdiscSpec`'s per-discipline methods. (The modules are
 /// declared beside the list, not by the macro: rustfmt does not see modules a macro
 /// declares, so `cargo fmt` would skip their files.) The generated code names the
-/// vocabulary (`Qdisc`, `Discipline`, `BuildCtx`, …), `Packet`, `Time`, `Value`, `Table` and
+/// vocabulary (`Qdisc`, `Discipline`, `BuildCtx`, `TcClass`, …), `Packet`, `Time`, `Value`, `Table` and
 /// `ConfResult` as the invoking module has them in scope.
 macro_rules! disciplines {
     ($($module:ident::{
@@ -292,6 +292,28 @@ macro_rules! disciplines {
                 }
             }
 
+            /// The class minor each of `tc_children` hangs from (`Classful::tc_child_minors`).
+            pub fn tc_child_minors(&self) -> Vec<u16> {
+                match self {
+                    $($(QdiscSpec::$variant(s) => disciplines!(@tc_child_minors s $($classful)?),)+)+
+                }
+            }
+
+            /// This node's own `tc class` lines (`Classful::tc_classes`), children not
+            /// looked at.
+            pub fn tc_classes(&self) -> Result<Vec<TcClass>, NotLinux> {
+                match self {
+                    $($(QdiscSpec::$variant(s) => disciplines!(@tc_classes s $($classful)?),)+)+
+                }
+            }
+
+            /// This node's own `tc filter` arguments (`Classful::tc_filters`).
+            pub fn tc_filters(&self) -> Result<Vec<String>, NotLinux> {
+                match self {
+                    $($(QdiscSpec::$variant(s) => disciplines!(@tc_filters s $($classful)?),)+)+
+                }
+            }
+
             /// Hangs children read from a tc tree (by class minor) under this node.
             pub fn attach(
                 &mut self,
@@ -307,6 +329,12 @@ macro_rules! disciplines {
     (@children $s:ident Classful) => { Classful::children($s) };
     (@tc_children $s:ident) => {{ let _ = $s; Vec::new() }};
     (@tc_children $s:ident Classful) => { Classful::tc_children($s) };
+    (@tc_child_minors $s:ident) => {{ let _ = $s; Vec::new() }};
+    (@tc_child_minors $s:ident Classful) => { Classful::tc_child_minors($s) };
+    (@tc_classes $s:ident) => {{ let _ = $s; Ok(Vec::new()) }};
+    (@tc_classes $s:ident Classful) => { Classful::tc_classes($s) };
+    (@tc_filters $s:ident) => {{ let _ = $s; Ok(Vec::new()) }};
+    (@tc_filters $s:ident Classful) => { Classful::tc_filters($s) };
     (@attach $s:ident $c:ident) => { $crate::qdisc::registry::no_classes($s, $c) };
     (@attach $s:ident $c:ident Classful) => { Classful::attach($s, $c) };
 }

@@ -33,7 +33,30 @@ impl QdiscSpec {
     /// Whether Linux can run this whole tree as tc qdiscs; `Err` names the first part it
     /// cannot, with a one-line reason.
     pub fn linux(&self) -> Result<(), NotLinux> {
-        self.dump().map(|_| ())
+        self.dump()?;
+        self.dump_classes()?;
+        self.dump_filters().map(|_| ())
+    }
+
+    /// Every `tc class` line the tree needs (htb's and drr's classes, wherever they sit),
+    /// parents before children; each names its qdisc by the handle [`QdiscSpec::dump`]
+    /// gives it (htb and drr keep their own `handle`). A deploy writes a qdisc's classes
+    /// right after the qdisc and before the qdiscs under them.
+    pub fn dump_classes(&self) -> Result<Vec<TcClass>, NotLinux> {
+        let mut out = self.tc_classes()?;
+        for c in self.tc_children() {
+            out.extend(c.dump_classes()?);
+        }
+        Ok(out)
+    }
+
+    /// Every `tc filter` line of the tree (arguments after `dev DEV`), written last.
+    pub fn dump_filters(&self) -> Result<Vec<String>, NotLinux> {
+        let mut out = self.tc_filters()?;
+        for c in self.tc_children() {
+            out.extend(c.dump_filters()?);
+        }
+        Ok(out)
     }
 
     /// The tree as tc commands: `tc qdisc replace dev X <node>` for each node, root first,
@@ -85,6 +108,7 @@ impl QdiscSpec {
         };
         let class = TcClass {
             parent: h,
+            parent_minor: 0,
             classid: (h, 1),
             kind: "htb",
             args: vec![
@@ -128,9 +152,10 @@ impl QdiscSpec {
             kind,
             args,
         });
-        for (i, c) in self.tc_children().iter().enumerate() {
+        let minors = self.tc_child_minors();
+        for (c, minor) in self.tc_children().iter().zip(minors) {
             let h = c.own_handle().unwrap_or_else(|| handles.fresh());
-            c.dump_into(TcParent::Class(handle, i as u16 + 1), h, handles, out)?;
+            c.dump_into(TcParent::Class(handle, minor), h, handles, out)?;
         }
         Ok(())
     }
@@ -142,7 +167,7 @@ impl QdiscSpec {
             .iter()
             .position(|n| n.parent == TcParent::Root)
             .ok_or_else(|| ConfError::new("tc", "no root qdisc in the tree"))?;
-        from_tc_node(tree, root, ctx)
+        from_tc_node(tree, root, ctx, &|_, _| Ok(Vec::new()))
     }
 
     /// A spec from one tc qdisc's kind and arguments (no children: composites get their
@@ -154,7 +179,7 @@ impl QdiscSpec {
             kind: tc_kind(kind)?,
             args: args.iter().map(|s| s.to_string()).collect(),
         };
-        from_tc_node(&[node], 0, ctx)
+        from_tc_node(&[node], 0, ctx, &|_, _| Ok(Vec::new()))
     }
 
     /// A short one-line description: the tc line where Linux can express the root, else
@@ -300,8 +325,17 @@ pub fn tc_table(kind: &str, args: &[String], keys: &[TcKey]) -> ConfResult<Table
     Ok(t)
 }
 
+/// The extra keys a node's table gets from lines that are not qdisc nodes (htb's and drr's
+/// `tc class` and `tc filter` lines: `classes`, `filters`), by the node's handle and kind.
+pub type TcExtra<'a> = &'a dyn Fn(u16, &str) -> ConfResult<Vec<(String, Value)>>;
+
 /// Parses a `TcNode` (and its children in `tree`) into a spec.
-fn from_tc_node(tree: &[TcNode], idx: usize, ctx: &BuildCtx) -> ConfResult<QdiscSpec> {
+pub(crate) fn from_tc_node(
+    tree: &[TcNode],
+    idx: usize,
+    ctx: &BuildCtx,
+    extra: TcExtra,
+) -> ConfResult<QdiscSpec> {
     let node = &tree[idx];
     let kind = super::KINDS.iter().find(|k| k.name == node.kind);
     let Some((kind, keys)) = kind.and_then(|k| Some((k, k.tc_keys?))) else {
@@ -312,6 +346,9 @@ fn from_tc_node(tree: &[TcNode], idx: usize, ctx: &BuildCtx) -> ConfResult<Qdisc
     };
     let mut table = tc_table(node.kind, &node.args, keys)?;
     table.insert("kind", Value::Str(node.kind.to_string()));
+    for (k, v) in extra(node.handle, node.kind)? {
+        table.insert(&k, v);
+    }
     if tree.iter().filter(|n| n.handle == node.handle).count() > 1 {
         return Err(ConfError::new(
             "tc",
@@ -332,7 +369,7 @@ fn from_tc_node(tree: &[TcNode], idx: usize, ctx: &BuildCtx) -> ConfResult<Qdisc
                     TcParent::Class(_, m) => m,
                     TcParent::Root => 0,
                 };
-                Ok((minor, from_tc_node(tree, j, ctx)?))
+                Ok((minor, from_tc_node(tree, j, ctx, extra)?))
             })
             .collect::<ConfResult<_>>()?;
         return attach_children(table, child_specs, ctx);

@@ -455,6 +455,9 @@ pub type TcTree = Vec<TcNode>;
 pub struct TcClass {
     /// Major of the qdisc the class belongs to.
     pub parent: u16,
+    /// Minor of the parent class (`parent 1:1`); 0 when the class hangs from the qdisc
+    /// itself (`parent 1:`).
+    pub parent_minor: u16,
     /// `(major, minor)` of the class.
     pub classid: (u16, u16),
     pub kind: &'static str,
@@ -464,10 +467,14 @@ pub struct TcClass {
 impl fmt::Display for TcClass {
     /// `parent 1: classid 1:1 htb rate 10Mbit ceil 10Mbit`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "parent {:x}:", self.parent)?;
+        if self.parent_minor != 0 {
+            write!(f, "{:x}", self.parent_minor)?;
+        }
         write!(
             f,
-            "parent {:x}: classid {:x}:{:x} {}",
-            self.parent, self.classid.0, self.classid.1, self.kind
+            " classid {:x}:{:x} {}",
+            self.classid.0, self.classid.1, self.kind
         )?;
         for a in &self.args {
             write!(f, " {a}")?;
