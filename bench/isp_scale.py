@@ -38,7 +38,7 @@ def run_child_usage(cmd: list) -> dict:
     import resource
 
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    m = run_child_usage(cmd)
+    m = run_child(cmd)
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     m["cpu_s"] = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     # The largest peak RSS of any child so far (kB on Linux): one measurement per

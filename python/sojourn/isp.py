@@ -35,7 +35,7 @@ __all__ = ["plan_frame", "subscriber_table", "fairness", "describe", "attach", "
 
 FILE = "subscribers.parquet"
 
-COLUMNS = ["subscriber", "direction", "plan", "site", "active", "classid", "server", "rtt_s",
+COLUMNS = ["subscriber", "direction", "plan", "site", "access", "active", "classid", "server", "rtt_s",
            "plan_bps", "ceil_bps", "flows", "delivered_bytes", "achieved_bps", "achieved_ratio",
            "latency_ms", "base_delay_ms", "queueing_ms"]
 
@@ -120,11 +120,15 @@ def describe(isp: Mapping[str, Any]) -> list:
 
     plans = subs.groupby(["down_bps", "up_bps"], sort=True).size()
     mix = ", ".join(f"{n_} x {rate(d)}/{rate(u)}" for (d, u), n_ in plans.items())
+    routers = int(isp.get("access_routers", 1))
+    per = f" on {routers} access routers (each behind its own uplink and HTB trees)" if routers > 1 else ""
+    up_each = " each" if routers > 1 else ""
     return [
-        f"  isp: {n} subscribers ({active} active), {isp['sites']} sites, {isp['servers']} server(s), "
+        f"  isp: {n} subscribers ({active} active){per}, {isp['sites']} sites, {isp['servers']} server(s), "
         f"leaf {isp['leaf']}; plans (down/up): {mix}",
         f"  oversubscription: down {isp['oversubscription_down']:.2f} (sum of plans / uplink "
-        f"{rate(isp['uplink_bps'])}), up {isp['oversubscription_up']:.2f} (/ upstream {rate(isp['upstream_bps'])})",
+        f"{rate(isp['uplink_bps'])}{up_each}), up {isp['oversubscription_up']:.2f} (/ upstream "
+        f"{rate(isp['upstream_bps'])}{up_each})",
     ]
 
 

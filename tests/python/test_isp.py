@@ -22,7 +22,8 @@ SMALL = ROOT / "experiments" / "isp" / "small.toml"
 
 def _info(names, down, up, rtt_s, active):
     n = len(names)
-    return {"subscribers": {"subscriber": names, "plan": list(range(n)), "site": [0] * n, "active": active,
+    return {"subscribers": {"subscriber": names, "plan": list(range(n)), "site": [0] * n, "access": [0] * n,
+                            "active": active,
                             "classid": [f"1:{i + 2:x}" for i in range(n)], "server": ["server0"] * n,
                             "rtt_s": rtt_s, "down_bps": down, "up_bps": up, "ceil_down_bps": down, "ceil_up_bps": up}}
 

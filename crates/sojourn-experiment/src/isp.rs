@@ -53,6 +53,8 @@ pub struct Subscriber {
     pub server: u32,
     /// Selected by `active`: workloads' `between` pairs hold only active subscribers.
     pub active: bool,
+    /// Its access router (index; `access_routers` > 1 splits the subscribers).
+    pub access: u32,
     /// Its HTB class id (the same minor in both trees), `1:<hex minor>` as tc writes it.
     pub classid: String,
 }
@@ -60,12 +62,15 @@ pub struct Subscriber {
 /// The expanded subscriber tree.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IspPlan {
+    /// The rate of each uplink (one per access router).
     pub uplink_bps: u64,
     pub upstream_bps: u64,
     pub plans: Vec<PlanMix>,
     pub subscribers: Vec<Subscriber>,
     pub servers: Vec<u32>,
     pub sites: u32,
+    /// Access routers, each with its own uplink, upstream and pair of HTB trees.
+    pub access_routers: u32,
     /// The leaf discipline as written (`fq_codel`, `cake(…)`), "pfifo" when none (HTB's
     /// default leaf, as Linux).
     pub leaf: String,
@@ -80,7 +85,7 @@ impl IspPlan {
             .iter()
             .map(|s| self.plans[s.plan as usize].down_bps as f64)
             .sum();
-        sum / self.uplink_bps as f64
+        sum / (self.uplink_bps as f64 * self.access_routers as f64)
     }
     /// The same for the up plans against the upstream link.
     pub fn oversubscription_up(&self) -> f64 {
@@ -89,7 +94,7 @@ impl IspPlan {
             .iter()
             .map(|s| self.plans[s.plan as usize].up_bps as f64)
             .sum();
-        sum / self.upstream_bps as f64
+        sum / (self.upstream_bps as f64 * self.access_routers as f64)
     }
     /// (server, subscriber) node pairs of the active subscribers, in subscriber order.
     pub fn active_pairs(&self) -> Vec<(u32, u32)> {
@@ -120,6 +125,16 @@ pub(crate) fn parse_isp(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> 
         ));
     }
     let nservers = p.u32("servers", 1, 1, 10_000)?;
+    // Access routers: subscriber i hangs off access router i mod K, each router behind its
+    // own uplink and HTB trees (one Linux HTB holds at most 65,535 classes).
+    let nacc = p.u32("access_routers", 1, 1, 1024)?;
+    if nacc > n {
+        return Err(p.err(
+            "access_routers",
+            format!("{nacc} access routers for {n} subscribers: every router needs one"),
+        ));
+    }
+    let per_tree = n.div_ceil(nacc);
 
     // The uplink (downstream) and its upstream direction: rate required, the qdisc is the
     // generated HTB tree.
@@ -207,20 +222,22 @@ pub(crate) fn parse_isp(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> 
             (count, down, up)
         }
     };
-    if nsites > n {
+    if nsites > per_tree {
         return Err(p.err(
             "sites.count",
-            format!("{nsites} sites for {n} subscribers: every site needs one"),
+            format!("{nsites} sites for {per_tree} subscribers per tree: every site needs one"),
         ));
     }
     let first_sub_minor = 2 + nsites;
-    if first_sub_minor as u64 + n as u64 - 1 > MAX_MINOR as u64 {
+    if first_sub_minor as u64 + per_tree as u64 - 1 > MAX_MINOR as u64 {
         return Err(p.err(
             "subscribers",
             format!(
                 "{n} subscribers and {nsites} sites do not fit one HTB: class ids are \
-                 major:minor with a 16-bit minor, so at most {} subscribers (as Linux)",
-                MAX_MINOR + 1 - first_sub_minor
+                 major:minor with a 16-bit minor, so at most {} subscribers per access \
+                 router (as Linux); split them with access_routers = {}",
+                MAX_MINOR + 1 - first_sub_minor,
+                n.div_ceil(MAX_MINOR + 1 - first_sub_minor)
             ),
         ));
     }
@@ -302,7 +319,15 @@ pub(crate) fn parse_isp(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> 
         servers.push(add_node(exp, &format!("server{k}"), "topology.servers")?);
     }
     let core = add_node(exp, "core", "topology")?;
-    let access = add_node(exp, "access", "topology")?;
+    let mut access = Vec::with_capacity(nacc as usize);
+    for a in 0..nacc {
+        let name = if nacc == 1 {
+            "access".to_string()
+        } else {
+            format!("access{a}")
+        };
+        access.push(add_node(exp, &name, "topology.access_routers")?);
+    }
     let pfifo = Value::Str("pfifo".into());
     for (k, &s) in servers.iter().enumerate() {
         add_link(
@@ -343,10 +368,11 @@ pub(crate) fn parse_isp(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> 
         }
         let mut l = line.clone();
         l.delay = Some(half - fixed);
+        let acc = i % nacc;
         add_link(
             exp,
             format!("{name}.down"),
-            access,
+            access[acc as usize],
             node,
             &l,
             pfifo.clone(),
@@ -356,7 +382,7 @@ pub(crate) fn parse_isp(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> 
             exp,
             format!("{name}.up"),
             node,
-            access,
+            access[acc as usize],
             &l,
             pfifo.clone(),
             "topology.line",
@@ -369,7 +395,9 @@ pub(crate) fn parse_isp(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> 
             rtt: rtt_i,
             server: servers[(i % nservers) as usize],
             active: is_active[i as usize],
-            classid: format!("1:{:x}", first_sub_minor + i),
+            access: acc,
+            // Minors count the subscribers of this router's tree.
+            classid: format!("1:{:x}", first_sub_minor + i / nacc),
         });
     }
 
@@ -380,48 +408,59 @@ pub(crate) fn parse_isp(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> 
         subscribers,
         servers,
         sites: nsites,
+        access_routers: nacc,
         leaf: leaf
             .as_ref()
             .map_or_else(|| "pfifo".to_string(), crate::experiment::qdisc_label),
     };
-    let down_tree = htb_tree(&plan, Direction::Down, site_down, leaf.as_ref());
-    let up_tree = htb_tree(&plan, Direction::Up, site_up, leaf.as_ref());
-    let mut u = uplink.clone();
-    u.qdisc = Some(down_tree);
-    add_link(
-        exp,
-        "uplink".into(),
-        core,
-        access,
-        &u,
-        pfifo.clone(),
-        "topology.uplink",
-    )?;
-    let mut u = upstream.clone();
-    u.qdisc = Some(up_tree);
-    add_link(
-        exp,
-        "upstream".into(),
-        access,
-        core,
-        &u,
-        pfifo,
-        "topology.upstream",
-    )?;
-    // The generated tree as a label would be thousands of classes long.
-    let label = format!(
-        "htb({} subscribers{}, leaf={})",
-        n,
-        if nsites > 0 {
-            format!(", {nsites} sites")
+    let name = |base: &str, a: u32| {
+        if nacc == 1 {
+            base.to_string()
         } else {
-            String::new()
-        },
-        plan.leaf
-    );
-    let nl = exp.links.len();
-    exp.links[nl - 2].qdisc_desc = label.clone();
-    exp.links[nl - 1].qdisc_desc = label;
+            format!("{base}{a}")
+        }
+    };
+    for a in 0..nacc {
+        let down_tree = htb_tree(&plan, a, Direction::Down, site_down, leaf.as_ref());
+        let up_tree = htb_tree(&plan, a, Direction::Up, site_up, leaf.as_ref());
+        // The generated tree as a label would be thousands of classes long.
+        let label = format!(
+            "htb({} subscribers{}, leaf={})",
+            plan.subscribers.iter().filter(|s| s.access == a).count(),
+            if nsites > 0 {
+                format!(", {nsites} sites")
+            } else {
+                String::new()
+            },
+            plan.leaf
+        );
+        let mut u = uplink.clone();
+        u.qdisc = Some(down_tree);
+        add_link(
+            exp,
+            name("uplink", a),
+            core,
+            access[a as usize],
+            &u,
+            pfifo.clone(),
+            "topology.uplink",
+        )?;
+        let l = exp.links.len() - 1;
+        exp.links[l].qdisc_desc = label.clone();
+        let mut u = upstream.clone();
+        u.qdisc = Some(up_tree);
+        add_link(
+            exp,
+            name("upstream", a),
+            access[a as usize],
+            core,
+            &u,
+            pfifo.clone(),
+            "topology.upstream",
+        )?;
+        let l = exp.links.len() - 1;
+        exp.links[l].qdisc_desc = label;
+    }
     plan.sites = nsites;
     exp.pairs = plan.active_pairs();
     exp.isp = Some(plan);
@@ -434,10 +473,16 @@ enum Direction {
     Up,
 }
 
-/// The HTB qdisc value of one direction: root class `1:1` at the link's rate, site
+/// The HTB qdisc value of one direction of access router `access`: root class `1:1` at the link's rate, site
 /// classes `1:2..`, one class per subscriber, an address filter per subscriber
 /// (`dst` downstream, `src` upstream).
-fn htb_tree(plan: &IspPlan, dir: Direction, site_bps: u64, leaf: Option<&Value>) -> Value {
+fn htb_tree(
+    plan: &IspPlan,
+    access: u32,
+    dir: Direction,
+    site_bps: u64,
+    leaf: Option<&Value>,
+) -> Value {
     let root_bps = match dir {
         Direction::Down => plan.uplink_bps,
         Direction::Up => plan.upstream_bps,
@@ -459,7 +504,7 @@ fn htb_tree(plan: &IspPlan, dir: Direction, site_bps: u64, leaf: Option<&Value>)
         ])));
     }
     let mut filters = Vec::with_capacity(plan.subscribers.len());
-    for sub in &plan.subscribers {
+    for sub in plan.subscribers.iter().filter(|s| s.access == access) {
         let m = &plan.plans[sub.plan as usize];
         let (r, c) = match dir {
             Direction::Down => (m.down_bps, m.ceil_down_bps),

@@ -243,3 +243,29 @@ fn bad_inputs_name_the_key() {
         "{got}"
     );
 }
+
+#[test]
+fn access_routers_split_the_subscribers_into_trees() {
+    let e = exp(&with("servers = 2", "servers = 2\naccess_routers = 2"));
+    // 2 servers + core + 2 access routers + 10 subscribers.
+    assert_eq!(e.node_names.len(), 15);
+    assert!(e.node("access").is_none() && e.node("access1").is_some());
+    // Subscriber i on router i mod 2: sub0 and sub1 are each the first class of their
+    // tree (1:2), sub2 the second of router 0's (1:3).
+    let isp = e.isp.as_ref().unwrap();
+    let c: Vec<(&str, u32)> = isp.subscribers[..3]
+        .iter()
+        .map(|s| (s.classid.as_str(), s.access))
+        .collect();
+    assert_eq!(c, vec![("1:2", 0), ("1:2", 1), ("1:3", 0)]);
+    let l = &e.links[e.link("sub1.down").unwrap() as usize];
+    assert_eq!(e.node_names[l.from as usize], "access1");
+    let u = &e.links[e.link("uplink1").unwrap() as usize];
+    assert_eq!(e.node_names[u.to as usize], "access1");
+    assert!(e.link("upstream0").is_some() && e.link("uplink").is_none());
+    // 800 Mbit/s of down plans over two 1-Gbit/s uplinks.
+    assert!((isp.oversubscription_down() - 0.4).abs() < 1e-12);
+    // Too many subscribers for one tree: the message says how many routers would do.
+    let got = err(&with("subscribers = 10", "subscribers = 70000"));
+    assert!(got.contains("split them with access_routers = 2"), "{got}");
+}

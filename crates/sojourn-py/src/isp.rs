@@ -23,6 +23,7 @@ pub(crate) fn isp_dict<'py>(
     d.set_item("oversubscription_down", isp.oversubscription_down())?;
     d.set_item("oversubscription_up", isp.oversubscription_up())?;
     d.set_item("sites", isp.sites)?;
+    d.set_item("access_routers", isp.access_routers)?;
     d.set_item("leaf", &isp.leaf)?;
     d.set_item("servers", isp.servers.len())?;
     d.set_item("subscribers", subscriber_columns(py, exp, isp)?)?;
@@ -43,6 +44,7 @@ fn subscriber_columns<'py>(
     )?;
     c.set_item("plan", s.iter().map(|x| x.plan).collect::<Vec<_>>())?;
     c.set_item("site", s.iter().map(|x| x.site).collect::<Vec<_>>())?;
+    c.set_item("access", s.iter().map(|x| x.access).collect::<Vec<_>>())?;
     c.set_item("active", s.iter().map(|x| x.active).collect::<Vec<_>>())?;
     c.set_item(
         "classid",
