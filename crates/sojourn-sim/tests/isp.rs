@@ -46,17 +46,21 @@ interval = "0s"
     )
 }
 
+/// Half the subscribers on `a`, half on `b` Mbit/s down (a tenth of that up).
+fn plans(a: u32, b: u32) -> String {
+    format!(
+        r#"[ {{ down = "{a}Mbit", up = "{}Mbit", share = 0.5 }}, {{ down = "{b}Mbit", up = "{}Mbit", share = 0.5 }} ]"#,
+        a / 10,
+        b / 10
+    )
+}
+
 #[test]
 fn plans_below_the_uplink_are_each_met_within_2_percent() {
     // 4 subscribers, two on 10 and two on 30 Mbit/s: 2 x 10 + 2 x 30 = 80 Mbit/s under a
     // 100 Mbit/s uplink, each offered 60 Mbit/s: every class gets its own rate (= its
     // ceil), nothing more.
-    let text = tree(
-        "100Mbit",
-        r#"[ { down = "10Mbit", up = "1Mbit", share = 0.5 }, { down = "30Mbit", up = "3Mbit", share = 0.5 } ]"#,
-        4,
-        "60Mbit",
-    );
+    let text = tree("100Mbit", &plans(10, 30), 4, "60Mbit");
     let e = parse_str(&text, Path::new(".")).unwrap();
     let isp = e.isp.as_ref().unwrap();
     let got = delivered_by_dst(&text, 1, 10.0);
@@ -101,12 +105,7 @@ fn twice_oversubscribed_equal_plans_share_the_uplink_equally() {
 
 #[test]
 fn same_seed_same_outputs() {
-    let text = tree(
-        "50Mbit",
-        r#"[ { down = "20Mbit", up = "2Mbit", share = 0.5 }, { down = "10Mbit", up = "1Mbit", share = 0.5 } ]"#,
-        6,
-        "15Mbit",
-    );
+    let text = tree("50Mbit", &plans(20, 10), 6, "15Mbit");
     let e = parse_str(&text, Path::new(".")).unwrap();
     let a = sojourn_sim::run(&e, 5, &mut |_| true).unwrap();
     let b = sojourn_sim::run(&e, 5, &mut |_| true).unwrap();

@@ -58,9 +58,8 @@ def row(d: Path) -> dict:
     from ..results import Result
 
     r = Result.read(d)
-    t = r.subscribers
-    f = fairness(t, "down")
-    a = t[(t["direction"] == "down") & t["active"]]
+    f = fairness(r.subscribers, "down")
+    a = _down_active(d)
     q = a["queueing_ms"].to_numpy(float)
     q = q[np.isfinite(q)]
     per_plan = a.groupby("plan_bps")["achieved_bps"].mean()
@@ -99,56 +98,55 @@ def md_table(t: pd.DataFrame) -> str:
     return "\n".join(rows) + "\n"
 
 
+def _down_active(d: Path) -> pd.DataFrame:
+    from ..results import Result
+
+    t = Result.read(d).subscribers
+    return t[(t["direction"] == "down") & t["active"]]
+
+
+def _scatter(a, s: pd.DataFrame, i: int, leaf: str) -> None:
+    # Leaves side by side around each plan (x jittered by 5 %), the diagonal is the plan.
+    a.scatter(s["plan_bps"] / 1e6 * (1.0 + 0.05 * (i - 1)), s["achieved_bps"] / 1e6, s=8, alpha=0.6, label=leaf)
+
+
+def _cdf(a, s: pd.DataFrame, i: int, leaf: str) -> None:
+    q = np.sort(s["queueing_ms"].dropna().to_numpy(float))
+    if q.size:
+        a.plot(np.maximum(q, 1e-2), np.arange(1, q.size + 1) / q.size, label=leaf)
+
+
 def plot(dirs: dict, img: Path) -> list:
+    """One figure per view, one panel per uplink rate, one series per leaf."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..results import Result
-
     img.mkdir(parents=True, exist_ok=True)
-    made = []
     ups = sorted({u for _, u in dirs}, key=lambda u: -float(u.rstrip("Gbit")))
     leaves = [l for l in LEAVES if any(k[0] == l for k in dirs)]
-    fig, ax = plt.subplots(1, len(ups), figsize=(4.2 * len(ups), 3.2), squeeze=False)
-    for a, up in zip(ax[0], ups):
-        for i, leaf in enumerate(leaves):
-            if (leaf, up) not in dirs:
-                continue
-            t = Result.read(dirs[(leaf, up)]).subscribers
-            s = t[(t["direction"] == "down") & t["active"]]
-            jit = 1.0 + 0.05 * (i - 1)
-            a.scatter(s["plan_bps"] / 1e6 * jit, s["achieved_bps"] / 1e6, s=8, alpha=0.6, label=leaf)
-        top = a.get_xlim()[1]
-        a.plot([0, top], [0, top], color="grey", ls=":", lw=0.8)
-        a.set_title(f"uplink {up}", fontsize=9)
-        a.set_xlabel("plan (Mbit/s)")
-        a.set_ylabel("achieved (Mbit/s)")
-        a.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(img / "plan-vs-achieved.png", dpi=80)
-    plt.close(fig)
-    made.append("plan-vs-achieved.png")
-    fig, ax = plt.subplots(1, len(ups), figsize=(4.2 * len(ups), 3.2), squeeze=False)
-    for a, up in zip(ax[0], ups):
-        for leaf in leaves:
-            if (leaf, up) not in dirs:
-                continue
-            t = Result.read(dirs[(leaf, up)]).subscribers
-            q = np.sort(t[(t["direction"] == "down") & t["active"]]["queueing_ms"].dropna().to_numpy(float))
-            if q.size:
-                a.plot(np.maximum(q, 1e-2), np.arange(1, q.size + 1) / q.size, label=leaf)
-        a.set_xscale("log")
-        a.set_title(f"uplink {up}", fontsize=9)
-        a.set_xlabel("latency under load (ms, log)")
-        a.set_ylabel("CDF over active subscribers")
-        a.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(img / "latency-cdf.png", dpi=80)
-    plt.close(fig)
-    made.append("latency-cdf.png")
-    return made
+    views = (("plan-vs-achieved.png", _scatter, "plan (Mbit/s)", "achieved (Mbit/s)", False),
+             ("latency-cdf.png", _cdf, "latency under load (ms, log)", "CDF over active subscribers", True))
+    for name, draw, xlabel, ylabel, logx in views:
+        fig, ax = plt.subplots(1, len(ups), figsize=(4.2 * len(ups), 3.2), squeeze=False)
+        for a, up in zip(ax[0], ups):
+            for i, leaf in enumerate(leaves):
+                if (leaf, up) in dirs:
+                    draw(a, _down_active(dirs[(leaf, up)]), i, leaf)
+            if logx:
+                a.set_xscale("log")
+            else:
+                top = a.get_xlim()[1]
+                a.plot([0, top], [0, top], color="grey", ls=":", lw=0.8)
+            a.set_title(f"uplink {up}", fontsize=9)
+            a.set_xlabel(xlabel)
+            a.set_ylabel(ylabel)
+            a.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(img / name, dpi=80)
+        plt.close(fig)
+    return [v[0] for v in views]
 
 
 CI_DURATION = "5s"
