@@ -98,6 +98,36 @@ def md_table(t: pd.DataFrame) -> str:
     return "\n".join(rows) + "\n"
 
 
+def md_findings(t: pd.DataFrame) -> str:
+    """What the table says, in words (every number from the table)."""
+    out = []
+    for up, g in t.groupby("uplink", sort=False):
+        demand = float(g["demand_x"].iloc[0])
+        got = {r.leaf: r for r in g.itertuples()}
+        fifo = got.get("pfifo")
+        aqm = [got[l] for l in ("fq_codel", "cake") if l in got]
+        plans = sorted({k for m in g["per_plan_mbps"] for k in m})
+        if demand < 1.0:
+            ratios = ", ".join(f"{r.leaf} {r.mean_ratio:.3f}" for r in g.itertuples())
+            out.append(f"- **uplink {up} (active demand {demand:.1f}x the uplink)**: every active subscriber is "
+                       f"shaped by its own class; mean achieved / plan {ratios} (a saturated CUBIC download's "
+                       "payload is at most 1448/1514 = 0.956 of its plan).")
+        else:
+            spread = ", ".join(
+                f"{r.leaf} " + "/".join(f"{r.per_plan_mbps[p]:.1f}" for p in plans) for r in g.itertuples())
+            out.append(f"- **uplink {up} (active demand {demand:.1f}x)**: the uplink is the bottleneck (utilisation at least "
+                       f"{100 * min(g['utilisation']):.1f}%) and every plan gets about the same rate, "
+                       f"{' / '.join(f'{p / 1e6:g}' for p in plans)}-Mbit/s plans: {spread} Mbit/s: the classes all "
+                       "stay under their own rate, so HTB serves them round robin by quantum, and with r2q 10 every "
+                       "plan above 16 Mbit/s has the same clamped 200,000-B quantum (docs/isp.md). Jain of achieved / "
+                       f"plan {min(g['jain']):.3f}–{max(g['jain']):.3f}: the premium plans fall furthest below theirs.")
+        if fifo is not None and aqm:
+            out.append(f"  Latency under load (median over active subscribers): pfifo {fifo.q50_ms:.0f} ms, "
+                       + ", ".join(f"{r.leaf} {r.q50_ms:.1f} ms" for r in aqm)
+                       + f"; uplink drops pfifo {fifo.drops}, " + ", ".join(f"{r.leaf} {r.drops}" for r in aqm) + ".")
+    return "\n".join(out) + "\n"
+
+
 def _down_active(d: Path) -> pd.DataFrame:
     from ..results import Result
 
@@ -189,6 +219,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     wall = time.perf_counter() - t0
     text = md_table(t)
     print(text)
+    print(md_findings(t))
     print(f"wall seconds (this call; cached runs cost nothing): {wall:.1f}")
     img = pages.plot_dir(out, a.img, a.update_docs, "isp")
     for p in plot(dirs, img):
@@ -196,9 +227,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     (out / "report.json").write_text(json.dumps(t.to_dict("records"), indent=1, default=str) + "\n")
     if a.update_docs:
         dur = sorted(set(t["duration_s"]))
+        # The runs' own wall time (perf.json), whether this call ran them or found them.
+        run_wall = sum(json.loads((d / "perf.json").read_text()).get("wall_seconds", 0.0) for d in dirs.values())
         setup = (f"Runs of {', '.join(f'{d:g}' for d in dur)} simulated seconds each (warm-up 5 s), "
-                 f"{len(dirs)} runs, {wall:.0f} s of wall time on this 2-core machine shared with other work.\n")
+                 f"{len(dirs)} runs, {run_wall:.0f} s of wall time in all on this 2-core machine shared with "
+                 "other work.\n")
         blocks = {"provenance": pages.provenance("isp"), "results": text, "setup": setup,
+                  "findings": md_findings(t),
                   "ci": ci_block(out / "ci")}
         pages.replace_blocks(pages.DOCS / "isp.md", blocks)
         print(f"updated {pages.DOCS / 'isp.md'}")
