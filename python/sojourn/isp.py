@@ -16,8 +16,8 @@ tree; ``up``: subscriber to server, through ``upstream``), tidy, with
   subscriber's own HTB class (every other link on the path is faster than the plan);
 * ``flows``: its flows in that direction.
 
-:func:`fairness` gives Jain's index and the Lorenz gap of ``achieved_ratio`` across the
-active subscribers (a subscriber who gets its plan scores 1, whatever the plan, so unequal
+:func:`sojourn.analysis.subscribers.fairness` gives Jain's index and the Lorenz gap of
+``achieved_ratio`` across the active subscribers (a subscriber who gets its plan scores 1, whatever the plan, so unequal
 plans do not read as unfairness). The run's summary is not changed.
 """
 from __future__ import annotations
@@ -29,9 +29,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 import pandas as pd
 
-from .analysis import stats
-
-__all__ = ["plan_frame", "subscriber_table", "fairness", "describe", "attach", "FILE"]
+__all__ = ["plan_frame", "subscriber_table", "describe", "attach", "FILE"]
 
 FILE = "subscribers.parquet"
 
@@ -91,18 +89,6 @@ def subscriber_table(flows: pd.DataFrame, isp: Mapping[str, Any], duration_s: fl
     out = pd.concat(rows, ignore_index=True)
     out["delivered_bytes"] = out["delivered_bytes"].round().astype("int64")
     return out[COLUMNS]
-
-
-def fairness(table: pd.DataFrame, direction: str = "down", active_only: bool = True) -> dict:
-    """Jain's index and the Lorenz gap of ``achieved_ratio`` across subscribers (the
-    active ones by default) in one direction, with their count and the mean ratio."""
-    t = table[table["direction"] == direction]
-    if active_only:
-        t = t[t["active"]]
-    x = t["achieved_ratio"].to_numpy(dtype=float)
-    x = x[~np.isnan(x)]
-    return {"subscribers": int(x.size), "jain": stats.jain_index(x), "lorenz_gap": stats.lorenz_gap(x),
-            "mean_ratio": float(x.mean()) if x.size else math.nan}
 
 
 def describe(isp: Mapping[str, Any]) -> list:

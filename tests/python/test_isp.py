@@ -15,6 +15,7 @@ import pytest
 
 import sojourn
 from sojourn import isp
+from sojourn.analysis.subscribers import fairness
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ROOT / "experiments" / "isp" / "small.toml"
@@ -69,19 +70,19 @@ def _table(ratios, active=None):
 
 
 def test_jain_is_one_for_equal_shares():
-    assert isp.fairness(_table([0.9, 0.9, 0.9, 0.9]))["jain"] == pytest.approx(1.0)
-    assert isp.fairness(_table([0.9, 0.9, 0.9, 0.9]))["lorenz_gap"] == pytest.approx(0.0)
+    assert fairness(_table([0.9, 0.9, 0.9, 0.9]))["jain"] == pytest.approx(1.0)
+    assert fairness(_table([0.9, 0.9, 0.9, 0.9]))["lorenz_gap"] == pytest.approx(0.0)
 
 
 def test_jain_and_lorenz_gap_of_a_hand_worked_vector():
     # (1, 2, 3, 4): Jain = 10^2 / (4 x 30) = 0.8333...; Lorenz curve at 1/4, 2/4, 3/4:
     # 0.1, 0.3, 0.6, so the gap is max(0.15, 0.2, 0.15) = 0.2.
-    f = isp.fairness(_table([1.0, 2.0, 3.0, 4.0]))
+    f = fairness(_table([1.0, 2.0, 3.0, 4.0]))
     assert f["jain"] == pytest.approx(0.833333333, abs=1e-9)
     assert f["lorenz_gap"] == pytest.approx(0.2)
     assert f["subscribers"] == 4 and f["mean_ratio"] == pytest.approx(2.5)
     # Inactive subscribers are left out by default.
-    g = isp.fairness(_table([1.0, 1.0, 0.0], active=[True, True, False]))
+    g = fairness(_table([1.0, 1.0, 0.0], active=[True, True, False]))
     assert g["jain"] == pytest.approx(1.0) and g["subscribers"] == 2
 
 

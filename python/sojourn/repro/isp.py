@@ -54,7 +54,7 @@ def run(out: Path, exp_dir: Optional[Path] = None, duration: Optional[str] = Non
 
 def row(d: Path) -> dict:
     """One run's numbers (active subscribers' downloads)."""
-    from ..isp import fairness
+    from ..analysis.subscribers import fairness
     from ..results import Result
 
     r = Result.read(d)
@@ -185,7 +185,7 @@ CI_DURATION = "5s"
 def ci_block(out: Path) -> str:
     """The cheap variant: experiments/isp/small.toml (8 subscribers), 5 simulated seconds,
     FQ-CoDel leaves."""
-    from ..isp import fairness
+    from ..analysis.subscribers import fairness
     from ..results import Result
 
     dirs = run(out, duration=CI_DURATION, leaves=("fq_codel",), uplinks=("200Mbit",), exp="small.toml")
