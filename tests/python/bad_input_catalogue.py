@@ -308,7 +308,7 @@ s("classifier-entry-string", "classifier=[\"x\"]", "expected a table")
 
 # --- disciplines: unknown keys, types, ranges ---------------------------------------------
 QDISCS = ["pfifo", "bfifo", "pfifo_head_drop", "codel", "fq_codel", "fq", "cocoa", "cake", "pie", "fq_pie", "sfq", "red",
-          "prio", "pfifo_fast", "tbf", "lstf_codel", "age", "las", "srpt"]
+          "prio", "pfifo_fast", "tbf", "lstf_codel", "age", "las", "srpt", "htb", "drr"]
 REQUIRED = {"red": ', limit="400KB"', "tbf": ', rate="5Mbit", burst="10KB", limit="30KB"', "age": ", thresholds=[100000]"}
 for q in QDISCS:
     s(f"qdisc-{q}-unknown-key", f"{Q}={{kind=\"{q}\"{REQUIRED.get(q, '')}, zzzz_unknown=1}}", "unknown key")
@@ -331,6 +331,25 @@ s("cake-flow-mode-bad", f"{Q}={{kind=\"cake\", flow_mode=\"sideways\"}}", "")
 s("prio-bands-zero", f"{Q}={{kind=\"prio\", bands=0}}", "")
 s("age-no-thresholds", f"{Q}={{kind=\"age\", thresholds=\"x\"}}", "")
 s("sfq-divisor-bad", f"{Q}={{kind=\"sfq\", divisor=3}}", "")
+# htb / drr trees (docs/disciplines/htb.md): one line naming the class and what is wrong
+HC = '{classid="1:1", rate="100Mbit"}'
+s("htb-rate-above-ceil", Q + '={kind="htb", classes=[{classid="1:10", rate="40Mbit", ceil="30Mbit"}]}',
+  "40Mbit is above the class's ceil 30Mbit")
+s("htb-child-above-parent-ceil",
+  Q + '={kind="htb", classes=[' + HC + ', {classid="1:10", parent="1:1", rate="30Mbit", ceil="200Mbit"}]}',
+  "exceeds its parent 1:1's ceil 100Mbit")
+s("htb-leaf-on-inner-class", Q + '={kind="htb", classes=[{classid="1:1", rate="100Mbit", qdisc="pfifo"}, '
+  '{classid="1:10", parent="1:1", rate="30Mbit"}]}', "a leaf qdisc on a class that has children")
+s("htb-duplicate-classid", Q + '={kind="htb", classes=[' + HC + ', {classid="1:1", rate="1Mbit"}]}', "duplicate classid 1:1")
+s("htb-unknown-parent", Q + '={kind="htb", classes=[{classid="1:10", parent="1:5", rate="1Mbit"}]}',
+  "parent 1:5 is not a class of this htb")
+s("htb-parent-cycle", Q + '={kind="htb", classes=[{classid="1:10", parent="1:20", rate="1Mbit"}, '
+  '{classid="1:20", parent="1:10", rate="1Mbit"}]}', "its parents form a cycle")
+s("htb-no-rate", Q + '={kind="htb", classes=[{classid="1:10"}]}', "required")
+s("htb-default-number", Q + '={kind="htb", default=30}', "expected a string such as")
+s("htb-filter-unknown-node", Q + '={kind="htb", classes=[' + HC + '], filters=[{dst="nosuch", classid="1:1"}]}',
+  'no node named "nosuch"')
+s("drr-quantum-zero", f"{Q}={{kind=\"drr\", classes=[{{classid=\"1:1\", quantum=0}}]}}", "cannot be zero")
 
 # --- trace files ---------------------------------------------------------------------------
 TRACE_EXP = BASE_TOML.replace('bottleneck = { rate = "10Mbit", delay = "5ms", qdisc = { kind = "pfifo", limit = 100 } }',

@@ -6,6 +6,7 @@
 use crate::parse;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
+use sojourn_core::qdisc::tc_lines::interleave;
 use sojourn_core::qdisc::QdiscSpec;
 use sojourn_experiment::classify::{CountBytes, CountDirection, Hook};
 use sojourn_experiment::LinkRate;
@@ -61,6 +62,11 @@ pub fn deploy_model<'py>(
             }
             Err(_) => ld.set_item("tc", py.None())?,
         }
+        // With classes and filters (htb, drr): `(object, args)` in the order tc runs them.
+        match l.qdisc.tc_lines() {
+            Ok(lines) => ld.set_item("tc_lines", lines)?,
+            Err(_) => ld.set_item("tc_lines", py.None())?,
+        }
         // The majors of the priorities classifiers at this link's node write: htb's root
         // must not take one (see `QdiscSpec::dump_shaped_reserving`).
         let mut reserved: Vec<u16> = exp
@@ -81,7 +87,14 @@ pub fn deploy_model<'py>(
                     ("qdisc".to_string(), s.root.to_string()),
                     ("class".to_string(), s.class.to_string()),
                 ];
-                v.extend(s.leaf.iter().map(|n| ("qdisc".to_string(), n.to_string())));
+                // The tree's own classes (htb, drr) follow their qdisc; filters come last.
+                let classes = l.qdisc.dump_classes().unwrap_or_default();
+                let filters = l.qdisc.dump_filters().unwrap_or_default();
+                v.extend(
+                    interleave(&s.leaf, &classes, &filters)
+                        .into_iter()
+                        .map(|(o, a)| (o.to_string(), a)),
+                );
                 ld.set_item("tc_shaped", v)?;
             }
             _ => ld.set_item("tc_shaped", py.None())?,

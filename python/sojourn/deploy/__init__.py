@@ -256,6 +256,9 @@ def plan(source: Union[str, Path, Mapping[str, Any]], node: str, iface: Union[No
                                 "fixed rate (use `sojourn emulate`)")
         if shaped:
             tc = [f"tc {obj} replace dev {dev} {args}" for obj, args in lk["tc_shaped"]]
+        elif lk.get("tc_lines"):
+            # qdiscs, then classes and filters of htb/drr trees, in the order tc runs them
+            tc = [f"tc {obj} replace dev {dev} {args}" for obj, args in lk["tc_lines"]]
         else:
             tc = [f"tc qdisc replace dev {dev} {args}" for args in lk["tc"]]
         p.links.append(LinkPlan(lk["name"], lk["to"], dev, lk["qdisc"], shaped, tc))
@@ -298,7 +301,7 @@ def plan(source: Union[str, Path, Mapping[str, Any]], node: str, iface: Union[No
 #: qdisc kinds probed, with the smallest arguments tc accepts for each.
 PROBE_KINDS: dict[str, str] = {
     "pfifo": "pfifo", "bfifo": "bfifo", "pfifo_head_drop": "pfifo_head_drop", "pfifo_fast": "pfifo_fast",
-    "prio": "prio", "htb": "htb", "tbf": "tbf rate 1mbit burst 10kb latency 50ms",
+    "prio": "prio", "htb": "htb", "drr": "drr", "tbf": "tbf rate 1mbit burst 10kb latency 50ms",
     "codel": "codel", "fq_codel": "fq_codel", "cake": "cake", "pie": "pie", "fq_pie": "fq_pie",
     "sfq": "sfq", "fq": "fq", "red": "red limit 400000 min 30000 max 90000 avpkt 1000 burst 55 bandwidth 10mbit",
     "netem": "netem", "dualpi2": "dualpi2",
@@ -307,7 +310,8 @@ PROBE_KINDS: dict[str, str] = {
 #: kernel config symbol of each kind (for reading /proc/config.gz without root).
 _CONFIG = {
     "pfifo": "NET_SCH_FIFO", "bfifo": "NET_SCH_FIFO", "pfifo_head_drop": "NET_SCH_FIFO", "pfifo_fast": None,
-    "prio": "NET_SCH_PRIO", "htb": "NET_SCH_HTB", "tbf": "NET_SCH_TBF", "codel": "NET_SCH_CODEL",
+    "prio": "NET_SCH_PRIO", "htb": "NET_SCH_HTB", "drr": "NET_SCH_DRR", "tbf": "NET_SCH_TBF",
+    "codel": "NET_SCH_CODEL",
     "fq_codel": "NET_SCH_FQ_CODEL", "cake": "NET_SCH_CAKE", "pie": "NET_SCH_PIE", "fq_pie": "NET_SCH_FQ_PIE",
     "sfq": "NET_SCH_SFQ", "fq": "NET_SCH_FQ", "red": "NET_SCH_RED", "netem": "NET_SCH_NETEM",
     "dualpi2": "NET_SCH_DUALPI2",

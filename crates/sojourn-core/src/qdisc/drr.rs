@@ -15,7 +15,10 @@
 //! peek). When the head class's child holds packets but sends none yet (a shaper), DRR
 //! answers as the kernel does: nothing now, at the child's time.
 
-use super::htb::{parse_classid, parse_filter, tc_filter_lines, AddrFilters, HtbFilter};
+use super::htb::{
+    attach_to_classes, each_item, explicit_leaves, intern_leaf, parse_filter, read_classid,
+    read_handle, tc_filter_lines, AddrFilters, HtbFilter, Leaves,
+};
 use super::vocab::{
     BuildCtx, Dequeue, Discipline, DropReason, Drops, Facts, NotLinux, Qdisc, TcClass, TcKey,
     Verdict,
@@ -73,13 +76,10 @@ pub struct Drr {
     classes: Vec<Class>,
     by_minor: HashMap<u16, u32>,
     active: VecDeque<u32>,
-    leaves: Vec<AnyQdisc>,
-    leaf_specs: Vec<QdiscSpec>,
-    default_leaf: QdiscSpec,
-    ctx: BuildCtx,
+    leaves: Leaves,
     filters: AddrFilters,
-    qlen: usize,
-    backlog_bytes: u64,
+    /// Heads held aside: how many, and their bytes.
+    stashed: (usize, u64),
     unclassified: u64,
 }
 
@@ -91,31 +91,24 @@ impl Drr {
             .enumerate()
             .map(|(i, c)| (c.minor, i as u32))
             .collect();
+        let class = |c: &DrrClassSpec| Class {
+            deficit: 0,
+            quantum: c.quantum_bytes,
+            leaf: NONE,
+            leaf_spec: c.leaf.unwrap_or(NONE),
+            minor: c.minor,
+            active: false,
+            stash: None,
+            stats: DrrStats::default(),
+        };
         Drr {
             handle: spec.handle,
-            classes: spec
-                .classes
-                .iter()
-                .map(|c| Class {
-                    deficit: 0,
-                    quantum: c.quantum_bytes,
-                    leaf: NONE,
-                    leaf_spec: c.leaf.unwrap_or(NONE),
-                    minor: c.minor,
-                    active: false,
-                    stash: None,
-                    stats: DrrStats::default(),
-                })
-                .collect(),
+            classes: spec.classes.iter().map(class).collect(),
             filters: AddrFilters::new(&spec.filters, |m| by_minor[&m]),
             by_minor,
             active: VecDeque::new(),
-            leaves: Vec::new(),
-            leaf_specs: spec.leaves.clone(),
-            default_leaf: (*spec.default_leaf).clone(),
-            ctx: ctx.clone(),
-            qlen: 0,
-            backlog_bytes: 0,
+            leaves: Leaves::new(&spec.leaves, &spec.default_leaf, ctx),
+            stashed: (0, 0),
             unclassified: 0,
         }
     }
@@ -133,14 +126,10 @@ impl Drr {
         self.by_minor.get(&minor).map_or(0, |&i| self.class_len(i))
     }
 
+    /// The class's child's packets and its held-aside head.
     fn class_len(&self, cl: u32) -> usize {
         let c = &self.classes[cl as usize];
-        let inner = if c.leaf == NONE {
-            0
-        } else {
-            self.leaves[c.leaf as usize].len_packets()
-        };
-        inner + c.stash.is_some() as usize
+        self.leaves.queued(c.leaf) + c.stash.is_some() as usize
     }
 
     /// `drr_classify`.
@@ -154,36 +143,23 @@ impl Drr {
         self.filters.classify(pkt)
     }
 
-    fn ensure_leaf(&mut self, cl: u32) -> usize {
-        let c = &self.classes[cl as usize];
-        if c.leaf == NONE {
-            let spec = if c.leaf_spec == NONE {
-                &self.default_leaf
-            } else {
-                &self.leaf_specs[c.leaf_spec as usize]
-            };
-            let q = spec.build(&self.ctx.child(cl as u64));
-            self.leaves.push(q);
-            self.classes[cl as usize].leaf = (self.leaves.len() - 1) as u32;
-        }
-        self.classes[cl as usize].leaf as usize
-    }
-
-    /// Runs `op` on class `cl`'s child, keeping totals and the class's drops in step.
+    /// Runs `op` on class `cl`'s child, counting its drops against the class.
     fn on_leaf<R>(
         &mut self,
         cl: u32,
         drops: &mut Drops,
         op: impl FnOnce(&mut AnyQdisc, &mut Drops) -> R,
     ) -> R {
-        let li = self.classes[cl as usize].leaf as usize;
-        let leaf = &mut self.leaves[li];
-        let (p0, b0, d0) = (leaf.len_packets(), leaf.len_bytes(), drops.len());
-        let r = op(leaf, drops);
-        self.qlen = self.qlen + leaf.len_packets() - p0;
-        self.backlog_bytes = self.backlog_bytes + leaf.len_bytes() - b0;
-        self.classes[cl as usize].stats.drops += (drops.len() - d0) as u64;
+        let (r, dropped) = self.leaves.with(self.classes[cl as usize].leaf, drops, op);
+        self.classes[cl as usize].stats.drops += dropped;
         r
+    }
+
+    /// The head class leaves the active list.
+    fn retire_head(&mut self) {
+        if let Some(cl) = self.active.pop_front() {
+            self.classes[cl as usize].active = false;
+        }
     }
 }
 
@@ -195,11 +171,12 @@ impl Qdisc for Drr {
             drops.push(pkt, DropReason::Overlimit);
             return Verdict::Dropped;
         };
-        self.ensure_leaf(cl);
-        let first = self.class_len(cl) == 0;
+        let c = &mut self.classes[cl as usize];
+        self.leaves.ensure(&mut c.leaf, c.leaf_spec, cl);
         let v = self.on_leaf(cl, drops, |q, d| q.enqueue(pkt, now, d));
-        if first && self.class_len(cl) > 0 && !self.classes[cl as usize].active {
-            let c = &mut self.classes[cl as usize];
+        let c = &mut self.classes[cl as usize];
+        if !c.active && self.leaves.queued(c.leaf) > 0 {
+            // A class joins the tail with a fresh quantum.
             c.active = true;
             c.deficit = c.quantum;
             self.active.push_back(cl);
@@ -213,100 +190,78 @@ impl Qdisc for Drr {
             if self.classes[cl as usize].stash.is_none() {
                 match self.on_leaf(cl, drops, |q, d| q.dequeue(now, d)) {
                     Dequeue::Packet(p) => {
-                        // It left the child but is still queued here.
-                        self.qlen += 1;
-                        self.backlog_bytes += p.len_bytes as u64;
+                        self.stashed.0 += 1;
+                        self.stashed.1 += p.len_bytes as u64;
                         self.classes[cl as usize].stash = Some(p);
                     }
                     Dequeue::NotBefore(t) => return Dequeue::NotBefore(t),
                     Dequeue::Empty => {
                         // Emptied by its own AQM: the kernel's qlen_notify takes the
                         // class off the active list.
-                        self.active.pop_front();
-                        self.classes[cl as usize].active = false;
+                        self.retire_head();
                         continue;
                     }
                 }
             }
             let c = &mut self.classes[cl as usize];
             let len = c.stash.as_ref().map_or(0, |p| p.len_bytes);
-            if len <= c.deficit {
-                c.deficit -= len;
-                let p = c.stash.take().expect("stashed head");
-                c.stats.bytes += len as u64;
-                c.stats.packets += 1;
-                c.stats.sojourn_sum_ns += (now - p.enqueued_at).as_ns();
-                self.qlen -= 1;
-                self.backlog_bytes -= len as u64;
-                if self.class_len(cl) == 0 {
-                    self.active.pop_front();
-                    self.classes[cl as usize].active = false;
-                }
-                return Dequeue::Packet(p);
+            if len > c.deficit {
+                c.deficit = c.deficit.saturating_add(c.quantum);
+                self.active.rotate_left(1);
+                continue;
             }
-            c.deficit = c.deficit.saturating_add(c.quantum);
-            self.active.rotate_left(1);
+            c.deficit -= len;
+            let p = c.stash.take().expect("stashed head");
+            c.stats.bytes += len as u64;
+            c.stats.packets += 1;
+            c.stats.sojourn_sum_ns += (now - p.enqueued_at).as_ns();
+            self.stashed.0 -= 1;
+            self.stashed.1 -= len as u64;
+            if self.class_len(cl) == 0 {
+                self.retire_head();
+            }
+            return Dequeue::Packet(p);
         }
         Dequeue::Empty
     }
 
+    /// The children's packets and the heads held aside.
     #[inline]
     fn len_packets(&self) -> usize {
-        self.qlen
+        self.leaves.totals().0 + self.stashed.0
     }
     #[inline]
     fn len_bytes(&self) -> u64 {
-        self.backlog_bytes
+        self.leaves.totals().1 + self.stashed.1
     }
     fn ecn_marks(&self) -> u64 {
-        self.leaves.iter().map(|q| q.ecn_marks()).sum()
+        self.leaves.ecn_marks()
     }
+    /// `unclassified`, and per class (at most 64) `H:M.bytes/.packets/.drops`, the queue
+    /// and the child's series.
     fn observe(&mut self, now: Time, emit: &mut dyn FnMut(&str, f64)) {
         emit("unclassified", self.unclassified as f64);
         if self.classes.len() > 64 {
             return;
         }
-        for i in 0..self.classes.len() {
-            let name = format!("{:x}:{:x}", self.handle, self.classes[i].minor);
-            let st = self.classes[i].stats;
-            emit(&format!("{name}.bytes"), st.bytes as f64);
-            emit(&format!("{name}.packets"), st.packets as f64);
-            emit(&format!("{name}.drops"), st.drops as f64);
-            emit(&format!("{name}.queue"), self.class_len(i as u32) as f64);
-            let li = self.classes[i].leaf;
-            if li != NONE {
-                self.leaves[li as usize].observe(now, &mut |k, v| emit(&format!("{name}.{k}"), v));
+        for c in &self.classes {
+            let name = format!("{:x}:{:x}", self.handle, c.minor);
+            for (k, v) in [
+                ("bytes", c.stats.bytes),
+                ("packets", c.stats.packets),
+                ("drops", c.stats.drops),
+            ] {
+                emit(&format!("{name}.{k}"), v as f64);
             }
+            self.leaves.observe(c.leaf, now, &name, emit);
         }
-    }
-}
-
-fn read_handle(p: &mut Params) -> ConfResult<u16> {
-    match p.raw("handle") {
-        None => Ok(1),
-        Some(Value::Int(h)) if (1..=0xFFFF).contains(h) => Ok(*h as u16),
-        Some(Value::Str(s)) => match u16::from_str_radix(s.trim().trim_end_matches(':'), 16) {
-            Ok(h) if h >= 1 => Ok(h),
-            _ => Err(p.err(
-                "handle",
-                format!("{s:?} is not a tc handle major like \"1:\" (hex, 1..ffff)"),
-            )),
-        },
-        Some(v) => Err(p.err(
-            "handle",
-            format!("expected \"1:\" or a major number, got {}", v.type_name()),
-        )),
     }
 }
 
 impl DrrSpec {
     /// Adds a leaf spec (or finds an equal one) and returns its index.
     pub fn leaf_index(&mut self, spec: QdiscSpec) -> u32 {
-        if let Some(i) = self.leaves.iter().position(|s| *s == spec) {
-            return i as u32;
-        }
-        self.leaves.push(spec);
-        (self.leaves.len() - 1) as u32
+        intern_leaf(&mut self.leaves, spec)
     }
 
     fn parse_class(&mut self, v: &Value, path: &str, ctx: &BuildCtx) -> ConfResult<()> {
@@ -318,25 +273,9 @@ impl DrrSpec {
         };
         let mut p = Params::new(path, t);
         let h = self.handle;
-        let minor = match p.raw("classid") {
-            Some(Value::Str(s)) => match parse_classid(s) {
-                Some((maj, m)) if maj == h && m != 0 => m,
-                Some((maj, 0)) if maj == h => {
-                    return Err(p.err("classid", "minor 0 is the qdisc itself, not a class"))
-                }
-                _ => {
-                    return Err(p.err(
-                        "classid",
-                        format!("{s:?} is not a classid \"{h:x}:M\" of this drr (hex)"),
-                    ))
-                }
-            },
-            Some(v) => {
-                return Err(p.err(
-                    "classid",
-                    format!("expected a classid like \"{h:x}:1\", got {}", v.type_name()),
-                ))
-            }
+        let minor = match read_classid(&mut p, "classid", h)? {
+            Some(0) => return Err(p.err("classid", "minor 0 is the qdisc itself, not a class")),
+            Some(m) => m,
             None => return Err(p.err("classid", format!("required, e.g. \"{h:x}:1\""))),
         };
         if self.classes.iter().any(|c| c.minor == minor) {
@@ -383,44 +322,20 @@ impl Discipline for DrrSpec {
             default_leaf: Box::new(default_leaf),
             filters: Vec::new(),
         };
-        let cpath = p.key_path("classes");
-        match p.raw("classes") {
-            None => {}
-            Some(Value::Array(items)) => {
-                for (i, v) in items.iter().enumerate() {
-                    spec.parse_class(v, &format!("{cpath}[{i}]"), ctx)?;
-                }
+        each_item(p, "classes", "class", |v, path| {
+            spec.parse_class(v, &path, ctx)
+        })?;
+        each_item(p, "filters", "filter", |v, path| {
+            let f = parse_filter(v, &path, handle)?;
+            if !spec.classes.iter().any(|c| c.minor == f.minor) {
+                return Err(ConfError::new(
+                    format!("{path}.classid"),
+                    format!("{handle:x}:{:x} is not a class of this drr", f.minor),
+                ));
             }
-            Some(v) => {
-                return Err(p.err(
-                    "classes",
-                    format!("expected an array of class tables, got {}", v.type_name()),
-                ))
-            }
-        }
-        let fpath = p.key_path("filters");
-        match p.raw("filters") {
-            None => {}
-            Some(Value::Array(items)) => {
-                for (i, v) in items.iter().enumerate() {
-                    let path = format!("{fpath}[{i}]");
-                    let f = parse_filter(v, &path, handle)?;
-                    if !spec.classes.iter().any(|c| c.minor == f.minor) {
-                        return Err(ConfError::new(
-                            format!("{path}.classid"),
-                            format!("{handle:x}:{:x} is not a class of this drr", f.minor),
-                        ));
-                    }
-                    spec.filters.push(f);
-                }
-            }
-            Some(v) => {
-                return Err(p.err(
-                    "filters",
-                    format!("expected an array of filter tables, got {}", v.type_name()),
-                ))
-            }
-        }
+            spec.filters.push(f);
+            Ok(())
+        })?;
         Ok(spec)
     }
 
@@ -455,17 +370,10 @@ impl Classful for DrrSpec {
         self.leaves.iter().collect()
     }
     fn tc_children(&self) -> Vec<&QdiscSpec> {
-        self.classes
-            .iter()
-            .filter_map(|c| c.leaf.map(|l| &self.leaves[l as usize]))
-            .collect()
+        explicit_leaves(&self.leaves, self.classes.iter().map(|c| (c.minor, c.leaf))).0
     }
     fn tc_child_minors(&self) -> Vec<u16> {
-        self.classes
-            .iter()
-            .filter(|c| c.leaf.is_some())
-            .map(|c| c.minor)
-            .collect()
+        explicit_leaves(&self.leaves, self.classes.iter().map(|c| (c.minor, c.leaf))).1
     }
     /// `parent H: classid H:M drr quantum N`.
     fn tc_classes(&self) -> Result<Vec<TcClass>, NotLinux> {
@@ -485,14 +393,8 @@ impl Classful for DrrSpec {
         tc_filter_lines("drr", self.handle, &self.filters)
     }
     fn attach(&mut self, children: Vec<(u16, QdiscSpec)>) -> ConfResult<()> {
-        for (minor, spec) in children {
-            let Some(i) = self.classes.iter().position(|c| c.minor == minor) else {
-                return Err(ConfError::new(
-                    "tc",
-                    format!("drr has no class {:x}:{minor:x}", self.handle),
-                ));
-            };
-            let l = self.leaf_index(spec);
+        let minors: Vec<u16> = self.classes.iter().map(|c| c.minor).collect();
+        for (i, l) in attach_to_classes("drr", self.handle, &minors, &mut self.leaves, children)? {
             self.classes[i].leaf = Some(l);
         }
         Ok(())

@@ -361,7 +361,8 @@ pub fn parse_classid(s: &str) -> Option<(u16, u16)> {
     Some((maj, min))
 }
 
-fn read_handle(p: &mut Params) -> ConfResult<u16> {
+/// `handle`: `"1:"` (tc's hex) or a major number; 1 by default.
+pub fn read_handle(p: &mut Params) -> ConfResult<u16> {
     match p.raw("handle") {
         None => Ok(1),
         Some(Value::Int(h)) if (1..=0xFFFF).contains(h) => Ok(*h as u16),
@@ -380,7 +381,7 @@ fn read_handle(p: &mut Params) -> ConfResult<u16> {
 }
 
 /// A classid key (`"1:10"`) of a class under handle `h`; returns the minor.
-fn read_classid(p: &mut Params, key: &str, h: u16) -> ConfResult<Option<u16>> {
+pub fn read_classid(p: &mut Params, key: &str, h: u16) -> ConfResult<Option<u16>> {
     let Some(v) = p.raw(key) else { return Ok(None) };
     let Value::Str(s) = v else {
         return Err(p.err(
@@ -557,11 +558,7 @@ impl HtbSpec {
     /// Adds a leaf spec (or finds an equal one), returning its index for
     /// [`HtbClassSpec::leaf`].
     pub fn leaf_index(&mut self, spec: QdiscSpec) -> u32 {
-        if let Some(i) = self.leaves.iter().position(|s| *s == spec) {
-            return i as u32;
-        }
-        self.leaves.push(spec);
-        (self.leaves.len() - 1) as u32
+        intern_leaf(&mut self.leaves, spec)
     }
 
     fn parse_class(
@@ -781,38 +778,15 @@ impl Discipline for HtbSpec {
             filters: Vec::new(),
         };
         let classes_path = p.key_path("classes");
-        match p.raw("classes") {
-            None => {}
-            Some(Value::Array(items)) => {
-                let mut cache = Vec::new();
-                spec.classes.reserve(items.len());
-                for (i, v) in items.iter().enumerate() {
-                    spec.parse_class(v, &format!("{classes_path}[{i}]"), ctx, &mut cache)?;
-                }
-            }
-            Some(v) => {
-                return Err(p.err(
-                    "classes",
-                    format!("expected an array of class tables, got {}", v.type_name()),
-                ))
-            }
-        }
         let filters_path = p.key_path("filters");
-        match p.raw("filters") {
-            None => {}
-            Some(Value::Array(items)) => {
-                for (i, v) in items.iter().enumerate() {
-                    spec.filters
-                        .push(parse_filter(v, &format!("{filters_path}[{i}]"), handle)?);
-                }
-            }
-            Some(v) => {
-                return Err(p.err(
-                    "filters",
-                    format!("expected an array of filter tables, got {}", v.type_name()),
-                ))
-            }
-        }
+        let mut cache = Vec::new();
+        each_item(p, "classes", "class", |v, path| {
+            spec.parse_class(v, &path, ctx, &mut cache)
+        })?;
+        each_item(p, "filters", "filter", |v, path| {
+            spec.filters.push(parse_filter(v, &path, handle)?);
+            Ok(())
+        })?;
         // Tree checks name the class by index under `classes`.
         spec.check(&classes_path).map_err(|e| {
             if e.msg.starts_with("filters[") {
@@ -916,17 +890,10 @@ impl Classful for HtbSpec {
     /// One tc child per class with an explicit leaf, under that class (classes without
     /// one keep the default pfifo Linux makes itself).
     fn tc_children(&self) -> Vec<&QdiscSpec> {
-        self.classes
-            .iter()
-            .filter_map(|c| c.leaf.map(|l| &self.leaves[l as usize]))
-            .collect()
+        explicit_leaves(&self.leaves, self.classes.iter().map(|c| (c.minor, c.leaf))).0
     }
     fn tc_child_minors(&self) -> Vec<u16> {
-        self.classes
-            .iter()
-            .filter(|c| c.leaf.is_some())
-            .map(|c| c.minor)
-            .collect()
+        explicit_leaves(&self.leaves, self.classes.iter().map(|c| (c.minor, c.leaf))).1
     }
     /// `parent H:[P] classid H:M htb rate … ceil … burst … cburst … [quantum …] prio …`.
     fn tc_classes(&self) -> Result<Vec<TcClass>, NotLinux> {
@@ -947,14 +914,8 @@ impl Classful for HtbSpec {
     }
     /// Children read back from a tc tree hang under the classes they name.
     fn attach(&mut self, children: Vec<(u16, QdiscSpec)>) -> ConfResult<()> {
-        for (minor, spec) in children {
-            let Some(i) = self.classes.iter().position(|c| c.minor == minor) else {
-                return Err(ConfError::new(
-                    "tc",
-                    format!("htb has no class {:x}:{minor:x}", self.handle),
-                ));
-            };
-            let l = self.leaf_index(spec);
+        let minors: Vec<u16> = self.classes.iter().map(|c| c.minor).collect();
+        for (i, l) in attach_to_classes("htb", self.handle, &minors, &mut self.leaves, children)? {
             self.classes[i].leaf = Some(l);
         }
         self.check("tc")
@@ -1016,13 +977,10 @@ pub struct Htb {
     direct: VecDeque<Packet>,
     direct_qlen: usize,
     direct_pkts: u64,
-    leaves: Vec<AnyQdisc>,
-    leaf_specs: Vec<QdiscSpec>,
-    default_leaf: QdiscSpec,
-    ctx: BuildCtx,
+    leaves: Leaves,
     filters: AddrFilters,
-    qlen: usize,
-    backlog_bytes: u64,
+    /// Bytes in the direct queue.
+    direct_bytes: u64,
     overlimits: u64,
 }
 
@@ -1107,15 +1065,170 @@ impl Htb {
             direct: VecDeque::new(),
             direct_qlen: spec.direct_qlen as usize,
             direct_pkts: 0,
-            leaves: Vec::new(),
-            leaf_specs: spec.leaves.clone(),
-            default_leaf: (*spec.default_leaf).clone(),
-            ctx: ctx.clone(),
+            leaves: Leaves::new(&spec.leaves, &spec.default_leaf, ctx),
             filters,
-            qlen: 0,
-            backlog_bytes: 0,
+            direct_bytes: 0,
             overlimits: 0,
         }
+    }
+}
+
+/// The leaf qdiscs of a classful discipline (htb, drr): each built on its class's first
+/// packet from the class's spec (or the default pfifo) with its own random stream
+/// (`ctx.child(class index)`), and the packets and bytes they hold in all.
+pub struct Leaves {
+    built: Vec<AnyQdisc>,
+    specs: Vec<QdiscSpec>,
+    default: QdiscSpec,
+    ctx: BuildCtx,
+    packets: usize,
+    bytes: u64,
+}
+
+impl Leaves {
+    pub fn new(specs: &[QdiscSpec], default: &QdiscSpec, ctx: &BuildCtx) -> Leaves {
+        Leaves {
+            built: Vec::new(),
+            specs: specs.to_vec(),
+            default: default.clone(),
+            ctx: ctx.clone(),
+            packets: 0,
+            bytes: 0,
+        }
+    }
+
+    /// The leaf whose index `slot` holds (NONE until built), building it now from spec
+    /// `spec` (NONE: the default) for class `class`.
+    #[inline]
+    pub fn ensure(&mut self, slot: &mut u32, spec: u32, class: u32) -> u32 {
+        if *slot == NONE {
+            let s = match spec {
+                NONE => &self.default,
+                i => &self.specs[i as usize],
+            };
+            self.built.push(s.build(&self.ctx.child(class as u64)));
+            *slot = (self.built.len() - 1) as u32;
+        }
+        *slot
+    }
+
+    /// The leaf at `slot`, if built.
+    pub fn get(&self, slot: u32) -> Option<&AnyQdisc> {
+        self.built.get(slot as usize)
+    }
+
+    /// Packets the leaf at `slot` holds (0 if not built).
+    #[inline]
+    pub fn queued(&self, slot: u32) -> usize {
+        self.get(slot).map_or(0, |q| q.len_packets())
+    }
+
+    /// Runs `op` on the leaf at `slot` with the totals kept in step; also gives how many
+    /// packets it dropped.
+    #[inline]
+    pub fn with<R>(
+        &mut self,
+        slot: u32,
+        drops: &mut Drops,
+        op: impl FnOnce(&mut AnyQdisc, &mut Drops) -> R,
+    ) -> (R, u64) {
+        let q = &mut self.built[slot as usize];
+        let (n0, b0, d0) = (q.len_packets(), q.len_bytes(), drops.len());
+        let r = op(q, drops);
+        self.packets = self.packets + q.len_packets() - n0;
+        self.bytes = self.bytes + q.len_bytes() - b0;
+        (r, (drops.len() - d0) as u64)
+    }
+
+    /// Packets and bytes all leaves hold.
+    #[inline]
+    pub fn totals(&self) -> (usize, u64) {
+        (self.packets, self.bytes)
+    }
+
+    /// How many leaves have been built.
+    pub fn count(&self) -> usize {
+        self.built.len()
+    }
+
+    pub fn ecn_marks(&self) -> u64 {
+        self.built.iter().map(|q| q.ecn_marks()).sum()
+    }
+
+    /// The leaf's queue and own series, named `PREFIX.name`.
+    pub fn observe(&mut self, slot: u32, now: Time, prefix: &str, emit: &mut dyn FnMut(&str, f64)) {
+        if let Some(q) = self.built.get_mut(slot as usize) {
+            emit(&format!("{prefix}.queue"), q.len_packets() as f64);
+            q.observe(now, &mut |k, v| emit(&format!("{prefix}.{k}"), v));
+        }
+    }
+}
+
+/// The index of `spec` among `specs`, added if no equal one is there (classes with equal
+/// leaves share one spec).
+pub fn intern_leaf(specs: &mut Vec<QdiscSpec>, spec: QdiscSpec) -> u32 {
+    match specs.iter().position(|s| *s == spec) {
+        Some(i) => i as u32,
+        None => {
+            specs.push(spec);
+            (specs.len() - 1) as u32
+        }
+    }
+}
+
+/// The explicit leaves of `(class minor, leaf index)` pairs and their minors, for tc: each
+/// leaf hangs under its class.
+pub fn explicit_leaves(
+    specs: &[QdiscSpec],
+    classes: impl Iterator<Item = (u16, Option<u32>)>,
+) -> (Vec<&QdiscSpec>, Vec<u16>) {
+    classes
+        .filter_map(|(m, l)| l.map(|l| (&specs[l as usize], m)))
+        .unzip()
+}
+
+/// Children read back from a tc tree, by class minor: `(class position, leaf index)` for
+/// each, or an error naming a minor that is no class of this `kind` qdisc.
+pub fn attach_to_classes(
+    kind: &str,
+    handle: u16,
+    minors: &[u16],
+    specs: &mut Vec<QdiscSpec>,
+    children: Vec<(u16, QdiscSpec)>,
+) -> ConfResult<Vec<(usize, u32)>> {
+    children
+        .into_iter()
+        .map(
+            |(minor, spec)| match minors.iter().position(|&m| m == minor) {
+                Some(i) => Ok((i, intern_leaf(specs, spec))),
+                None => Err(ConfError::new(
+                    "tc",
+                    format!("{kind} has no class {handle:x}:{minor:x}"),
+                )),
+            },
+        )
+        .collect()
+}
+
+/// Calls `f(item, its path)` for each item of the array at `key` (nothing if absent); `what`
+/// names the items for the error when it is no array.
+pub fn each_item<'a>(
+    p: &mut Params<'a>,
+    key: &str,
+    what: &str,
+    mut f: impl FnMut(&'a Value, String) -> ConfResult<()>,
+) -> ConfResult<()> {
+    let path = p.key_path(key);
+    match p.raw(key) {
+        None => Ok(()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, v)| f(v, format!("{path}[{i}]"))),
+        Some(v) => Err(p.err(
+            key,
+            format!("expected an array of {what} tables, got {}", v.type_name()),
+        )),
     }
 }
 
@@ -1146,12 +1259,12 @@ impl Htb {
     }
     /// Leaf qdiscs built so far (one per class that has seen a packet).
     pub fn leaves_built(&self) -> usize {
-        self.leaves.len()
+        self.leaves.count()
     }
     /// The leaf qdisc of class `H:minor`, once built.
     pub fn leaf_of(&self, minor: u16) -> Option<&AnyQdisc> {
-        let c = &self.classes[*self.by_minor.get(&minor)? as usize];
-        (c.leaf != NONE).then(|| &self.leaves[c.leaf as usize])
+        self.leaves
+            .get(self.classes[*self.by_minor.get(&minor)? as usize].leaf)
     }
     /// Queued packets of class `H:minor` (0 before its leaf exists).
     pub fn class_len_packets(&self, minor: u16) -> usize {
@@ -1476,7 +1589,7 @@ impl Htb {
         }
     }
 
-    /// Runs `op` on leaf `li` and keeps the totals (and the class's drop count) in step.
+    /// Runs `op` on class `cl`'s leaf, counting its drops against the class.
     #[inline]
     fn on_leaf<R>(
         &mut self,
@@ -1484,13 +1597,8 @@ impl Htb {
         drops: &mut Drops,
         op: impl FnOnce(&mut AnyQdisc, &mut Drops) -> R,
     ) -> R {
-        let li = self.classes[cl as usize].leaf as usize;
-        let leaf = &mut self.leaves[li];
-        let (p0, b0, d0) = (leaf.len_packets(), leaf.len_bytes(), drops.len());
-        let r = op(leaf, drops);
-        self.qlen = self.qlen + leaf.len_packets() - p0;
-        self.backlog_bytes = self.backlog_bytes + leaf.len_bytes() - b0;
-        self.classes[cl as usize].stats.drops += (drops.len() - d0) as u64;
+        let (r, dropped) = self.leaves.with(self.classes[cl as usize].leaf, drops, op);
+        self.classes[cl as usize].stats.drops += dropped;
         r
     }
 
@@ -1508,7 +1616,7 @@ impl Htb {
         loop {
             let cl = cur?;
             let li = self.classes[cl as usize].leaf;
-            if li == NONE || self.leaves[li as usize].len_packets() == 0 {
+            if self.leaves.queued(li) == 0 {
                 // Emptied by its own qdisc since it was activated: leave the schedule.
                 self.deactivate(cl);
                 if self.row_mask[level] & (1 << prio) == 0 {
@@ -1538,7 +1646,7 @@ impl Htb {
                         c.deficit[level] += c.quantum;
                         self.turn_ring(cl, level, prio).advance();
                     }
-                    if self.leaves[li as usize].len_packets() == 0 {
+                    if self.leaves.queued(li) == 0 {
                         self.deactivate(cl);
                     }
                     self.charge(cl, level as u8, len, now.0 as i64);
@@ -1562,19 +1670,9 @@ impl Htb {
 
     /// The leaf of class `cl`, built on first use.
     #[inline]
-    fn ensure_leaf(&mut self, cl: u32) {
-        if self.classes[cl as usize].leaf == NONE {
-            let c = &self.classes[cl as usize];
-            let spec = if c.leaf_spec == NONE {
-                &self.default_leaf
-            } else {
-                &self.leaf_specs[c.leaf_spec as usize]
-            };
-            // Each leaf its own random stream, from its class's position.
-            let q = spec.build(&self.ctx.child(cl as u64));
-            self.leaves.push(q);
-            self.classes[cl as usize].leaf = (self.leaves.len() - 1) as u32;
-        }
+    fn ensure_leaf(&mut self, cl: u32) -> u32 {
+        let c = &mut self.classes[cl as usize];
+        self.leaves.ensure(&mut c.leaf, c.leaf_spec, cl)
     }
 }
 
@@ -1589,8 +1687,7 @@ impl Qdisc for Htb {
         match self.classify(&pkt) {
             Target::Direct => {
                 if self.direct.len() < self.direct_qlen {
-                    self.qlen += 1;
-                    self.backlog_bytes += pkt.len_bytes as u64;
+                    self.direct_bytes += pkt.len_bytes as u64;
                     self.direct.push_back(pkt);
                     self.direct_pkts += 1;
                     Verdict::Queued
@@ -1600,10 +1697,9 @@ impl Qdisc for Htb {
                 }
             }
             Target::Class(cl) => {
-                self.ensure_leaf(cl);
+                let li = self.ensure_leaf(cl);
                 let v = self.on_leaf(cl, drops, |q, d| q.enqueue(pkt, now, d));
-                let li = self.classes[cl as usize].leaf as usize;
-                if self.leaves[li].len_packets() > 0 {
+                if self.leaves.queued(li) > 0 {
                     self.activate(cl);
                 }
                 v
@@ -1614,11 +1710,10 @@ impl Qdisc for Htb {
     fn dequeue(&mut self, now: Time, drops: &mut Drops) -> Dequeue {
         // The direct queue goes first, unshaped.
         if let Some(p) = self.direct.pop_front() {
-            self.qlen -= 1;
-            self.backlog_bytes -= p.len_bytes as u64;
+            self.direct_bytes -= p.len_bytes as u64;
             return Dequeue::Packet(p);
         }
-        if self.qlen == 0 {
+        if self.leaves.totals().0 == 0 {
             return Dequeue::Empty;
         }
         let t = now.0 as i64;
@@ -1637,7 +1732,7 @@ impl Qdisc for Htb {
                 }
             }
         }
-        if self.qlen == 0 {
+        if self.leaves.totals().0 == 0 {
             return Dequeue::Empty;
         }
         let mut wake = Time(next_event as u64);
@@ -1650,16 +1745,17 @@ impl Qdisc for Htb {
         Dequeue::NotBefore(wake)
     }
 
+    /// The leaves' packets and the direct queue's.
     #[inline]
     fn len_packets(&self) -> usize {
-        self.qlen
+        self.leaves.totals().0 + self.direct.len()
     }
     #[inline]
     fn len_bytes(&self) -> u64 {
-        self.backlog_bytes
+        self.leaves.totals().1 + self.direct_bytes
     }
     fn ecn_marks(&self) -> u64 {
-        self.leaves.iter().map(|q| q.ecn_marks()).sum()
+        self.leaves.ecn_marks()
     }
 
     /// `direct.packets`, `overlimits`, and per class `H:M.bytes` / `.packets` / `.drops` /
@@ -1676,11 +1772,8 @@ impl Qdisc for Htb {
             emit(&format!("{name}.bytes"), c.stats.bytes as f64);
             emit(&format!("{name}.packets"), c.stats.packets as f64);
             emit(&format!("{name}.drops"), c.stats.drops as f64);
-            if c.leaf != NONE {
-                let leaf = &mut self.leaves[c.leaf as usize];
-                emit(&format!("{name}.queue"), leaf.len_packets() as f64);
-                leaf.observe(now, &mut |k, v| emit(&format!("{name}.{k}"), v));
-            }
+            let leaf = c.leaf;
+            self.leaves.observe(leaf, now, &name, emit);
         }
     }
 }
@@ -1710,6 +1803,16 @@ mod tests {
         }
         kv.extend(extra.iter().cloned());
         table(&kv)
+    }
+    /// A class under 1:1.
+    fn child(id: &str, rate: &str, ceil: &str, extra: &[(&str, Value)]) -> Value {
+        class(id, "1:1", rate, ceil, extra)
+    }
+    /// 1:1 at 100 Mbit/s with `children` under it.
+    fn under_100(children: Vec<Value>) -> Htb {
+        let mut all = vec![class("1:1", "", "100Mbit", "", &[])];
+        all.extend(children);
+        build(&[("classes", Value::Array(all))])
     }
     fn spec_of(kv: &[(&str, Value)]) -> ConfResult<HtbSpec> {
         let mut all = vec![("kind", s("htb"))];
@@ -1853,14 +1956,10 @@ mod tests {
         assert!(within(sent[&0x10], 125_000_000.0, 0.01), "{sent:?}");
         assert!(q.stats_of(0x10).unwrap().borrowed > 0);
         // With ceil 50 Mbit/s it stops there (62.5 MB), although the parent has more.
-        let mut q = build(&[(
-            "classes",
-            Value::Array(vec![
-                class("1:1", "", "100Mbit", "", &[]),
-                class("1:10", "1:1", "30Mbit", "50Mbit", &[]),
-                class("1:20", "1:1", "70Mbit", "100Mbit", &[]),
-            ]),
-        )]);
+        let mut q = under_100(vec![
+            child("1:10", "30Mbit", "50Mbit", &[]),
+            child("1:20", "70Mbit", "100Mbit", &[]),
+        ]);
         let sent = run(&mut q, &mut [sat(0x10)], 10, |_, _, _| {});
         assert!(within(sent[&0x10], 62_500_000.0, 0.01), "{sent:?}");
     }
@@ -1870,26 +1969,10 @@ mod tests {
         // Both at rate 10 of a 100 Mbit/s parent: the 80 Mbit/s spare goes to prio 0
         // first (tc-htb(8): "classes with lower prio field are offered excess bandwidth
         // first"), so prio 0 gets 90 Mbit/s and prio 1 its rate, 10 Mbit/s.
-        let mut q = build(&[(
-            "classes",
-            Value::Array(vec![
-                class("1:1", "", "100Mbit", "", &[]),
-                class(
-                    "1:10",
-                    "1:1",
-                    "10Mbit",
-                    "100Mbit",
-                    &[("prio", Value::Int(1))],
-                ),
-                class(
-                    "1:20",
-                    "1:1",
-                    "10Mbit",
-                    "100Mbit",
-                    &[("prio", Value::Int(0))],
-                ),
-            ]),
-        )]);
+        let mut q = under_100(vec![
+            child("1:10", "10Mbit", "100Mbit", &[("prio", Value::Int(1))]),
+            child("1:20", "10Mbit", "100Mbit", &[("prio", Value::Int(0))]),
+        ]);
         let sent = run(&mut q, &mut [sat(0x10), sat(0x20)], 10, |_, _, _| {});
         assert!(within(sent[&0x20], 112_500_000.0, 0.01), "{sent:?}");
         assert!(within(sent[&0x10], 12_500_000.0, 0.01), "{sent:?}");
@@ -1900,26 +1983,20 @@ mod tests {
         // Same prio, rate 10 each, quanta 1500 and 3000 B: the 80 Mbit/s spare is split
         // 1:2 (one 1500-byte packet a round against two), so 10 + 80/3 and 10 + 160/3
         // Mbit/s: 36.67 and 63.33 Mbit/s.
-        let mut q = build(&[(
-            "classes",
-            Value::Array(vec![
-                class("1:1", "", "100Mbit", "", &[]),
-                class(
-                    "1:10",
-                    "1:1",
-                    "10Mbit",
-                    "100Mbit",
-                    &[("quantum", Value::Int(1500))],
-                ),
-                class(
-                    "1:20",
-                    "1:1",
-                    "10Mbit",
-                    "100Mbit",
-                    &[("quantum", Value::Int(3000))],
-                ),
-            ]),
-        )]);
+        let mut q = under_100(vec![
+            child(
+                "1:10",
+                "10Mbit",
+                "100Mbit",
+                &[("quantum", Value::Int(1500))],
+            ),
+            child(
+                "1:20",
+                "10Mbit",
+                "100Mbit",
+                &[("quantum", Value::Int(3000))],
+            ),
+        ]);
         let sent = run(&mut q, &mut [sat(0x10), sat(0x20)], 10, |_, _, _| {});
         assert!(within(sent[&0x10], 45_833_333.0, 0.01), "{sent:?}");
         assert!(within(sent[&0x20], 79_166_667.0, 0.01), "{sent:?}");
@@ -1927,13 +2004,7 @@ mod tests {
 
     #[test]
     fn a_class_offered_more_than_its_ceil_never_exceeds_it() {
-        let mut q = build(&[(
-            "classes",
-            Value::Array(vec![
-                class("1:1", "", "100Mbit", "", &[]),
-                class("1:10", "1:1", "10Mbit", "20Mbit", &[]),
-            ]),
-        )]);
+        let mut q = under_100(vec![child("1:10", "10Mbit", "20Mbit", &[])]);
         let mut worst = 0i64;
         let src = Src {
             minor: 0x10,
@@ -2339,6 +2410,67 @@ mod tests {
         assert!(
             e.to_string().starts_with("htb: filters[0] matches node 4"),
             "{e}"
+        );
+    }
+
+    /// Scale (not asserted; `cargo test --release -p sojourn-core --lib htb_scale -- --ignored
+    /// --nocapture`): 65 000 subscriber classes (a classid minor is 16 bits, as in Linux) of
+    /// 20 Mbit/s with fq_codel leaves under a 10 Gbit/s root, 10 % of them active.
+    #[test]
+    #[ignore]
+    fn htb_scale() {
+        // Minors are 16 bits (as Linux's classids): at most 65 535 classes per htb.
+        let n = 65_000u32;
+        let t0 = std::time::Instant::now();
+        let mut spec = spec_of(&[(
+            "classes",
+            Value::Array(vec![class("1:1", "", "10Gbit", "", &[])]),
+        )])
+        .unwrap();
+        let leaf =
+            spec.leaf_index(QdiscSpec::parse(&s("fq_codel"), "q", &BuildCtx::default()).unwrap());
+        for i in 0..n {
+            spec.classes.push(HtbClassSpec {
+                minor: 2 + i as u16,
+                parent: Some(1),
+                rate_bps: 20_000_000,
+                ceil_bps: 20_000_000,
+                burst_bytes: default_burst_bytes(20_000_000),
+                cburst_bytes: default_burst_bytes(20_000_000),
+                quantum_bytes: None,
+                prio: 0,
+                leaf: Some(leaf),
+            });
+        }
+        spec.check("q").unwrap();
+        let mut q = *spec.build(&BuildCtx::default());
+        let built = t0.elapsed();
+        let mut d = Drops::new();
+        let active: Vec<u32> = (0..spec.classes.len() as u32 - 1).step_by(10).collect();
+        let t1 = std::time::Instant::now();
+        let mut now = Time::ZERO;
+        let packets = 2_000_000u64;
+        for uid in 0..packets {
+            let mut p = pkt(uid, 1, 1500);
+            p.priority = 0x1_0000 | (2 + active[(uid % active.len() as u64) as usize]);
+            p.enqueued_at = now;
+            q.enqueue(p, now, &mut d);
+            if let Dequeue::NotBefore(t) = q.dequeue(now, &mut d) {
+                now = t;
+            }
+            now += Duration(1200);
+            d.clear();
+        }
+        let run = t1.elapsed();
+        eprintln!(
+            "{} classes built in {:?}; {} active; {} enqueue+dequeue pairs in {:?} ({:.0} ns each); leaves built {}",
+            spec.classes.len(),
+            built,
+            active.len(),
+            packets,
+            run,
+            run.as_nanos() as f64 / packets as f64,
+            q.leaves_built()
         );
     }
 
