@@ -530,6 +530,13 @@ for id_, old, new, frag in [
 ]:
     assert old in ISP, id_
     add(id_, "toml", ISP.replace(old, new), frag, cli=id_ == "isp-negative-share")
+add("isp-deploy-without-addresses", "api",
+    "__import__('sojourn.deploy').deploy.plan({'duration': '1s', 'topology': {'kind': 'isp', 'subscribers': 2, "
+    "'uplink': {'rate': '10Mbit'}, 'plans': [{'down': '5Mbit', 'up': '1Mbit'}]}, 'workload': [{'kind': 'bulk', "
+    "'between': 'servers->subscribers'}]}, 'core', {'uplink': 'eth1', 'server0.down': 'eth0'})",
+    "topology.addresses: required to deploy an isp tree")
+add("isp-addresses-too-few", "toml", ISP.replace("active = 0.5", 'active = 0.5\naddresses = "100.64.0.0/30"'),
+    "topology.addresses: 100.64.0.0/30 holds 2 host addresses, fewer than the 4 subscribers")
 add("isp-between-on-dumbbell", "toml", BASE_TOML.replace('kind = "bulk"\npair = 1', 'kind = "bulk"\nbetween = "servers->subscribers"'),
     "workload[1].between: only on an isp topology")
 assert 'kind = "bulk"\npair = 1' in BASE_TOML

@@ -147,11 +147,22 @@ def test_deploy_plan_emits_the_htb_tree():
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    assert "htb" in out
-    # Root class at the uplink's 200 Mbit/s, one class per subscriber and its leaf.
-    assert out.count("tc class add dev eth1") == 1 + 8, out
-    assert "fq_codel" in out
-    assert out.count("tc filter add dev eth1") == 8, out
+    # The root class at the uplink's 200 Mbit/s, one class per subscriber, each with its
+    # fq_codel leaf, and one filter per subscriber on its real address: sub0 is the first
+    # host of 100.64.0.0/24 and holds the first subscriber class, 1:2.
+    assert "root handle 1: htb" in out
+    assert "classid 1:1 htb rate 200Mbit ceil 200Mbit" in out
+    assert out.count("tc class replace dev eth1") == 1 + 8, out
+    assert out.count(" fq_codel limit") == 8, out
+    assert out.count("tc filter replace dev eth1") == 8, out
+    assert "match ip dst 100.64.0.1/32 flowid 1:2" in out
+    # The upstream tree is the access router's, with source filters.
+    r = subprocess.run([sys.executable, "-m", "sojourn", "deploy", "plan", str(SMALL), "--node", "access",
+                        "--iface", "upstream=eth0", *[x for i in range(8) for x in ("--iface", f"sub{i}.down=s{i}")]],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "match ip src 100.64.0.8/32 flowid 1:9" in r.stdout
+    assert "classid 1:1 htb rate 50Mbit ceil 50Mbit" in r.stdout
 
 
 LIVE4 = """

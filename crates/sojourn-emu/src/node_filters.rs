@@ -8,44 +8,25 @@
 
 use crate::plan::{addr6, LivePlan};
 use sojourn_core::packet::Addr;
-use sojourn_core::qdisc::htb::{AddrMatch, HtbFilter};
 use sojourn_core::qdisc::QdiscSpec;
+use sojourn_experiment::isp::filters_on_addresses;
 use std::net::IpAddr;
 
 /// `spec` with its node filters rewritten to the live hosts' addresses; a filter naming a
 /// node without a host (a router: no packet has its address) is dropped, as it can match
 /// nothing live either.
 pub fn live_filters(mut spec: QdiscSpec, lp: &LivePlan) -> QdiscSpec {
-    let filters = match &mut spec {
-        QdiscSpec::Htb(s) => &mut s.filters,
-        QdiscSpec::Drr(s) => &mut s.filters,
-        _ => return spec,
-    };
-    if !filters.iter().any(|f| matches!(f.addr, AddrMatch::Node(_))) {
-        return spec;
-    }
-    let mut out: Vec<HtbFilter> = Vec::with_capacity(filters.len() * if lp.ipv6 { 2 } else { 1 });
-    for f in filters.iter() {
-        let AddrMatch::Node(n) = f.addr else {
-            out.push(*f);
-            continue;
-        };
+    filters_on_addresses(&mut spec, |n| {
         let Some(h) = lp.host_of_node.get(n as usize).copied().flatten() else {
-            continue;
+            return Vec::new();
         };
         let v4 = lp.hosts[h].addr;
-        out.push(HtbFilter {
-            addr: AddrMatch::Ip(Addr::from(IpAddr::V4(v4))),
-            ..*f
-        });
+        let mut v = vec![Addr::from(IpAddr::V4(v4))];
         if lp.ipv6 {
-            out.push(HtbFilter {
-                addr: AddrMatch::Ip(Addr::from(IpAddr::V6(addr6(v4)))),
-                ..*f
-            });
+            v.push(Addr::from(IpAddr::V6(addr6(v4))));
         }
-    }
-    *filters = out;
+        v
+    });
     spec
 }
 
@@ -53,6 +34,7 @@ pub fn live_filters(mut spec: QdiscSpec, lp: &LivePlan) -> QdiscSpec {
 mod tests {
     use super::*;
     use crate::plan::plan;
+    use sojourn_core::qdisc::htb::AddrMatch;
     use std::net::Ipv4Addr;
 
     #[test]

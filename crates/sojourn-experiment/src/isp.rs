@@ -22,7 +22,10 @@
 use crate::dist::IntervalDist;
 use crate::experiment::{add_link, add_node, parse_link_spec, Experiment, LinkSpec};
 use crate::link::LinkRate;
+use sojourn_core::packet::Addr;
 use sojourn_core::params::{ConfError, ConfResult, Params, Table, Value};
+use sojourn_core::qdisc::htb::{AddrMatch, HtbFilter};
+use sojourn_core::qdisc::QdiscSpec;
 use sojourn_core::rng::Rng;
 use sojourn_core::Duration;
 
@@ -71,6 +74,9 @@ pub struct IspPlan {
     pub sites: u32,
     /// Access routers, each with its own uplink, upstream and pair of HTB trees.
     pub access_routers: u32,
+    /// `addresses`: the prefix the subscribers' real addresses are numbered from (deploy
+    /// only: subscriber `i` is the prefix's address `i + 1`).
+    pub addresses: Option<(std::net::IpAddr, u8)>,
     /// The leaf discipline as written (`fq_codel`, `cake(…)`), "pfifo" when none (HTB's
     /// default leaf, as Linux).
     pub leaf: String,
@@ -96,6 +102,16 @@ impl IspPlan {
             .sum();
         sum / (self.upstream_bps as f64 * self.access_routers as f64)
     }
+    /// The real address of the subscriber at node `node` (`addresses`), None without
+    /// `addresses` or for another node.
+    pub fn address_of(&self, node: u32) -> Option<std::net::IpAddr> {
+        let (net, _) = self.addresses?;
+        let first = self.subscribers.first()?.node;
+        let i = node.checked_sub(first)? as usize;
+        let s = self.subscribers.get(i)?;
+        (s.node == node).then(|| nth_address(net, i as u128 + 1))
+    }
+
     /// (server, subscriber) node pairs of the active subscribers, in subscriber order.
     pub fn active_pairs(&self) -> Vec<(u32, u32)> {
         self.subscribers
@@ -250,6 +266,7 @@ pub(crate) fn parse_isp(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> 
         }
     }
 
+    let addresses = parse_addresses(p, n)?;
     let leaf = p.raw("leaf").cloned();
     let rtt = IntervalDist::parse(p, "rtt", false)?.unwrap_or(IntervalDist::Fixed(DEFAULT_RTT));
     let active = p.f64_in("active", 1.0, 0.0, 1.0)?;
@@ -409,6 +426,7 @@ pub(crate) fn parse_isp(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> 
         servers,
         sites: nsites,
         access_routers: nacc,
+        addresses,
         leaf: leaf
             .as_ref()
             .map_or_else(|| "pfifo".to_string(), crate::experiment::qdisc_label),
@@ -706,4 +724,88 @@ pub(crate) fn parse_between(isp: Option<&IspPlan>, p: &mut Params) -> ConfResult
     } else {
         pairs.into_iter().map(|(a, b)| (b, a)).collect()
     })
+}
+
+/// `addresses = "100.64.0.0/10"`: an IPv4 or IPv6 prefix with room for every subscriber
+/// (its network address and, for IPv4, its broadcast address left out).
+fn parse_addresses(p: &mut Params, n: u32) -> ConfResult<Option<(std::net::IpAddr, u8)>> {
+    let Some(text) = p.str_opt("addresses")? else {
+        return Ok(None);
+    };
+    let bad = |m: String| p.err("addresses", m);
+    let (ip, len) = text
+        .split_once('/')
+        .ok_or_else(|| bad(format!("{text:?} is not a prefix like \"100.64.0.0/10\"")))?;
+    let ip: std::net::IpAddr = ip
+        .parse()
+        .map_err(|_| bad(format!("{ip:?} is not an IP address")))?;
+    let bits = if ip.is_ipv4() { 32 } else { 128 };
+    let len: u8 = match len.parse() {
+        Ok(l) if l <= bits => l,
+        _ => return Err(bad(format!("prefix length {len:?} is not in 0..{bits}"))),
+    };
+    let host_bits = u32::from(bits - len);
+    // IPv4 leaves the network and broadcast addresses out; IPv6 only the network's.
+    let room: u128 = if host_bits >= 127 {
+        u128::MAX
+    } else {
+        (1u128 << host_bits).saturating_sub(if ip.is_ipv4() { 2 } else { 1 })
+    };
+    if room < u128::from(n) {
+        return Err(bad(format!(
+            "{text} holds {room} host addresses, fewer than the {n} subscribers"
+        )));
+    }
+    let masked = match ip {
+        std::net::IpAddr::V4(a) => {
+            let m = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            std::net::IpAddr::V4((u32::from(a) & m).into())
+        }
+        std::net::IpAddr::V6(a) => {
+            let m = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len)
+            };
+            std::net::IpAddr::V6((u128::from(a) & m).into())
+        }
+    };
+    Ok(Some((masked, len)))
+}
+
+/// The address `k` after `net`.
+fn nth_address(net: std::net::IpAddr, k: u128) -> std::net::IpAddr {
+    match net {
+        std::net::IpAddr::V4(a) => {
+            std::net::IpAddr::V4((u32::from(a).wrapping_add(k as u32)).into())
+        }
+        std::net::IpAddr::V6(a) => std::net::IpAddr::V6((u128::from(a).wrapping_add(k)).into()),
+    }
+}
+
+/// Rewrites the node filters of an HTB or DRR at the root of `spec` (what the isp trees
+/// hold: `AddrMatch::Node`, which matches the simulator's address of a node) into exact
+/// address filters on `addrs(node)`, in order (tc tries filters in order), every address
+/// of a node in turn; a node without an address loses its filter (nothing can match it).
+/// Live runs and deploy use it: there a node has a real address.
+pub fn filters_on_addresses(spec: &mut QdiscSpec, addrs: impl Fn(u32) -> Vec<Addr>) {
+    let filters = match spec {
+        QdiscSpec::Htb(s) => &mut s.filters,
+        QdiscSpec::Drr(s) => &mut s.filters,
+        _ => return,
+    };
+    if !filters.iter().any(|f| matches!(f.addr, AddrMatch::Node(_))) {
+        return;
+    }
+    let mut out: Vec<HtbFilter> = Vec::with_capacity(filters.len());
+    for f in filters.iter() {
+        match f.addr {
+            AddrMatch::Node(n) => out.extend(addrs(n).into_iter().map(|a| HtbFilter {
+                addr: AddrMatch::Ip(a),
+                ..*f
+            })),
+            AddrMatch::Ip(_) => out.push(*f),
+        }
+    }
+    *filters = out;
 }

@@ -269,3 +269,41 @@ fn access_routers_split_the_subscribers_into_trees() {
     let got = err(&with("subscribers = 10", "subscribers = 70000"));
     assert!(got.contains("split them with access_routers = 2"), "{got}");
 }
+
+#[test]
+fn addresses_number_the_subscribers_for_deploy() {
+    let e = exp(&with(
+        "active = 0.3",
+        "active = 0.3\naddresses = \"100.64.0.0/28\"",
+    ));
+    let isp = e.isp.as_ref().unwrap();
+    // sub0 is the prefix's first host address, sub9 its tenth.
+    let a = |name: &str| isp.address_of(e.node(name).unwrap()).unwrap().to_string();
+    assert_eq!(a("sub0"), "100.64.0.1");
+    assert_eq!(a("sub9"), "100.64.0.10");
+    assert!(isp.address_of(e.node("core").unwrap()).is_none());
+    // An IPv6 prefix; host bits given in the prefix are masked off.
+    let e = exp(&with(
+        "active = 0.3",
+        "active = 0.3\naddresses = \"2001:db8::5/64\"",
+    ));
+    let isp = e.isp.as_ref().unwrap();
+    assert_eq!(
+        isp.address_of(e.node("sub2").unwrap()).unwrap().to_string(),
+        "2001:db8::3"
+    );
+    // A /29 holds 6 host addresses: too few for 10 subscribers.
+    let got = err(&with(
+        "active = 0.3",
+        "active = 0.3\naddresses = \"100.64.0.0/29\"",
+    ));
+    assert!(got.contains("topology.addresses: 100.64.0.0/29 holds 6 host addresses, fewer than the 10 subscribers"), "{got}");
+    let got = err(&with(
+        "active = 0.3",
+        "active = 0.3\naddresses = \"100.64.0.0\"",
+    ));
+    assert!(
+        got.contains("topology.addresses: \"100.64.0.0\" is not a prefix"),
+        "{got}"
+    );
+}

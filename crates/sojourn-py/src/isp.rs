@@ -5,8 +5,10 @@
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use sojourn_core::packet::Addr;
+use sojourn_core::params::ConfError;
 use sojourn_experiment::experiment::Experiment;
-use sojourn_experiment::isp::IspPlan;
+use sojourn_experiment::isp::{filters_on_addresses, IspPlan};
 
 /// `exp.isp` as a dict of plain values and per-subscriber lists; None when the topology
 /// is not an isp tree.
@@ -81,4 +83,28 @@ fn subscriber_columns<'py>(
             .collect::<Vec<_>>(),
     )?;
     Ok(c)
+}
+
+/// An isp experiment with its trees' node filters on the subscribers' real addresses
+/// (`topology.addresses`), for deploy: tc filters match addresses, and only the file can
+/// say which address a subscriber has on the real network. Without `addresses` deploy
+/// cannot write the trees' filters: refused, naming the key.
+pub(crate) fn with_real_addresses(mut exp: Experiment) -> Result<Experiment, ConfError> {
+    let Some(isp) = exp.isp.clone() else {
+        return Ok(exp);
+    };
+    if isp.addresses.is_none() {
+        return Err(ConfError::new(
+            "topology.addresses",
+            "required to deploy an isp tree: the prefix the subscribers' real addresses are \
+             numbered from (subscriber i gets its address i + 1, e.g. addresses = \"100.64.0.0/16\"); \
+             tc filters match addresses, not node names",
+        ));
+    }
+    for l in &mut exp.links {
+        filters_on_addresses(&mut l.qdisc, |n| {
+            isp.address_of(n).map(Addr::from).into_iter().collect()
+        });
+    }
+    Ok(exp)
 }
