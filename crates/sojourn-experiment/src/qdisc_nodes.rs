@@ -147,3 +147,44 @@ pub fn resolve(exp: &mut Experiment, file: &Table) -> ConfResult<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::experiment::from_toml;
+    use sojourn_core::qdisc::htb::AddrMatch;
+    use sojourn_core::qdisc::QdiscSpec;
+    use std::path::Path;
+
+    const FILE: &str = r#"
+duration = "1s"
+[topology]
+kind = "dumbbell"
+pairs = 2
+bottleneck = { rate = "100Mbit", qdisc = { kind = "htb", classes = [
+  { classid = "1:10", rate = "10Mbit" }, { classid = "1:20", rate = "10Mbit" } ],
+  filters = [ { src = "s1", classid = "1:20" }, { dst = "10.0.0.7", classid = "1:10" } ] } }
+[[workload]]
+kind = "bulk"
+pair = 1
+"#;
+
+    #[test]
+    fn names_of_nodes_added_after_the_link_resolve_to_their_ids() {
+        let exp = from_toml(FILE, Path::new(".")).unwrap();
+        let link = &exp.links[exp.link("bottleneck").unwrap() as usize];
+        let QdiscSpec::Htb(h) = &link.qdisc else {
+            panic!("{:?}", link.qdisc)
+        };
+        // The dumbbell adds left, right, then s0, d0, s1: s1 is node 4.
+        assert_eq!(exp.node("s1"), Some(4));
+        assert_eq!(h.filters[0].addr, AddrMatch::Node(4));
+        assert!(matches!(h.filters[1].addr, AddrMatch::Ip(_)));
+    }
+
+    #[test]
+    fn an_unknown_name_is_an_error_at_its_key() {
+        let e = from_toml(&FILE.replace("\"s1\"", "\"s9\""), Path::new(".")).unwrap_err();
+        assert_eq!(e.path, "topology.bottleneck.qdisc.filters[0].src");
+        assert!(e.msg.starts_with("no node named \"s9\""), "{}", e.msg);
+    }
+}
