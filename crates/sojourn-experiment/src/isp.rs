@@ -77,6 +77,8 @@ pub struct IspPlan {
     /// `addresses`: the prefix the subscribers' real addresses are numbered from (deploy
     /// only: subscriber `i` is the prefix's address `i + 1`).
     pub addresses: Option<(std::net::IpAddr, u8)>,
+    /// HTB's `r2q` in both trees (None: HTB's default, tc's 10).
+    pub r2q: Option<u32>,
     /// The leaf discipline as written (`fq_codel`, `cake(…)`), "pfifo" when none (HTB's
     /// default leaf, as Linux).
     pub leaf: String,
@@ -268,6 +270,13 @@ pub(crate) fn parse_isp(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> 
 
     let addresses = parse_addresses(p, n)?;
     let leaf = p.raw("leaf").cloned();
+    // HTB's r2q (quantum = rate / r2q, clamped to [1000, 200000] B): with tc's 10 every
+    // plan above 16 Mbit/s gets the same quantum, so a congested uplink is shared equally,
+    // not by plan (docs/isp.md); a larger r2q keeps the quanta in proportion to the plans.
+    let r2q = match p.raw("r2q") {
+        None => None,
+        Some(_) => Some(p.u32("r2q", 10, 1, u32::MAX)?),
+    };
     let rtt = IntervalDist::parse(p, "rtt", false)?.unwrap_or(IntervalDist::Fixed(DEFAULT_RTT));
     let active = p.f64_in("active", 1.0, 0.0, 1.0)?;
     let nactive = (active * n as f64).round() as usize;
@@ -427,6 +436,7 @@ pub(crate) fn parse_isp(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> 
         sites: nsites,
         access_routers: nacc,
         addresses,
+        r2q,
         leaf: leaf
             .as_ref()
             .map_or_else(|| "pfifo".to_string(), crate::experiment::qdisc_label),
@@ -554,11 +564,13 @@ fn htb_tree(
             ("classid".into(), s(sub.classid.clone())),
         ])));
     }
-    Value::Table(Table(vec![
-        ("kind".into(), s("htb".into())),
-        ("classes".into(), Value::Array(classes)),
-        ("filters".into(), Value::Array(filters)),
-    ]))
+    let mut t = vec![("kind".into(), s("htb".into()))];
+    if let Some(r) = plan.r2q {
+        t.push(("r2q".into(), Value::Int(i64::from(r))));
+    }
+    t.push(("classes".into(), Value::Array(classes)));
+    t.push(("filters".into(), Value::Array(filters)));
+    Value::Table(Table(t))
 }
 
 /// Reads `topology.plans`: a non-empty list of `{ down, up, share, ceil_down?, ceil_up? }`.

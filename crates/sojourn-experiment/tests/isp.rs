@@ -307,3 +307,23 @@ fn addresses_number_the_subscribers_for_deploy() {
         "{got}"
     );
 }
+
+#[test]
+fn r2q_reaches_both_trees() {
+    use sojourn_core::qdisc::QdiscSpec;
+    let e = exp(&with("active = 0.3", "active = 0.3\nr2q = 100"));
+    for name in ["uplink", "upstream"] {
+        let QdiscSpec::Htb(h) = &e.links[e.link(name).unwrap() as usize].qdisc else {
+            panic!("htb")
+        };
+        assert_eq!(h.r2q, 100);
+    }
+    // Without it, tc's default: 10.
+    let e = exp(BASE);
+    let QdiscSpec::Htb(h) = &e.links[e.link("uplink").unwrap() as usize].qdisc else {
+        panic!("htb")
+    };
+    assert_eq!(h.r2q, 10);
+    let got = err(&with("active = 0.3", "active = 0.3\nr2q = 0"));
+    assert!(got.contains("topology.r2q"), "{got}");
+}

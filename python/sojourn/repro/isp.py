@@ -117,9 +117,9 @@ def md_findings(t: pd.DataFrame) -> str:
                 f"{r.leaf} " + "/".join(f"{r.per_plan_mbps[p]:.1f}" for p in plans) for r in g.itertuples())
             out.append(f"- **uplink {up} (active demand {demand:.1f}x)**: the uplink is the bottleneck (utilisation at least "
                        f"{100 * min(g['utilisation']):.1f}%) and every plan gets about the same rate, "
-                       f"{' / '.join(f'{p / 1e6:g}' for p in plans)}-Mbit/s plans: {spread} Mbit/s: the classes all "
-                       "stay under their own rate, so HTB serves them round robin by quantum, and with r2q 10 every "
-                       "plan above 16 Mbit/s has the same clamped 200,000-B quantum (docs/isp.md). Jain of achieved / "
+                       f"{' / '.join(f'{p / 1e6:g}' for p in plans)}-Mbit/s plans: {spread} Mbit/s: HTB serves the "
+                       "classes round robin by quantum (from their own tokens or borrowing from the root), and with r2q "
+                       "10 every plan above 16 Mbit/s has the same clamped 200,000-B quantum (docs/isp.md). Jain of achieved / "
                        f"plan {min(g['jain']):.3f}–{max(g['jain']):.3f}: the premium plans fall furthest below theirs.")
         if fifo is not None and aqm:
             out.append(f"  Latency under load (median over active subscribers): pfifo {fifo.q50_ms:.0f} ms, "
