@@ -179,6 +179,9 @@ def _run_staged(source: Source, seed: Optional[int] = None, duration: Optional[s
     from .probes import attach
 
     attach(res, res.experiment)
+    from .isp import attach as _isp_attach
+
+    _isp_attach(res, cfg, base)  # subscribers.parquet of an isp topology (docs/isp.md)
     summary_events = res.summary.get("events", 0)
     sim_s = res.summary.get("duration_s", 0.0)
     pkts = sum(l.get("tx_packets", 0) for l in res.summary.get("links", {}).values())
@@ -302,6 +305,9 @@ def _emulate_staged(source: Source, seed: Optional[int] = None, duration: Option
             raise mapped from None
         raise
     wall = time.perf_counter() - t0
+    from .isp import attach as _isp_attach
+
+    _isp_attach(res, cfg, base)  # subscribers.parquet of an isp topology (docs/isp.md)
     pkts = sum(l.get("tx_packets", 0) for l in res.summary.get("links", {}).values())
     res.perf = {
         "wall_seconds": wall,

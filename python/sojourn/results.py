@@ -67,6 +67,8 @@ class Result:
     #: One row per latency probe / isochronous datagram (``probes.parquet``,
     #: docs/tests.md); None when the run had no ``ping`` or ``isochronous`` workload.
     probes_table: Optional[pa.Table] = None
+    #: Per-subscriber results of an isp topology (``subscribers.parquet``, docs/isp.md).
+    subscribers_table: Optional[pa.Table] = None
 
     @property
     def flows(self) -> pd.DataFrame:
@@ -83,6 +85,11 @@ class Result:
     @property
     def timeseries(self) -> pd.DataFrame:
         return self.table("timeseries").to_pandas()
+
+    @property
+    def subscribers(self) -> Optional[pd.DataFrame]:
+        """Per-subscriber results of an isp topology (docs/isp.md); None otherwise."""
+        return None if self.subscribers_table is None else self.subscribers_table.to_pandas()
 
     @property
     def packets(self) -> Optional[pd.DataFrame]:
@@ -183,6 +190,8 @@ class Result:
             if self.wifi is not None:  # kind = "wifi": one row per station (docs/wifi.md)
                 pq.write_table(pa.Table.from_pandas(self.wifi, preserve_index=False), staging / "wifi.parquet",
                                compression=COMPRESSION)
+            if self.subscribers_table is not None:
+                pq.write_table(self.subscribers_table, staging / "subscribers.parquet", compression=COMPRESSION)
             if self.experiment is not None:
                 (staging / "experiment.json").write_text(json.dumps(self.experiment, indent=2, sort_keys=True, default=str) + "\n")
             (staging / "perf.json").write_text(json.dumps(self.perf, indent=2, sort_keys=True) + "\n")
@@ -225,6 +234,7 @@ class Result:
         probes = d / "probes.parquet"
         exp = d / "experiment.json"
         perf = d / "perf.json"
+        subs = d / "subscribers.parquet"
         return cls(
             summary=json.loads(text),
             flows_table=pq.read_table(d / "flows.parquet"),
@@ -235,6 +245,7 @@ class Result:
             histograms_table=pq.read_table(hists) if hists.exists() else None,
             experiment=json.loads(exp.read_text()) if exp.exists() else None,
             probes_table=pq.read_table(probes) if probes.exists() else None,
+            subscribers_table=pq.read_table(subs) if subs.exists() else None,
         )
 
     def __repr__(self) -> str:  # pragma: no cover - convenience

@@ -147,7 +147,7 @@ FAMILY_ROWS = [
     ("the facade", ["sojourn"]),
     ("analysis", ["sojourn.analysis"]),
     ("deploy", ["sojourn.deploy", "sojourn.kernel_engine"]),
-    ("the API and sweeps", ["sojourn.api", "sojourn.sweeps", "sojourn.cluster", "sojourn.testing"]),
+    ("the API and sweeps", ["sojourn.api", "sojourn.sweeps", "sojourn.cluster", "sojourn.testing", "sojourn.isp"]),
     ("leaves", ["sojourn._config", "sojourn._cli_common", "sojourn.units", "sojourn.disciplines", "sojourn.results", "sojourn._stream",
                 "sojourn._outdir", "sojourn.progress", "sojourn._plots", "sojourn.dists", "sojourn.threshold",
                 "sojourn.mg1sim", "sojourn._engine_info", "sojourn._fingerprint",

@@ -29,6 +29,7 @@ pub mod forward;
 pub mod loadgen;
 #[cfg(target_os = "linux")]
 pub mod netns;
+pub mod node_filters;
 pub mod plan;
 #[cfg(target_os = "linux")]
 pub mod run;

@@ -210,7 +210,8 @@ pub fn forwarder_plan(exp: &Experiment, lp: &LivePlan, seed: u64) -> forward::Pl
             loss: l.loss,
             framing_bytes: l.framing_bytes,
             shaper: l.shaper,
-            qdisc: l.qdisc.clone(),
+            // Node-named address filters (isp trees) match the live hosts' addresses.
+            qdisc: crate::node_filters::live_filters(l.qdisc.clone(), lp),
             qdisc_path: l.qdisc_path.clone(),
             classifier: classifier[li].clone(),
         })

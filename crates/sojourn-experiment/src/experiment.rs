@@ -91,6 +91,8 @@ pub struct Experiment {
     pub record: RecordPlan,
     /// For dumbbells: sender and receiver node of each pair.
     pub pairs: Vec<(u32, u32)>,
+    /// The subscriber tree of a `kind = "isp"` topology (docs/isp.md).
+    pub isp: Option<crate::isp::IspPlan>,
     /// `[[classifier]]` rules (conntrack byte count -> priority).
     pub classifiers: Vec<crate::classify::ClassifierPlan>,
     /// `kind = "wifi"`: the shared medium (docs/wifi.md); `None` otherwise.
@@ -164,6 +166,7 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
             fct_from: FctFrom::Connect,
         },
         pairs: Vec::new(),
+        isp: None,
         classifiers: Vec::new(),
         wifi: None,
         conntrack: Vec::new(),
@@ -217,6 +220,7 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
         let ctx = workload::Context {
             node_names: &exp.node_names,
             pairs: &exp.pairs,
+            isp: exp.isp.as_ref(),
             transport: &exp.transport,
             base_dir: &exp.base_dir,
         };
@@ -679,21 +683,21 @@ fn parse_record(exp: &mut Experiment, t: &Table) -> ConfResult<()> {
 
 /// Link parameters shared by dumbbell and graph links (`None` = not given here).
 #[derive(Clone, Default)]
-struct LinkSpec {
-    rate: Option<LinkRate>,
-    delay: Option<Duration>,
-    delay_schedule: Option<Vec<(Time, Duration)>>,
-    qdisc: Option<Value>,
-    loss: Option<f64>,
-    framing_bytes: Option<u32>,
-    reorder: Option<(f64, Duration)>,
-    tx_ring: Option<u32>,
-    shaper: Option<bool>,
+pub(crate) struct LinkSpec {
+    pub(crate) rate: Option<LinkRate>,
+    pub(crate) delay: Option<Duration>,
+    pub(crate) delay_schedule: Option<Vec<(Time, Duration)>>,
+    pub(crate) qdisc: Option<Value>,
+    pub(crate) loss: Option<f64>,
+    pub(crate) framing_bytes: Option<u32>,
+    pub(crate) reorder: Option<(f64, Duration)>,
+    pub(crate) tx_ring: Option<u32>,
+    pub(crate) shaper: Option<bool>,
 }
 
 impl LinkSpec {
     /// Fills what this spec leaves open from `base`.
-    fn or(self, base: &LinkSpec) -> LinkSpec {
+    pub(crate) fn or(self, base: &LinkSpec) -> LinkSpec {
         LinkSpec {
             rate: self.rate.or_else(|| base.rate.clone()),
             delay: self.delay.or(base.delay),
@@ -708,7 +712,7 @@ impl LinkSpec {
     }
 }
 
-fn parse_link_spec(p: &mut Params, base_dir: &Path) -> ConfResult<LinkSpec> {
+pub(crate) fn parse_link_spec(p: &mut Params, base_dir: &Path) -> ConfResult<LinkSpec> {
     let mut rate = p.rate_opt("rate")?.map(LinkRate::Constant);
     if let Some(LinkRate::Constant(0)) = rate {
         return Err(p.err("rate", "must be positive"));
@@ -854,7 +858,7 @@ fn parse_schedule<T>(
     Ok(out)
 }
 
-fn add_node(exp: &mut Experiment, name: &str, path: &str) -> ConfResult<u32> {
+pub(crate) fn add_node(exp: &mut Experiment, name: &str, path: &str) -> ConfResult<u32> {
     if exp.node(name).is_some() {
         return Err(ConfError::new(
             path,
@@ -867,7 +871,7 @@ fn add_node(exp: &mut Experiment, name: &str, path: &str) -> ConfResult<u32> {
     Ok(id)
 }
 
-fn add_link(
+pub(crate) fn add_link(
     exp: &mut Experiment,
     name: String,
     from: u32,
@@ -925,10 +929,11 @@ fn add_link(
 
 fn parse_topology(exp: &mut Experiment, t: &Table) -> ConfResult<()> {
     let mut p = Params::new("topology", t);
-    let kind = p.choice("kind", &["dumbbell", "graph", "wifi"], "dumbbell")?;
+    let kind = p.choice("kind", &["dumbbell", "graph", "wifi", "isp"], "dumbbell")?;
     match kind {
         "dumbbell" => parse_dumbbell(exp, &mut p)?,
         "wifi" => parse_wifi(exp, &mut p)?,
+        "isp" => crate::isp::parse_isp(exp, &mut p)?,
         _ => parse_graph(exp, &mut p)?,
     }
     p.finish()

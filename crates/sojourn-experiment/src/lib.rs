@@ -39,6 +39,7 @@ pub mod cost;
 pub mod dist;
 pub mod experiment;
 pub mod files;
+pub mod isp;
 pub mod link;
 pub mod overrides;
 pub mod probe;

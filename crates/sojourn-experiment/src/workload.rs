@@ -81,6 +81,8 @@ pub struct Context<'a> {
     pub node_names: &'a [String],
     /// Dumbbell (sender, receiver) pairs (empty on a graph).
     pub pairs: &'a [(u32, u32)],
+    /// The subscriber tree of an isp topology (`between = ...` selects in it).
+    pub isp: Option<&'a crate::isp::IspPlan>,
     /// The `[transport]` defaults a TCP workload overrides.
     pub transport: &'a TcpConfig,
     /// Where relative file names (CDF files) are read from.
@@ -156,6 +158,11 @@ pub fn parse_flow_endpoints(exp: &Context, p: &mut Params) -> ConfResult<Vec<(u3
             }),
         }
     };
+    if p.has("between") {
+        let v = crate::isp::parse_between(exp.isp, p)?;
+        let count = p.u32("count", v.len() as u32, 1, 10_000_000)?;
+        return Ok((0..count as usize).map(|i| v[i % v.len()]).collect());
+    }
     let from = node(p, "from")?;
     let to = node(p, "to")?;
     let has_pair = p.has("pair") || p.has("pairs");

@@ -34,6 +34,8 @@ pub fn deploy_model<'py>(
     disciplines: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let exp = parse(cfg, base_dir, disciplines)?;
+    // An isp tree's filters on the subscribers' real addresses (docs/isp.md).
+    let exp = crate::isp::with_real_addresses(exp).map_err(crate::conf_err)?;
     let d = PyDict::new(py);
     d.set_item("name", &exp.name)?;
     d.set_item("nodes", exp.node_names.clone())?;

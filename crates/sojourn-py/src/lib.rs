@@ -13,6 +13,7 @@ use std::rc::Rc;
 
 mod deploy;
 mod harness;
+mod isp;
 mod model;
 mod pydisc;
 
@@ -269,6 +270,9 @@ fn validate<'py>(
     d.set_item("links", links)?;
     d.set_item("links_tc", applied)?;
     d.set_item("workloads", exp.workloads.len())?;
+    if let Some(isp) = isp::isp_dict(py, &exp)? {
+        d.set_item("isp", isp)?;
+    }
     // What validation compared with the machine's memory (docs/limits.md): a streamed
     // run's estimate in bytes.
     d.set_item(

@@ -41,6 +41,7 @@ from .flent_plots import fig_box_totals, fig_flent_totals, fig_ping_cdf
 from .pairs import PALETTE, Style, age_base, styles
 from .wifi import fig_wifi
 from ..results import read_timeseries
+from . import subscribers as _subscribers
 from ..units import parse_seconds, typed_value
 
 __all__ = ["write_report", "styles", "PALETTE", "Style"]
@@ -707,6 +708,66 @@ SELF_CHECK = """
 """
 
 
+# isp topologies (docs/isp.md): per-subscriber figures from subscribers.parquet
+
+
+def fig_subscriber_rates(rd: ReportData, st: dict[str, Style]):
+    """Plan (x) against achieved rate (y), Mbit/s, downstream filled, upstream open; the
+    diagonal is 'got its plan'."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    top = 0.0
+    for p in rd.points:
+        t = _subscribers.subscribers_of(rd, p)
+        if t is None or t.empty:
+            continue
+        s = st[p]
+        for direction, symbol in (("down", "circle"), ("up", "circle-open")):
+            u = t[t["direction"] == direction]
+            if u.empty:
+                continue
+            # Jitter the plan a little so subscribers on one plan do not hide each other.
+            x = u["plan_bps"].to_numpy(float) / 1e6
+            jit = 1.0 + 0.04 * (np.linspace(-1.0, 1.0, len(x)) if len(x) > 1 else np.zeros(1))
+            y = u["achieved_bps"].to_numpy(float) / 1e6
+            top = max(top, float(np.nanmax(x)), float(np.nanmax(y)) if len(y) else 0.0)
+            fig.add_trace(go.Scattergl(x=x * jit, y=y, name=f"{p} ({direction})", mode="markers",
+                                       marker=dict(color=s.colour, symbol=symbol, size=5, opacity=0.6),
+                                       text=u["subscriber"].astype(str), hovertemplate="%{text}: plan %{x:.1f}, got %{y:.1f} Mbit/s"))
+    if not fig.data:
+        return None
+    fig.add_trace(go.Scatter(x=[0, top * 1.05], y=[0, top * 1.05], name="plan", mode="lines",
+                             line=dict(color="#888", dash="dot", width=1)))
+    _layout(fig, "Per-subscriber rate: achieved against plan (active subscribers, all repeats)",
+            "plan (Mbit/s)", "achieved (Mbit/s)")
+    return fig
+
+
+def fig_subscriber_latency(rd: ReportData, st: dict[str, Style]):
+    """CDF over active subscribers of their downstream latency under load."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for p in rd.points:
+        t = _subscribers.subscribers_of(rd, p)
+        if t is None or t.empty:
+            continue
+        u = t[t["direction"] == "down"]
+        x, y = _ecdf(u["queueing_ms"].to_numpy(float))
+        if x.size == 0:
+            continue
+        x, y = _decimate(x, y)
+        s = st[p]
+        fig.add_trace(go.Scatter(x=x, y=y, name=p, mode="lines", line=dict(color=s.colour, dash=s.dash, width=1.5)))
+    if not fig.data:
+        return None
+    _layout(fig, "CDF over active subscribers of their latency under load (downstream: mean one-way delay less "
+                 "half the base RTT, i.e. the sojourn in the subscriber's HTB class)",
+            "queueing delay (ms)", "fraction of subscribers")
+    return fig
+
+
 def _versions() -> dict[str, str]:
     import importlib.metadata as md
 
@@ -781,6 +842,8 @@ def write_report(dirs: Sequence, out: Optional[Path] = None, title: Optional[str
         ("plt-cdf", "Page load time CDF", apps.fig_plt_cdf(rd, st, _layout)),
         ("video", "Video bitrate", apps.fig_video_bitrate(rd, st, _layout)),
         ("wifi", "Wi-Fi stations", fig_wifi(rd, st)),
+        ("subscriber-rates", "Subscribers: plan vs achieved", fig_subscriber_rates(rd, st)),
+        ("subscriber-latency", "Subscribers: latency under load", fig_subscriber_latency(rd, st)),
     ]
     figs = [(k, name, f) for k, name, f in figs if f is not None]
     low = t[np.isfinite(t["completion"]) & (t["completion"] < COMPLETION_WARN)]

@@ -26,7 +26,7 @@ import pandas as pd
 
 __all__ = ["load"]
 
-What = Literal["flows", "runs", "timeseries", "probes", "apps", "app_samples"]
+What = Literal["flows", "runs", "timeseries", "probes", "apps", "app_samples", "subscribers"]
 
 
 def _progress(total: int, label: str, show: Optional[bool]):
@@ -67,8 +67,9 @@ def load(directory: Union[str, "os.PathLike[str]"], what: What = "flows", progre
     ``seed``, the swept parameters and ``after_warmup``; docs/tests.md), ``"apps"`` (one row
     per application workload entry — per direction for ``rpm`` — with its summary.json
     numbers: RPM and trimmed means, page load times, video bitrate, switches, rebuffering;
-    docs/tests.md) or ``"app_samples"`` (one row per probe, page or segment measurement:
-    ``workload, kind, direction, time_s, metric, value``). Swept parameters
+    docs/tests.md), ``"app_samples"`` (one row per probe, page or segment measurement:
+    ``workload, kind, direction, time_s, metric, value``) or ``"subscribers"`` (an isp
+    topology's per-subscriber rows, docs/isp.md). Swept parameters
     are numbers where every value parses as one (rates in bit/s, durations in seconds,
     sizes in bytes). ``progress``: None shows a bar in a terminal or notebook when there
     are several runs; True/False force it. Raises FileNotFoundError for a directory that
@@ -79,9 +80,9 @@ def load(directory: Union[str, "os.PathLike[str]"], what: What = "flows", progre
     root = Path(directory)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such directory")
-    if what not in ("flows", "runs", "timeseries", "probes", "apps", "app_samples"):
-        raise ValueError(f"what must be 'flows', 'runs', 'timeseries', 'probes', 'apps' or 'app_samples', "
-                         f"not {what!r}")
+    if what not in ("flows", "runs", "timeseries", "probes", "apps", "app_samples", "subscribers"):
+        raise ValueError(f"what must be 'flows', 'runs', 'timeseries', 'probes', 'apps', 'app_samples' or "
+                         f"'subscribers', not {what!r}")
     columns: list[str] = []
     runs: list[tuple[str, int, dict, Path]] = []  # (point, seed, labels, dir)
     if (root / "summary.json").exists():
@@ -144,6 +145,14 @@ def load(directory: Union[str, "os.PathLike[str]"], what: What = "flows", progre
                         t.insert(i, k, v)
                     t["after_warmup"] = t["time_s"] >= float(summary.get("warmup_s", 0.0))
                     parts.append(t)
+            elif what == "subscribers":
+                # An isp topology's per-subscriber rows (docs/isp.md); runs of other
+                # topologies have none.
+                if (d / "subscribers.parquet").exists():
+                    f = pd.read_parquet(d / "subscribers.parquet")
+                    for i, (k, v) in enumerate(head.items()):
+                        f.insert(i, k, v)
+                    parts.append(f)
             else:
                 t = pd.read_parquet(d / "timeseries.parquet")
                 t["entity"] = t["entity"].astype(str)
@@ -156,7 +165,9 @@ def load(directory: Union[str, "os.PathLike[str]"], what: What = "flows", progre
     finally:
         if bar is not None:
             bar.stop()
-    if not parts:  # what="probes" and no run has probe workloads
+    if not parts and what == "subscribers":
+        raise FileNotFoundError(f"{root}: no subscribers.parquet (not an isp topology, docs/isp.md)")
+    if not parts:  # what="probes" and no run has probe workloads (the other kinds add a part per run)
         return pd.DataFrame(columns=["point", "seed", *columns, "time_s", "workload", "flow", "mode", "seq", "rtt_ns",
                                      "owd_up_ns", "owd_down_ns", "lost", "after_warmup"])
     df = pd.concat(parts, ignore_index=True)

@@ -255,6 +255,10 @@ def cmd_validate(a: argparse.Namespace) -> int:
         return _err(str(_set_error(e)))
     print(f"{a.experiment}: ok — {plan['name']!r}, {plan['duration_s']:g} s, {len(plan['nodes'])} nodes, "
           f"{len(plan['links'])} links, {plan['workloads']} workload(s), {describe_estimate(plan)}")
+    if plan.get("isp"):
+        from ..isp import describe as _isp_describe
+
+        print("\n".join(_isp_describe(plan["isp"])))
     tc = plan.get("links_tc", {})
 
     def applied(name: str, q: str) -> str:

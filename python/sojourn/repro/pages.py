@@ -44,6 +44,7 @@ PAGES = {
     "operating-ranges.md": "operating_ranges",
     "age-based.md": "age_based",
     "l4s.md": "l4s",
+    "isp.md": "isp",
 }
 
 BEGIN = "<!-- BEGIN GENERATED: {} -->"
