@@ -766,25 +766,22 @@ mod tests {
         st.ssthresh = 1000;
         prague_ack(&mut d, &mut st, 1, 0);
         assert_eq!(st.cwnd, 11);
+        // The same four rounds out of slow start at RTT 5 ms, for another algorithm.
+        let four_rounds = |mut d: Dctcp| {
+            let mut st = test_state(10);
+            d.init(&mut st);
+            st.ssthresh = 5;
+            st.srtt_ns = 5_000_000;
+            for i in 1..=4 {
+                end_window(&mut d, &mut st, 10, 0, 30 * i);
+            }
+            (d, st)
+        };
         // Without RTT independence: one packet per RTT.
-        let mut d = Dctcp::new(true);
-        let mut st = test_state(10);
-        d.init(&mut st);
-        st.ssthresh = 5;
-        st.srtt_ns = 5_000_000;
-        for i in 1..=4 {
-            end_window(&mut d, &mut st, 10, 0, 30 * i);
-        }
+        let (mut d, mut st) = four_rounds(Dctcp::new(true));
         assert_eq!(acks_per_increase(&mut d, &mut st), 10);
         // DCTCP ignores the target: Reno's +1 per cwnd ACKed.
-        let mut d = Dctcp::new(false).with_rtt_target(Duration::from_ms(25));
-        let mut st = test_state(10);
-        d.init(&mut st);
-        st.ssthresh = 5;
-        st.srtt_ns = 5_000_000;
-        for i in 1..=4 {
-            end_window(&mut d, &mut st, 10, 0, 30 * i);
-        }
+        let (mut d, mut st) = four_rounds(Dctcp::new(false).with_rtt_target(Duration::from_ms(25)));
         let mut n = 0;
         while st.cwnd == 10 {
             d.cong_avoid(&mut st, 1);
