@@ -9,7 +9,7 @@ pub use crate::routing::{Routes, NO_ROUTE};
 use crate::transport::{
     TcpConfig, ETHERNET_HEADER_BYTES, IP_TCP_HEADER_BYTES, SYN_FRAME_BYTES, TIMESTAMP_OPTION_BYTES,
 };
-use crate::workload::{self, TcpKind, TcpPlan, WorkloadPlan};
+use crate::workload::{TcpKind, TcpPlan, WorkloadPlan};
 use sojourn_core::params::{join, ConfError, ConfResult, Params, Table, Value};
 use sojourn_core::qdisc::{BuildCtx, QdiscSpec};
 use sojourn_core::units;
@@ -103,8 +103,8 @@ pub struct Experiment {
     pub base_dir: PathBuf,
     /// Node and link ids by name, filled as they are added (name checks and look-ups in
     /// O(log n): a linear scan per added link made a 10,000-pair dumbbell quadratic).
-    node_index: BTreeMap<String, u32>,
-    link_index: BTreeMap<String, u32>,
+    pub(crate) node_index: BTreeMap<String, u32>,
+    pub(crate) link_index: BTreeMap<String, u32>,
 }
 
 impl Experiment {
@@ -116,129 +116,6 @@ impl Experiment {
     pub fn link(&self, name: &str) -> Option<u32> {
         self.link_index.get(name).copied()
     }
-}
-
-/// Parses and validates an experiment from TOML text.
-pub fn from_toml(text: &str, base_dir: &Path) -> ConfResult<Experiment> {
-    let t = crate::toml_text::parse_toml(text)?;
-    from_table(&t, base_dir)
-}
-
-/// Parses and validates an experiment from a value tree.
-pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
-    let mut p = Params::new("", t);
-    let name = p.str_opt("name")?.unwrap_or("experiment").to_string();
-    let description = p.str_opt("description")?.unwrap_or("").to_string();
-    let seed = p.u64("seed", 1, 0, i64::MAX as u64)?;
-    let duration = p
-        .duration_opt("duration")?
-        .ok_or_else(|| ConfError::new("duration", "required (e.g. duration = \"30s\")"))?;
-    if duration.is_zero() {
-        return Err(p.err("duration", "must be positive"));
-    }
-    let warmup = p.duration("warmup", Duration::ZERO)?;
-    if warmup >= duration {
-        return Err(p.err(
-            "warmup",
-            format!("warm-up {warmup} must be shorter than the duration {duration}"),
-        ));
-    }
-    let repeats = p.u32("repeats", 1, 1, 100_000)?;
-
-    let mut exp = Experiment {
-        name,
-        description,
-        seed,
-        duration,
-        warmup,
-        repeats,
-        node_names: Vec::new(),
-        links: Vec::new(),
-        routes: Vec::new(),
-        workloads: Vec::new(),
-        transport: TcpConfig::default(),
-        record: RecordPlan {
-            interval: Duration::from_ms(100),
-            links: None,
-            flow_series: false,
-            packet_links: Vec::new(),
-            packet_sample: 1.0,
-            fct_from: FctFrom::Connect,
-        },
-        pairs: Vec::new(),
-        isp: None,
-        classifiers: Vec::new(),
-        wifi: None,
-        conntrack: Vec::new(),
-        base_dir: base_dir.to_path_buf(),
-        node_index: BTreeMap::new(),
-        link_index: BTreeMap::new(),
-    };
-
-    let topo = p.table_opt("topology")?.ok_or_else(|| {
-        ConfError::new(
-            "topology",
-            "required: a [topology] table (kind = \"dumbbell\" or \"graph\")",
-        )
-    })?;
-    parse_topology(&mut exp, topo)?;
-    crate::qdisc_nodes::resolve(&mut exp, t)?;
-
-    if let Some(tt) = p.table_opt("transport")? {
-        exp.transport = crate::transport::parse_transport_table(tt)?;
-    }
-
-    // Workloads.
-    let wl = match p.raw("workload") {
-        None => {
-            return Err(ConfError::new(
-                "workload",
-                "required: at least one [[workload]] entry",
-            ))
-        }
-        Some(Value::Array(a)) => a,
-        Some(Value::Table(_)) => {
-            return Err(ConfError::new(
-                "workload",
-                "use [[workload]] (an array of tables), not [workload]",
-            ))
-        }
-        Some(v) => {
-            return Err(ConfError::new(
-                "workload",
-                format!("expected an array of tables, got {}", v.type_name()),
-            ))
-        }
-    };
-    if wl.is_empty() {
-        return Err(ConfError::new(
-            "workload",
-            "at least one workload is required",
-        ));
-    }
-    for (i, (path, wt)) in tables_of(wl, "workload")?.into_iter().enumerate() {
-        let ctx = workload::Context {
-            node_names: &exp.node_names,
-            pairs: &exp.pairs,
-            isp: exp.isp.as_ref(),
-            transport: &exp.transport,
-            base_dir: &exp.base_dir,
-        };
-        let plan = workload::parse(&ctx, wt, &path, i as u32)?;
-        exp.workloads.push(plan);
-    }
-
-    parse_classifiers(&mut exp, p.raw("classifier"))?;
-
-    if let Some(rt) = p.table_opt("record")? {
-        parse_record(&mut exp, rt)?;
-    }
-    p.finish()?;
-    // Memory first: it covers the routing table, which `check_routes` builds.
-    check_memory(&exp)?;
-    check_routes(&exp)?;
-    check_overload(&exp)?;
-    Ok(exp)
 }
 
 /// Memory a run needs, by what it holds for its whole length (docs/limits.md has the
@@ -486,7 +363,7 @@ fn gb(b: f64) -> String {
 /// `topology` for a graph) when nodes, links and the routing table weigh most, else the
 /// heaviest workload, `workload[i].count` when its flows weigh most, `workload[i]` when its
 /// transfers over the run do.
-fn check_memory(exp: &Experiment) -> ConfResult<()> {
+pub(crate) fn check_memory(exp: &Experiment) -> ConfResult<()> {
     let (need, udp, tcp) = memory_estimate(exp);
     let budget = memory_budget().map_err(|m| ConfError::new("", m))?;
     let Some(crate::budget::MemoryBudget { bytes: have, whose }) = budget else {
@@ -562,7 +439,10 @@ fn check_memory(exp: &Experiment) -> ConfResult<()> {
 
 /// The entries of an array of tables (`[[key]]`) with their key paths `key[i]`; an entry
 /// that is not a table is an error naming its path.
-fn tables_of<'a>(entries: &'a [Value], key: &str) -> ConfResult<Vec<(String, &'a Table)>> {
+pub(crate) fn tables_of<'a>(
+    entries: &'a [Value],
+    key: &str,
+) -> ConfResult<Vec<(String, &'a Table)>> {
     entries
         .iter()
         .enumerate()
@@ -579,7 +459,7 @@ fn tables_of<'a>(entries: &'a [Value], key: &str) -> ConfResult<Vec<(String, &'a
         .collect()
 }
 
-fn parse_classifiers(exp: &mut Experiment, v: Option<&Value>) -> ConfResult<()> {
+pub(crate) fn parse_classifiers(exp: &mut Experiment, v: Option<&Value>) -> ConfResult<()> {
     use crate::classify::{parse_classifier, ConntrackPlan};
     exp.conntrack = vec![None; exp.node_names.len()];
     for l in &exp.links {
@@ -626,7 +506,7 @@ fn parse_classifiers(exp: &mut Experiment, v: Option<&Value>) -> ConfResult<()> 
     Ok(())
 }
 
-fn parse_record(exp: &mut Experiment, t: &Table) -> ConfResult<()> {
+pub(crate) fn parse_record(exp: &mut Experiment, t: &Table) -> ConfResult<()> {
     let mut p = Params::new("record", t);
     exp.record.interval = p.duration("interval", Duration::from_ms(100))?;
     let link_list = |p: &mut Params,
@@ -927,22 +807,10 @@ pub(crate) fn add_link(
     Ok(())
 }
 
-fn parse_topology(exp: &mut Experiment, t: &Table) -> ConfResult<()> {
-    let mut p = Params::new("topology", t);
-    let kind = p.choice("kind", &["dumbbell", "graph", "wifi", "isp"], "dumbbell")?;
-    match kind {
-        "dumbbell" => parse_dumbbell(exp, &mut p)?,
-        "wifi" => parse_wifi(exp, &mut p)?,
-        "isp" => crate::isp::parse_isp(exp, &mut p)?,
-        _ => parse_graph(exp, &mut p)?,
-    }
-    p.finish()
-}
-
 /// Dumbbell: senders s0..sN-1 → router `left` → bottleneck → `right` → receivers d0..dN-1.
 /// Links: `bottleneck` (left→right), `reverse` (right→left), `s{i}.up`/`s{i}.down`,
 /// `d{i}.down`/`d{i}.up`.
-fn parse_dumbbell(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
+pub(crate) fn parse_dumbbell(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
     let pairs = p.u32("pairs", 1, 1, 100_000)?;
     let base = exp.base_dir.clone();
     if !p.has("bottleneck") {
@@ -1079,7 +947,7 @@ fn parse_dumbbell(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
 /// `[topology] kind = "wifi"` (docs/wifi.md): `gw`, `ap`, `server{j}`, `sta{i}`; links
 /// `wan.down`/`wan.up`, `server{j}.out`/`.in`, then the medium's `sta{i}.down`/`.up`
 /// (the experiment's highest link ids); `pair = i` is (`server{i mod servers}`, `sta{i}`).
-fn parse_wifi(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
+pub(crate) fn parse_wifi(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
     let base = exp.base_dir.clone();
     let servers = p.u32("servers", 1, 1, 1000)?;
     let wan = wired_spec(p, "wan", &base, 1_000_000_000)?;
@@ -1194,7 +1062,7 @@ fn wired_spec(p: &mut Params, key: &str, base: &Path, default_bps: u64) -> ConfR
 
 /// General graph: named nodes, links (duplex by default), shortest-hop static routes
 /// unless overridden.
-fn parse_graph(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
+pub(crate) fn parse_graph(exp: &mut Experiment, p: &mut Params) -> ConfResult<()> {
     let base = exp.base_dir.clone();
     let nodes = match p.raw("nodes") {
         Some(Value::Array(a)) if !a.is_empty() => a,
@@ -1347,7 +1215,7 @@ pub(crate) fn walk_route(
     true
 }
 
-fn check_routes(exp: &Experiment) -> ConfResult<()> {
+pub(crate) fn check_routes(exp: &Experiment) -> ConfResult<()> {
     let routes = static_routes(exp);
     for (i, w) in exp.workloads.iter().enumerate() {
         for (a, b) in w.endpoints() {
@@ -1390,7 +1258,7 @@ pub fn transfer_wire_bytes(size: f64, cfg: &TcpConfig, framing: u32) -> f64 {
 /// state). The loads of every open loop crossing a link add up; `allow_overload = true`
 /// in each of them runs it anyway (the memory estimate then counts every arrival as held).
 /// Competing traffic (bulk flows, UDP) is not subtracted (docs/limits.md).
-fn check_overload(exp: &Experiment) -> ConfResult<()> {
+pub(crate) fn check_overload(exp: &Experiment) -> ConfResult<()> {
     struct Loop {
         index: usize,
         per_s: f64,

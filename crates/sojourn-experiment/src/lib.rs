@@ -40,7 +40,9 @@ pub mod dist;
 pub mod experiment;
 pub mod files;
 pub mod isp;
+pub mod isp_tree;
 pub mod link;
+pub mod load;
 pub mod overrides;
 pub mod probe;
 pub mod qdisc_nodes;
@@ -51,10 +53,9 @@ pub mod transport;
 pub mod wifi;
 pub mod workload;
 
-pub use experiment::{
-    from_table, from_toml, static_routes, Experiment, FctFrom, LinkPlan, RecordPlan, Routes,
-};
+pub use experiment::{static_routes, Experiment, FctFrom, LinkPlan, RecordPlan, Routes};
 pub use link::{LinkRate, TraceSpec};
+pub use load::{from_table, from_toml};
 pub use sojourn_core::params::{ConfError, ConfResult, Table, Value};
 pub use workload::{TcpKind, TcpPlan, UdpPlan, WorkloadPlan};
 

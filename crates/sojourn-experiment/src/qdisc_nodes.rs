@@ -6,9 +6,7 @@
 //! everything else at once, and parsed again with the real ids once all nodes exist
 //! ([`resolve`]).
 
-use crate::experiment::Experiment;
-use sojourn_core::params::{join, ConfError, ConfResult, Table, Value};
-use sojourn_core::qdisc::{BuildCtx, QdiscSpec};
+use sojourn_core::params::{join, ConfResult, Table, Value};
 use std::borrow::Cow;
 
 /// The id a name stands for before the nodes are known (no experiment has 2^32 − 1 nodes).
@@ -24,7 +22,7 @@ fn node_name(v: &Value) -> Option<&str> {
 
 /// Rewrites every filter's node name under `v` with `f(name, path)`; `None` if there is
 /// none (the common case: no copy).
-fn rewrite(
+pub(crate) fn rewrite(
     v: &Value,
     path: &str,
     f: &mut dyn FnMut(&str, &str) -> ConfResult<i64>,
@@ -91,7 +89,7 @@ pub fn with_placeholders(v: &Value) -> Cow<'_, Value> {
 }
 
 /// The raw value at a dotted key path (`topology.links[2].qdisc`) of the file.
-fn at_path<'a>(root: &'a Table, path: &str) -> Option<&'a Value> {
+pub(crate) fn at_path<'a>(root: &'a Table, path: &str) -> Option<&'a Value> {
     let mut cur: Option<&Value> = None;
     let mut table = root;
     for seg in path.split('.') {
@@ -114,43 +112,9 @@ fn at_path<'a>(root: &'a Table, path: &str) -> Option<&'a Value> {
     cur
 }
 
-/// Re-parses each link's discipline whose filters name nodes, with the nodes' ids; an
-/// unknown name is an error at its key. `file` is the experiment's top-level table.
-pub fn resolve(exp: &mut Experiment, file: &Table) -> ConfResult<()> {
-    for li in 0..exp.links.len() {
-        let path = exp.links[li].qdisc_path.clone();
-        let Some(raw) = at_path(file, &path) else {
-            continue;
-        };
-        let names = exp.node_names.clone();
-        let fixed = rewrite(raw, &path, &mut |name, key| match exp.node(name) {
-            Some(id) => Ok(id as i64),
-            None => Err(ConfError::new(
-                key,
-                format!(
-                    "no node named {name:?} (nor an IP address); nodes: {}",
-                    names.join(", ")
-                ),
-            )),
-        })?;
-        if let Some(v) = fixed {
-            let rate_bps = match exp.links[li].rate {
-                crate::LinkRate::Constant(r) => r,
-                _ => 0,
-            };
-            let ctx = BuildCtx {
-                link_rate_bps: rate_bps,
-                ..BuildCtx::default()
-            };
-            exp.links[li].qdisc = QdiscSpec::parse(&v, &path, &ctx)?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
-    use crate::experiment::from_toml;
+    use crate::load::from_toml;
     use sojourn_core::qdisc::htb::AddrMatch;
     use sojourn_core::qdisc::QdiscSpec;
     use std::path::Path;

@@ -2,7 +2,8 @@
 //! their mean arrival rate over their active time, closed loops bounded by one per think
 //! time, a fixed number of transactions as given.
 
-use sojourn_experiment::experiment::{from_toml, transfer_count};
+use sojourn_experiment::experiment::transfer_count;
+use sojourn_experiment::from_toml;
 use std::path::Path;
 
 fn transfers(workload: &str, duration: &str) -> f64 {

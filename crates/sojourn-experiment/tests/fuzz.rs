@@ -13,7 +13,7 @@
 use sojourn_core::params::Params;
 use sojourn_core::rng::Rng;
 use sojourn_experiment::dist::{parse_cdf, SizeDist};
-use sojourn_experiment::experiment::from_toml;
+use sojourn_experiment::from_toml;
 use sojourn_experiment::link::parse_trace;
 use sojourn_experiment::toml_text::parse_toml;
 use std::path::{Path, PathBuf};

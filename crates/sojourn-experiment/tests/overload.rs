@@ -3,7 +3,8 @@
 //! without bound, and with them the memory. `allow_overload = true` runs them anyway, and
 //! the memory estimate then counts every arrival as held.
 
-use sojourn_experiment::experiment::{from_toml, held_connections};
+use sojourn_experiment::experiment::held_connections;
+use sojourn_experiment::from_toml;
 use std::path::Path;
 
 fn parse(rate: &str, workloads: &str, duration: &str) -> Result<f64, String> {

@@ -4,3 +4,4 @@
 
 pub use sojourn_experiment::experiment::*;
 pub use sojourn_experiment::link::load_trace;
+pub use sojourn_experiment::load::{from_table, from_toml};
