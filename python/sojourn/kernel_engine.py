@@ -191,7 +191,7 @@ def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] =
                 p = (_isp.host_plan(cfg, node, dev, base, addrs) if isp
                      else _d.plan(cfg, node, dev, device_rate=DEVICE_RATE, base_dir=base))
                 rep = _apply.apply(p, ns)
-                applied[node] = {"device": dev, "tc": p.tc, "nft": p.nft, "table": p.table,
+                applied[node] = {"device": dev, "namespace": ns, "tc": p.tc, "nft": p.nft, "table": p.table,
                                  "nf_conntrack_acct": rep.acct, "link": p.links[0].name}
             else:
                 clock.setdefault("collect", time.monotonic())
