@@ -22,10 +22,6 @@
 # on every exit path. Not run in CI.
 set -euo pipefail
 cd "$(dirname "$0")"
-for tool in ip tc python3; do
-  command -v "$tool" >/dev/null || { echo "htb_oversub.sh: needs $tool" >&2; exit 2; }
-done
-[ "$(id -u)" = 0 ] || { echo "htb_oversub.sh: needs root (network namespaces)" >&2; exit 2; }
 mode=${1:-device}
 case "$mode" in
   device) dev_rate=30mbit; dev_burst=${DEV_BURST:-1514b} ;;
@@ -33,28 +29,7 @@ case "$mode" in
   *) echo "htb_oversub.sh: mode must be device or fast, got '$mode'" >&2; exit 2 ;;
 esac
 warm=${WARM:-2}; meas=${MEAS:-10}
-id=sjo$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
-SND=$id-snd RTR=$id-rtr RCV=$id-rcv
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for n in "$SND" "$RTR" "$RCV"; do ip netns del "$n" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-for n in "$SND" "$RTR" "$RCV"; do ip netns add "$n"; ip -n "$n" link set lo up; done
-ip link add "${id}a" netns "$SND" type veth peer name "${id}b" netns "$RTR"
-ip link add "${id}c" netns "$RTR" type veth peer name "${id}d" netns "$RCV"
-ip -n "$SND" addr add 10.0.1.1/24 dev "${id}a"; ip -n "$RTR" addr add 10.0.1.2/24 dev "${id}b"
-ip -n "$RTR" addr add 10.0.2.1/24 dev "${id}c"; ip -n "$RCV" addr add 10.0.2.2/24 dev "${id}d"
-for pair in "$SND ${id}a" "$RTR ${id}b" "$RTR ${id}c" "$RCV ${id}d"; do
-  set -- $pair
-  ip -n "$1" link set "$2" up
-  ip -n "$1" link set dev "$2" gso_max_segs 1
-done
-ip -n "$SND" route add default via 10.0.1.2; ip -n "$RCV" route add default via 10.0.2.1
-ip netns exec "$RTR" sysctl -qw net.ipv4.ip_forward=1
+. ./router3.sh sjo
 # The receiver drops the datagrams (no socket): the counters that matter are the router's.
 T="ip netns exec $RTR tc"
 D="${id}c"

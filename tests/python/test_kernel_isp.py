@@ -13,33 +13,16 @@ import pytest
 import _local  # noqa: F401  (this worktree's python/sojourn first)
 import sojourn
 from sojourn import kernel_engine, kernel_isp
+from test_isp import LIVE4
 
 ROOT = Path(__file__).resolve().parents[2]
 
 live = pytest.mark.skipif(os.geteuid() != 0, reason="live runs need root and `ip netns` (CI runs as root)")
 
-# 4 subscribers on 10 Mbit/s plans behind 40 Mbit/s, pfifo leaves (this kernel has no
-# fq_codel), one CUBIC download each.
-FOUR = """
-duration = "4s"
-warmup = "1s"
-[topology]
-kind = "isp"
-subscribers = 4
-uplink = { rate = "40Mbit" }
-upstream = { rate = "10Mbit" }
-line = { rate = "100Mbit" }
-plans = [ { down = "10Mbit", up = "2Mbit", share = 1 } ]
-rtt = "20ms"
-leaf = { kind = "pfifo", limit = 100 }
-[transport]
-cc = "cubic"
-[[workload]]
-kind = "bulk"
-between = "servers->subscribers"
-[record]
-interval = "100ms"
-"""
+# test_isp.py's live tree (4 subscribers on 10 Mbit/s plans behind 40 Mbit/s, one CUBIC
+# download each) with pfifo leaves: this kernel has no fq_codel.
+FOUR = LIVE4.replace('leaf = { kind = "fq_codel" }', 'leaf = { kind = "pfifo", limit = 100 }')
+assert FOUR != LIVE4
 
 
 def _cfg(text: str) -> dict:
