@@ -61,6 +61,12 @@ def _refuse(name: str, topo: Mapping[str, Any]) -> None:
         if v is not None and v != 1 and not (key == "sites" and v in ({}, None)):
             raise ConfigError(name, f"topology.{key}", f"the kernel engine runs isp trees with {what}; "
                               f"got {v!r} (use `sojourn emulate` without --kernel)")
+    line = topo.get("line")
+    if isinstance(line, Mapping) and "qdisc" in line:
+        # the subscribers' devices carry the upstream tree: no device is left for the line's
+        raise ConfigError(name, "topology.line.qdisc", "the kernel engine puts the upstream tree on each "
+                          "subscriber's device, which leaves none for the line's discipline "
+                          "(use `sojourn emulate` without --kernel)")
 
 
 def _with_prefix(cfg: dict) -> dict:

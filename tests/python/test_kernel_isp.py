@@ -72,10 +72,12 @@ def test_the_forwarder_runs_the_tree_as_wires():
     ("servers = 2\n", "topology.servers"),
     ("access_routers = 2\n", "topology.access_routers"),
     ("sites = { count = 2, down = \"30Mbit\", up = \"5Mbit\" }\n", "topology.sites"),
+    ("line = { rate = \"100Mbit\", qdisc = \"pfifo\" }\n", "topology.line.qdisc"),
 ])
 def test_isp_shapes_the_kernel_engine_cannot_run_are_one_line(tmp_path, extra, key):
     exp = tmp_path / "e.toml"
-    exp.write_text(FOUR.replace('subscribers = 4\n', 'subscribers = 4\n' + extra))
+    text = FOUR.replace('line = { rate = "100Mbit" }\n', "") if "line" in extra else FOUR
+    exp.write_text(text.replace('subscribers = 4\n', 'subscribers = 4\n' + extra))
     out = tmp_path / "out"
     r = cli("emulate", str(exp), "--kernel", "--out", str(out), "--quiet")
     assert r.returncode == 2, r.stderr
