@@ -18,37 +18,9 @@
 # removed on every exit path. Not run in CI.
 set -euo pipefail
 cd "$(dirname "$0")"
-for tool in ip tc python3; do
-  command -v "$tool" >/dev/null || { echo "htb_shares.sh: needs $tool" >&2; exit 2; }
-done
-[ "$(id -u)" = 0 ] || { echo "htb_shares.sh: needs root (network namespaces)" >&2; exit 2; }
 mode=${1:-both}
 case "$mode" in both|idle) ;; *) echo "htb_shares.sh: mode must be both or idle, got '$mode'" >&2; exit 2;; esac
-id=sjh$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
-SND=$id-snd RTR=$id-rtr RCV=$id-rcv
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for n in "$SND" "$RTR" "$RCV"; do ip netns del "$n" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-for n in "$SND" "$RTR" "$RCV"; do ip netns add "$n"; ip -n "$n" link set lo up; done
-ip link add "${id}a" netns "$SND" type veth peer name "${id}b" netns "$RTR"
-ip link add "${id}c" netns "$RTR" type veth peer name "${id}d" netns "$RCV"
-ip -n "$SND" addr add 10.0.1.1/24 dev "${id}a"; ip -n "$RTR" addr add 10.0.1.2/24 dev "${id}b"
-ip -n "$RTR" addr add 10.0.2.1/24 dev "${id}c"; ip -n "$RCV" addr add 10.0.2.2/24 dev "${id}d"
-for pair in "$SND ${id}a" "$RTR ${id}b" "$RTR ${id}c" "$RCV ${id}d"; do
-  set -- $pair
-  ip -n "$1" link set "$2" up
-  # One MSS per buffer (no GSO super-packets through the router), as the simulator's
-  # packets; ethtool, when installed, turns the offloads off as well.
-  ip -n "$1" link set dev "$2" gso_max_segs 1
-  command -v ethtool >/dev/null && ip netns exec "$1" ethtool -K "$2" tso off gso off gro off >/dev/null 2>&1 || true
-done
-ip -n "$SND" route add default via 10.0.1.2; ip -n "$RCV" route add default via 10.0.2.1
-ip netns exec "$RTR" sysctl -qw net.ipv4.ip_forward=1
+. ./router3.sh sjh
 # The tree, as `sojourn deploy plan` writes it for the experiment (plus port filters).
 T="ip netns exec $RTR tc"
 D="${id}c"

@@ -14,7 +14,8 @@ kernel, before the forwarder.
 
 What the kernel engine cannot do is refused before anything is created, one line naming the
 key: a topology other than a graph whose links all start at hosts (a router's queue would
-have to sit in the forwarder), a host with more than one egress link (one device), and
+have to sit in the forwarder) or an isp tree (python/sojourn/kernel_isp.py moves its trees to
+the hosts' devices), a host with more than one egress link (one device), and
 everything ``deploy plan``/``apply`` refuse (a discipline Linux lacks, a kind this kernel
 lacks, naming the missing module).
 
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Union
 
 from . import deploy as _d
+from . import kernel_isp as _isp
 from .deploy import apply as _apply
 from ._config import ConfigError
 
@@ -61,6 +63,8 @@ def plans(cfg: dict, name: str, base: Union[str, Path]) -> dict[str, _d.Plan]:
     """``{host node: its deploy plan}`` (device placeholder ``eth0``) for every host with an
     egress link; raises :class:`ConfigError` for what the kernel engine cannot run."""
     topo = cfg.get("topology") or {}
+    if _isp.is_isp(cfg):
+        return _isp.plans(cfg, name, base)
     if topo.get("kind", "dumbbell") != "graph":
         raise ConfigError(name, "topology.kind", "the kernel engine puts each link's discipline on the sending "
                           "host's device: use a graph topology whose links all start at hosts (routers' queues would "
@@ -95,6 +99,8 @@ def _plans(cfg: dict, name: str, base, topo: Mapping[str, Any], hosts: list[str]
 def wire_config(cfg: dict) -> dict:
     """The configuration the forwarder runs: every link a fast FIFO wire with the link's
     delay and loss (no classifier: the kernel classifies), no link outputs of its own."""
+    if _isp.is_isp(cfg):
+        return _isp.wire_config(cfg, WIRE_RATE)
     w = copy.deepcopy(cfg)
     wire = {"kind": "pfifo", "limit": 100000}
     for link in (w.get("topology") or {}).get("links") or []:
@@ -172,15 +178,21 @@ def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] =
     applied: dict[str, dict[str, Any]] = {}
     clock: dict[str, float] = {}
 
+    isp = _isp.is_isp(cfg)
+
     def hook(stage: str, hosts: list[tuple[str, str, str]]) -> None:
+        # isp trees: their filters match the subscribers' live addresses (kernel_isp)
+        addrs = ({n: _isp.live_address(ns, dev) for n, ns, dev in hosts if n in ps and n.startswith("sub")}
+                 if isp and stage == "setup" else {})
         for node, ns, dev in hosts:
             if node not in ps:
                 continue
             if stage == "setup":
                 clock.setdefault("setup", time.monotonic())
-                p = _d.plan(cfg, node, dev, device_rate=DEVICE_RATE, base_dir=base)
+                p = (_isp.host_plan(cfg, node, dev, base, addrs) if isp
+                     else _d.plan(cfg, node, dev, device_rate=DEVICE_RATE, base_dir=base))
                 rep = _apply.apply(p, ns)
-                applied[node] = {"device": dev, "tc": p.tc, "nft": p.nft, "table": p.table,
+                applied[node] = {"device": dev, "namespace": ns, "tc": p.tc, "nft": p.nft, "table": p.table,
                                  "nf_conntrack_acct": rep.acct, "link": p.links[0].name}
             else:
                 clock.setdefault("collect", time.monotonic())
@@ -200,14 +212,20 @@ def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] =
             raise EmulateError(f"kernel set-up: {e}") from None
         raise
     wall = time.perf_counter() - t0
+    if isp:  # subscribers.parquet against the file's plans, not the wires' (docs/isp.md)
+        from .isp import attach as _isp_attach
+
+        _isp_attach(res, cfg, base)
     s = res.summary
     s["engine"] = "kernel"
-    m = _d._prepare(cfg, None, base)[2]
+    m = _d._prepare(_isp._with_prefix(cfg) if isp else cfg, None, base)[2]
     # the kernel's counters run from the set-up to the collection: that is their period
     dur = clock.get("collect", 0.0) - clock.get("setup", 0.0)
     links = {}
+    # an isp's downstream tree is on its server's device (kernel_isp): its uplink's counters
+    carrier = {"uplink": next((n for n in applied if n.startswith("server")), None)} if isp else {}
     for lk in m["links"]:
-        a = applied.get(lk["from"])
+        a = applied.get(carrier.get(lk["name"], lk["from"]))
         if a is None or a["link"] != lk["name"]:
             continue
         stats = a.get("tc_stats") or []

@@ -624,3 +624,12 @@ add("isp-addresses-too-few", "toml", ISP.replace("active = 0.5", 'active = 0.5\n
 add("isp-between-on-dumbbell", "toml", BASE_TOML.replace('kind = "bulk"\npair = 1', 'kind = "bulk"\nbetween = "servers->subscribers"'),
     "workload[1].between: only on an isp topology")
 assert 'kind = "bulk"\npair = 1' in BASE_TOML
+
+# --- emulate --kernel on isp trees (docs/isp.md, "The other engines") --------------------
+_KISP = ("{'duration': '1s', 'topology': {'kind': 'isp', 'subscribers': 2, 'uplink': {'rate': '10Mbit'}, "
+         "'plans': [{'down': '5Mbit', 'up': '1Mbit'}]%s}, 'workload': [{'kind': 'bulk', "
+         "'between': 'servers->subscribers'}]}")
+add("isp-kernel-two-servers", "api", "sojourn.emulate(" + _KISP % ", 'servers': 2" + ", kernel=True)",
+    "topology.servers: the kernel engine runs isp trees with one server")
+add("isp-kernel-two-access-routers", "api", "sojourn.emulate(" + _KISP % ", 'access_routers': 2" + ", kernel=True)",
+    "topology.access_routers: the kernel engine runs isp trees with one access router")

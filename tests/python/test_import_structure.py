@@ -146,7 +146,7 @@ FAMILY_ROWS = [
     ("reproductions", ["sojourn.repro"]),
     ("the facade", ["sojourn"]),
     ("analysis", ["sojourn.analysis"]),
-    ("deploy", ["sojourn.deploy", "sojourn.kernel_engine"]),
+    ("deploy", ["sojourn.deploy", "sojourn.kernel_engine", "sojourn.kernel_isp"]),
     ("the API and sweeps", ["sojourn.api", "sojourn.sweeps", "sojourn.cluster", "sojourn.testing", "sojourn.isp"]),
     ("leaves", ["sojourn._config", "sojourn._cli_common", "sojourn.units", "sojourn.disciplines", "sojourn.results", "sojourn._stream",
                 "sojourn._outdir", "sojourn.progress", "sojourn._plots", "sojourn.dists", "sojourn.threshold",
@@ -187,9 +187,9 @@ def test_analysis_runs_no_engine_and_deploy_knows_no_report():
     for src, dsts in g.items():
         if src.startswith("sojourn.analysis"):
             bad = {d for d in dsts if d.split(".")[:2] in (["sojourn", "api"], ["sojourn", "sweeps"], ["sojourn", "cluster"],
-                                                            ["sojourn", "deploy"], ["sojourn", "kernel_engine"], ["sojourn", "cli"])}
+                                                            ["sojourn", "deploy"], ["sojourn", "kernel_engine"], ["sojourn", "kernel_isp"], ["sojourn", "cli"])}
             assert not bad, (src, bad)
-        if src.startswith("sojourn.deploy") or src == "sojourn.kernel_engine":
+        if src.startswith("sojourn.deploy") or src in ("sojourn.kernel_engine", "sojourn.kernel_isp"):
             bad = {d for d in dsts if d.split(".")[:2] in (["sojourn", "analysis"], ["sojourn", "cli"])}
             assert not bad, (src, bad)
 

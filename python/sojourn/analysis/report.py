@@ -33,7 +33,7 @@ def interesting_links(summary: dict) -> list[str]:
     """Links worth showing: those that queued, dropped or were busy more than 1%."""
     out = []
     for name, l in summary["links"].items():
-        if l["drops_total"] > 0 or l["utilisation"] > 0.01 or (l["sojourn_ms"].get("max") or 0) > 0:
+        if l["drops_total"] > 0 or l["utilisation"] > 0.01 or ((l["sojourn_ms"] or {}).get("max") or 0) > 0:
             out.append(name)
     return out or list(summary["links"])[:1]
 
@@ -45,7 +45,7 @@ def links_table(res: Result, names: Iterable[str] | None = None) -> Table:
         t.add_column(c, justify="left" if c in ("link", "qdisc") else "right")
     for name in names or interesting_links(s):
         l = s["links"][name]
-        sj = l["sojourn_ms"]
+        sj = l["sojourn_ms"] or {}
         drops = ", ".join(f"{k} {v}" for k, v in l["drops"].items()) or "0"
         t.add_row(
             name,
@@ -107,7 +107,7 @@ def print_run(res: Result, console: Console | None = None) -> None:
             from rich.markup import escape
 
             console.print(f"[yellow]warning: {escape(em['warning'])}[/yellow]", highlight=False)
-    elif p.get("wall_seconds"):
+    elif p.get("wall_seconds") and "events" in p:  # the kernel engine counts no events
         console.print(
             f"[dim]{p['wall_seconds']:.2f} s wall, {p['events'] / 1e6:.2f} M events "
             f"({p['events_per_second'] / 1e6:.1f} M/s), {p['link_packets_per_second'] / 1e6:.2f} M link-packets/s[/dim]"
@@ -156,7 +156,7 @@ def write_run_report(res: Result, out_dir: Path) -> Path:
              "| link | qdisc | utilisation | throughput | drops | ECN marks | sojourn mean | p99 |", "|---|---|---|---|---|---|---|---|"]
     for n in names:
         l = s["links"][n]
-        sj = l["sojourn_ms"]
+        sj = l["sojourn_ms"] or {}  # null from the kernel engine: no per-packet sojourn
         lines.append(f"| {n} | `{l['qdisc']}` | {100 * l['utilisation']:.1f}% | {_rate(l['throughput_bps'])} | {l['drops_total']} | {l['ecn_marks']} | {_fmt(sj.get('mean'), 2, ' ms')} | {_fmt(sj.get('p99'), 2, ' ms')} |")
     f = s["flows"]
     if f["fct_s"].get("count"):
