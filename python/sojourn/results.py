@@ -315,7 +315,7 @@ def run_row(summary: dict, link: Optional[str] = None) -> dict:
     nan = math.nan
     name = pick_link(summary, link)
     l = summary["links"].get(name, {}) if name else {}
-    sj = l.get("sojourn_ms", {})
+    sj = l.get("sojourn_ms") or {}  # null in the kernel engine
     f = summary.get("flows", {})
     fct = f.get("fct_s", {})
     g = f.get("goodput_bps", {})
@@ -336,7 +336,7 @@ def run_row(summary: dict, link: Optional[str] = None) -> dict:
         "utilisation": num(l, "utilisation"),
         "throughput_bps": num(l, "throughput_bps"),
         "drops": int(l.get("drops_total", 0)),
-        "ecn_marks": int(l.get("ecn_marks", 0)),
+        "ecn_marks": int(l.get("ecn_marks") or 0),  # null in the kernel engine
         "sojourn_mean_ms": num(sj, "mean"),
         "sojourn_p50_ms": num(sj, "p50"),
         "sojourn_p95_ms": num(sj, "p95"),

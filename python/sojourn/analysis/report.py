@@ -33,7 +33,7 @@ def interesting_links(summary: dict) -> list[str]:
     """Links worth showing: those that queued, dropped or were busy more than 1%."""
     out = []
     for name, l in summary["links"].items():
-        if l["drops_total"] > 0 or l["utilisation"] > 0.01 or (l["sojourn_ms"].get("max") or 0) > 0:
+        if l["drops_total"] > 0 or l["utilisation"] > 0.01 or ((l["sojourn_ms"] or {}).get("max") or 0) > 0:
             out.append(name)
     return out or list(summary["links"])[:1]
 
@@ -45,7 +45,7 @@ def links_table(res: Result, names: Iterable[str] | None = None) -> Table:
         t.add_column(c, justify="left" if c in ("link", "qdisc") else "right")
     for name in names or interesting_links(s):
         l = s["links"][name]
-        sj = l["sojourn_ms"]
+        sj = l["sojourn_ms"] or {}  # null in the kernel engine (no per-packet sojourn)
         drops = ", ".join(f"{k} {v}" for k, v in l["drops"].items()) or "0"
         t.add_row(
             name,
@@ -156,7 +156,7 @@ def write_run_report(res: Result, out_dir: Path) -> Path:
              "| link | qdisc | utilisation | throughput | drops | ECN marks | sojourn mean | p99 |", "|---|---|---|---|---|---|---|---|"]
     for n in names:
         l = s["links"][n]
-        sj = l["sojourn_ms"]
+        sj = l["sojourn_ms"] or {}  # null in the kernel engine (no per-packet sojourn)
         lines.append(f"| {n} | `{l['qdisc']}` | {100 * l['utilisation']:.1f}% | {_rate(l['throughput_bps'])} | {l['drops_total']} | {l['ecn_marks']} | {_fmt(sj.get('mean'), 2, ' ms')} | {_fmt(sj.get('p99'), 2, ' ms')} |")
     f = s["flows"]
     if f["fct_s"].get("count"):
