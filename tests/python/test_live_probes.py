@@ -5,8 +5,12 @@ root); the run's namespaces are its own (`sj<hex>-…`) and none is left behind.
 is not expected live: the band against the simulator is stated with each assertion."""
 from __future__ import annotations
 
+import gzip
+import json
 import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -146,3 +150,54 @@ dscp = 46
     assert not p["lost"].any()
     assert p["rtt_ns"].isna().all()
     assert 15e6 <= p["owd_up_ns"].min() and p["owd_up_ns"].median() < 20e6
+
+
+ROOT = Path(__file__).resolve().parents[2]
+RRUL_LIVE = ROOT / "experiments" / "tests" / "rrul-live.toml"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sojourn", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+@live
+def test_rrul_runs_in_the_kernel_engine_with_its_plots_and_flent_export(tmp_path):
+    # The shipped file (a graph whose links start at hosts) with the kernel's pfifo on each
+    # host's device; 6 s keeps the test short.
+    out = tmp_path / "kernel"
+    r = cli("emulate", str(RRUL_LIVE), "--kernel", "--duration", "6s", "--out", str(out), "--quiet")
+    assert r.returncode == 0, r.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["engine"] == "kernel"
+    t = s["tests"]["workload[0]"]
+    # 20 ms of propagation, at most 100 packets queued each way: 100 x 606 us down plus
+    # 100 x 2.42 ms up (1514 B at 20 and 5 Mbit/s) = 323 ms above it.
+    assert 20 <= t["ping_rtt_ms"]["median"] <= 20 + 303
+    assert t["ping_loss"] < 0.15
+    # Each direction's goodput at most its link's rate and at least half of it.
+    assert 10e6 <= t["download_bps"] <= 20e6 and 2.5e6 <= t["upload_bps"] <= 5e6
+    assert {"probes.parquet", "report.html", "experiment.json"} <= {p.name for p in out.iterdir()}
+    html = (out / "report.html").read_text()
+    assert "ping_cdf" in html and "box_totals" in html
+    r = cli("flent", str(out), "-o", str(tmp_path / "k.flent.gz"))
+    assert r.returncode == 0, r.stderr
+    d = json.loads(gzip.open(tmp_path / "k.flent.gz").read())
+    assert d["metadata"]["NAME"] == "rrul"
+    assert sum(v is not None for v in d["results"]["Ping (ms) ICMP"]) >= 20
+
+
+@pytest.mark.parametrize("qdisc,config", [("fq_codel", "CONFIG_NET_SCH_FQ_CODEL"), ("cake", "CONFIG_NET_SCH_CAKE")])
+@live
+def test_rrul_through_a_qdisc_this_kernel_lacks_is_one_line(tmp_path, qdisc, config):
+    from sojourn import deploy
+
+    with deploy.Netns() as ns:
+        if deploy.probe_qdiscs(ns).get(qdisc):
+            pytest.skip(f"this kernel has {qdisc}")
+    out = tmp_path / "out"
+    r = cli("emulate", str(RRUL_LIVE), "--kernel", "--out", str(out), "--quiet",
+            "--set", f'topology.links[0].qdisc="{qdisc}"')
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"no qdisc '{qdisc}'" in lines[0] and config in lines[0], r.stderr
+    assert not out.exists()
