@@ -94,7 +94,7 @@ def test_rrul_live_probes_answered_marks_on_the_wire_and_rtt_near_the_simulator(
     per_flow = p.groupby("flow").size()
     assert len(per_flow) == 4 and (per_flow == 45).all(), per_flow
     assert list(p.columns) == list(sim.probes.columns)
-    # Answered: a drop-tail queue may lose a few (the simulator lost none here).
+    # Answered: a drop-tail queue loses a few (measured 4-5 % in both engines here).
     for mode, g in p.groupby("mode"):
         assert g["lost"].mean() < 0.15, (mode, g["lost"].mean())
     # Nothing is faster than the 20 ms of propagation; the UDP echo splits its round trip

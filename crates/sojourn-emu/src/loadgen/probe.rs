@@ -72,7 +72,12 @@ pub(super) struct Probes(Mutex<Vec<Arc<ProbeFlow>>>);
 
 impl Probes {
     fn find(&self, flow: u32) -> Option<Arc<ProbeFlow>> {
-        self.0.lock().unwrap().iter().find(|p| p.flow == flow).cloned()
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|p| p.flow == flow)
+            .cloned()
     }
 }
 
@@ -135,7 +140,7 @@ pub(super) fn start(
 /// A UDP socket of probe flow `flow` connected to `dst`'s responder, marked `dscp`.
 fn udp_socket(sh: &Shared, flow: u32, src: &Host, dst: Ipv4Addr, dscp: u8) -> io::Result<OwnedFd> {
     let fd = src.ns.socket(libc::SOCK_DGRAM)?;
-    connect_marked(sh, flow, fd, src, dst, dscp, PROBE_PORT, 17)
+    connect_marked(sh, flow, fd, src, dst, dscp, false)
 }
 
 /// An ICMP ping socket of probe flow `flow` in `src`'s namespace. The namespace's
@@ -163,7 +168,7 @@ fn icmp_socket(sh: &Shared, flow: u32, src: &Host, dst: Ipv4Addr, dscp: u8) -> i
     })?;
     // ICMP has no ports: the packet log keys it by addresses and protocol 1, as the
     // simulator does.
-    connect_marked(sh, flow, fd, src, dst, dscp, 0, 1)
+    connect_marked(sh, flow, fd, src, dst, dscp, true)
 }
 
 /// Marks, bounds, binds and connects a probe socket and registers its 5-tuple.
@@ -174,9 +179,9 @@ fn connect_marked(
     src: &Host,
     dst: Ipv4Addr,
     dscp: u8,
-    port: u16,
-    proto: u8,
+    icmp: bool,
 ) -> io::Result<OwnedFd> {
+    let (port, proto) = if icmp { (0, 1) } else { (PROBE_PORT, 17) };
     if dscp != 0 {
         sock::set_tos(&fd, dscp << 2)?;
     }
@@ -185,7 +190,7 @@ fn connect_marked(
     let peer = SocketAddr::new(IpAddr::V4(dst), port);
     sock::connect(&fd, peer)?;
     let mut local = sock::local_addr(&fd)?;
-    if proto == 1 {
+    if icmp {
         local.set_port(0);
     }
     sh.conn_keys.lock().unwrap().push(ConnKey {
@@ -285,7 +290,9 @@ fn answers(sh: &Arc<Shared>, fd: &OwnedFd, pf: &ProbeFlow) {
         };
         if counted && pf.mode == ProbeMode::Icmp {
             // The far kernel answered: its delivery is known here, one probe's data.
-            sh.with_flow(pf.flow, |r| r.delivered_bytes += (n - ICMP_HEADER_BYTES) as u64);
+            sh.with_flow(pf.flow, |r| {
+                r.delivered_bytes += (n - ICMP_HEADER_BYTES) as u64
+            });
         }
     }
 }
