@@ -18,6 +18,8 @@ import pytest
 import sojourn
 from live_experiments import live
 
+ROOT = Path(__file__).resolve().parents[2]
+
 #: rrul through drop-tail FIFOs of 100 packets at 20 Mbit/s down, 5 Mbit/s up, 20 ms base
 #: RTT, 10 s. The FIFOs are `dscp_fifo` below: Linux's pfifo (tail drop at `limit` packets)
 #: that also counts the (protocol, DSCP) of every packet it is offered, i.e. the marks as
@@ -37,30 +39,28 @@ kind = "rrul"
 """
 
 
-class DscpFifo:
-    """pfifo: tail drop at `limit` packets; counts (proto, dscp) per link tag."""
+def _example_fifo() -> type:
+    """examples/disciplines/fifo.py's pfifo."""
+    sys.path.insert(0, str(ROOT / "examples" / "disciplines"))
+    try:
+        from fifo import Fifo
+    finally:
+        sys.path.pop(0)
+    return Fifo
+
+
+class DscpFifo(_example_fifo()):
+    """pfifo (tail drop at `limit` packets) that counts (proto, dscp) per link tag."""
 
     seen: dict[str, Counter] = {}
 
     def __init__(self, rng, limit=100, tag="link"):
-        from collections import deque
-
-        self.limit = limit
-        self.queue = deque()
+        super().__init__(rng, limit)
         self.count = DscpFifo.seen.setdefault(tag, Counter())
 
     def enqueue(self, pkt, now_ns):
         self.count[(pkt.proto, pkt.dscp)] += 1
-        if len(self.queue) >= self.limit:
-            return False
-        self.queue.append(pkt)
-        return True
-
-    def dequeue(self, now_ns):
-        return self.queue.popleft() if self.queue else None
-
-    def __len__(self):
-        return len(self.queue)
+        return super().enqueue(pkt, now_ns)
 
 
 def namespaces() -> set[str]:
@@ -152,7 +152,6 @@ dscp = 46
     assert 15e6 <= p["owd_up_ns"].min() and p["owd_up_ns"].median() < 20e6
 
 
-ROOT = Path(__file__).resolve().parents[2]
 RRUL_LIVE = ROOT / "experiments" / "tests" / "rrul-live.toml"
 
 

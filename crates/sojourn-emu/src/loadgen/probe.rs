@@ -27,7 +27,8 @@ use crate::sock;
 use sojourn_core::Time;
 use sojourn_experiment::probe::{ProbeMode, ProbePlan};
 use sojourn_record::flows::{FlowKind, FlowRecord};
-use sojourn_record::output::{Column, Columns};
+use sojourn_record::probes::ProbeTable;
+use sojourn_record::Columns;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -444,7 +445,7 @@ pub(super) fn columns(probes: &Probes, end: Time) -> Option<Columns> {
         return None;
     }
     let cutoff = end.0.saturating_sub(GRACE_NS);
-    let mut c = TableCols::default();
+    let mut c = ProbeTable::default();
     let mut order: Vec<&Arc<ProbeFlow>> = flows.iter().collect();
     order.sort_by_key(|p| p.flow);
     for pf in order {
@@ -452,144 +453,34 @@ pub(super) fn columns(probes: &Probes, end: Time) -> Option<Columns> {
             if st.sent.0 >= cutoff {
                 break;
             }
-            c.push(pf, seq as u64, st);
+            c.push(
+                pf.flow,
+                pf.workload,
+                pf.mode,
+                seq as u64,
+                st.sent,
+                st.far,
+                st.back,
+            );
         }
     }
     Some(c.finish())
-}
-
-#[derive(Default)]
-struct TableCols {
-    time_s: Vec<f64>,
-    workload: Vec<u32>,
-    flow: Vec<u32>,
-    mode: Vec<String>,
-    seq: Vec<u64>,
-    rtt_ns: Vec<f64>,
-    owd_up_ns: Vec<f64>,
-    owd_down_ns: Vec<f64>,
-    lost: Vec<bool>,
-}
-
-impl TableCols {
-    fn push(&mut self, pf: &ProbeFlow, seq: u64, st: &Stamp) {
-        let span = |a: Option<Time>, b: Option<Time>| match (a, b) {
-            (Some(a), Some(b)) => b.0.saturating_sub(a.0) as f64,
-            _ => f64::NAN,
-        };
-        let sent = Some(st.sent);
-        // Which delays each mode knows, as the simulator's table: ping(8) only the round
-        // trip, irtt all three, a one-way stream its one-way delay.
-        let (rtt, up, down, lost) = match pf.mode {
-            ProbeMode::Icmp => (span(sent, st.back), f64::NAN, f64::NAN, st.back.is_none()),
-            ProbeMode::Udp => (
-                span(sent, st.back),
-                span(sent, st.far),
-                span(st.far, st.back),
-                st.back.is_none(),
-            ),
-            ProbeMode::OneWay => (f64::NAN, span(sent, st.far), f64::NAN, st.far.is_none()),
-        };
-        self.time_s.push(st.sent.as_secs_f64());
-        self.workload.push(pf.workload);
-        self.flow.push(pf.flow);
-        self.mode.push(pf.mode.name().to_string());
-        self.seq.push(seq);
-        self.rtt_ns.push(rtt);
-        self.owd_up_ns.push(up);
-        self.owd_down_ns.push(down);
-        self.lost.push(lost);
-    }
-
-    fn finish(self) -> Columns {
-        Columns(vec![
-            ("time_s".into(), Column::F64(self.time_s)),
-            ("workload".into(), Column::U32(self.workload)),
-            ("flow".into(), Column::U32(self.flow)),
-            ("mode".into(), Column::Str(self.mode)),
-            ("seq".into(), Column::U64(self.seq)),
-            ("rtt_ns".into(), Column::F64(self.rtt_ns)),
-            ("owd_up_ns".into(), Column::F64(self.owd_up_ns)),
-            ("owd_down_ns".into(), Column::F64(self.owd_down_ns)),
-            ("lost".into(), Column::Bool(self.lost)),
-        ])
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn flow(mode: ProbeMode) -> ProbeFlow {
-        ProbeFlow {
-            flow: 3,
-            workload: 1,
-            mode,
-            stamps: Mutex::new(Vec::new()),
-        }
-    }
-
-    #[test]
-    fn udp_echo_row_has_rtt_and_both_one_way_delays() {
-        // Sent at 1 s, at the far end 1.010 s, back at 1.025 s: 25 ms = 10 + 15 ms.
-        let mut c = TableCols::default();
-        let st = Stamp {
-            sent: Time(1_000_000_000),
-            far: Some(Time(1_010_000_000)),
-            back: Some(Time(1_025_000_000)),
-        };
-        c.push(&flow(ProbeMode::Udp), 0, &st);
-        assert_eq!(c.rtt_ns, vec![25_000_000.0]);
-        assert_eq!(c.owd_up_ns, vec![10_000_000.0]);
-        assert_eq!(c.owd_down_ns, vec![15_000_000.0]);
-        assert_eq!(c.lost, vec![false]);
-        assert_eq!(c.mode, vec!["udp".to_string()]);
-    }
-
-    #[test]
-    fn icmp_row_knows_only_the_round_trip_and_unanswered_is_lost() {
-        let mut c = TableCols::default();
-        let answered = Stamp {
-            sent: Time(0),
-            far: None,
-            back: Some(Time(40_000_000)),
-        };
-        let unanswered = Stamp {
-            sent: Time(200_000_000),
-            ..Stamp::default()
-        };
-        c.push(&flow(ProbeMode::Icmp), 0, &answered);
-        c.push(&flow(ProbeMode::Icmp), 1, &unanswered);
-        assert_eq!(c.rtt_ns[0], 40_000_000.0);
-        assert!(c.owd_up_ns[0].is_nan() && c.owd_down_ns[0].is_nan());
-        assert!(c.rtt_ns[1].is_nan());
-        assert_eq!(c.lost, vec![false, true]);
-        assert_eq!(c.time_s, vec![0.0, 0.2]);
-    }
-
-    #[test]
-    fn one_way_row_is_lost_without_an_arrival() {
-        let mut c = TableCols::default();
-        c.push(
-            &flow(ProbeMode::OneWay),
-            0,
-            &Stamp {
-                sent: Time(0),
-                far: Some(Time(7_000_000)),
-                back: None,
-            },
-        );
-        c.push(&flow(ProbeMode::OneWay), 1, &Stamp::default());
-        assert_eq!(c.owd_up_ns[0], 7_000_000.0);
-        assert!(c.rtt_ns[0].is_nan());
-        assert_eq!(c.lost, vec![false, true]);
-    }
-
     #[test]
     fn probes_of_the_last_second_are_left_out() {
         // A 10 s run: a probe sent at 8.8 s is kept, one at 9.0 s is not.
         let p = Probes::default();
-        let f = flow(ProbeMode::Udp);
+        let f = ProbeFlow {
+            flow: 3,
+            workload: 1,
+            mode: ProbeMode::Udp,
+            stamps: Mutex::new(Vec::new()),
+        };
         f.stamps.lock().unwrap().extend([
             Stamp {
                 sent: Time(8_800_000_000),
