@@ -4,8 +4,12 @@
 //! (docs/tests.md; columns in docs/output-schema.md).
 
 use crate::output::{Column, Columns};
-use sojourn_core::Time;
+use sojourn_core::{Duration, Time};
 use sojourn_experiment::probe::ProbeMode;
+
+/// Probes sent during the run's last second are left out of probes.parquet: their answer
+/// may still be on its way at the end, and counting it lost would be wrong.
+pub const PROBE_GRACE: Duration = Duration::from_secs(1);
 
 /// The columns of probes.parquet, filled row by row.
 #[derive(Default)]

@@ -28,9 +28,7 @@ const PROTO_ICMP: u8 = 1;
 /// Bytes of headers inside a probe's frame (Ethernet 14 + IPv4 20 + ICMP/UDP 8).
 const PROBE_HEADER_BYTES: u32 = 42;
 
-/// Probes sent during the run's last second are left out of probes.parquet: their answer
-/// may still be on its way at the end, and counting it lost would be wrong.
-pub const PROBE_GRACE: Duration = Duration::from_secs(1);
+pub use sojourn_record::probes::PROBE_GRACE;
 
 /// One probe: when it was sent, when the far end got it, when its answer came back
 /// (`Time::MAX` = never).

@@ -27,7 +27,7 @@ use crate::sock;
 use sojourn_core::Time;
 use sojourn_experiment::probe::{ProbeMode, ProbePlan};
 use sojourn_record::flows::{FlowKind, FlowRecord};
-use sojourn_record::probes::ProbeTable;
+use sojourn_record::probes::{ProbeTable, PROBE_GRACE};
 use sojourn_record::Columns;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -45,11 +45,8 @@ const UDP_STAMP_BYTES: usize = 29;
 const ICMP_STAMP_BYTES: usize = 20;
 /// ICMP echo header (RFC 792): type, code, checksum, identifier, sequence number.
 const ICMP_HEADER_BYTES: usize = 8;
-const ICMP_ECHO_REQUEST: u8 = 8;
-const ICMP_ECHO_REPLY: u8 = 0;
-/// Probes sent during the run's last second are left out of probes.parquet, as in the
-/// simulator (sojourn-sim probe.rs `PROBE_GRACE`): their answer may still be on its way.
-const GRACE_NS: u64 = 1_000_000_000;
+/// ICMP types (RFC 792): echo request 8, echo reply 0.
+const ICMP_ECHO: [u8; 2] = [8, 0];
 
 /// One probe: send time, far-end time, answer time (`None` = never).
 #[derive(Clone, Copy, Debug, Default)]
@@ -220,7 +217,7 @@ fn prober(sh: &Arc<Shared>, fd: &OwnedFd, pf: &ProbeFlow, q: &ProbePlan, start: 
         let body = if icmp {
             // Type, code; the kernel fills the checksum and the identifier of a ping
             // socket (net/ipv4/ping.c), the 16-bit sequence number is ours.
-            buf[0] = ICMP_ECHO_REQUEST;
+            buf[0] = ICMP_ECHO[0];
             buf[1] = 0;
             buf[6..8].copy_from_slice(&(seq as u16).to_be_bytes());
             &mut buf[ICMP_HEADER_BYTES..]
@@ -263,7 +260,7 @@ fn answers(sh: &Arc<Shared>, fd: &OwnedFd, pf: &ProbeFlow) {
         };
         let now = sh.now();
         let (body, far) = if pf.mode == ProbeMode::Icmp {
-            if n < ICMP_HEADER_BYTES + ICMP_STAMP_BYTES || buf[0] != ICMP_ECHO_REPLY {
+            if n < ICMP_HEADER_BYTES + ICMP_STAMP_BYTES || buf[0] != ICMP_ECHO[1] {
                 continue;
             }
             (&buf[ICMP_HEADER_BYTES..n], None)
@@ -444,7 +441,8 @@ pub(super) fn columns(probes: &Probes, end: Time) -> Option<Columns> {
     if flows.is_empty() {
         return None;
     }
-    let cutoff = end.0.saturating_sub(GRACE_NS);
+    // As in the simulator: the last second's probes may still be on their way.
+    let cutoff = end.0.saturating_sub(PROBE_GRACE.0);
     let mut c = ProbeTable::default();
     let mut order: Vec<&Arc<ProbeFlow>> = flows.iter().collect();
     order.sort_by_key(|p| p.flow);
