@@ -324,12 +324,14 @@ pub(super) fn start_responder(sh: &Arc<Shared>, host: Arc<Host>) -> io::Result<(
             }
             let flow = u32::from_le_bytes(buf[0..4].try_into().unwrap());
             let seq = u64::from_le_bytes(buf[4..12].try_into().unwrap());
+            // Only datagrams of this run's probe flows are counted or answered.
+            let Some(pf) = s.probes.find(flow) else {
+                continue;
+            };
             s.with_flow(flow, |r| r.delivered_bytes += n as u64);
             if buf[28] == 1 {
-                if let Some(pf) = s.probes.find(flow) {
-                    if let Some(st) = pf.stamps.lock().unwrap().get_mut(seq as usize) {
-                        st.far.get_or_insert(now);
-                    }
+                if let Some(st) = pf.stamps.lock().unwrap().get_mut(seq as usize) {
+                    st.far.get_or_insert(now);
                 }
                 continue;
             }
