@@ -306,8 +306,10 @@ def _emulate_staged(source: Source, seed: Optional[int] = None, duration: Option
         raise
     wall = time.perf_counter() - t0
     from .isp import attach as _isp_attach
+    from .live_probes import attach_live
 
     _isp_attach(res, cfg, base)  # subscribers.parquet of an isp topology (docs/isp.md)
+    attach_live(res, cfg)  # probe statistics and named tests' totals (docs/tests.md)
     pkts = sum(l.get("tx_packets", 0) for l in res.summary.get("links", {}).values())
     res.perf = {
         "wall_seconds": wall,

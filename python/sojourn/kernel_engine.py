@@ -253,6 +253,9 @@ def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] =
         "hosts": {node: {k: v for k, v in a.items() if k != "tc_stats"} for node, a in applied.items()},
     }
     res.summary_text = json.dumps(s, indent=2, sort_keys=True) + "\n"
+    from .live_probes import attach_live
+
+    attach_live(res, cfg)  # probe statistics and named tests' totals (docs/tests.md)
     if res.histograms_table is not None:
         res.histograms_table = res.histograms_table.slice(0, 0)
     pkts = sum(l.get("tx_packets", 0) for l in links.values())

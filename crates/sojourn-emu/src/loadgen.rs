@@ -20,6 +20,8 @@
 //!   ssthresh, srtt, pacing rate, in flight, retransmits) when `[record] flows = true`,
 //!   under the simulator's metric names.
 
+mod probe;
+
 pub use crate::plan::kernel_cc;
 use crate::sock::{self, Netns};
 use sojourn_core::rng::Rng;
@@ -75,6 +77,8 @@ struct Conn {
     flow: u32,
     kind: ConnKind,
     cc: &'static str,
+    /// The workload's DSCP: the server marks its end of the connection too.
+    dscp: u8,
     done: Mutex<Option<Time>>,
     cv: Condvar,
 }
@@ -107,6 +111,8 @@ struct Shared {
     /// UDP sources that could not keep to their schedule: (flow, datagrams sent,
     /// datagrams their rate asked for).
     behind: Mutex<Vec<(u32, u64, u64)>>,
+    /// Latency-probe and isochronous flows and their probes.
+    probes: probe::Probes,
 }
 
 impl Shared {
@@ -232,6 +238,8 @@ pub struct LoadResult {
     /// (a source thread that cannot send at its rate on this machine): (flow, datagrams
     /// sent, datagrams the rate asked for up to the run's end).
     pub behind: Vec<(u32, u64, u64)>,
+    /// probes.parquet (the simulator's columns), when the run has probe workloads.
+    pub probes: Option<sojourn_record::Columns>,
 }
 
 /// A running load generator.
@@ -278,6 +286,7 @@ impl Loadgen {
             behind: Mutex::new(Vec::new()),
             error_count: AtomicU64::new(0),
             conn_keys: Mutex::new(Vec::new()),
+            probes: probe::Probes::default(),
         });
         let host = |n: u32| -> io::Result<Arc<Host>> {
             hosts
@@ -288,11 +297,11 @@ impl Loadgen {
         // Servers first, so no connection finds a closed port.
         let mut tcp_dst = Vec::new();
         let mut udp_dst = Vec::new();
+        let mut probe_dst = Vec::new();
         for w in &exp.workloads {
             match w {
                 WorkloadPlan::Udp(u) => udp_dst.extend(u.flows.iter().map(|f| f.1)),
-                // Refused by plan::plan.
-                WorkloadPlan::Probe(_) => {}
+                WorkloadPlan::Probe(q) => probe_dst.extend(probe::responder_nodes(q)),
                 WorkloadPlan::Tcp(t) => match t.kind {
                     TcpKind::Thin { udp: true, .. } => udp_dst.extend(t.flows.iter().map(|f| f.1)),
                     TcpKind::RequestResponse { .. } => {
@@ -307,6 +316,11 @@ impl Loadgen {
         tcp_dst.dedup();
         udp_dst.sort_unstable();
         udp_dst.dedup();
+        probe_dst.sort_unstable();
+        probe_dst.dedup();
+        for n in probe_dst {
+            probe::start_responder(&sh, host(n)?)?;
+        }
         // IPv6 listeners too when a workload runs over IPv6 (`transport.ip = 6`).
         let v6 = exp
             .workloads
@@ -353,6 +367,12 @@ impl Loadgen {
             let s = sh.clone();
             if !spawn(&sh, move || udp_source(&s, &u, flow, &src, dst, rng)) {
                 sh.skipped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        // Probe flows next, in workload order, as the simulator creates them at the start.
+        for w in &exp.workloads {
+            if let WorkloadPlan::Probe(q) = w {
+                probe::start(&sh, q, &host)?;
             }
         }
         for w in &exp.workloads {
@@ -461,6 +481,7 @@ impl Loadgen {
             error_count: self.sh.error_count.load(Ordering::Relaxed),
             behind: self.sh.behind.lock().unwrap().clone(),
             conns: self.sh.conn_keys.lock().unwrap().clone(),
+            probes: probe::columns(&self.sh.probes, self.sh.end),
         }
     }
 }
@@ -533,6 +554,9 @@ fn tcp_connect(
     let res = (|| -> io::Result<(OwnedFd, Arc<Conn>, SocketAddr)> {
         let fd = g.src_host.ns.socket_for(g.cfg.ipv6, libc::SOCK_STREAM)?;
         sock::set_congestion(&fd, kernel_cc(&g.cfg))?;
+        // The mark goes on before connect so the SYN carries it too (and every data
+        // segment and ACK after, as in the simulator).
+        mark(&fd, g.cfg.ipv6, g.cfg.dscp)?;
         // sojourn's `mss` is the payload of a full segment; Linux's TCP_MAXSEG is the MSS
         // before options (tcp_current_mss takes the timestamps option off it), so the
         // option bytes go on top. Only a value other than what the MTU gives is set.
@@ -619,6 +643,7 @@ fn tcp_transfer(sh: &Arc<Shared>, g: &Gen, size: u64) -> Option<Time> {
         flow,
         kind: ConnKind::Sink { size },
         cc: kernel_cc(&g.cfg),
+        dscp: g.cfg.dscp,
         done: Mutex::new(None),
         cv: Condvar::new(),
     };
@@ -665,6 +690,7 @@ fn tcp_transaction(sh: &Arc<Shared>, g: &Gen, request: u64, response: u64) -> Op
             resp_flow,
         },
         cc: kernel_cc(&g.cfg),
+        dscp: g.cfg.dscp,
         done: Mutex::new(None),
         cv: Condvar::new(),
     };
@@ -719,6 +745,7 @@ fn tcp_thin(sh: &Arc<Shared>, g: &Gen, message: u32, interval: &IntervalDist, rn
         flow,
         kind: ConnKind::Sink { size: 0 },
         cc: kernel_cc(&g.cfg),
+        dscp: g.cfg.dscp,
         done: Mutex::new(None),
         cv: Condvar::new(),
     };
@@ -869,7 +896,7 @@ fn start_tcp_server(sh: &Arc<Shared>, host: Arc<Host>, v6: bool) -> io::Result<(
             let conn = sock::from_sockaddr(&addr)
                 .and_then(|peer| s.conns.lock().unwrap().get(&peer).cloned());
             let s2 = s.clone();
-            if !spawn(&s, move || serve(&s2, cfd, conn)) {
+            if !spawn(&s, move || serve(&s2, cfd, conn, v6)) {
                 s.skipped.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -880,12 +907,17 @@ fn start_tcp_server(sh: &Arc<Shared>, host: Arc<Host>, v6: bool) -> io::Result<(
     Ok(())
 }
 
-fn serve(sh: &Arc<Shared>, fd: OwnedFd, conn: Option<Arc<Conn>>) {
+fn serve(sh: &Arc<Shared>, fd: OwnedFd, conn: Option<Arc<Conn>>, v6: bool) {
     let _ = sock::set_timeouts(&fd, POLL);
     let Some(conn) = conn else {
         sh.error("a connection from an unregistered address".into());
         return;
     };
+    // The accepted socket inherits the listener's (unmarked) TOS: the server's ACKs and
+    // responses get the workload's mark here. Its SYN-ACK left before, unmarked.
+    if let Err(e) = mark(&fd, v6, conn.dscp) {
+        sh.error(format!("flow {}: IP_TOS: {e}", conn.flow));
+    }
     let mut buf = vec![0u8; CHUNK];
     let mut got = 0u64;
     let (need, size) = match conn.kind {
@@ -955,6 +987,20 @@ fn serve(sh: &Arc<Shared>, fd: OwnedFd, conn: Option<Arc<Conn>>) {
     }
     if let Ok(ti) = sock::tcp_info(&fd) {
         sh.with_flow(conn.flow, |r| r.pkts_sent += ti.segs_out as u64);
+    }
+}
+
+/// Sets a TCP socket's DSCP (IP_TOS / IPV6_TCLASS = DSCP << 2). Linux keeps the ECN
+/// field of a stream socket under TCP's control whatever the option says
+/// (net/ipv4/ip_sockglue.c), so the ECN bits are left zero here.
+fn mark(fd: &OwnedFd, v6: bool, dscp: u8) -> io::Result<()> {
+    if dscp == 0 {
+        return Ok(());
+    }
+    if v6 {
+        sock::set_tclass(fd, dscp << 2)
+    } else {
+        sock::set_tos(fd, dscp << 2)
     }
 }
 

@@ -373,28 +373,6 @@ fn route_opts(c: &TcpConfig) -> Vec<String> {
 /// Builds the live plan: one host per node that ends a flow. Per-host settings that two
 /// workloads on the same host want differently are refused, naming the later workload.
 pub fn plan(exp: &Experiment, run_id: &str) -> ConfResult<LivePlan> {
-    // Latency probes and isochronous streams have no live load generator yet
-    // (docs/tests.md, "Engines").
-    if let Some(i) = exp
-        .workloads
-        .iter()
-        .position(|w| matches!(w, WorkloadPlan::Probe(_)))
-    {
-        return Err(ConfError::new(
-            format!("workload[{i}].kind"),
-            "ping and isochronous workloads (and the tests made of them) run in the simulator only; emulate has no live probe generator yet",
-        ));
-    }
-    if let Some(i) = exp
-        .workloads
-        .iter()
-        .position(|w| matches!(w, WorkloadPlan::Tcp(t) if t.cfg.dscp != 0))
-    {
-        return Err(ConfError::new(
-            format!("workload[{i}].dscp"),
-            "emulate does not mark TCP connections yet (set IP_TOS): run it in the simulator, or drop dscp",
-        ));
-    }
     let mut host_nodes: Vec<u32> = exp
         .workloads
         .iter()

@@ -998,7 +998,7 @@ fn collect(
     });
     let (timeseries, series_names) = timeseries_columns(ts);
     RunOutput {
-        probes: None,
+        probes: load.probes,
         summary,
         flows: flow_columns(exp, &load.flows, end, fct_from),
         timeseries,

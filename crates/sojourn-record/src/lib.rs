@@ -7,13 +7,15 @@
 //! - [`flows`]: one [`flows::FlowRecord`] per flow (a row of `flows.parquet`);
 //! - [`output`]: the result tables as [`Columns`], summary.json's shared blocks
 //!   (`describe`, `hist_ms`, [`output::FlowSummary`]), [`RunOutput`], the schema version,
-//!   and the [`Chunk`]s a streaming run hands out.
+//!   and the [`Chunk`]s a streaming run hands out;
+//! - [`probes`]: probes.parquet ([`probes::ProbeTable`]).
 //!
 //! The schema is docs/output-schema.md. Nothing here runs an engine or touches a file.
 
 pub mod flows;
 pub mod metrics;
 pub mod output;
+pub mod probes;
 
 pub use output::{Chunk, Column, Columns, RunOutput, SCHEMA_VERSION};
 pub use sojourn_experiment::FctFrom;

@@ -18,7 +18,8 @@ use sojourn_core::packet::{proto, truesize_for, Addr, FlowKey, TransportHeader};
 use sojourn_core::{Duration, Packet, Time};
 use sojourn_experiment::probe::{ProbeMode, ProbePlan};
 use sojourn_record::flows::{FlowKind, FlowRecord};
-use sojourn_record::output::{Column, Columns};
+use sojourn_record::output::Columns;
+use sojourn_record::probes::ProbeTable;
 
 /// IP protocol number of ICMP (RFC 792): fq_codel and the classifiers hash it like any
 /// other protocol; it has no ports.
@@ -27,9 +28,7 @@ const PROTO_ICMP: u8 = 1;
 /// Bytes of headers inside a probe's frame (Ethernet 14 + IPv4 20 + ICMP/UDP 8).
 const PROBE_HEADER_BYTES: u32 = 42;
 
-/// Probes sent during the run's last second are left out of probes.parquet: their answer
-/// may still be on its way at the end, and counting it lost would be wrong.
-pub const PROBE_GRACE: Duration = Duration::from_secs(1);
+pub use sojourn_record::probes::PROBE_GRACE;
 
 /// One probe: when it was sent, when the far end got it, when its answer came back
 /// (`Time::MAX` = never).
@@ -237,7 +236,7 @@ impl Sim {
         }
         sources.sort_by_key(|s| s.0);
         let cutoff = self.end.0.saturating_sub(PROBE_GRACE.0);
-        let mut t = Table::default();
+        let mut t = ProbeTable::default();
         for (flow, s) in sources {
             let rec = self.flows.get(flow);
             let mut recs = s.records.clone();
@@ -254,69 +253,18 @@ impl Sim {
                 if r.sent.0 >= cutoff {
                     break;
                 }
-                t.push(flow, rec.workload, s.mode, seq as u64, r);
+                let at = |t: Time| (t != Time::MAX).then_some(t);
+                t.push(
+                    flow,
+                    rec.workload,
+                    s.mode,
+                    seq as u64,
+                    r.sent,
+                    at(r.far),
+                    at(r.back),
+                );
             }
         }
         Some(t.finish())
-    }
-}
-
-/// The columns of probes.parquet, filled row by row.
-#[derive(Default)]
-struct Table {
-    flow: Vec<u32>,
-    workload: Vec<u32>,
-    mode: Vec<String>,
-    seq: Vec<u64>,
-    time_s: Vec<f64>,
-    rtt_ns: Vec<f64>,
-    owd_up_ns: Vec<f64>,
-    owd_down_ns: Vec<f64>,
-    lost: Vec<bool>,
-}
-
-impl Table {
-    fn push(&mut self, flow: u32, workload: u32, mode: ProbeMode, seq: u64, r: &ProbeRecord) {
-        let gap = |a: Time, b: Time| {
-            if a == Time::MAX || b == Time::MAX {
-                f64::NAN
-            } else {
-                (b.0 - a.0) as f64
-            }
-        };
-        let (rtt, up, down, lost) = match mode {
-            // ping(8) sees only the round trip.
-            ProbeMode::Icmp => (gap(r.sent, r.back), f64::NAN, f64::NAN, r.back == Time::MAX),
-            ProbeMode::Udp => (
-                gap(r.sent, r.back),
-                gap(r.sent, r.far),
-                gap(r.far, r.back),
-                r.back == Time::MAX,
-            ),
-            ProbeMode::OneWay => (f64::NAN, gap(r.sent, r.far), f64::NAN, r.far == Time::MAX),
-        };
-        self.flow.push(flow);
-        self.workload.push(workload);
-        self.mode.push(mode.name().to_string());
-        self.seq.push(seq);
-        self.time_s.push(r.sent.as_secs_f64());
-        self.rtt_ns.push(rtt);
-        self.owd_up_ns.push(up);
-        self.owd_down_ns.push(down);
-        self.lost.push(lost);
-    }
-
-    fn finish(self) -> Columns {
-        Columns(vec![
-            ("time_s".into(), Column::F64(self.time_s)),
-            ("workload".into(), Column::U32(self.workload)),
-            ("flow".into(), Column::U32(self.flow)),
-            ("mode".into(), Column::Str(self.mode)),
-            ("seq".into(), Column::U64(self.seq)),
-            ("rtt_ns".into(), Column::F64(self.rtt_ns)),
-            ("owd_up_ns".into(), Column::F64(self.owd_up_ns)),
-            ("owd_down_ns".into(), Column::F64(self.owd_down_ns)),
-            ("lost".into(), Column::Bool(self.lost)),
-        ])
     }
 }
