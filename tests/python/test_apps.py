@@ -109,5 +109,5 @@ def test_same_file_and_seed_give_identical_outputs(tmp_path, result):
 
 
 def test_load_names_the_new_choices():
-    with pytest.raises(ValueError, match="'apps' or 'app_samples'"):
+    with pytest.raises(ValueError, match="'apps', 'app_samples'"):
         sojourn.load(ROOT, what="nothing")

@@ -151,7 +151,7 @@ FAMILY_ROWS = [
     ("leaves", ["sojourn._config", "sojourn._cli_common", "sojourn.units", "sojourn.disciplines", "sojourn.results", "sojourn._stream",
                 "sojourn._outdir", "sojourn.progress", "sojourn._plots", "sojourn.dists", "sojourn.threshold",
                 "sojourn.mg1sim", "sojourn._engine_info", "sojourn._fingerprint",
-                "sojourn.flent_tests", "sojourn.probes", "sojourn.emodel", "sojourn.wifi"]),
+                "sojourn.flent_tests", "sojourn.probes", "sojourn.emodel", "sojourn.wifi", "sojourn.live_probes"]),
     ("the engine", ["sojourn._engine"]),
 ]
 # The paths the documentation names for two moved modules: the modules themselves.

@@ -45,6 +45,7 @@ PAGES = {
     "age-based.md": "age_based",
     "l4s.md": "l4s",
     "isp.md": "isp",
+    "wifi.md": "wifi",
 }
 
 BEGIN = "<!-- BEGIN GENERATED: {} -->"
