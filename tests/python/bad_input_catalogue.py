@@ -174,6 +174,9 @@ s("workload-entry-string", "workload=[\"cbr\"]", "expected a table")
 s("transport-string", "transport=\"tcp\"", "expected a table")
 s("transport-reader-p99-below-median", "transport.reader_wakeup={dist=\"lognormal\", median=\"1ms\", p99=\"100us\"}", "transport.reader_wakeup.p99: must not be below `median`")
 s("transport-reader-median-zero", "transport.reader_wakeup={dist=\"lognormal\", median=\"0s\", p99=\"1ms\"}", "transport.reader_wakeup.median: must be positive")
+s("transport-reader-pause-string", "transport.reader_pause=\"2ms\"", "transport.reader_pause: expected a table")
+s("transport-reader-pause-no-length", "transport.reader_pause={every=\"2s\"}", "transport.reader_pause.length: required")
+s("transport-reader-pause-zero-every", "transport.reader_pause={every=\"0s\", length=\"1ms\"}", "transport.reader_pause.every: the mean interval must be positive")
 s("record-string", "record=\"all\"", "expected a table")
 
 # --- topology ------------------------------------------------------------------------------

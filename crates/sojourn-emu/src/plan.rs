@@ -267,6 +267,29 @@ pub fn check_transport(exp: &Experiment, available: &[String]) -> ConfResult<()>
                 "the hosts keep the veth's gso_max_size (64 KiB)",
             )?;
         }
+        // The live receiver is a real application: its wake-ups and pauses are the
+        // machine's own (docs/transport.md, "Over 30 s").
+        for (k, set, own) in [
+            (
+                "reader_wakeup",
+                c.reader_wakeup.is_some(),
+                c.reader_wakeup != base.reader_wakeup,
+            ),
+            (
+                "reader_pause",
+                c.reader_pause.is_some(),
+                c.reader_pause != base.reader_pause,
+            ),
+        ] {
+            if set {
+                refuse(
+                    k,
+                    own,
+                    "the receiving application is a real process; its wake-ups and pauses \
+                     are the machine's",
+                )?;
+            }
+        }
     }
     Ok(())
 }
@@ -568,6 +591,12 @@ mod tests {
         let e = exp(&DUMBBELL.replace("pairs = \"all\"", "pairs = \"all\"\nhandshake = false"));
         let err = check_transport(&e, &["cubic".to_string()]).unwrap_err();
         assert_eq!(err.path, "workload[0].handshake");
+        // The receiving application's wake-ups and pauses are the live machine's own.
+        let mut t = DUMBBELL.to_string();
+        t.push_str("\n[transport]\nreader_pause = { every = \"2s\", length = \"1ms\" }\n");
+        let err = check_transport(&exp(&t), &["cubic".to_string()]).unwrap_err();
+        assert_eq!(err.path, "transport.reader_pause");
+        assert!(err.msg.contains("real process"), "{}", err.msg);
         // Accurate ECN: refused with the key and the way out where the kernel refuses
         // net.ipv4.tcp_ecn = 3; accepted where it takes it or cannot be asked.
         let mut t = DUMBBELL.to_string();

@@ -123,6 +123,10 @@ pub struct TcpConfig {
     /// arrives the reader runs and reads it (and Linux sends the every-second-segment ACK
     /// it held back, `tcp_cleanup_rbuf`). `None`: it reads at once.
     pub reader_wakeup: Option<IntervalDist>,
+    /// The receiving application's pauses (`reader_pause`): now and then it is not scheduled
+    /// at all for a while (another task, the hypervisor), and data that arrives meanwhile
+    /// is read, and its ACK sent, when the pause ends. `None`: no pauses.
+    pub reader_pause: Option<Box<ReaderPause>>,
     /// IPv6 instead of IPv4 (`ip = 6`): a 40-byte IP header (RFC 8200 §3) instead of 20,
     /// so the default MSS is MTU − 60 − options (1428 with timestamps at 1500 B).
     pub ipv6: bool,
@@ -171,7 +175,44 @@ impl Default for TcpConfig {
             prague_rtt_scaling: false,
             prague_rtt_target: PRAGUE_RTT_TARGET,
             reader_wakeup: None,
+            reader_pause: None,
         }
+    }
+}
+
+/// Pauses of the receiving application (`reader_pause = { every, length }`): a pause
+/// starts `every` after the previous one ended (a plain duration is the mean of
+/// exponential gaps, i.e. pauses at Poisson times) and lasts `length` (a plain duration is
+/// fixed); either may be a distribution table as `reader_wakeup` takes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReaderPause {
+    pub every: IntervalDist,
+    pub length: IntervalDist,
+}
+
+impl ReaderPause {
+    fn parse(p: &mut Params, key: &str) -> ConfResult<Option<Box<ReaderPause>>> {
+        let path = p.key_path(key);
+        let t = match p.raw(key) {
+            None => return Ok(None),
+            Some(Value::Table(t)) => t.clone(),
+            Some(v) => {
+                return Err(sojourn_core::params::ConfError::new(
+                    path,
+                    format!(
+                        "expected a table {{ every = \"7s\", length = \"2ms\" }}, got {}",
+                        v.type_name()
+                    ),
+                ))
+            }
+        };
+        let mut q = Params::new(path, &t);
+        let every = IntervalDist::parse(&mut q, "every", true)?;
+        let length = IntervalDist::parse(&mut q, "length", false)?;
+        let every = every.ok_or_else(|| q.err("every", "required"))?;
+        let length = length.ok_or_else(|| q.err("length", "required"))?;
+        q.finish()?;
+        Ok(Some(Box::new(ReaderPause { every, length })))
     }
 }
 
@@ -305,6 +346,9 @@ impl TcpConfig {
             } else {
                 IntervalDist::parse(p, "reader_wakeup", false)?
             };
+        }
+        if p.has("reader_pause") {
+            c.reader_pause = ReaderPause::parse(p, "reader_pause")?;
         }
         c.delayed_ack = p.bool("delayed_ack", c.delayed_ack)?;
         c.delack_min = p.duration("delack_min", c.delack_min)?;

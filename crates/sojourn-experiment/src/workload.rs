@@ -42,6 +42,9 @@ pub struct UdpPlan {
 }
 
 /// A parsed workload.
+// One per workload entry, built once at load time and never on the per-packet path, so
+// the size of the TCP variant (its whole TcpConfig) costs nothing worth an indirection.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum WorkloadPlan {
     Udp(UdpPlan),

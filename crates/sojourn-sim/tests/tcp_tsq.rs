@@ -161,6 +161,40 @@ fn a_late_reader_lets_cubic_grow_as_linux_at_normal_priority() {
     assert!((16.0..=19.0).contains(&cwnd), "fixed 136 µs: cwnd {cwnd}");
 }
 
+/// A pause of the receiving application (`reader_pause`, issue 40 §4). Linux 6.18 here
+/// (`bench/linux/cwnd_timeline.sh rt 30`, the set-up above, receiver at real-time
+/// priority; docs/transport.md, "Over 30 s"): the flow is TSQ-limited and never
+/// cwnd-limited until the reader stops for 1–20 ms; no ACK leaves meanwhile (the window's
+/// edge waits for the read), in-flight reaches cwnd, and the window counts as
+/// cwnd-limited: CUBIC then grows cwnd by about half in one round, ×1.41–1.64 over eight
+/// such events (17→24, 24→37, 30→45, 18→28, 28→46, 32→49, 49→74, 74→112), and keeps it.
+#[test]
+fn a_reader_pause_grows_cubic_by_half_as_on_linux() {
+    let pause = r#"gso = false
+        reader_pause = { every = { dist = "fixed", value = "3s" }, length = "2.4ms" }"#;
+    let out = sender_side(FIFO, pause, BULK, "3.9s");
+    let cwnd = series(&out, "flow0", "cwnd_bytes");
+    let at = |t: f64| {
+        cwnd.iter()
+            .rev()
+            .find(|x| x.0 <= t)
+            .map(|x| x.1 / 1448.0)
+            .unwrap()
+    };
+    let (before, after) = (at(2.99), at(3.8));
+    assert!(
+        (16.0..=19.0).contains(&before),
+        "cwnd {before} before the pause"
+    );
+    let grown = after / before;
+    assert!(
+        (1.35..=1.7).contains(&grown),
+        "cwnd {before} -> {after} (x{grown:.2}); Linux x1.41-1.64"
+    );
+    // Between pauses nothing grows: the window is TSQ-limited again.
+    assert!((at(3.4) - after).abs() <= 1.0, "{} vs {after}", at(3.4));
+}
+
 #[test]
 fn without_tsq_the_fifo_fills_and_the_rtt_grows_to_the_buffer() {
     // Per-segment buffers: the pfifo limit counts buffers, and 1000 GSO buffers of 64 KiB

@@ -17,7 +17,7 @@ use sojourn_core::packet::Addr;
 // The settings are the experiment model's (engine-neutral); this module is the machinery.
 pub use sojourn_experiment::dist::{IntervalDist, SizeDist};
 pub use sojourn_experiment::transport::{
-    TcpConfig, ETHERNET_HEADER_BYTES, GSO_MAX_BYTES, IP_TCP_HEADER_BYTES, SERVER_PORT,
+    ReaderPause, TcpConfig, ETHERNET_HEADER_BYTES, GSO_MAX_BYTES, IP_TCP_HEADER_BYTES, SERVER_PORT,
     SYN_FRAME_BYTES, TCP_LIMIT_OUTPUT_BYTES, TIMESTAMP_OPTION_BYTES,
 };
 

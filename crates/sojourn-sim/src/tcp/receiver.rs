@@ -34,39 +34,68 @@
 //! a few milliseconds of data do not limit it).
 
 use super::accecn::AccEcnReceiver;
-use super::{IntervalDist, TcpConfig};
+use super::{IntervalDist, ReaderPause, TcpConfig};
 use crate::endpoint::{packet_tag, Endpoint, Io, Note};
 use sojourn_core::packet::{tcp_flags, FlowKey, SackBlock, TransportHeader};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Duration, Packet, Time};
 
 /// A receiving application that is not running when data arrives: woken by the data,
-/// it reads `wakeup` later (one draw per wake-up), and everything that arrives before
-/// then is read at that time.
+/// it reads `wakeup` later (one draw per wake-up; `None`: at once), and everything that
+/// arrives before then is read at that time. With `pause`, it is now and then not
+/// scheduled at all: a read that falls inside a pause happens when the pause ends.
 #[derive(Clone, Debug)]
 pub struct Reader {
-    wakeup: IntervalDist,
+    wakeup: Option<IntervalDist>,
+    pause: Option<ReaderPause>,
     rng: Rng,
     /// The pending read, if the reader has been woken and has not run yet.
     read_at: Option<Time>,
+    /// The next pause `[start, end)` (drawn when first needed, then one after another).
+    next_pause: Option<(Time, Time)>,
 }
 
 impl Reader {
-    pub fn new(wakeup: IntervalDist, rng: Rng) -> Reader {
+    pub fn new(wakeup: Option<IntervalDist>, pause: Option<ReaderPause>, rng: Rng) -> Reader {
         Reader {
             wakeup,
+            pause,
             rng,
             read_at: None,
+            next_pause: None,
         }
     }
 
     /// When data that arrives at `now` is read: at the pending read, or after a new
-    /// wake-up (plus the end of the delivery batch, as without a latency).
+    /// wake-up (plus the end of the delivery batch, as without a latency), moved to the
+    /// end of a pause that covers it.
     fn read_time(&mut self, now: Time) -> Time {
         match self.read_at {
             Some(t) if t >= now => t,
             _ => {
-                let t = now + BATCH_END + self.wakeup.draw(&mut self.rng);
+                let mut t = now + BATCH_END;
+                if let Some(w) = &self.wakeup {
+                    t += w.draw(&mut self.rng);
+                }
+                if let Some(p) = &self.pause {
+                    // Pauses are drawn after the wake-up, so that a file without pauses
+                    // draws exactly what it drew before `reader_pause` existed.
+                    let (mut start, mut end) = match self.next_pause {
+                        Some(se) => se,
+                        None => {
+                            let s = Time::ZERO + p.every.draw(&mut self.rng);
+                            (s, s + p.length.draw(&mut self.rng))
+                        }
+                    };
+                    while end <= t {
+                        start = end + p.every.draw(&mut self.rng);
+                        end = start + p.length.draw(&mut self.rng);
+                    }
+                    if start <= t {
+                        t = end;
+                    }
+                    self.next_pause = Some((start, end));
+                }
                 self.read_at = Some(t);
                 t
             }
@@ -164,13 +193,16 @@ pub struct TcpReceiver {
 }
 
 impl TcpReceiver {
-    /// The receiving application wakes `cfg.reader_wakeup` after data arrives (drawn from
-    /// `rng`); without one, it reads at once.
+    /// The receiving application wakes `cfg.reader_wakeup` after data arrives and pauses
+    /// as `cfg.reader_pause` says (drawn from `rng`); without either, it reads at once.
     pub fn with_reader(mut self, cfg: &TcpConfig, rng: Rng) -> TcpReceiver {
-        self.reader = cfg
-            .reader_wakeup
-            .clone()
-            .map(|w| Box::new(Reader::new(w, rng)));
+        if cfg.reader_wakeup.is_some() || cfg.reader_pause.is_some() {
+            self.reader = Some(Box::new(Reader::new(
+                cfg.reader_wakeup.clone(),
+                cfg.reader_pause.as_deref().cloned(),
+                rng,
+            )));
+        }
         self
     }
 
@@ -858,6 +890,25 @@ mod tests {
         r.on_packet(&seg(20), &mut h.io(t3));
         r.on_packet(&seg(21), &mut h.io(t3));
         assert_eq!(r.deadline(), Some(t3 + Duration(1_000_001)));
+    }
+
+    #[test]
+    fn a_read_that_falls_in_a_reader_pause_waits_for_its_end() {
+        // Pauses every 1 ms (fixed) of 0.5 ms: [1, 1.5), [2.5, 3), [4, 4.5) ... ms, worked
+        // by hand; a prompt reader otherwise (1 ns after the delivery batch).
+        let ms = |x: f64| Time((x * 1e6) as u64);
+        let pause = ReaderPause {
+            every: IntervalDist::Fixed(Duration::from_ms(1)),
+            length: IntervalDist::Fixed(Duration(500_000)),
+        };
+        let mut r = Reader::new(None, Some(pause), Rng::from_seed(1));
+        assert_eq!(r.read_time(ms(0.2)), ms(0.2) + Duration(1));
+        assert_eq!(r.read_time(ms(1.2)), ms(1.5), "inside [1, 1.5)");
+        assert_eq!(r.read_time(ms(1.6)), ms(1.6) + Duration(1));
+        assert_eq!(r.read_time(ms(2.9)), ms(3.0), "inside [2.5, 3)");
+        // Pauses pass while no data comes: the one at [10, 10.5) still holds this read.
+        assert_eq!(r.read_time(ms(10.4)), ms(10.5));
+        assert_eq!(r.read_time(ms(11.0)), ms(11.0) + Duration(1));
     }
 
     #[test]
