@@ -125,3 +125,21 @@ def test_drr_plan_and_the_kernel_option():
         assert any("CONFIG_NET_SCH_DRR" in m for m in c.missing), c.missing
     elif c.qdiscs.get("drr") is None:
         pytest.skip("kernel not probed: needs root or a readable /proc/config.gz")
+
+
+def test_validate_and_run_print_the_kernels_quantum_warnings(tmp_path):
+    # sch_htb: a class without `quantum` gets rate / r2q bytes (tc's r2q 10), clamped to
+    # [1000, 200000] with "quantum of class %X is big. Consider r2q change." above it:
+    # 1:1 at 100 Mbit/s -> 1,250,000 B, 1:10 at 30 Mbit/s -> 375,000 B, 1:20 at 70 Mbit/s
+    # -> 875,000 B: all three warn, named as tc names them (major << 16 | minor, in hex).
+    import sys
+
+    f = ROOT / "experiments" / "examples" / "htb-linux.toml"
+    r = subprocess.run([sys.executable, "-m", "sojourn", "validate", str(f)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    for cls in ("10001", "10010", "10020"):
+        assert f"link bottleneck: htb: quantum of class {cls} is big. Consider r2q change." in r.stderr, r.stderr
+    # With r2q 100 the quanta are 125,000 / 37,500 / 87,500 B: no warning.
+    r = subprocess.run([sys.executable, "-m", "sojourn", "validate", str(f), "--set",
+                        "topology.bottleneck.qdisc.r2q=100"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and "r2q change" not in r.stderr, r.stderr

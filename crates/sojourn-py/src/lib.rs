@@ -269,6 +269,17 @@ fn validate<'py>(
     }
     d.set_item("links", links)?;
     d.set_item("links_tc", applied)?;
+    // What tc would print when applying the file's HTB trees (`quantum of class 10001 is
+    // big. Consider r2q change.`), one line per class, named by link.
+    let warnings = PyList::empty(py);
+    for l in &exp.links {
+        if let sojourn_core::qdisc::QdiscSpec::Htb(h) = &l.qdisc {
+            for w in h.warnings() {
+                warnings.append(format!("link {}: htb: {w}", l.name))?;
+            }
+        }
+    }
+    d.set_item("warnings", warnings)?;
     d.set_item("workloads", exp.workloads.len())?;
     if let Some(isp) = isp::isp_dict(py, &exp)? {
         d.set_item("isp", isp)?;

@@ -81,6 +81,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         check_cpu(plan, a.experiment, a.allow_long_run)
         if not a.quiet:
             print(f"{a.experiment}: {describe_estimate(plan)}", file=sys.stderr)
+            print_warnings(plan, a.experiment)
         with RunProgress(Path(a.experiment).name, quiet=a.quiet) as prog:
             # The time series and packet log stream into a staging directory in --out while
             # the run proceeds (memory flat for any duration); `write` publishes it at once.
@@ -232,6 +233,17 @@ def cmd_emulate(a: argparse.Namespace) -> int:
     return 0
 
 
+def print_warnings(plan: dict, source: str, shown: int = 5) -> None:
+    """The warnings tc would print applying the file (HTB's quantum/r2q), on stderr: the
+    first ``shown`` and a count of the rest (a 10,000-subscriber tree may have thousands)."""
+    w = plan.get("warnings") or []
+    for line in w[:shown]:
+        print(f"{source}: warning: {line}", file=sys.stderr)
+    if len(w) > shown:
+        print(f"{source}: warning: ... and {len(w) - shown} more like these (give the classes a `quantum` "
+              "or the tree an `r2q`)", file=sys.stderr)
+
+
 def cmd_validate(a: argparse.Namespace) -> int:
     import sojourn
 
@@ -255,6 +267,7 @@ def cmd_validate(a: argparse.Namespace) -> int:
         return _err(str(_set_error(e)))
     print(f"{a.experiment}: ok — {plan['name']!r}, {plan['duration_s']:g} s, {len(plan['nodes'])} nodes, "
           f"{len(plan['links'])} links, {plan['workloads']} workload(s), {describe_estimate(plan)}")
+    print_warnings(plan, a.experiment)
     if plan.get("isp"):
         from ..isp import describe as _isp_describe
 
