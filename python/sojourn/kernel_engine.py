@@ -179,18 +179,26 @@ def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] =
     clock: dict[str, float] = {}
 
     isp = _isp.is_isp(cfg)
+    router: list[_isp.Router] = []
 
     def hook(stage: str, hosts: list[tuple[str, str, str]]) -> None:
-        # isp trees: their filters match the subscribers' live addresses (kernel_isp)
-        addrs = ({n: _isp.live_address(ns, dev) for n, ns, dev in hosts if n in ps and n.startswith("sub")}
-                 if isp and stage == "setup" else {})
+        if isp:  # the trees on the run's router namespace (kernel_isp)
+            if stage == "setup":
+                clock.setdefault("setup", time.monotonic())
+                router.append(_isp.Router(_isp.run_id_of(hosts)))
+                router[0].build(cfg, base, hosts)
+                applied.update(router[0].applied)
+            else:
+                clock.setdefault("collect", time.monotonic())
+                router[0].collect()
+                router[0].delete()
+            return
         for node, ns, dev in hosts:
             if node not in ps:
                 continue
             if stage == "setup":
                 clock.setdefault("setup", time.monotonic())
-                p = (_isp.host_plan(cfg, node, dev, base, addrs) if isp
-                     else _d.plan(cfg, node, dev, device_rate=DEVICE_RATE, base_dir=base))
+                p = _d.plan(cfg, node, dev, device_rate=DEVICE_RATE, base_dir=base)
                 rep = _apply.apply(p, ns)
                 applied[node] = {"device": dev, "namespace": ns, "tc": p.tc, "nft": p.nft, "table": p.table,
                                  "nf_conntrack_acct": rep.acct, "link": p.links[0].name}
@@ -211,6 +219,9 @@ def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] =
         if isinstance(e, (_apply.DeployError, OSError)):
             raise EmulateError(f"kernel set-up: {e}") from None
         raise
+    finally:  # the router namespace goes on every exit path (kernel_isp.Router.delete)
+        for r in router:
+            r.delete()
     wall = time.perf_counter() - t0
     if isp:  # subscribers.parquet against the file's plans, not the wires' (docs/isp.md)
         from .isp import attach as _isp_attach
@@ -222,10 +233,8 @@ def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] =
     # the kernel's counters run from the set-up to the collection: that is their period
     dur = clock.get("collect", 0.0) - clock.get("setup", 0.0)
     links = {}
-    # an isp's downstream tree is on its server's device (kernel_isp): its uplink's counters
-    carrier = {"uplink": next((n for n in applied if n.startswith("server")), None)} if isp else {}
     for lk in m["links"]:
-        a = applied.get(carrier.get(lk["name"], lk["from"]))
+        a = applied.get(lk["from"])
         if a is None or a["link"] != lk["name"]:
             continue
         stats = a.get("tc_stats") or []
