@@ -150,7 +150,7 @@ def _trials(ps: Mapping[str, _d.Plan], name: str) -> None:
         try:
             _apply._trial(p, None)
         except _apply.DeployError as e:
-            raise ConfigError(name, f"node {node!r} (kernel engine)", str(e).replace(" (nothing changed)", "")) from None
+            raise ConfigError(name, f"node {p.node!r} (kernel engine)", str(e).replace(" (nothing changed)", "")) from None
 
 
 def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] = None,
@@ -233,9 +233,10 @@ def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] =
     # the kernel's counters run from the set-up to the collection: that is their period
     dur = clock.get("collect", 0.0) - clock.get("setup", 0.0)
     links = {}
+    by_link = {a["link"]: a for a in applied.values()}
     for lk in m["links"]:
-        a = applied.get(lk["from"])
-        if a is None or a["link"] != lk["name"]:
+        a = by_link.get(lk["name"])
+        if a is None:
             continue
         stats = a.get("tc_stats") or []
         root = next((q for q in stats if q.get("root")), {})

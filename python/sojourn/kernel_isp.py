@@ -100,14 +100,6 @@ def _ip_version(cfg: Mapping[str, Any]) -> tuple[str, Any]:
 
 
 def _refuse(name: str, cfg: Mapping[str, Any]) -> None:
-    topo = cfg.get("topology") or {}
-    k = topo.get("access_routers")
-    if k is not None and k != 1:
-        # K access routers are K pairs of trees, each on its own uplink: the router
-        # namespace has one device towards the forwarder (server0's port), so one pair.
-        raise ConfigError(name, "topology.access_routers", f"the kernel engine's router namespace holds one pair of "
-                          f"trees on one port into the forwarder; got {k!r} access routers "
-                          "(use `sojourn emulate` without --kernel)")
     key, v = _ip_version(cfg)
     if v == 6:
         raise ConfigError(name, key, "the kernel engine's isp router forwards IPv4 and the trees' filters match "
@@ -142,15 +134,16 @@ def _line_qdisc(cfg: Mapping[str, Any]) -> bool:
     return isinstance(line, Mapping) and "qdisc" in line
 
 
-def tree_plan(cfg: dict, router: str, dev: str, base, addresses: Mapping[str, str]) -> _d.Plan:
-    """The plan of ``router``'s tree (``"core"``: downstream, ``"access"``: upstream) on
-    ``dev`` under its device's tbf; ``addresses`` ``{subscriber node: live IPv4}`` replace
-    the planned ones in the filters (empty: the planned ones stay, for the trial)."""
-    link = TREES[router]
+def tree_plan(cfg: dict, node: str, link: str, dev: str, base, addresses: Mapping[str, str]) -> _d.Plan:
+    """The plan of the tree on ``link`` of router ``node`` (``"core"``'s ``uplink``:
+    downstream, ``"access"``'s ``upstream``: upstream; ``uplink<a>``/``access<a>`` with
+    several access routers) on ``dev`` under its device's tbf; ``addresses`` ``{subscriber
+    node: live IPv4}`` replace the planned ones in the filters (empty: the planned ones
+    stay, for the trial)."""
     c = _with_prefix(cfg)
     m = _d._prepare(c, None, base)[2]
     rate = next(lk["rate_bps"] for lk in m["links"] if lk["name"] == link)
-    src = _d.plan(c, router, {link: dev}, base_dir=base)
+    src = _d.plan(c, node, {link: dev}, base_dir=base)
     lp = next(lk for lk in src.links if lk.name == link)
     back = {planned_address(n): a for n, a in addresses.items()}
 
@@ -158,9 +151,19 @@ def tree_plan(cfg: dict, router: str, dev: str, base, addresses: Mapping[str, st
         return _ADDR.sub(lambda mt: f"match ip {mt.group(1)} {back.get(mt.group(2), mt.group(2))}/32", cmd)
 
     tc = _under_device([live(x) for x in lp.tc], dev, rate)
-    p = _d.Plan(experiment=src.experiment, node=router)
+    p = _d.Plan(experiment=src.experiment, node=node)
     p.links.append(_d.LinkPlan(link, lp.to, dev, lp.qdisc, True, tc))
     return p
+
+
+def trees(m: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """``[(access router, its uplink, its upstream)]`` of the expanded model ``m``."""
+    out = []
+    for lk in m["links"]:
+        if lk["from"] == "core" and lk["name"].startswith("uplink"):
+            up = next(u for u in m["links"] if u["from"] == lk["to"] and u["to"] == "core")
+            out.append((lk["to"], lk["name"], up["name"]))
+    return out
 
 
 def line_plan(cfg: dict, node: str, dev: str, base) -> _d.Plan:
@@ -172,17 +175,21 @@ def line_plan(cfg: dict, node: str, dev: str, base) -> _d.Plan:
 
 
 def plans(cfg: dict, name: str, base) -> dict[str, _d.Plan]:
-    """``{node: plan}`` (device placeholder ``eth0``, planned addresses) for the trial: the
-    two trees (nodes ``core`` and ``access``) and, with ``line.qdisc``, each subscriber's
-    line; raises :class:`ConfigError` for an isp file the kernel engine cannot run."""
+    """``{link: plan}`` (device placeholder ``eth0``, planned addresses) for the trial: each
+    access router's two trees (``uplink``, ``upstream``; ``uplink0``… with several) and,
+    with ``line.qdisc``, each subscriber's line (``sub<i>.up``); raises
+    :class:`ConfigError` for an isp file the kernel engine cannot run."""
     _refuse(name, cfg)
     try:
-        out = {r: tree_plan(cfg, r, "eth0", base, {}) for r in TREES}
+        m = _d._prepare(_with_prefix(cfg), None, base)[2]
+        out = {}
+        for acc, down, up in trees(m):
+            out[down] = tree_plan(cfg, "core", down, "eth0", base, {})
+            out[up] = tree_plan(cfg, acc, up, "eth0", base, {})
         if _line_qdisc(cfg):
-            m = _d._prepare(_with_prefix(cfg), None, base)[2]
             for n in m["nodes"]:
                 if _SUB.match(n):
-                    out[n] = line_plan(cfg, n, "eth0", base)
+                    out[f"{n}.up"] = line_plan(cfg, n, "eth0", base)
         return out
     except ConfigError as e:
         if e.file == "<dict>":
@@ -283,54 +290,74 @@ def _sysctl(ns: str, key: str, value: str) -> None:
         raise _apply.DeployError(f"sysctl {key}={value} in {ns}: {r.stderr.strip()}")
 
 
+#: The next hop every route between the run's routers names: each device's own permanent
+#: neighbour entry gives its peer's MAC, so no router needs an address or ARP (a link-local
+#: address, never on a wire of the experiment).
+HOP = "169.254.0.1"
+
+
 class Router:
-    """The run's router namespace (module docstring). :meth:`build` wires it in and applies
-    the trees; :meth:`collect` reads their counters; :meth:`delete` removes it (idempotent:
-    safe on every exit path)."""
+    """The run's router namespaces (module docstring). :meth:`build` wires them in and
+    applies the trees; :meth:`collect` reads their counters; :meth:`delete` removes them
+    (idempotent: safe on every exit path)."""
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         self.ns = f"{run_id}-rt"
         self.fw = f"{run_id}-fw"
-        self.created = False
-        #: ``{node: {device, namespace, tc, link}}`` of every plan applied.
+        #: Namespaces this router created (the core's, then one per access router).
+        self.created: list[str] = []
+        #: ``{link: {device, namespace, tc, link}}`` of every plan applied.
         self.applied: dict[str, dict[str, Any]] = {}
 
     def name(self, role: str) -> str:
         return f"{self.run_id}{role}"[:15]
 
-    def _record(self) -> None:
-        """Appends the router to the run's state file (the live engine's stale-run cleanup
-        deletes every ``netns`` line of a dead run's file)."""
+    def _netns(self, ns: str) -> None:
+        """Creates router namespace ``ns``, first recorded in the run's state file (the
+        live engine's stale-run cleanup deletes every ``netns`` line of a dead run's file)."""
         for d in STATE_DIRS:
             f = Path(d) / f"{self.run_id}.state"
             if f.exists():
                 with open(f, "a") as fh:
-                    fh.write(f"netns {self.ns}\n")
-                return
-
-    def build(self, cfg: dict, base, hosts: list[tuple[str, str, str]]) -> None:
-        """Wires the router between the forwarder and the servers (``hosts``: the live
-        engine's ``(node, namespace, device)``, in its host order) and applies the plans."""
-        index = {n: k for k, (n, _, _) in enumerate(hosts)}
-        servers = [(n, ns, dev) for n, ns, dev in hosts if n.startswith("server")]
-        subs = [(n, ns, dev) for n, ns, dev in hosts if _SUB.match(n)]
-        if not servers:
-            raise _apply.DeployError("no server host: an isp run's workloads end at its servers")
-        self._record()
-        _ip("netns", "add", self.ns)
-        self.created = True
-        _ip("-n", self.ns, "link", "set", "lo", "up")
+                    fh.write(f"netns {ns}\n")
+                break
+        _ip("netns", "add", ns)
+        self.created.append(ns)
+        _ip("-n", ns, "link", "set", "lo", "up")
         # A router: IPv4 forwarding in this namespace only; no reverse-path filter (packets
         # for server k arrive on its port, the route back to their source is server0's);
         # no IPv6, so nothing of its own goes into the links.
         for key, v in (("net.ipv6.conf.all.disable_ipv6", "1"), ("net.ipv6.conf.default.disable_ipv6", "1"),
                        ("net.ipv4.conf.all.rp_filter", "0"), ("net.ipv4.conf.default.rp_filter", "0"),
                        ("net.ipv4.ip_forward", "1")):
-            _sysctl(self.ns, key, v)
+            _sysctl(ns, key, v)
+
+    def _pair(self, a: tuple[str, str], b: tuple[str, str], off: Mapping[str, bool]) -> tuple[str, str]:
+        """A veth pair ``a`` = (namespace, name) ↔ ``b``, offloads ``off`` on both ends, up,
+        each end's next hop :data:`HOP` its peer; returns the two MACs."""
+        _ip("link", "add", a[1], "netns", a[0], "type", "veth", "peer", "name", b[1], "netns", b[0])
+        macs = []
+        for ns, dev in (a, b):
+            offloads(ns, dev, off)
+            _ip("-n", ns, "link", "set", "dev", dev, "up")
+            macs.append(_link(ns, dev)["address"])
+        _ip("-n", a[0], "neigh", "replace", HOP, "lladdr", macs[1], "nud", "permanent", "dev", a[1])
+        _ip("-n", b[0], "neigh", "replace", HOP, "lladdr", macs[0], "nud", "permanent", "dev", b[1])
+        return macs[0], macs[1]
+
+    def build(self, cfg: dict, base, hosts: list[tuple[str, str, str]]) -> None:
+        """Wires the routers between the forwarder and the servers (``hosts``: the live
+        engine's ``(node, namespace, device)``, in its host order) and applies the plans."""
+        index = {n: k for k, (n, _, _) in enumerate(hosts)}
+        servers = [(n, ns, dev) for n, ns, dev in hosts if n.startswith("server")]
+        subs = [(n, ns, dev) for n, ns, dev in hosts if _SUB.match(n)]
+        if not servers:
+            raise _apply.DeployError("no server host: an isp run's workloads end at its servers")
+        self._netns(self.ns)
         lan_ends = []
-        prefix = gateway = None
-        gw_mac = None
+        prefix = gateway = gw_mac = None
+        off: dict[str, bool] = {}
         for node, ns, dev in servers:
             k = index[node]
             port = self.name(f"p{k}")
@@ -368,31 +395,73 @@ class Router:
             _ip("-n", self.ns, "route", "replace", f"{addr}/32", "dev", lan_dev)
         down = self.name(f"u{index[servers[0][0]]}")
         _ip("-n", self.ns, "neigh", "replace", gateway, "lladdr", gw_mac, "nud", "permanent", "dev", down)
-        _ip("-n", self.ns, "route", "replace", prefix, "via", gateway, "dev", down, "onlink")
         addrs = {n: live_address(ns, dev) for n, ns, dev in subs}
-        for router, dev in (("core", down), ("access", lan_dev)):
-            self._apply(router, tree_plan(cfg, router, dev, base, addrs), self.ns, dev)
+        m = _d._prepare(_with_prefix(cfg), None, base)[2]
+        pairs = trees(m)
+        if len(pairs) == 1:
+            # One access router: both trees on this namespace's own devices.
+            _ip("-n", self.ns, "route", "replace", prefix, "via", gateway, "dev", down, "onlink")
+            acc, dl, ul = pairs[0]
+            self._apply(dl, tree_plan(cfg, "core", dl, down, base, addrs), self.ns, down)
+            self._apply(ul, tree_plan(cfg, acc, ul, lan_dev, base, addrs), self.ns, lan_dev)
+        else:
+            self._access_routers(cfg, base, m, pairs, addrs, off, prefix, gateway, down, lan_dev,
+                                 [a for _, a, _ in lan_ends])
         if _line_qdisc(cfg):
             for n, ns, dev in subs:
-                self._apply(n, line_plan(cfg, n, dev, base), ns, dev)
+                self._apply(f"{n}.up", line_plan(cfg, n, dev, base), ns, dev)
 
-    def _apply(self, node: str, p: _d.Plan, ns: str, dev: str) -> None:
+    def _access_routers(self, cfg, base, m, pairs, addrs, off, prefix, gateway, down, lan_dev, server_addrs) -> None:
+        """K access routers: one namespace each (``<run>-a<a>``) between this one's two
+        sides, its downstream tree on its egress back towards the forwarder's side (``dn``)
+        and its upstream tree on its egress towards the servers' side (``up``). This
+        namespace hands each packet to its subscriber's access router and takes it back:
+        downstream by destination (a route per subscriber), upstream by source (a rule per
+        subscriber), and what comes back from an access router by the device it arrives on
+        (a rule per device, tried first), so no packet loops."""
+        of = {lk["from"]: lk["to"] for lk in m["links"] if _SUB.match(lk["from"])}
+        out_table = 100  # what comes back from an access router's downstream side: the forwarder
+        _ip("-n", self.ns, "route", "replace", prefix, "via", gateway, "dev", down, "onlink", "table", str(out_table))
+        for a, (acc, dl, ul) in enumerate(pairs):
+            ns_a = f"{self.run_id}-a{a}"
+            self._netns(ns_a)
+            north, south = self.name(f"n{a}"), self.name(f"s{a}")
+            up_dev, dn_dev = self.name("up"), self.name("dn")
+            self._pair((self.ns, north), (ns_a, up_dev), off)
+            self._pair((self.ns, south), (ns_a, dn_dev), off)
+            # the access router: subscribers (the prefix) down, servers (their /32s) up
+            _ip("-n", ns_a, "route", "replace", prefix, "via", HOP, "dev", dn_dev, "onlink")
+            for addr in server_addrs:
+                _ip("-n", ns_a, "route", "replace", f"{addr}/32", "via", HOP, "dev", up_dev, "onlink")
+            table = str(200 + a)
+            _ip("-n", self.ns, "route", "replace", "default", "via", HOP, "dev", south, "onlink", "table", table)
+            _ip("-n", self.ns, "rule", "add", "iif", north, "lookup", "main", "priority", "100")
+            _ip("-n", self.ns, "rule", "add", "iif", south, "lookup", str(out_table), "priority", "110")
+            for n, addr in addrs.items():
+                if of.get(n) == acc:
+                    _ip("-n", self.ns, "route", "replace", f"{addr}/32", "via", HOP, "dev", north, "onlink")
+                    _ip("-n", self.ns, "rule", "add", "from", f"{addr}/32", "lookup", table, "priority", "200")
+            self._apply(dl, tree_plan(cfg, "core", dl, dn_dev, base, addrs), ns_a, dn_dev)
+            self._apply(ul, tree_plan(cfg, acc, ul, up_dev, base, addrs), ns_a, up_dev)
+
+    def _apply(self, link: str, p: _d.Plan, ns: str, dev: str) -> None:
         _apply.apply(p, ns)
-        self.applied[node] = {"device": dev, "namespace": ns, "tc": p.tc, "nft": p.nft, "table": p.table,
-                              "nf_conntrack_acct": None, "link": p.links[0].name}
+        self.applied[link] = {"node": p.node, "device": dev, "namespace": ns, "tc": p.tc, "nft": p.nft,
+                              "table": p.table, "nf_conntrack_acct": None, "link": link}
 
     def collect(self) -> None:
-        """Each applied plan's ``tc -s qdisc`` counters, into ``applied[node]["tc_stats"]``."""
+        """Each applied plan's ``tc -s qdisc`` counters, into ``applied[link]["tc_stats"]``."""
         for a in self.applied.values():
             r = _apply._tc(a["namespace"], "-s", "-j", "qdisc", "show", "dev", a["device"])
             a["tc_stats"] = json.loads(r.stdout or "[]") if r.returncode == 0 else []
 
     def delete(self) -> None:
-        """Removes the router namespace (its devices, and with them their veth peers in the
-        forwarder's namespace, go with it)."""
-        if self.created and Path("/run/netns", self.ns).exists():
-            _ip("netns", "delete", self.ns)
-        self.created = False
+        """Removes the router namespaces (their devices, and with them their veth peers in
+        the forwarder's namespace, go with them)."""
+        while self.created:
+            ns = self.created.pop()
+            if Path("/run/netns", ns).exists():
+                _ip("netns", "delete", ns)
 
 
 def run_id_of(hosts: list[tuple[str, str, str]]) -> str:

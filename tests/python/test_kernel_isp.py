@@ -42,15 +42,16 @@ def namespaces() -> set[str]:
 def test_the_router_carries_both_trees_under_a_tbf_at_their_link_rates(tmp_path):
     ps = kernel_engine.plans(_cfg(FOUR), "four", tmp_path)
     # no line.qdisc: the two trees only, named by the routers deploy plans them for
-    assert sorted(ps) == ["access", "core"]
-    tc = ps["core"].tc
+    assert sorted(ps) == ["uplink", "upstream"]
+    assert (ps["uplink"].node, ps["upstream"].node) == ("core", "access")
+    tc = ps["uplink"].tc
     # the uplink's device: 40 Mbit/s, a one-packet (1514-B frame) bucket; the tree its child
     assert tc[0] == "tc qdisc replace dev eth0 root handle 9: tbf rate 40000000bit burst 1514b limit 30000"
     assert tc[1].startswith("tc qdisc replace dev eth0 parent 9:1 handle 1: htb")
     assert "classid 1:2 htb rate 10Mbit ceil 10Mbit" in "\n".join(tc)
     assert sum(" u32 match ip dst " in c for c in tc) == 4
     # the upstream: ONE tree for every subscriber (10 Mbit/s root, a source filter each)
-    up = ps["access"].tc
+    up = ps["upstream"].tc
     assert up[0].startswith("tc qdisc replace dev eth0 root handle 9: tbf rate 10000000bit ")
     assert "match ip src 100.64.0.3/32 flowid 1:4" in "\n".join(up)
     assert sum(" u32 match ip src " in c for c in up) == 4
@@ -59,16 +60,16 @@ def test_the_router_carries_both_trees_under_a_tbf_at_their_link_rates(tmp_path)
 def test_a_line_qdisc_goes_on_each_subscribers_own_device(tmp_path):
     text = FOUR.replace('line = { rate = "100Mbit" }', 'line = { rate = "100Mbit", qdisc = { kind = "pfifo", limit = 50 } }')
     ps = kernel_engine.plans(_cfg(text), "four", tmp_path)
-    assert sorted(ps) == ["access", "core", "sub0", "sub1", "sub2", "sub3"]
-    line = ps["sub2"].tc
+    assert sorted(ps) == ["sub0.up", "sub1.up", "sub2.up", "sub3.up", "uplink", "upstream"]
+    line = ps["sub2.up"].tc
+    assert ps["sub2.up"].node == "sub2"
     # the line's rate shaped by htb (a veth has none), the line's discipline under it
-    assert [p.links[0].name for p in ps.values()][2:] == ["sub0.up", "sub1.up", "sub2.up", "sub3.up"]
     assert any("htb rate 100Mbit ceil 100Mbit" in c for c in line), line
     assert line[-1].endswith("pfifo limit 50"), line
 
 
 def test_live_addresses_replace_the_planned_ones(tmp_path):
-    p = kernel_isp.tree_plan(_cfg(FOUR), "core", "vethX", tmp_path, {"sub1": "10.9.8.7"})
+    p = kernel_isp.tree_plan(_cfg(FOUR), "core", "uplink", "vethX", tmp_path, {"sub1": "10.9.8.7"})
     text = "\n".join(p.tc)
     assert "match ip dst 10.9.8.7/32 flowid 1:3" in text  # sub1 holds the second class
     assert "match ip dst 100.64.0.1/32 flowid 1:2" in text  # sub0 not given: as planned
@@ -85,16 +86,10 @@ def test_the_forwarder_runs_the_tree_as_wires():
     assert s == {"count": 2, "rate": "1000Gbit", "up": "1000Gbit"}
 
 
-@pytest.mark.parametrize("extra,key", [
-    ("access_routers = 2\n", "topology.access_routers"),
-    ("[transport]\nip = 6\n", "transport.ip"),
-])
-def test_isp_shapes_the_kernel_engine_cannot_run_are_one_line(tmp_path, extra, key):
+def test_ipv6_is_refused_in_one_line(tmp_path):
     exp = tmp_path / "e.toml"
-    if extra.startswith("[transport]"):
-        text = FOUR.replace('[transport]\n', extra)
-    else:
-        text = FOUR.replace('subscribers = 4\n', 'subscribers = 4\n' + extra)
+    text = FOUR.replace('[transport]\n', "[transport]\nip = 6\n")
+    key = "transport.ip"
     assert text != FOUR
     exp.write_text(text)
     out = tmp_path / "out"
@@ -134,8 +129,9 @@ def _achieved(exp: Path, tmp_path: Path, direction: str):
     sim = sim[sim.direction == direction].set_index("subscriber").achieved_bps
     # nothing left behind: the run's namespaces, its router's among them, are gone
     hosts = res.summary["kernel"]["hosts"]
-    assert hosts["core"]["namespace"].endswith("-rt")
-    assert not {h["namespace"] for h in hosts.values()} & namespaces()
+    run = {h["namespace"].rsplit("-", 1)[0] for h in hosts.values()}
+    assert len(run) == 1 and run.pop().startswith("sj")
+    assert not {n for n in namespaces() for h in hosts.values() if n.startswith(h["namespace"].rsplit("-", 1)[0] + "-")}
     return k, sim, res
 
 
@@ -161,7 +157,8 @@ def test_four_subscribers_get_their_plans_in_the_kernel_as_in_the_simulator(tmp_
     assert s["engine"] == "kernel"
     hosts = s["kernel"]["hosts"]
     # the filters matched the live addresses, not the planned 100.64/10 ones
-    assert not any("100.64." in c for c in hosts["core"]["tc"])
+    assert hosts["uplink"]["namespace"].endswith("-rt") and hosts["uplink"]["node"] == "core"
+    assert not any("100.64." in c for c in hosts["uplink"]["tc"])
     assert s["links"]["uplink"]["kernel_qdiscs"][0] == "tbf 9:"
 
 
@@ -241,6 +238,32 @@ def test_sites_bound_what_their_subscribers_borrow(tmp_path):
     links = res.summary["links"]
     for i in range(3):
         assert links[f"sub{i}.up"]["tx_packets"] > 0 and "pfifo" in " ".join(links[f"sub{i}.up"]["kernel_qdiscs"])
+
+
+# Two access routers (sub0, sub2 on access0; sub1, sub3 on access1), each behind its own
+# 20 Mbit/s uplink; 20 Mbit/s plans, one CUBIC download each.
+ACCESS = FOUR.replace('subscribers = 4\n', 'subscribers = 4\naccess_routers = 2\n').replace(
+    'uplink = { rate = "40Mbit" }', 'uplink = { rate = "20Mbit" }').replace('down = "10Mbit"', 'down = "20Mbit"')
+assert "access_routers = 2" in ACCESS and 'uplink = { rate = "20Mbit" }' in ACCESS
+
+
+@live
+def test_each_access_router_has_its_own_pair_of_trees(tmp_path):
+    exp = tmp_path / "access.toml"
+    exp.write_text(ACCESS)
+    k, sim, res = _achieved(exp, tmp_path, "down")
+    # By hand: each access router's two subscribers share its 20 Mbit/s uplink with equal
+    # quanta: 10 Mbit/s of frames each, 9.56 of payload (one tree for all four would give
+    # 5 each). Band: each in [0.8, 1.05] x 9.56 and within 15 % of the simulator.
+    assert len(k) == 4
+    for sub, bps in k.items():
+        assert 0.80 * 10e6 * PAYLOAD <= bps <= 1.05 * 10e6 * PAYLOAD, (sub, bps)
+        assert abs(bps - sim[sub]) <= 0.15 * sim[sub], (sub, bps, sim[sub])
+    hosts = res.summary["kernel"]["hosts"]
+    # one namespace per access router holds its two trees
+    assert hosts["uplink0"]["namespace"] == hosts["upstream0"]["namespace"] != hosts["uplink1"]["namespace"]
+    assert hosts["uplink1"]["namespace"].endswith("-a1")
+    assert set(res.summary["links"]) >= {"uplink0", "uplink1", "upstream0", "upstream1"}
 
 
 @live
