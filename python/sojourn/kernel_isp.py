@@ -166,11 +166,16 @@ def trees(m: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     return out
 
 
-def line_plan(cfg: dict, node: str, dev: str, base) -> _d.Plan:
-    """Subscriber ``node``'s line (``sub{i}.up``) on its own device: htb at the line's rate
-    with ``line.qdisc`` under it, as the kernel engine shapes any host's link."""
-    p = _d.plan(_with_prefix(cfg), node, {f"{node}.up": dev}, device_rate=DEVICE_RATE, base_dir=base)
-    p.links = [lk for lk in p.links if lk.name == f"{node}.up"]
+def line_plan(cfg: dict, node: str, link: str, dev: str, base) -> _d.Plan:
+    """Subscriber ``node``'s line ``link`` on ``dev``: htb at the line's rate with
+    ``line.qdisc`` under it, as the kernel engine shapes any host's link. ``sub<i>.up``
+    leaves the subscriber (its own device); ``sub<i>.down`` leaves its access router
+    (planned for that node, applied on the subscriber's ingress device)."""
+    c = _with_prefix(cfg)
+    sender = node if link.endswith(".up") else next(
+        lk["from"] for lk in _d._prepare(c, None, base)[2]["links"] if lk["name"] == link)
+    p = _d.plan(c, sender, {link: dev}, device_rate=DEVICE_RATE, base_dir=base)
+    p.links = [lk for lk in p.links if lk.name == link]
     return p
 
 
@@ -189,7 +194,8 @@ def plans(cfg: dict, name: str, base) -> dict[str, _d.Plan]:
         if _line_qdisc(cfg):
             for n in m["nodes"]:
                 if _SUB.match(n):
-                    out[f"{n}.up"] = line_plan(cfg, n, "eth0", base)
+                    for d in ("up", "down"):
+                        out[f"{n}.{d}"] = line_plan(cfg, n, f"{n}.{d}", "eth0", base)
         return out
     except ConfigError as e:
         if e.file == "<dict>":
@@ -409,7 +415,27 @@ class Router:
                                  [a for _, a, _ in lan_ends])
         if _line_qdisc(cfg):
             for n, ns, dev in subs:
-                self._apply(f"{n}.up", line_plan(cfg, n, dev, base), ns, dev)
+                self._lines(cfg, base, n, ns, dev, index[n])
+
+    def _lines(self, cfg, base, node: str, ns: str, dev: str, k: int) -> None:
+        """Subscriber ``node``'s line disciplines: ``sub<i>.up`` on its device's egress;
+        ``sub<i>.down`` (the access router's port towards it) on an IFB device its
+        device's ingress redirects every packet to (``tc`` ingress + ``mirred``): the
+        queue the line's rate forms there, after the forwarder's delay rather than before
+        it (a constant delay in front of a FIFO server does not change its queue)."""
+        self._apply(f"{node}.up", line_plan(cfg, node, f"{node}.up", dev, base), ns, dev)
+        ifb = self.name(f"i{k}")
+        # a veth's queue length (an ifb's is 32): htb takes its direct_qlen from it, and
+        # the plan was tried on a veth
+        _ip("-n", ns, "link", "add", ifb, "txqueuelen", "1000", "type", "ifb")
+        _ip("-n", ns, "link", "set", "dev", ifb, "up")
+        self._apply(f"{node}.down", line_plan(cfg, node, f"{node}.down", ifb, base), ns, ifb)
+        for args in (("qdisc", "add", "dev", dev, "handle", "ffff:", "ingress"),
+                     ("filter", "add", "dev", dev, "parent", "ffff:", "protocol", "all", "prio", "1", "u32",
+                      "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", ifb)):
+            r = _apply._tc(ns, *args)
+            if r.returncode != 0:
+                raise _apply.DeployError(f"tc {' '.join(args)} in {ns}: {r.stderr.strip() or 'failed'}")
 
     def _access_routers(self, cfg, base, m, pairs, addrs, off, prefix, gateway, down, lan_dev, server_addrs) -> None:
         """K access routers: one namespace each (``<run>-a<a>``) between this one's two

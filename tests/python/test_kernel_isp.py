@@ -60,12 +60,13 @@ def test_the_router_carries_both_trees_under_a_tbf_at_their_link_rates(tmp_path)
 def test_a_line_qdisc_goes_on_each_subscribers_own_device(tmp_path):
     text = FOUR.replace('line = { rate = "100Mbit" }', 'line = { rate = "100Mbit", qdisc = { kind = "pfifo", limit = 50 } }')
     ps = kernel_engine.plans(_cfg(text), "four", tmp_path)
-    assert sorted(ps) == ["sub0.up", "sub1.up", "sub2.up", "sub3.up", "uplink", "upstream"]
-    line = ps["sub2.up"].tc
-    assert ps["sub2.up"].node == "sub2"
-    # the line's rate shaped by htb (a veth has none), the line's discipline under it
-    assert any("htb rate 100Mbit ceil 100Mbit" in c for c in line), line
-    assert line[-1].endswith("pfifo limit 50"), line
+    assert sorted(ps) == sorted([f"sub{i}.{d}" for i in range(4) for d in ("up", "down")] + ["uplink", "upstream"])
+    # both directions of the line: the rate shaped by htb (a veth has none), the line's
+    # discipline under it; planned for the node each leaves (the subscriber, its access router)
+    assert (ps["sub2.up"].node, ps["sub2.down"].node) == ("sub2", "access")
+    for line in (ps["sub2.up"].tc, ps["sub2.down"].tc):
+        assert any("htb rate 100Mbit ceil 100Mbit" in c for c in line), line
+        assert line[-1].endswith("pfifo limit 50"), line
 
 
 def test_live_addresses_replace_the_planned_ones(tmp_path):
@@ -234,10 +235,18 @@ def test_sites_bound_what_their_subscribers_borrow(tmp_path):
     for sub, bps in k.items():
         assert 0.90 * hand[sub] <= bps <= 1.05 * hand[sub], (sub, bps)
         assert abs(bps - sim[sub]) <= 0.10 * sim[sub], (sub, bps, sim[sub])
-    # the line's pfifo on each subscriber's device carried its ACKs
+    # the line's pfifo on each subscriber's device carried its ACKs, the one on its IFB
+    # (the access router's port towards it) its download
     links = res.summary["links"]
     for i in range(3):
-        assert links[f"sub{i}.up"]["tx_packets"] > 0 and "pfifo" in " ".join(links[f"sub{i}.up"]["kernel_qdiscs"])
+        for d in ("up", "down"):
+            assert "pfifo" in " ".join(links[f"sub{i}.{d}"]["kernel_qdiscs"])
+        assert links[f"sub{i}.up"]["tx_packets"] > 0
+        # its counters run from the set-up: at least the payload of the 3 measured seconds
+        assert links[f"sub{i}.down"]["tx_bytes"] * 8 >= k[f"sub{i}"] * 3.0
+    hosts = res.summary["kernel"]["hosts"]
+    assert hosts["sub1.down"]["namespace"] == hosts["sub1.up"]["namespace"]
+    assert hosts["sub1.down"]["device"] != hosts["sub1.up"]["device"]  # the IFB, not eth0
 
 
 # Two access routers (sub0, sub2 on access0; sub1, sub3 on access1), each behind its own
