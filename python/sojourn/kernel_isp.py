@@ -11,6 +11,9 @@ only) placed between the forwarder and the servers, where every subscriber packe
                                                            └───────────┘  (bridge <run>br
                                                                           with 2+ servers)
 
+With ``access_routers = K`` each access router gets a namespace of its own
+(``<run id>-a<k>``) holding its pair of trees (:meth:`Router._access_routers`).
+
 At the set-up hook, before the forwarder opens its ports, each server's forwarder-side
 veth end (``<run>p<k>``, in the forwarder's namespace) is renamed ``<run>l<k>`` and moved
 into the router, keeping its MAC (the address the server's static gateway entry names);
@@ -37,9 +40,9 @@ the packet, as a busy link does, so the tree sees the dequeues a link of that ra
 it. Without it, on a veth far faster than the tree, a class with tokens of its own sends
 without asking its parent and an oversubscribed tree leaves faster than its root
 (bench/linux/htb_oversub.sh measured both: docs/isp.md, "Checked against the kernel").
-Forwarded packets lose their socket at the veth (the kernel orphans a packet crossing
-into another namespace), so TCP Small Queues no longer bound a flow's share of its class
-as they did when the tree sat on the sending host.
+TCP Small Queues bound what a socket has queued on its own host; the trees are on the
+router, so they no longer bound a flow's share of its class as they did when the tree sat
+on the sending host (measured: docs/isp.md, "The other engines").
 
 The filters name the subscribers' addresses in ``topology.addresses``; live, every host has
 the private address the live engine gave it, so the plan is made with a scratch prefix and
