@@ -299,3 +299,37 @@ def test_unequal_plans_above_the_uplink_by_hand_and_deterministic(tmp_path):
     down = t[t.direction == "down"].set_index("subscriber").achieved_bps * 1514 / 1472
     assert abs(down["sub0"] - 30e6 * 2 / 134) <= 0.05 * 30e6 * 2 / 134, down
     assert down["sub1"] >= 29.4e6, down
+
+
+@live
+def test_a_killed_run_leaves_its_routers_to_cleanup(tmp_path):
+    # SIGKILL runs no exit path: the router namespaces were recorded in the run's state
+    # file, so `sojourn emulate --cleanup` removes them with the run's own.
+    import signal
+    import time
+
+    exp = tmp_path / "access.toml"
+    exp.write_text(ACCESS)
+    before = namespaces()
+    p = subprocess.Popen([sys.executable, "-m", "sojourn", "emulate", str(exp), "--kernel", "--out",
+                          str(tmp_path / "out"), "--quiet"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        routers: set[str] = set()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            routers = {n for n in namespaces() - before if n.endswith("-a1")}
+            if routers:
+                break
+            time.sleep(0.2)
+        assert len(routers) == 1, "the run never built its access routers"
+        run = routers.pop()[: -len("-a1")]
+        time.sleep(0.5)
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    left = {n for n in namespaces() if n.startswith(run + "-")}
+    assert {f"{run}-rt", f"{run}-a0", f"{run}-a1"} <= left  # SIGKILL ran nothing
+    r = cli("emulate", "--cleanup")
+    assert r.returncode == 0, r.stderr
+    assert not {n for n in namespaces() if n.startswith(run + "-")}, r.stdout
