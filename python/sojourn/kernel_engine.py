@@ -14,8 +14,8 @@ kernel, before the forwarder.
 
 What the kernel engine cannot do is refused before anything is created, one line naming the
 key: a topology other than a graph whose links all start at hosts (a router's queue would
-have to sit in the forwarder) or an isp tree (python/sojourn/kernel_isp.py moves its trees to
-the hosts' devices), a host with more than one egress link (one device), and
+have to sit in the forwarder) or an isp tree (python/sojourn/kernel_isp.py runs its trees on
+router namespaces of the run), a host with more than one egress link (one device), and
 everything ``deploy plan``/``apply`` refuse (a discipline Linux lacks, a kind this kernel
 lacks, naming the missing module).
 

@@ -288,7 +288,8 @@ def offloads(ns: str, dev: str, want: Optional[Mapping[str, bool]] = None) -> di
     """``dev``'s offloads in ``ns`` (set to ``want`` first, if given)."""
     r = _d._run(["ip", "netns", "exec", ns, sys.executable, "-c", _OFFLOADS_PY, dev, json.dumps(dict(want or {}))])
     if r.returncode != 0:
-        raise _apply.DeployError(f"offloads of {dev} in {ns}: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else 'failed'}")
+        why = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "failed"
+        raise _apply.DeployError(f"offloads of {dev} in {ns}: {why}")
     return json.loads(r.stdout)
 
 
