@@ -362,8 +362,16 @@ class Router:
         index = {n: k for k, (n, _, _) in enumerate(hosts)}
         servers = [(n, ns, dev) for n, ns, dev in hosts if n.startswith("server")]
         subs = [(n, ns, dev) for n, ns, dev in hosts if _SUB.match(n)]
-        if not servers:
-            raise _apply.DeployError("no server host: an isp run's workloads end at its servers")
+        if servers:
+            self._router(cfg, base, index, servers, subs)
+        # Without a server among the hosts (flows between subscribers only) no packet
+        # crosses a tree, in the model as here: no router, only the lines.
+        if _line_qdisc(cfg):
+            for n, ns, dev in subs:
+                self._lines(cfg, base, n, ns, dev, index[n])
+
+    def _router(self, cfg, base, index: Mapping[str, int], servers, subs) -> None:
+        """The router namespace between the forwarder and ``servers``, with the trees."""
         self._netns(self.ns)
         lan_ends = []
         prefix = gateway = gw_mac = None
@@ -417,9 +425,6 @@ class Router:
         else:
             self._access_routers(cfg, base, m, pairs, addrs, off, prefix, gateway, down, lan_dev,
                                  [a for _, a, _ in lan_ends])
-        if _line_qdisc(cfg):
-            for n, ns, dev in subs:
-                self._lines(cfg, base, n, ns, dev, index[n])
 
     def _lines(self, cfg, base, node: str, ns: str, dev: str, k: int) -> None:
         """Subscriber ``node``'s line disciplines: ``sub<i>.up`` on its device's egress;

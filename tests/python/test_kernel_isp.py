@@ -118,13 +118,18 @@ def test_a_leaf_this_kernel_lacks_is_refused_naming_its_config_option(tmp_path):
     assert not out.exists()
 
 
+def _write(tmp_path: Path, text: str) -> Path:
+    exp = tmp_path / "e.toml"
+    exp.write_text(text)
+    return exp
+
+
 def _achieved(text: str, tmp_path: Path, direction: str):
     """``text`` run in the kernel and the simulator: (kernel, simulator) achieved payload
     rates by subscriber in ``direction``, and the kernel's result."""
     import pandas as pd
 
-    exp = tmp_path / "e.toml"
-    exp.write_text(text)
+    exp = _write(tmp_path, text)
     res = sojourn.emulate(exp, kernel=True)
     out = res.write(tmp_path / "kernel")
     k = pd.read_parquet(out / "subscribers.parquet")
@@ -333,3 +338,17 @@ def test_a_killed_run_leaves_its_routers_to_cleanup(tmp_path):
     r = cli("emulate", "--cleanup")
     assert r.returncode == 0, r.stderr
     assert not {n for n in namespaces() if n.startswith(run + "-")}, r.stdout
+
+
+@live
+def test_flows_between_subscribers_cross_no_tree(tmp_path):
+    # sub0 -> sub1 goes sub0.up, access, sub1.down in the model: no uplink, no upstream, so
+    # no plan shapes it, only the 100 Mbit/s lines (their pfifo under htb at the line rate):
+    # 95.6 Mbit/s of payload by hand. No server is a host, so the run builds no router.
+    text = SITES.replace('between = "servers->subscribers"', 'from = "sub0"\nto = "sub1"')
+    assert text != SITES
+    res = sojourn.emulate(_write(tmp_path, text), kernel=True)
+    hosts = res.summary["kernel"]["hosts"]
+    assert sorted(hosts) == ["sub0.down", "sub0.up", "sub1.down", "sub1.up"]
+    goodput = res.flows_table.to_pandas().goodput_bps
+    assert len(goodput) == 1 and 0.80 * 100e6 * PAYLOAD <= goodput[0] <= 1.02 * 100e6 * PAYLOAD, goodput
