@@ -32,7 +32,12 @@ so one device leads to all of them):
   device towards the servers (``<run>l0``, or the bridge): every subscriber shares it, as
   on the access router's upstream;
 - **line**: with ``line.qdisc``, each subscriber's own device carries its line's plan
-  (htb at the line rate with the discipline under it), as any kernel-engine host link.
+  (``sub<i>.up``: htb at the line rate with the discipline under it), as any
+  kernel-engine host link, and an IFB its ingress redirects to carries the access
+  router's port towards it (``sub<i>.down``, :meth:`Router._lines`).
+
+Without a server among the hosts (flows between subscribers only, which cross no tree in
+the model) no router is built.
 
 Each tree is the child of a ``tbf`` at its link's rate with a one-packet bucket, the
 device of the uplink (upstream): a tbf dequeues its child only when it has the tokens for
@@ -50,9 +55,11 @@ each ``/32`` is rewritten to the subscriber's address read from its namespace. T
 forwarder's links become wires: every rate (uplink, upstream, lines, plans) far above any
 plan, so no queue forms there and it only adds the delays.
 
-The router namespace is recorded in the run's state file before it is created (so
-``sojourn emulate --cleanup`` removes it after a SIGKILL, as the run's own namespaces) and
-deleted at the collection stage and on every exit path (:meth:`Router.delete`).
+The router namespaces are recorded in the run's state file before they are created (so
+``sojourn emulate --cleanup`` removes them after a SIGKILL, as the run's own namespaces)
+and deleted at the collection stage and on every exit path (:meth:`Router.delete`). The
+root namespace is never touched: every device, route, rule, neighbour entry and sysctl is
+set in a namespace of the run.
 """
 from __future__ import annotations
 
