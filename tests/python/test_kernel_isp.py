@@ -130,7 +130,10 @@ def _achieved(text: str, tmp_path: Path, direction: str):
     import pandas as pd
 
     exp = _write(tmp_path, text)
+    forwarding = Path("/proc/sys/net/ipv4/ip_forward").read_text()
     res = sojourn.emulate(exp, kernel=True)
+    # the root namespace untouched: its forwarding as it was, no device of the run in it
+    assert Path("/proc/sys/net/ipv4/ip_forward").read_text() == forwarding
     out = res.write(tmp_path / "kernel")
     k = pd.read_parquet(out / "subscribers.parquet")
     k = k[k.direction == direction].set_index("subscriber").achieved_bps
@@ -139,8 +142,12 @@ def _achieved(text: str, tmp_path: Path, direction: str):
     # nothing left behind: the run's namespaces, its router's among them, are gone
     hosts = res.summary["kernel"]["hosts"]
     run = {h["namespace"].rsplit("-", 1)[0] for h in hosts.values()}
-    assert len(run) == 1 and run.pop().startswith("sj")
-    assert not {n for n in namespaces() for h in hosts.values() if n.startswith(h["namespace"].rsplit("-", 1)[0] + "-")}
+    assert len(run) == 1
+    run_id = run.pop()
+    assert run_id.startswith("sj")
+    assert not {n for n in namespaces() if n.startswith(run_id + "-")}
+    root = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    assert run_id not in root
     return k, sim, res
 
 
