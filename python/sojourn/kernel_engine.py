@@ -14,8 +14,8 @@ kernel, before the forwarder.
 
 What the kernel engine cannot do is refused before anything is created, one line naming the
 key: a topology other than a graph whose links all start at hosts (a router's queue would
-have to sit in the forwarder) or an isp tree (python/sojourn/kernel_isp.py moves its trees to
-the hosts' devices), a host with more than one egress link (one device), and
+have to sit in the forwarder) or an isp tree (python/sojourn/kernel_isp.py runs its trees on
+router namespaces of the run), a host with more than one egress link (one device), and
 everything ``deploy plan``/``apply`` refuse (a discipline Linux lacks, a kind this kernel
 lacks, naming the missing module).
 
@@ -150,7 +150,7 @@ def _trials(ps: Mapping[str, _d.Plan], name: str) -> None:
         try:
             _apply._trial(p, None)
         except _apply.DeployError as e:
-            raise ConfigError(name, f"node {node!r} (kernel engine)", str(e).replace(" (nothing changed)", "")) from None
+            raise ConfigError(name, f"node {p.node!r} (kernel engine)", str(e).replace(" (nothing changed)", "")) from None
 
 
 def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] = None,
@@ -179,18 +179,26 @@ def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] =
     clock: dict[str, float] = {}
 
     isp = _isp.is_isp(cfg)
+    router: list[_isp.Router] = []
 
     def hook(stage: str, hosts: list[tuple[str, str, str]]) -> None:
-        # isp trees: their filters match the subscribers' live addresses (kernel_isp)
-        addrs = ({n: _isp.live_address(ns, dev) for n, ns, dev in hosts if n in ps and n.startswith("sub")}
-                 if isp and stage == "setup" else {})
+        if isp:  # the trees on the run's router namespace (kernel_isp)
+            if stage == "setup":
+                clock.setdefault("setup", time.monotonic())
+                router.append(_isp.Router(_isp.run_id_of(hosts)))
+                router[0].build(cfg, base, hosts)
+                applied.update(router[0].applied)
+            else:
+                clock.setdefault("collect", time.monotonic())
+                router[0].collect()
+                router[0].delete()
+            return
         for node, ns, dev in hosts:
             if node not in ps:
                 continue
             if stage == "setup":
                 clock.setdefault("setup", time.monotonic())
-                p = (_isp.host_plan(cfg, node, dev, base, addrs) if isp
-                     else _d.plan(cfg, node, dev, device_rate=DEVICE_RATE, base_dir=base))
+                p = _d.plan(cfg, node, dev, device_rate=DEVICE_RATE, base_dir=base)
                 rep = _apply.apply(p, ns)
                 applied[node] = {"device": dev, "namespace": ns, "tc": p.tc, "nft": p.nft, "table": p.table,
                                  "nf_conntrack_acct": rep.acct, "link": p.links[0].name}
@@ -211,6 +219,9 @@ def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] =
         if isinstance(e, (_apply.DeployError, OSError)):
             raise EmulateError(f"kernel set-up: {e}") from None
         raise
+    finally:  # the router namespace goes on every exit path (kernel_isp.Router.delete)
+        for r in router:
+            r.delete()
     wall = time.perf_counter() - t0
     if isp:  # subscribers.parquet against the file's plans, not the wires' (docs/isp.md)
         from .isp import attach as _isp_attach
@@ -222,11 +233,10 @@ def emulate_kernel(source, seed: Optional[int] = None, duration: Optional[str] =
     # the kernel's counters run from the set-up to the collection: that is their period
     dur = clock.get("collect", 0.0) - clock.get("setup", 0.0)
     links = {}
-    # an isp's downstream tree is on its server's device (kernel_isp): its uplink's counters
-    carrier = {"uplink": next((n for n in applied if n.startswith("server")), None)} if isp else {}
+    by_link = {a["link"]: a for a in applied.values()}
     for lk in m["links"]:
-        a = applied.get(carrier.get(lk["name"], lk["from"]))
-        if a is None or a["link"] != lk["name"]:
+        a = by_link.get(lk["name"])
+        if a is None:
             continue
         stats = a.get("tc_stats") or []
         root = next((q for q in stats if q.get("root")), {})

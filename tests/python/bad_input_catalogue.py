@@ -632,7 +632,5 @@ assert 'kind = "bulk"\npair = 1' in BASE_TOML
 _KISP = ("{'duration': '1s', 'topology': {'kind': 'isp', 'subscribers': 2, 'uplink': {'rate': '10Mbit'}, "
          "'plans': [{'down': '5Mbit', 'up': '1Mbit'}]%s}, 'workload': [{'kind': 'bulk', "
          "'between': 'servers->subscribers'}]}")
-add("isp-kernel-two-servers", "api", "sojourn.emulate(" + _KISP % ", 'servers': 2" + ", kernel=True)",
-    "topology.servers: the kernel engine runs isp trees with one server")
-add("isp-kernel-two-access-routers", "api", "sojourn.emulate(" + _KISP % ", 'access_routers': 2" + ", kernel=True)",
-    "topology.access_routers: the kernel engine runs isp trees with one access router")
+add("isp-kernel-ipv6", "api", "sojourn.emulate(" + _KISP[:-1] % "" + ", 'transport': {'ip': 6}}, kernel=True)",
+    "transport.ip: the kernel engine's isp router forwards IPv4")
