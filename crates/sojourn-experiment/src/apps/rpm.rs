@@ -476,6 +476,32 @@ impl Rpm {
         step
     }
 
+    /// The connection a transfer rides on (`AppMachine::connection`): a foreign probe's
+    /// stages share its own connection (its token without the stage bits); a self probe's
+    /// request and response ride on its load connection, in both directions.
+    pub fn connection(&self, token: Token) -> Token {
+        if token & LOAD != 0 {
+            return token;
+        }
+        match token & 7 {
+            S_GET | S_LOADED | S_RESPONSE => self
+                .probes
+                .get((token >> 3) as usize)
+                .map_or(token & !7, |p| p.load),
+            _ => token & !7,
+        }
+    }
+
+    /// A foreign probe's connection carries transfers until its response is in.
+    pub fn keeps(&self, conn: Token) -> bool {
+        if conn & LOAD != 0 {
+            return true;
+        }
+        self.probes
+            .get((conn >> 3) as usize)
+            .is_some_and(|p| p.finished.is_none())
+    }
+
     /// What the engine's socket model needs for a self probe: the lowat, if any.
     pub fn notsent_lowat(&self) -> Option<u64> {
         self.plan.notsent_lowat

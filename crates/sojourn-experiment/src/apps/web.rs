@@ -211,6 +211,17 @@ impl Web {
         step
     }
 
+    /// The connection a request or response rides on: the page's connection it names
+    /// (its token without the object and response bits).
+    pub fn connection(token: Token) -> Token {
+        token & !((0xff_ffff << 8) | RESPONSE)
+    }
+
+    /// A page's connections carry transfers until the page is loaded.
+    pub fn keeps(&self, conn: Token) -> bool {
+        self.loading && conn >> 32 == self.page
+    }
+
     pub fn summary(&self, _end: Time) -> AppSummary {
         let mut v = self.plts_s.clone();
         let [mean, p50, p95, max] = describe(&mut v);
