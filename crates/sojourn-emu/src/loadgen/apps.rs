@@ -236,16 +236,14 @@ fn nonblocking(fd: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
-/// `TCP_NOTSENT_LOWAT` (Linux ≥ 3.12): at most `bytes` unsent bytes before the socket
-/// stops taking writes (and `poll` stops reporting it writable).
-fn set_notsent_lowat(fd: &OwnedFd, bytes: u64) -> io::Result<()> {
-    let v = bytes.min(i32::MAX as u64) as libc::c_int;
+/// An integer `IPPROTO_TCP` option.
+fn set_tcp_int(fd: &OwnedFd, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
     // SAFETY: v is a readable c_int.
     let r = unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
             libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
+            name,
             &v as *const libc::c_int as *const libc::c_void,
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
@@ -254,6 +252,23 @@ fn set_notsent_lowat(fd: &OwnedFd, bytes: u64) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// `TCP_NODELAY`: a small request or response leaves at once even while earlier bytes are
+/// unacknowledged (Nagle's algorithm, RFC 896, off), as HTTP clients and servers set it; with
+/// Nagle on, a message could wait for a delayed ACK (40 ms in Linux).
+fn set_nodelay(fd: &OwnedFd) -> io::Result<()> {
+    set_tcp_int(fd, libc::TCP_NODELAY, 1)
+}
+
+/// `TCP_NOTSENT_LOWAT` (Linux ≥ 3.12): at most `bytes` unsent bytes before the socket
+/// stops taking writes (and `poll` stops reporting it writable).
+fn set_notsent_lowat(fd: &OwnedFd, bytes: u64) -> io::Result<()> {
+    set_tcp_int(
+        fd,
+        libc::TCP_NOTSENT_LOWAT,
+        bytes.min(i32::MAX as u64) as libc::c_int,
+    )
 }
 
 fn so_error(fd: &OwnedFd) -> io::Result<()> {
@@ -481,6 +496,7 @@ impl Loop<'_> {
         let res = (|| -> io::Result<(OwnedFd, SocketAddr)> {
             let fd = e.client.ns.socket_for(v6, libc::SOCK_STREAM)?;
             super::tcp_options(&fd, &e.cfg)?;
+            set_nodelay(&fd)?;
             if let (true, true, Some(l)) = (bulk, up, self.lowat) {
                 set_notsent_lowat(&fd, l)?;
             }
@@ -649,12 +665,15 @@ impl Loop<'_> {
                 continue;
             };
             let cfg = &self.e.cfg;
-            let mut r = sock::set_congestion(&fd, kernel_cc(cfg)).and(mark(&fd, cfg.ipv6, cfg.dscp));
+            let mut r = sock::set_congestion(&fd, kernel_cc(cfg))
+                .and(mark(&fd, cfg.ipv6, cfg.dscp))
+                .and(set_nodelay(&fd));
             if let (Some(false), Some(l)) = (c.load_up, self.lowat) {
                 r = r.and(set_notsent_lowat(&fd, l));
             }
             if let Err(err) = r {
-                self.sh.error(format!("flow {}: server socket: {err}", c.flow));
+                self.sh
+                    .error(format!("flow {}: server socket: {err}", c.flow));
             }
             let fd = Arc::new(fd);
             if c.load_up == Some(false) {

@@ -577,6 +577,81 @@ mod tests {
     use super::*;
     use crate::apps::vocab::Ends;
 
+    /// The connection map a live engine uses (`AppMachine::connection`): a foreign probe's
+    /// four transfers share its connection, which is done once its response is in; a self
+    /// probe's request rides on the load connection its bytes are then appended to.
+    #[test]
+    fn probes_map_onto_their_connections() {
+        let plan = RpmPlan {
+            directions: vec![Direction::Downlink],
+            phase: Duration::from_secs(5),
+            connections: 2,
+            initial_connections: 2,
+            added_per_interval: 1,
+            interval: Duration::from_secs(1),
+            probes_per_second: 1,
+            window: Duration::from_secs(2),
+            trim_percent: 95.0,
+            tls: true,
+            request_bytes: 100,
+            response_bytes: 100,
+            tls_client_bytes: 517,
+            tls_server_bytes: 4000,
+            notsent_lowat: None,
+        };
+        let ends = Ends {
+            server: 0,
+            client: 1,
+            start: Time::ZERO,
+            stop: Time::MAX,
+        };
+        let mut m = Rpm::new(plan, ends, Rng::stream(1, "t", 0));
+        let s = m.wake(Time::ZERO);
+        let tokens: Vec<Token> = s
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Open { token, .. } => Some(*token),
+                _ => None,
+            })
+            .collect();
+        // Two loads, then the foreign probe's ClientHello (probe 0) and the self probe's GET
+        // (probe 1).
+        assert_eq!(tokens.len(), 4);
+        let (loads, foreign, own) = (&tokens[..2], tokens[2], tokens[3]);
+        assert_eq!((foreign, own), (F_CONNECT, 8 | S_GET));
+        for l in loads {
+            assert_eq!(m.connection(*l), *l);
+            assert!(m.keeps(*l));
+        }
+        for stage in [F_CONNECT, F_TLS_SERVER, F_GET, F_RESPONSE] {
+            assert_eq!(m.connection(stage), 0);
+        }
+        let at = |ms| Time::ZERO + Duration::from_ms(ms);
+        let done = |m: &mut Rpm, token, ms| {
+            m.done(Done {
+                token,
+                at: at(ms),
+                connected_at: Some(at(ms)),
+            })
+        };
+        // The self probe's GET is in: its response goes on the load connection it rides on.
+        let s = done(&mut m, own, 20);
+        let Some(Action::Append { load, .. }) = s.actions.first().cloned() else {
+            panic!("{:?}", s.actions)
+        };
+        assert!(loads.contains(&load));
+        assert_eq!(m.connection(own), load);
+        assert_eq!(m.connection(8 | S_LOADED), load);
+        // The foreign probe's connection is kept until its response is in.
+        for (stage, ms) in [(F_CONNECT, 20), (F_TLS_SERVER, 40), (F_GET, 50)] {
+            done(&mut m, stage, ms);
+            assert!(m.keeps(0));
+        }
+        done(&mut m, F_RESPONSE, 60);
+        assert!(!m.keeps(0));
+    }
+
     #[test]
     fn every_probe_type_at_140_ms_is_429_rpm() {
         // The brief's hand-worked truth: 60 s / 0.140 s = 428.571… round trips a minute,

@@ -241,3 +241,19 @@ impl Web {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transfer_rides_on_the_page_connection_its_token_names() {
+        // Page 1, object 3 on connection 2, the response: 1 << 32 | 3 << 8 | 2 << 1 | 1.
+        assert_eq!(Web::connection(0x1_0000_0305), 0x1_0000_0004);
+        // Its request, and another object on the same connection: the same connection.
+        assert_eq!(Web::connection(0x1_0000_0304), 0x1_0000_0004);
+        assert_eq!(Web::connection(0x1_0000_0705), 0x1_0000_0004);
+        // Connection 0 of page 2 is another connection.
+        assert_eq!(Web::connection(0x2_0000_0001), 0x2_0000_0000);
+    }
+}
