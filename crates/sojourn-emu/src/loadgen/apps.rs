@@ -45,9 +45,8 @@ use super::{
 };
 use crate::plan::kernel_cc;
 use crate::sock;
-use serde_json::{json, Map, Value as J};
 use sojourn_core::Time;
-use sojourn_experiment::apps::{Action, AppMachine, AppStep, Body, Done, Number, Token};
+use sojourn_experiment::apps::{Action, AppMachine, AppStep, Body, Done, Token};
 use sojourn_experiment::transport::TcpConfig;
 use sojourn_record::flows::{FlowKind, FlowRecord};
 use std::collections::{HashMap, VecDeque};
@@ -333,32 +332,16 @@ pub(super) fn run(sh: &Arc<Shared>, e: AppEntry, mut m: AppMachine) {
     finish(sh, &e, &m);
 }
 
-/// summary.json's `apps` entry of `e` (the simulator's keys: sojourn-sim apps.rs).
+/// summary.json's `apps` entry of `e` (the simulator's keys).
 fn finish(sh: &Shared, e: &AppEntry, m: &AppMachine) {
-    let mut o = Map::new();
-    o.insert("workload".into(), json!(e.workload));
-    o.insert("kind".into(), json!(m.kind()));
-    o.insert("server".into(), json!(e.server_name));
-    o.insert("client".into(), json!(e.client_name));
-    for (section, values) in m.summary(sh.end).sections {
-        let mut m = Map::new();
-        for (k, v) in values {
-            let v = match v {
-                Number::Count(n) => json!(n),
-                Number::Real(x) => x.map_or(J::Null, |x| json!(x)),
-            };
-            m.insert(k.into(), v);
-        }
-        if section.is_empty() {
-            o.extend(m);
-        } else {
-            o.insert(section.into(), J::Object(m));
-        }
-    }
-    sh.apps
-        .lock()
-        .unwrap()
-        .push((e.workload, e.entry, J::Object(o)));
+    let o = sojourn_record::apps::app_entry(
+        e.workload,
+        m.kind(),
+        &e.server_name,
+        &e.client_name,
+        m.summary(sh.end),
+    );
+    sh.apps.lock().unwrap().push((e.workload, e.entry, o));
 }
 
 impl Loop<'_> {
@@ -575,35 +558,26 @@ impl Loop<'_> {
         let mut who = Vec::new();
         for (slot, c) in self.conns.iter().enumerate() {
             let Some(c) = c else { continue };
-            if let Some(fd) = &c.client {
-                let mut ev = 0;
-                if !c.down_rx.eof {
-                    ev |= libc::POLLIN;
-                }
-                if c.connecting || c.up.pending() {
-                    ev |= libc::POLLOUT;
-                }
+            // Each end reads until end of file and asks to write while it has bytes queued
+            // (the client also while its connect is in progress).
+            let ends = [
+                (
+                    &c.client,
+                    false,
+                    c.down_rx.eof,
+                    c.connecting || c.up.pending(),
+                ),
+                (&c.server, true, c.up_rx.eof, c.down.pending()),
+            ];
+            for (fd, server, eof, out) in ends {
+                let Some(fd) = fd else { continue };
+                let ev = if eof { 0 } else { libc::POLLIN } | if out { libc::POLLOUT } else { 0 };
                 fds.push(libc::pollfd {
                     fd: fd.as_raw_fd(),
                     events: ev,
                     revents: 0,
                 });
-                who.push((slot, false));
-            }
-            if let Some(fd) = &c.server {
-                let mut ev = 0;
-                if !c.up_rx.eof {
-                    ev |= libc::POLLIN;
-                }
-                if c.down.pending() {
-                    ev |= libc::POLLOUT;
-                }
-                fds.push(libc::pollfd {
-                    fd: fd.as_raw_fd(),
-                    events: ev,
-                    revents: 0,
-                });
-                who.push((slot, true));
+                who.push((slot, server));
             }
         }
         let ts = libc::timespec {
@@ -629,11 +603,7 @@ impl Loop<'_> {
             if p.revents == 0 {
                 continue;
             }
-            if server {
-                self.server_ready(slot, p.revents);
-            } else {
-                self.client_ready(slot, p.revents);
-            }
+            self.ready(slot, p.revents, server);
         }
     }
 
@@ -683,14 +653,20 @@ impl Loop<'_> {
         }
     }
 
-    fn client_ready(&mut self, slot: usize, revents: i16) {
+    /// A socket of connection `slot` is ready: the server's end or the client's.
+    fn ready(&mut self, slot: usize, revents: i16, server: bool) {
         let now = self.sh.now();
         let sh = self.sh;
         let Some(c) = self.conns[slot].as_mut() else {
             return;
         };
-        let Some(fd) = c.client.clone() else { return };
-        if c.connecting {
+        let fd = if server {
+            c.server.clone()
+        } else {
+            c.client.clone()
+        };
+        let Some(fd) = fd else { return };
+        if !server && c.connecting {
             if revents & (libc::POLLOUT | libc::POLLERR | libc::POLLHUP) == 0 {
                 return;
             }
@@ -706,45 +682,26 @@ impl Loop<'_> {
                 sh.live.lock().unwrap().push((c.flow, fd.clone()));
             }
         }
-        let main = c.load_up != Some(true);
-        if revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
-            let connected = c.connected_at;
-            if let Err(err) = receive(
-                sh,
-                &fd,
-                &mut c.down_rx,
-                &mut self.buf,
-                &mut self.done,
-                connected,
-                main.then_some(c.flow),
-            ) {
-                sh.error(format!("flow {}: client read: {err}", c.flow));
-                self.close(slot);
-            }
-        }
-    }
-
-    fn server_ready(&mut self, slot: usize, revents: i16) {
-        let sh = self.sh;
-        let Some(c) = self.conns[slot].as_mut() else {
+        if revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) == 0 {
             return;
-        };
-        let Some(fd) = c.server.clone() else { return };
-        if revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
-            let main = c.load_up == Some(true);
-            let connected = c.connected_at;
-            if let Err(err) = receive(
-                sh,
-                &fd,
-                &mut c.up_rx,
-                &mut self.buf,
-                &mut self.done,
-                connected,
-                main.then_some(c.flow),
-            ) {
-                sh.error(format!("flow {}: server read: {err}", c.flow));
-                self.close(slot);
-            }
+        }
+        // This end reads the connection's main direction (its flow record's bytes): the
+        // server an upload load's, the client everything else's.
+        let main = c.load_up.unwrap_or(false) == server;
+        let rx = if server { &mut c.up_rx } else { &mut c.down_rx };
+        let got = receive(
+            sh,
+            &fd,
+            rx,
+            &mut self.buf,
+            &mut self.done,
+            c.connected_at,
+            main.then_some(c.flow),
+        );
+        if let Err(err) = got {
+            let end = if server { "server" } else { "client" };
+            sh.error(format!("flow {}: {end} read: {err}", c.flow));
+            self.close(slot);
         }
     }
 

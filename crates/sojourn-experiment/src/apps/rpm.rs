@@ -577,17 +577,15 @@ mod tests {
     use super::*;
     use crate::apps::vocab::Ends;
 
-    /// The connection map a live engine uses (`AppMachine::connection`): a foreign probe's
-    /// four transfers share its connection, which is done once its response is in; a self
-    /// probe's request rides on the load connection its bytes are then appended to.
-    #[test]
-    fn probes_map_onto_their_connections() {
+    /// A 5-s downlink phase from time zero with MNP `connections`, INP `initial`, INC
+    /// `added` every second, one probe pair a second, the draft's sizes.
+    fn downlink(connections: u32, initial: u32, added: u32) -> Rpm {
         let plan = RpmPlan {
             directions: vec![Direction::Downlink],
             phase: Duration::from_secs(5),
-            connections: 2,
-            initial_connections: 2,
-            added_per_interval: 1,
+            connections,
+            initial_connections: initial,
+            added_per_interval: added,
             interval: Duration::from_secs(1),
             probes_per_second: 1,
             window: Duration::from_secs(2),
@@ -605,7 +603,15 @@ mod tests {
             start: Time::ZERO,
             stop: Time::MAX,
         };
-        let mut m = Rpm::new(plan, ends, Rng::stream(1, "t", 0));
+        Rpm::new(plan, ends, Rng::stream(1, "t", 0))
+    }
+
+    /// The connection map a live engine uses (`AppMachine::connection`): a foreign probe's
+    /// four transfers share its connection, which is done once its response is in; a self
+    /// probe's request rides on the load connection its bytes are then appended to.
+    #[test]
+    fn probes_map_onto_their_connections() {
+        let mut m = downlink(2, 2, 1);
         let s = m.wake(Time::ZERO);
         let tokens: Vec<Token> = s
             .actions
@@ -694,30 +700,7 @@ mod tests {
     /// The draft's ramp ("Final Algorithm"): INP at the start, INC more each ID, up to MNP.
     #[test]
     fn load_connections_ramp_by_inc_every_interval_up_to_mnp() {
-        let plan = RpmPlan {
-            directions: vec![Direction::Downlink],
-            phase: Duration::from_secs(5),
-            connections: 5,
-            initial_connections: 1,
-            added_per_interval: 2,
-            interval: Duration::from_secs(1),
-            probes_per_second: 1,
-            window: Duration::from_secs(2),
-            trim_percent: 95.0,
-            tls: true,
-            request_bytes: 100,
-            response_bytes: 100,
-            tls_client_bytes: 517,
-            tls_server_bytes: 4000,
-            notsent_lowat: None,
-        };
-        let ends = Ends {
-            server: 0,
-            client: 1,
-            start: Time::ZERO,
-            stop: Time::MAX,
-        };
-        let mut m = Rpm::new(plan, ends, Rng::stream(1, "t", 0));
+        let mut m = downlink(5, 1, 2);
         let bulk = |s: &AppStep| {
             s.actions
                 .iter()
