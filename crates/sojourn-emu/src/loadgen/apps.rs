@@ -386,8 +386,10 @@ impl Loop<'_> {
                 ));
             }
         }
-        if step.wake_at.is_some() {
-            *wake = step.wake_at;
+        // The simulator keeps every timer a machine asks for; the earliest one pending is
+        // the next to fire, so the earlier of the two is kept.
+        if let Some(t) = step.wake_at {
+            *wake = Some(wake.map_or(t, |w| w.min(t)));
         }
         for a in step.actions {
             match a {
