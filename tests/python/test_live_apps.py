@@ -5,6 +5,7 @@ simulator. Live runs need root (CI runs as root); each run's namespaces are its 
 is left behind. Live runs are not deterministic: each band is stated with its assertion."""
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -31,7 +32,9 @@ def namespaces() -> set[str]:
 
 def run_live(engine: str, exp: Path, out: Path, overrides=None):
     """One live run in `engine`; checks that it left none of its namespaces (named after its
-    run id; other processes' may come and go meanwhile) and met no socket error."""
+    run id; other processes' may come and go meanwhile), closed every socket it opened in this
+    process, and met no socket error."""
+    fds = len(os.listdir("/proc/self/fd"))
     if engine == "kernel":
         from sojourn.kernel_engine import emulate_kernel
 
@@ -41,6 +44,7 @@ def run_live(engine: str, exp: Path, out: Path, overrides=None):
     s = res.summary
     run_id = s["emulate"]["run_id"]
     assert not [n for n in namespaces() if n.startswith(run_id)]
+    assert len(os.listdir("/proc/self/fd")) == fds
     assert s["emulate"]["socket_errors"] == 0, s["emulate"]["first_socket_errors"]
     return s
 
