@@ -21,30 +21,35 @@ from sojourn.kernel_engine import emulate_kernel
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "experiments" / "tests"
 
+#: (file, engines, the phase's direction for rpm)
 RUNS = [
-    ("web-live.toml", ("simulate", "emulate", "kernel")),
-    ("video-live.toml", ("simulate", "emulate", "kernel")),
-    ("rpm-live.toml", ("simulate", "emulate")),
-    ("rpm-kernel.toml", ("simulate", "emulate", "kernel")),
+    ("web-live.toml", ("simulate", "emulate", "kernel"), None),
+    ("video-live.toml", ("simulate", "emulate", "kernel"), None),
+    ("rpm-live.toml", ("simulate", "emulate"), "downlink"),
+    ("rpm-live.toml", ("simulate", "emulate"), "uplink"),
+    ("rpm-kernel.toml", ("simulate", "emulate", "kernel"), "downlink"),
+    ("rpm-kernel.toml", ("simulate", "kernel"), "uplink"),
 ]
 
 
-def one(engine: str, path: Path, seed: int) -> dict:
+def one(engine: str, path: Path, seed: int, direction) -> dict:
+    o = {"workload[0].directions": direction} if direction else None
     if engine == "simulate":
-        return sojourn.run(path, seed=seed).summary
+        return sojourn.run(path, seed=seed, overrides=o).summary
     if engine == "emulate":
-        return sojourn.emulate(path, seed=seed).summary
-    return emulate_kernel(path, seed=seed).summary
+        return sojourn.emulate(path, seed=seed, overrides=o).summary
+    return emulate_kernel(path, seed=seed, overrides=o).summary
 
 
-def row(name: str, engine: str, a: dict) -> str:
+def row(name: str, engine: str, a: dict, direction) -> str:
     if a["kind"] == "web":
         return (f"| {name} | {engine} | {a['pages']} pages | PLT p50 {a['plt_p50_s'] * 1e3:.1f} ms, "
                 f"mean {a['plt_mean_s'] * 1e3:.1f} ms, max {a['plt_max_s'] * 1e3:.1f} ms |")
     if a["kind"] == "video":
         return (f"| {name} | {engine} | {a['segments']} segments | mean {a['mean_bitrate_bps'] / 1e6:.2f} Mbit/s, "
                 f"{a['switches']} switches, {a['stalls']} stalls, startup {a['startup_delay_s'] * 1e3:.0f} ms |")
-    d = a["downlink"]
+    d = a[direction]
+    name = f"{name} {direction}"
 
     def ms(k: str) -> str:
         return "—" if d[k] is None else f"{d[k]:.1f}"
@@ -61,10 +66,10 @@ def main() -> None:
     t0 = time.perf_counter()
     print("| file | engine | measured | numbers |")
     print("|---|---|---|---|")
-    for name, engines in RUNS:
+    for name, engines, direction in RUNS:
         for engine in engines:
-            s = one(engine, TESTS / name, a.seed)
-            print(row(name, engine, s["apps"][0]), flush=True)
+            s = one(engine, TESTS / name, a.seed, direction)
+            print(row(name, engine, s["apps"][0], direction), flush=True)
     print(f"\n({time.perf_counter() - t0:.0f} s wall)")
 
 

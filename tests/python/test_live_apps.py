@@ -129,6 +129,25 @@ def test_rpm_through_a_full_router_fifo_is_sixty_over_the_loaded_rtt(tmp_path):
 
 
 @live
+def test_rpm_uplink_through_a_full_router_fifo(tmp_path):
+    # The uplink phase: the client's loads fill the upstream pfifo 200 (10 Mbit/s, as the
+    # downstream): the same truth, 262.2 ms and 228.8 RPM (band 25 %). Its self probes'
+    # requests are written behind the client's own backlog, their responses cross the idle
+    # downstream.
+    up = {"workload[0].directions": "uplink"}
+    s = run_live("emulate", RPM, tmp_path / "emulate", overrides=up)
+    d = s["apps"][0]["uplink"]
+    assert "downlink" not in s["apps"][0]
+    assert d["foreign_probes"] >= 10 and d["self_probes"] >= 5, d
+    loaded_rtt_ms = 20 + 200 * FRAME_10M_MS
+    assert within(d["tm_tcp_f_ms"], loaded_rtt_ms, 0.25), d
+    assert within(d["foreign_rpm"], 60000 / loaded_rtt_ms, 0.25), d
+    assert d["tm_http_l_ms"] > d["tm_http_f_ms"], d
+    ref = sim(RPM, tmp_path, "sim", overrides=up)["uplink"]
+    assert within(d["foreign_rpm"], ref["foreign_rpm"], 0.15), (d, ref)
+
+
+@live
 def test_rpm_notsent_lowat_shortens_the_self_probes_wait(tmp_path):
     # TCP_NOTSENT_LOWAT on the load sockets: the kernel takes new bytes only while less
     # than 16 kB is unsent, so a self probe queues behind at most that much of its
