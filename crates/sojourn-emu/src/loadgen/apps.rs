@@ -61,6 +61,11 @@ pub const FRAME_HEADER_BYTES: u64 = 8;
 const MAX_SLEEP_NS: u64 = 50_000_000;
 /// Reads or writes per socket per pass, so one busy socket cannot starve the others.
 const OPS_PER_PASS: usize = 16;
+/// Connections one entry holds open at most (two descriptors each): a transfer that would
+/// open one more is not started and counted in summary.json's `skipped_flows`, as the load
+/// generator's other arrivals beyond its thread limit are (an rpm entry at 100 probes a
+/// second behind a bloated FIFO holds a few hundred).
+pub const MAX_APP_CONNECTIONS: usize = 2048;
 
 /// One application workload entry as the load generator runs it.
 pub(super) struct AppEntry {
@@ -468,6 +473,11 @@ impl Loop<'_> {
     fn connect(&mut self, key: Token, bulk: bool, up: bool) -> Option<usize> {
         let sh = self.sh;
         let e = self.e;
+        if self.by_local.len() >= MAX_APP_CONNECTIONS {
+            sh.skipped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return None;
+        }
         let v6 = e.cfg.ipv6;
         let start = sh.now();
         let (src, dst) = if bulk && up {
