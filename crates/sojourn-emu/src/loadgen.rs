@@ -321,6 +321,8 @@ impl Loadgen {
                         // The response goes back on the client's connection.
                         tcp_dst.extend(t.flows.iter().map(|f| f.1))
                     }
+                    // An application entry listens on a port of its own (loadgen/apps.rs).
+                    TcpKind::App(_) => {}
                     _ => tcp_dst.extend(t.flows.iter().map(|f| f.1)),
                 },
             }
