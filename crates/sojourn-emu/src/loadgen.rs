@@ -20,12 +20,14 @@
 //!   ssthresh, srtt, pacing rate, in flight, retransmits) when `[record] flows = true`,
 //!   under the simulator's metric names.
 
+mod apps;
 mod probe;
 
 pub use crate::plan::kernel_cc;
 use crate::sock::{self, Netns};
 use sojourn_core::rng::Rng;
 use sojourn_core::{Addr, Duration, FlowKey, Time};
+use sojourn_experiment::apps::AppMachine;
 use sojourn_experiment::dist::IntervalDist;
 use sojourn_experiment::schedule::{Generator, Open, Payload};
 use sojourn_experiment::transport::{TcpConfig, SERVER_PORT, UDP_OVERHEAD_BYTES};
@@ -113,6 +115,10 @@ struct Shared {
     behind: Mutex<Vec<(u32, u64, u64)>>,
     /// Latency-probe and isochronous flows and their probes.
     probes: probe::Probes,
+    /// Application workloads' samples not yet in the time series: (time, entity, metric,
+    /// value), and each entry's summary.json object (workload, entry, object).
+    app_samples: Mutex<Vec<(Time, String, &'static str, f64)>>,
+    apps: Mutex<Vec<(u32, usize, serde_json::Value)>>,
 }
 
 impl Shared {
@@ -240,6 +246,11 @@ pub struct LoadResult {
     pub behind: Vec<(u32, u64, u64)>,
     /// probes.parquet (the simulator's columns), when the run has probe workloads.
     pub probes: Option<sojourn_record::Columns>,
+    /// summary.json's `apps` list (application workloads' numbers, in workload then
+    /// entry order, as the simulator's), when the run has such workloads.
+    pub apps: Option<serde_json::Value>,
+    /// Application samples not yet handed out by [`Loadgen::sample`], in time order.
+    pub app_series: TimeSeries,
 }
 
 /// A running load generator.
@@ -287,6 +298,8 @@ impl Loadgen {
             error_count: AtomicU64::new(0),
             conn_keys: Mutex::new(Vec::new()),
             probes: probe::Probes::default(),
+            app_samples: Mutex::new(Vec::new()),
+            apps: Mutex::new(Vec::new()),
         });
         let host = |n: u32| -> io::Result<Arc<Host>> {
             hosts
@@ -308,6 +321,8 @@ impl Loadgen {
                         // The response goes back on the client's connection.
                         tcp_dst.extend(t.flows.iter().map(|f| f.1))
                     }
+                    // An application entry listens on a port of its own (loadgen/apps.rs).
+                    TcpKind::App(_) => {}
                     _ => tcp_dst.extend(t.flows.iter().map(|f| f.1)),
                 },
             }
@@ -378,6 +393,24 @@ impl Loadgen {
         for w in &exp.workloads {
             let WorkloadPlan::Tcp(t) = w else { continue };
             for (i, &(src, dst)) in t.flows.iter().enumerate() {
+                if let TcpKind::App(kind) = &t.kind {
+                    // An application machine, on its own event loop (loadgen/apps.rs).
+                    let m = AppMachine::new(kind, (t.index, i), (src, dst), t.start, t.stop, seed);
+                    let e = apps::AppEntry {
+                        workload: t.index,
+                        entry: i,
+                        server: host(src)?,
+                        client: host(dst)?,
+                        server_name: exp.node_names[src as usize].clone(),
+                        client_name: exp.node_names[dst as usize].clone(),
+                        cfg: t.cfg.clone(),
+                    };
+                    let s = sh.clone();
+                    if !spawn(&sh, move || apps::run(&s, e, m)) {
+                        sh.skipped.fetch_add(1, Ordering::Relaxed);
+                    }
+                    continue;
+                }
                 let g = Gen {
                     workload: t.index,
                     src,
@@ -414,6 +447,10 @@ impl Loadgen {
     /// Samples every live flow into `ts` at `now`: goodput over the last `dt` and the
     /// sender's TCP_INFO under the simulator's metric names.
     pub fn sample(&mut self, ts: &mut TimeSeries, now: Time, dt: Duration) {
+        // Application samples taken up to now, at their own times, before the flows' rows.
+        for (t, e, m, v) in take_app_samples(&self.sh, now) {
+            ts.push(t, &e, m, v);
+        }
         let live: Vec<(u32, Arc<OwnedFd>)> = self.sh.live.lock().unwrap().clone();
         for (flow, fd) in live {
             let Ok(ti) = sock::tcp_info(&fd) else {
@@ -474,7 +511,16 @@ impl Loadgen {
             self.sh
                 .note(format!("{lingering} load threads still running at the end"));
         }
+        let mut apps = std::mem::take(&mut *self.sh.apps.lock().unwrap());
+        apps.sort_by_key(|a| (a.0, a.1));
+        let mut app_series = TimeSeries::default();
+        for (t, e, m, v) in take_app_samples(&self.sh, Time::MAX) {
+            app_series.push(t, &e, m, v);
+        }
         LoadResult {
+            apps: (!apps.is_empty())
+                .then(|| serde_json::Value::Array(apps.into_iter().map(|a| a.2).collect())),
+            app_series,
             flows: self.sh.flows.lock().unwrap().clone(),
             skipped_flows: self.sh.skipped.load(Ordering::Relaxed),
             errors: self.sh.errors.lock().unwrap().clone(),
@@ -484,6 +530,15 @@ impl Loadgen {
             probes: probe::columns(&self.sh.probes, self.sh.end),
         }
     }
+}
+
+/// The application samples taken at or before `upto`, in time order (taken out).
+fn take_app_samples(sh: &Shared, upto: Time) -> Vec<(Time, String, &'static str, f64)> {
+    let mut all = sh.app_samples.lock().unwrap();
+    let (mut due, rest): (Vec<_>, Vec<_>) = all.drain(..).partition(|s| s.0 <= upto);
+    *all = rest;
+    due.sort_by_key(|s| s.0);
+    due
 }
 
 fn is_timeout(e: &io::Error) -> bool {
@@ -553,21 +608,7 @@ fn tcp_connect(
     let flow = conn.flow;
     let res = (|| -> io::Result<(OwnedFd, Arc<Conn>, SocketAddr)> {
         let fd = g.src_host.ns.socket_for(g.cfg.ipv6, libc::SOCK_STREAM)?;
-        sock::set_congestion(&fd, kernel_cc(&g.cfg))?;
-        // The mark goes on before connect so the SYN carries it too (and every data
-        // segment and ACK after, as in the simulator).
-        mark(&fd, g.cfg.ipv6, g.cfg.dscp)?;
-        // sojourn's `mss` is the payload of a full segment; Linux's TCP_MAXSEG is the MSS
-        // before options (tcp_current_mss takes the timestamps option off it), so the
-        // option bytes go on top. Only a value other than what the MTU gives is set.
-        let opt = if g.cfg.timestamps {
-            sojourn_experiment::transport::TIMESTAMP_OPTION_BYTES
-        } else {
-            0
-        };
-        if g.cfg.mss != g.cfg.mtu - g.cfg.ip_tcp_header_bytes() - opt {
-            sock::set_maxseg(&fd, g.cfg.mss + opt)?;
-        }
+        tcp_options(&fd, &g.cfg)?;
         sock::set_timeouts(&fd, POLL)?;
         sock::bind(&fd, SocketAddr::new(host_ip(&g.src_host, g.cfg.ipv6), 0))?;
         let local = sock::local_addr(&fd)?;
@@ -609,6 +650,26 @@ fn tcp_connect(
             None
         }
     }
+}
+
+/// A client socket's settings from the workload's transport, before connect.
+fn tcp_options(fd: &OwnedFd, cfg: &TcpConfig) -> io::Result<()> {
+    sock::set_congestion(fd, kernel_cc(cfg))?;
+    // The mark goes on before connect so the SYN carries it too (and every data
+    // segment and ACK after, as in the simulator).
+    mark(fd, cfg.ipv6, cfg.dscp)?;
+    // sojourn's `mss` is the payload of a full segment; Linux's TCP_MAXSEG is the MSS
+    // before options (tcp_current_mss takes the timestamps option off it), so the
+    // option bytes go on top. Only a value other than what the MTU gives is set.
+    let opt = if cfg.timestamps {
+        sojourn_experiment::transport::TIMESTAMP_OPTION_BYTES
+    } else {
+        0
+    };
+    if cfg.mss != cfg.mtu - cfg.ip_tcp_header_bytes() - opt {
+        sock::set_maxseg(fd, cfg.mss + opt)?;
+    }
+    Ok(())
 }
 
 /// Final TCP_INFO of a sender: retransmissions, RTOs, CE-marked deliveries, segments.

@@ -165,18 +165,8 @@ pub fn check_transport(exp: &Experiment, available: &[String]) -> ConfResult<()>
     let d = TcpConfig::default();
     for (i, w) in exp.workloads.iter().enumerate() {
         let WorkloadPlan::Tcp(t) = w else { continue };
-        if let TcpKind::App(a) = &t.kind {
-            // The live load generator drives `schedule::Generator`s only; the application
-            // machines (sojourn_experiment::apps) need its self-probe hooks (docs/tests.md).
-            return Err(ConfError::new(
-                format!("workload[{i}].kind"),
-                format!(
-                    "{:?} cannot be run live yet: application workloads (rpm, web, video) \
-                     run in the simulator only",
-                    a.name()
-                ),
-            ));
-        }
+        // Application workloads (rpm, web, video) run on the load generator's event loop
+        // (loadgen/apps.rs) and are checked as every TCP workload below.
         let c = &t.cfg;
         let base = &exp.transport;
         let key = |k: &str, own: bool| tkey(exp, i, k, own);
@@ -577,12 +567,14 @@ mod tests {
     }
 
     #[test]
-    fn application_workloads_are_refused_live() {
+    fn application_workloads_run_live_and_are_checked_like_any_tcp_workload() {
         for kind in ["rpm", "web", "video"] {
             let e = exp(&DUMBBELL.replace("kind = \"bulk\"", &format!("kind = \"{kind}\"")));
-            let err = check_transport(&e, &["cubic".to_string()]).unwrap_err();
-            assert_eq!(err.path, "workload[0].kind");
-            assert!(err.msg.contains("simulator only"), "{}", err.msg);
+            check_transport(&e, &["cubic".to_string()]).unwrap();
+            // Their sockets get the workload's congestion control: one the kernel lacks
+            // is refused naming the key.
+            let err = check_transport(&e, &["reno".to_string()]).unwrap_err();
+            assert_eq!(err.path, "transport.cc", "{kind}");
         }
     }
 

@@ -686,6 +686,9 @@ pub fn run_streaming(
         std::thread::sleep(std::time::Duration::from_nanos(left.max(1_000_000)));
     }
     let result = load.finish(std::time::Duration::from_secs(5));
+    // Application samples the periodic sampling did not hand out (all of them without
+    // `[record] flows`), merged in time order with the rest.
+    merger.add_flows(&result.app_series, Time(u64::MAX));
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let report = fwd.join().map_err(failed)?;
     if !aborted {
@@ -978,6 +981,11 @@ fn collect(
             "first_socket_errors": load.errors,
         },
     });
+
+    let mut summary = summary;
+    if let Some(apps) = &load.apps {
+        summary["apps"] = apps.clone();
+    }
 
     // The packet log with the load generator's flow ids (u32::MAX: a connection it did
     // not make); the forwarder logs 2 × connection + reply direction.

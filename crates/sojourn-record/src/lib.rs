@@ -8,10 +8,12 @@
 //! - [`output`]: the result tables as [`Columns`], summary.json's shared blocks
 //!   (`describe`, `hist_ms`, [`output::FlowSummary`]), [`RunOutput`], the schema version,
 //!   and the [`Chunk`]s a streaming run hands out;
-//! - [`probes`]: probes.parquet ([`probes::ProbeTable`]).
+//! - [`probes`]: probes.parquet ([`probes::ProbeTable`]);
+//! - [`apps`]: summary.json's `apps` entries (application workloads).
 //!
 //! The schema is docs/output-schema.md. Nothing here runs an engine or touches a file.
 
+pub mod apps;
 pub mod flows;
 pub mod metrics;
 pub mod output;

@@ -18,9 +18,9 @@ use crate::app::{AppDriver, Load};
 use crate::dispatch::AnyEndpoint;
 use crate::sim::Sim;
 use crate::tcp::sender::Source;
-use serde_json::{json, Map, Value as J};
+use serde_json::Value as J;
 use sojourn_core::Time;
-use sojourn_experiment::apps::{Action, AppMachine, AppStep, Body, Done, Number, Token};
+use sojourn_experiment::apps::{Action, AppMachine, AppStep, Body, Done, Token};
 use std::collections::VecDeque;
 
 impl Sim {
@@ -242,27 +242,13 @@ impl Sim {
                 continue;
             };
             let (server, client) = g.gen.endpoints();
-            let mut o = Map::new();
-            o.insert("workload".into(), json!(g.index));
-            o.insert("kind".into(), json!(d.machine.kind()));
-            o.insert("server".into(), json!(self.nodes[server as usize].name));
-            o.insert("client".into(), json!(self.nodes[client as usize].name));
-            for (section, values) in d.machine.summary(end).sections {
-                let mut m = Map::new();
-                for (k, v) in values {
-                    let v = match v {
-                        Number::Count(n) => json!(n),
-                        Number::Real(x) => x.map_or(J::Null, |x| json!(x)),
-                    };
-                    m.insert(k.into(), v);
-                }
-                if section.is_empty() {
-                    o.extend(m);
-                } else {
-                    o.insert(section.into(), J::Object(m));
-                }
-            }
-            out.push(J::Object(o));
+            out.push(sojourn_record::apps::app_entry(
+                g.index,
+                d.machine.kind(),
+                &self.nodes[server as usize].name,
+                &self.nodes[client as usize].name,
+                d.machine.summary(end),
+            ));
         }
         (!out.is_empty()).then_some(J::Array(out))
     }

@@ -343,7 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "  sudo sojourn emulate experiments/emulate/fq-codel.toml --out results/live\n"
                               "  sudo sojourn emulate exp.toml --out results/live --duration 10s --set transport.cc=bbr\n"
                               "  sudo sojourn emulate --cleanup        # remove what a killed run left behind\n"
-                              "  sudo sojourn emulate exp.toml --out results/kernel --kernel   # the kernel's qdiscs + nft\n\n"
+                              "  sudo sojourn emulate exp.toml --out results/kernel --kernel   # the kernel's qdiscs + nft\n"
+                              "  sudo sojourn emulate experiments/tests/web-live.toml --out results/web   # rpm, web, video too\n\n"
                               "Same outputs as `run` (summary.json has \"engine\": \"emulate\"); docs/emulate.md says\n"
                               "what is honoured live and what is refused. Takes `duration` of wall-clock time.",
                        formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -160,6 +160,30 @@ impl AppMachine {
         }
     }
 
+    /// The TCP connection transfer `token` rides on, as a key (an engine that keeps
+    /// connections open between transfers, the live load generator, maps each key to one
+    /// real connection; the simulator opens a flow per transfer and needs none). A load
+    /// connection's key is its own token.
+    pub fn connection(&self, token: Token) -> Token {
+        match self {
+            AppMachine::Rpm(m) => m.connection(token),
+            AppMachine::Web(_) => web::Web::connection(token),
+            AppMachine::Video(_) => video::Video::connection(token),
+        }
+    }
+
+    /// Whether connection `conn` (a [`AppMachine::connection`] key) may still carry a
+    /// transfer: once false, an engine that holds it open closes it (a finished foreign
+    /// probe's connection, a loaded page's connections). Load connections close on
+    /// [`Action::Stop`] instead, and a video's connection lasts the whole session.
+    pub fn keeps(&self, conn: Token) -> bool {
+        match self {
+            AppMachine::Rpm(m) => m.keeps(conn),
+            AppMachine::Web(m) => m.keeps(conn),
+            AppMachine::Video(_) => true,
+        }
+    }
+
     /// The `kind` name.
     pub fn kind(&self) -> &'static str {
         match self {

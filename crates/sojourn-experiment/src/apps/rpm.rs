@@ -476,6 +476,32 @@ impl Rpm {
         step
     }
 
+    /// The connection a transfer rides on (`AppMachine::connection`): a foreign probe's
+    /// stages share its own connection (its token without the stage bits); a self probe's
+    /// request and response ride on its load connection, in both directions.
+    pub fn connection(&self, token: Token) -> Token {
+        if token & LOAD != 0 {
+            return token;
+        }
+        match token & 7 {
+            S_GET | S_LOADED | S_RESPONSE => self
+                .probes
+                .get((token >> 3) as usize)
+                .map_or(token & !7, |p| p.load),
+            _ => token & !7,
+        }
+    }
+
+    /// A foreign probe's connection carries transfers until its response is in.
+    pub fn keeps(&self, conn: Token) -> bool {
+        if conn & LOAD != 0 {
+            return true;
+        }
+        self.probes
+            .get((conn >> 3) as usize)
+            .is_some_and(|p| p.finished.is_none())
+    }
+
     /// What the engine's socket model needs for a self probe: the lowat, if any.
     pub fn notsent_lowat(&self) -> Option<u64> {
         self.plan.notsent_lowat
@@ -551,6 +577,87 @@ mod tests {
     use super::*;
     use crate::apps::vocab::Ends;
 
+    /// A 5-s downlink phase from time zero with MNP `connections`, INP `initial`, INC
+    /// `added` every second, one probe pair a second, the draft's sizes.
+    fn downlink(connections: u32, initial: u32, added: u32) -> Rpm {
+        let plan = RpmPlan {
+            directions: vec![Direction::Downlink],
+            phase: Duration::from_secs(5),
+            connections,
+            initial_connections: initial,
+            added_per_interval: added,
+            interval: Duration::from_secs(1),
+            probes_per_second: 1,
+            window: Duration::from_secs(2),
+            trim_percent: 95.0,
+            tls: true,
+            request_bytes: 100,
+            response_bytes: 100,
+            tls_client_bytes: 517,
+            tls_server_bytes: 4000,
+            notsent_lowat: None,
+        };
+        let ends = Ends {
+            server: 0,
+            client: 1,
+            start: Time::ZERO,
+            stop: Time::MAX,
+        };
+        Rpm::new(plan, ends, Rng::stream(1, "t", 0))
+    }
+
+    /// The connection map a live engine uses (`AppMachine::connection`): a foreign probe's
+    /// four transfers share its connection, which is done once its response is in; a self
+    /// probe's request rides on the load connection its bytes are then appended to.
+    #[test]
+    fn probes_map_onto_their_connections() {
+        let mut m = downlink(2, 2, 1);
+        let s = m.wake(Time::ZERO);
+        let tokens: Vec<Token> = s
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Open { token, .. } => Some(*token),
+                _ => None,
+            })
+            .collect();
+        // Two loads, then the foreign probe's ClientHello (probe 0) and the self probe's GET
+        // (probe 1).
+        assert_eq!(tokens.len(), 4);
+        let (loads, foreign, own) = (&tokens[..2], tokens[2], tokens[3]);
+        assert_eq!((foreign, own), (F_CONNECT, 8 | S_GET));
+        for l in loads {
+            assert_eq!(m.connection(*l), *l);
+            assert!(m.keeps(*l));
+        }
+        for stage in [F_CONNECT, F_TLS_SERVER, F_GET, F_RESPONSE] {
+            assert_eq!(m.connection(stage), 0);
+        }
+        let at = |ms| Time::ZERO + Duration::from_ms(ms);
+        let done = |m: &mut Rpm, token, ms| {
+            m.done(Done {
+                token,
+                at: at(ms),
+                connected_at: Some(at(ms)),
+            })
+        };
+        // The self probe's GET is in: its response goes on the load connection it rides on.
+        let s = done(&mut m, own, 20);
+        let Some(Action::Append { load, .. }) = s.actions.first().cloned() else {
+            panic!("{:?}", s.actions)
+        };
+        assert!(loads.contains(&load));
+        assert_eq!(m.connection(own), load);
+        assert_eq!(m.connection(8 | S_LOADED), load);
+        // The foreign probe's connection is kept until its response is in.
+        for (stage, ms) in [(F_CONNECT, 20), (F_TLS_SERVER, 40), (F_GET, 50)] {
+            done(&mut m, stage, ms);
+            assert!(m.keeps(0));
+        }
+        done(&mut m, F_RESPONSE, 60);
+        assert!(!m.keeps(0));
+    }
+
     #[test]
     fn every_probe_type_at_140_ms_is_429_rpm() {
         // The brief's hand-worked truth: 60 s / 0.140 s = 428.571… round trips a minute,
@@ -593,30 +700,7 @@ mod tests {
     /// The draft's ramp ("Final Algorithm"): INP at the start, INC more each ID, up to MNP.
     #[test]
     fn load_connections_ramp_by_inc_every_interval_up_to_mnp() {
-        let plan = RpmPlan {
-            directions: vec![Direction::Downlink],
-            phase: Duration::from_secs(5),
-            connections: 5,
-            initial_connections: 1,
-            added_per_interval: 2,
-            interval: Duration::from_secs(1),
-            probes_per_second: 1,
-            window: Duration::from_secs(2),
-            trim_percent: 95.0,
-            tls: true,
-            request_bytes: 100,
-            response_bytes: 100,
-            tls_client_bytes: 517,
-            tls_server_bytes: 4000,
-            notsent_lowat: None,
-        };
-        let ends = Ends {
-            server: 0,
-            client: 1,
-            start: Time::ZERO,
-            stop: Time::MAX,
-        };
-        let mut m = Rpm::new(plan, ends, Rng::stream(1, "t", 0));
+        let mut m = downlink(5, 1, 2);
         let bulk = |s: &AppStep| {
             s.actions
                 .iter()

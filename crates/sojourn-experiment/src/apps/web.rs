@@ -211,6 +211,17 @@ impl Web {
         step
     }
 
+    /// The connection a request or response rides on: the page's connection it names
+    /// (its token without the object and response bits).
+    pub fn connection(token: Token) -> Token {
+        token & !((0xff_ffff << 8) | RESPONSE)
+    }
+
+    /// A page's connections carry transfers until the page is loaded.
+    pub fn keeps(&self, conn: Token) -> bool {
+        self.loading && conn >> 32 == self.page
+    }
+
     pub fn summary(&self, _end: Time) -> AppSummary {
         let mut v = self.plts_s.clone();
         let [mean, p50, p95, max] = describe(&mut v);
@@ -228,5 +239,21 @@ impl Web {
                 ],
             )],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transfer_rides_on_the_page_connection_its_token_names() {
+        // Page 1, object 3 on connection 2, the response: 1 << 32 | 3 << 8 | 2 << 1 | 1.
+        assert_eq!(Web::connection(0x1_0000_0305), 0x1_0000_0004);
+        // Its request, and another object on the same connection: the same connection.
+        assert_eq!(Web::connection(0x1_0000_0304), 0x1_0000_0004);
+        assert_eq!(Web::connection(0x1_0000_0705), 0x1_0000_0004);
+        // Connection 0 of page 2 is another connection.
+        assert_eq!(Web::connection(0x2_0000_0001), 0x2_0000_0000);
     }
 }
