@@ -583,7 +583,8 @@ fn bench_file(args: &[String]) {
         let c = sim.event_counts;
         println!(
             "  events: tx_done {} arrive {} qdisc_wake {} timer_due {} timer_rearmed {} \
-             timer_discarded {} app_timer {} other {}",
+             timer_discarded {} app_timer {} other {}; transmission ends computed at enqueue \
+             (fast links, counted in the events above, not queued) {}",
             c.tx_done,
             c.arrive,
             c.qdisc_wake,
@@ -591,7 +592,8 @@ fn bench_file(args: &[String]) {
             c.timer_rearmed,
             c.timer_discarded,
             c.app_timer,
-            c.other
+            c.other,
+            c.tx_done_computed
         );
         for l in &sim.links {
             println!("  link {}: {} wire packets", l.name, l.stats.tx_pkts);
