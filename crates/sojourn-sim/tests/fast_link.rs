@@ -34,48 +34,52 @@ const MIXED_BOTTLENECK: &str =
 /// uplink's transmissions.
 const ISP_SMALL: &str = include_str!("../../../experiments/isp/small.toml");
 
+/// A dumbbell of `pairs` pairs running `duration`, with `links` (its `bottleneck`,
+/// `access`, maybe `reverse` tables) and then `rest` (workloads, record) as TOML.
+fn dumbbell(duration: &str, pairs: u32, links: &[(&str, &str)], rest: &str) -> String {
+    let links: String = links.iter().map(|(k, v)| format!("{k} = {v}\n")).collect();
+    let head = format!("duration = \"{duration}\"\n[topology]\nkind = \"dumbbell\"\n");
+    format!("{head}pairs = {pairs}\n{links}{rest}")
+}
+
 /// TCP through a bfifo bottleneck of 30 full frames (byte-limit tail drops), a warm-up
 /// ending mid-run, queue and flow samples every 10 ms (many land on a transmission's start
 /// or end), and a 1-µs access delay.
-const BFIFO_TCP: &str = r#"
-duration = "3s"
-warmup = "500ms"
-[topology]
-kind = "dumbbell"
-pairs = 4
-bottleneck = { rate = "20Mbit", delay = "5ms", qdisc = { kind = "bfifo", limit = 45000 } }
-access = { rate = "1Gbit", delay = "1us" }
-[transport]
-cc = "cubic"
-[[workload]]
-kind = "bulk"
-pairs = "all"
-count = 4
-[record]
-interval = "10ms"
-flows = true
-"#;
+fn bfifo_tcp() -> String {
+    dumbbell(
+        "3s",
+        4,
+        &[
+            (
+                "bottleneck",
+                r#"{ rate = "20Mbit", delay = "5ms", qdisc = { kind = "bfifo", limit = 45000 } }"#,
+            ),
+            ("access", r#"{ rate = "1Gbit", delay = "1us" }"#),
+        ],
+        "[transport]\ncc = \"cubic\"\n[[workload]]\nkind = \"bulk\"\npairs = \"all\"\ncount = 4\n\
+         [record]\ninterval = \"10ms\"\nflows = true\n",
+    )
+    .replace("[topology]", "warmup = \"500ms\"\n[topology]")
+}
 
 /// Packets logged on one fast-path candidate (the bottleneck), which keeps it on the
 /// general path, and a pfifo of 20 packets on the reverse direction.
-const LOGGED: &str = r#"
-duration = "2s"
-[topology]
-kind = "dumbbell"
-pairs = 2
-bottleneck = { rate = "8Mbit", delay = "10ms", qdisc = { kind = "pfifo", limit = 20 } }
-reverse = { qdisc = { kind = "pfifo", limit = 20 } }
-access = { rate = "100Mbit", delay = "2ms" }
-[transport]
-cc = "reno"
-[[workload]]
-kind = "bulk"
-pairs = "all"
-count = 3
-[record]
-interval = "50ms"
-packets = ["bottleneck"]
-"#;
+fn logged() -> String {
+    dumbbell(
+        "2s",
+        2,
+        &[
+            (
+                "bottleneck",
+                r#"{ rate = "8Mbit", delay = "10ms", qdisc = { kind = "pfifo", limit = 20 } }"#,
+            ),
+            ("reverse", r#"{ qdisc = { kind = "pfifo", limit = 20 } }"#),
+            ("access", r#"{ rate = "100Mbit", delay = "2ms" }"#),
+        ],
+        "[transport]\ncc = \"reno\"\n[[workload]]\nkind = \"bulk\"\npairs = \"all\"\ncount = 3\n\
+         [record]\ninterval = \"50ms\"\npackets = [\"bottleneck\"]\n",
+    )
+}
 
 /// Exact ties between a fast link's computed ends and enqueues in the same class: two CBR
 /// sources in lockstep send 1000-B packets every 2 ms (4 Mbit/s) over zero-delay access
@@ -83,21 +87,18 @@ packets = ["bottleneck"]
 /// (no framing). Every 2 ms two packets reach the bottleneck at the instant it finishes
 /// one: whether the queued one has started then (the bottleneck's `TxDone` before the
 /// access links' in the permuted order) decides which arrival is dropped.
-const TIES: &str = r#"
-duration = "2s"
-[topology]
-kind = "dumbbell"
-pairs = 2
-bottleneck = { rate = "8Mbit", delay = "5ms", qdisc = { kind = "pfifo", limit = 1 } }
-access = { rate = "1Gbit", delay = "0ms" }
-[[workload]]
-kind = "cbr"
-pairs = "all"
-rate = "4Mbit"
-packet_size = "1000B"
-[record]
-interval = "10ms"
-"#;
+fn ties() -> String {
+    dumbbell(
+        "2s",
+        2,
+        &[
+            ("bottleneck", r#"{ rate = "8Mbit", delay = "5ms", qdisc = { kind = "pfifo", limit = 1 } }"#),
+            ("access", r#"{ rate = "1Gbit", delay = "0ms" }"#),
+        ],
+        "[[workload]]\nkind = \"cbr\"\npairs = \"all\"\nrate = \"4Mbit\"\npacket_size = \"1000B\"\n\
+         [record]\ninterval = \"10ms\"\n",
+    )
+}
 
 struct Run {
     out: RunOutput,
@@ -141,11 +142,11 @@ fn fast_links_change_no_output() {
             5,
         ),
         ("isp tree", ISP_SMALL, 1),
-        ("tcp into a bfifo", BFIFO_TCP, 7),
-        ("exact ties, seed 1", TIES, 1),
-        ("exact ties, seed 2", TIES, 2),
-        ("exact ties, seed 3", TIES, 3),
-        ("a logged link", LOGGED, 9),
+        ("tcp into a bfifo", &bfifo_tcp(), 7),
+        ("exact ties, seed 1", &ties(), 1),
+        ("exact ties, seed 2", &ties(), 2),
+        ("exact ties, seed 3", &ties(), 3),
+        ("a logged link", &logged(), 9),
     ] {
         let general = run(text, seed, true);
         assert_eq!(
@@ -183,12 +184,12 @@ fn the_identity_runs_cover_drops_and_standing_queues() {
     // own comment: 16.7 %), and the 100-packet FIFO is full or nearly so at the end.
     assert!(b["drops_total"].as_u64().unwrap() > 1000, "{b}");
     assert!(b["queue_packets_at_end"].as_u64().unwrap() >= 99, "{b}");
-    let bfifo = run(BFIFO_TCP, 7, false).out;
+    let bfifo = run(&bfifo_tcp(), 7, false).out;
     let b = &bfifo.summary["links"]["bottleneck"];
     assert!(b["drops_total"].as_u64().unwrap() > 0, "{b}");
     // The logged bottleneck keeps the general path; the reverse FIFO and the routers'
     // access links take the fast one.
-    let exp = from_toml(LOGGED, Path::new(".")).unwrap();
+    let exp = from_toml(&logged(), Path::new(".")).unwrap();
     let sim = Sim::new(&exp, 9);
     // 2 pairs: 4 access links leave the routers, plus the reverse bottleneck.
     assert_eq!(sim.fast_links(), 5);
