@@ -3,7 +3,9 @@
 //! Events per forwarded packet on a path of k links: one `TxDone` per link (serialisation
 //! end, which also starts the next dequeue) and at most one `Arrive` per link (only the
 //! head of each link's in-flight FIFO is a pending event; with zero delay the packet is
-//! delivered inside `TxDone`). Endpoint timers are deadlines re-armed lazily.
+//! delivered inside `TxDone`). Endpoint timers are deadlines re-armed lazily. A link on
+//! the fast path (a constant-rate, lossless tail-drop FIFO not leaving a host,
+//! `sim/fast_link.rs`) has no `TxDone` at all: its transmissions are computed at enqueue.
 //!
 //! FIFO short cuts: a packet reaching an idle link without a ring whose FIFO is empty and
 //! would accept it goes to the wire directly (`link_enqueue` → `transmit`: the FIFO's
