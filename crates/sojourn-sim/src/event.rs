@@ -236,6 +236,8 @@ pub struct EventQueue {
     cur: u64,
     /// The time of the last event popped.
     now: u64,
+    /// The tag of the last event popped (0 before the first: before every event).
+    now_tag: u64,
     /// The run's salt of the entity permutation (`EventQueue::with_order_seed`).
     salt: u32,
     /// Testing (`relay_every`): every n-th eligible push goes through a relay; 0 = never.
@@ -285,6 +287,7 @@ impl EventQueue {
             far_admit: u64::MAX,
             cur: 0,
             now: 0,
+            now_tag: 0,
             salt: 0,
             relay_every: 0,
             relay_count: 0,
@@ -349,6 +352,15 @@ impl EventQueue {
             Event::AppTimer(a) => (class::APP_TIMER, a),
         };
         (c << 32) | id as u64
+    }
+
+    /// Whether `ev`, due at the instant of the event popped last, comes before that event
+    /// in the canonical order (its key is below the current one), i.e. it would have run
+    /// already; false before the first pop. A transmission end the engine computes instead
+    /// of filing (`sim/fast_link.rs`) has happened at this instant iff this holds.
+    #[inline(always)]
+    pub fn runs_before_current(&self, ev: Event) -> bool {
+        self.tag_of(ev) < self.now_tag
     }
 
     /// The event of a real entry's tag; `None` for a relay.
@@ -549,7 +561,10 @@ impl EventQueue {
             let e = self.pop_entry_until(end)?;
             self.now = e.time;
             match self.event_of(e.tag) {
-                Some(ev) => return Some((Time(e.time), ev)),
+                Some(ev) => {
+                    self.now_tag = e.tag;
+                    return Some((Time(e.time), ev));
+                }
                 None => self.unrelay(e.tag),
             }
         }
@@ -790,6 +805,41 @@ mod tests {
     /// The contract: the same set of events filed in two different orders pops in the
     /// same order; by time, then class in the documented order, then entity in one fixed
     /// order of the ids (the same at every instant and for every class).
+    /// At one instant, an event of an earlier class, or of the same class and an entity
+    /// earlier in the permutation, counts as run before the event being handled; nothing
+    /// does before the first pop.
+    #[test]
+    fn runs_before_current_follows_the_tie_order() {
+        let mut q = EventQueue::new().with_order_seed(3);
+        assert!(!q.runs_before_current(Event::WarmupEnd));
+        let t = Time(7_000);
+        for ev in [
+            Event::QdiscWake(1),
+            Event::TxDone(2),
+            Event::Arrive(3),
+            Event::Sample,
+        ] {
+            q.push(t, ev);
+        }
+        assert_eq!(q.pop(), Some((t, Event::Sample)));
+        assert!(!q.runs_before_current(Event::TxDone(9)));
+        assert_eq!(q.pop(), Some((t, Event::Arrive(3))));
+        assert!(q.runs_before_current(Event::Sample));
+        assert!(!q.runs_before_current(Event::TxDone(9)));
+        assert_eq!(q.pop(), Some((t, Event::TxDone(2))));
+        // Among transmission ends, the permuted ids decide, for every other link.
+        for l in [0u32, 1, 3, 4, 1000, u32::MAX] {
+            assert_eq!(
+                q.runs_before_current(Event::TxDone(l)),
+                q.permute(l) < q.permute(2),
+                "link {l}"
+            );
+        }
+        assert_eq!(q.pop(), Some((t, Event::QdiscWake(1))));
+        assert!(q.runs_before_current(Event::TxDone(9)));
+        assert!(!q.runs_before_current(Event::EndpointTimer(0)));
+    }
+
     #[test]
     fn pop_order_is_canonical_whatever_the_filing_order() {
         for shift in MIN_SLOT_SHIFT..=MAX_SLOT_SHIFT {

@@ -14,6 +14,7 @@ pub mod config;
 pub mod dispatch;
 pub mod endpoint;
 pub mod event;
+pub mod fast_fifo;
 pub mod flight;
 pub mod flows;
 pub mod link;

@@ -68,6 +68,10 @@ pub enum TxFate {
     /// into segments, or any packet on a `shaper` link); the end only frees the link and,
     /// on a wire, completes TSQ for `tx_notify`.
     Released,
+    /// The link is on the fast path (`sim/fast_link.rs`), for good: its transmissions are
+    /// computed at enqueue, in the engine's fast queue with this index, and it has no
+    /// transmission-end events.
+    Fast(u32),
 }
 
 /// The medium's propagation delay, constant between scheduled changes.

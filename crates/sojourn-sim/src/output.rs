@@ -26,7 +26,7 @@ pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSum
     let a = sim.acct;
 
     let mut links = Map::new();
-    for l in &sim.links {
+    for (i, l) in sim.links.iter().enumerate() {
         let measured = l.capacity_bits_between(l.stats.since, end);
         let wire_bits =
             (l.stats.tx_bytes + l.stats.tx_pkts * l.dev.framing_bytes as u64) as f64 * 8.0;
@@ -52,7 +52,7 @@ pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSum
             "utilisation": if measured > 0.0 { wire_bits / measured } else { 0.0 },
             "drops_total": l.stats.drops.iter().sum::<u64>(),
             "ecn_marks": l.dev.qdisc.ecn_marks() - l.stats.marks_at_reset,
-            "queue_packets_at_end": l.dev.qdisc.len_packets(),
+            "queue_packets_at_end": sim.queue_packets(i),
             "ring_packets_at_end": l.dev.ring_len(),
         });
         let o = entry.as_object_mut().expect("an object");

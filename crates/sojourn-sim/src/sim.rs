@@ -3,7 +3,9 @@
 //! Events per forwarded packet on a path of k links: one `TxDone` per link (serialisation
 //! end, which also starts the next dequeue) and at most one `Arrive` per link (only the
 //! head of each link's in-flight FIFO is a pending event; with zero delay the packet is
-//! delivered inside `TxDone`). Endpoint timers are deadlines re-armed lazily.
+//! delivered inside `TxDone`). Endpoint timers are deadlines re-armed lazily. A link on
+//! the fast path (a constant-rate, lossless tail-drop FIFO not leaving a host,
+//! `sim/fast_link.rs`) has no `TxDone` at all: its transmissions are computed at enqueue.
 //!
 //! FIFO short cuts: a packet reaching an idle link without a ring whose FIFO is empty and
 //! would accept it goes to the wire directly (`link_enqueue` → `transmit`: the FIFO's
@@ -32,6 +34,7 @@ use sojourn_core::rng::{splitmix64_mix, Rng};
 use sojourn_core::{Duration, Packet, Time};
 use sojourn_record::metrics::{EntityId, LinkCounts, PacketLog, TimeSeries};
 
+mod fast_link;
 pub mod wifi;
 
 /// Where packets went: every created packet is delivered, dropped, or still inside.
@@ -119,6 +122,10 @@ pub struct EventCounts {
     pub timer_discarded: u64,
     pub app_timer: u64,
     pub other: u64,
+    /// Transmission ends computed at enqueue on fast links (`sim/fast_link.rs`): not
+    /// events of the queue, but counted in `Sim::events_processed` as the `TxDone` events
+    /// they replace, so the run's event count does not depend on the path.
+    pub tx_done_computed: u64,
 }
 
 /// Progress of a running simulation, for progress bars.
@@ -176,6 +183,8 @@ pub struct Sim {
     /// ids from `first_wifi_link` up (`u32::MAX` without one: one compare per enqueue).
     pub wifi: Option<Box<wifi::WifiHop>>,
     first_wifi_link: u32,
+    /// The fast links' queues (`sim/fast_link.rs`), indexed by `TxFate::Fast`.
+    fast: Vec<crate::fast_fifo::FastFifo>,
 }
 
 impl Sim {
@@ -304,6 +313,7 @@ impl Sim {
                 .as_ref()
                 .map(|w| Box::new(wifi::WifiHop::new(w, seed))),
             first_wifi_link: exp.wifi.as_ref().map_or(u32::MAX, |w| w.first_link),
+            fast: Vec::new(),
         };
         // Links leaving a host that terminates flows are that host's NIC: their
         // transmissions complete TSQ accounting for the sending socket.
@@ -317,6 +327,7 @@ impl Sim {
         for l in &mut sim.links {
             l.notify_tx = is_host[l.from as usize];
         }
+        sim.choose_fast_links();
         for w in &exp.workloads {
             sim.add_workload(w);
         }
@@ -657,6 +668,9 @@ impl Sim {
         let link = &mut self.links[l as usize];
         pkt.enqueued_at = now;
         link.stats.enq_pkts += 1;
+        if let TxFate::Fast(f) = link.tx_fate {
+            return self.fast_enqueue(l, f, Held::Here(pkt));
+        }
         // Cut-through: an idle link without a ring whose FIFO is empty and would accept
         // the packet would dequeue it at once, unchanged (its sojourn 0), with no drop and
         // no wake-up: it goes to the wire directly, two ~200-byte copies and two
@@ -684,6 +698,9 @@ impl Sim {
         let pkt = self.flight.packet_mut(held.slot());
         pkt.enqueued_at = now;
         link.stats.enq_pkts += 1;
+        if let TxFate::Fast(f) = link.tx_fate {
+            return self.fast_enqueue(l, f, held);
+        }
         if !link.busy() && link.dev.ring_cap() == 0 && link.dev.qdisc.cut_through(pkt) {
             self.transmit_cut_through(l, held);
             return;
@@ -1082,8 +1099,8 @@ impl Sim {
                 let mut pkt = pkt;
                 self.forward(to, &mut pkt, false);
             }
-            TxFate::Idle | TxFate::InFlight | TxFate::Released => {
-                unreachable!("TxDone on an idle link")
+            TxFate::Idle | TxFate::InFlight | TxFate::Released | TxFate::Fast(_) => {
+                unreachable!("TxDone on an idle or fast link")
             }
         }
     }
@@ -1226,6 +1243,7 @@ impl Sim {
                 }
                 Event::WarmupEnd => {
                     self.event_counts.other += 1;
+                    self.settle_fast_links(t);
                     // What the sampled links counted since their last sample survives the
                     // reset: prev = -(counted since last sample), in wrapping arithmetic.
                     for (k, &l) in self.sampled_links.iter().enumerate() {
@@ -1250,6 +1268,7 @@ impl Sim {
             }
         }
         self.now = self.end;
+        self.settle_fast_links_at_end();
         tick(self);
         true
     }
@@ -1316,7 +1335,12 @@ impl Sim {
     fn sample(&mut self) {
         let now = self.now;
         let dt = self.sample_interval.as_secs_f64();
-        for (k, &l) in self.sampled_links.iter().enumerate() {
+        for k in 0..self.sampled_links.len() {
+            let l = self.sampled_links[k];
+            if let TxFate::Fast(f) = self.links[l as usize].tx_fate {
+                self.settle_fast(l, f, now);
+            }
+            let fast_view = self.fast_backlog_view(l);
             let link = &mut self.links[l as usize];
             // Deltas since the previous sample. The warm-up end resets the link counters
             // and carries what was counted since the last sample into `prev_link` (as a
@@ -1327,15 +1351,16 @@ impl Sim {
                 ecn_marks: link.dev.qdisc.ecn_marks(),
             };
             let ring = (link.dev.ring_cap() > 0).then(|| link.dev.ring_len());
-            self.series.push_link_at(
-                now,
-                self.sampled_entities[k],
-                &mut link.dev.qdisc,
-                ring,
-                counts,
-                &mut self.prev_link[k],
-                dt,
-            );
+            let (e, prev) = (self.sampled_entities[k], &mut self.prev_link[k]);
+            match fast_view {
+                Some(mut view) => self
+                    .series
+                    .push_link_at(now, e, &mut view, ring, counts, prev, dt),
+                None => {
+                    self.series
+                        .push_link_at(now, e, &mut link.dev.qdisc, ring, counts, prev, dt)
+                }
+            }
         }
         if self.flow_series {
             for slot in &self.endpoints {
