@@ -43,7 +43,7 @@ def test_rrul_compares_fifo_fq_codel_and_cake_in_one_command(tmp_path):
     icmp = {}
     for q in ("pfifo", "fq_codel", "cake"):
         s = json.loads((out / q / "summary.json").read_text())
-        icmp[q] = [p for p in s["probes"].values() if p["mode"] == "icmp"][0]["rtt_ms"]["median"]
+        icmp[q] = icmp_median_ms(s)
     # pfifo's default 1000 packets behind a 20 Mbit/s upstream: RTTs of hundreds of ms
     # (1000 x 0.6 ms = 606 ms when full); FQ-CoDel and CAKE keep the sparse probes within a
     # few ms of the 40-ms base (RFC 8290 §4.1.1).
@@ -61,12 +61,21 @@ def test_bad_test_arguments_are_one_line_and_exit_2(tmp_path):
     assert not any((tmp_path / d).exists() for d in "abc")
 
 
+def live_rrul(out: Path, qdisc: str, engine: str) -> None:
+    """rrul at 20/5 Mbit/s, 20 ms, 8 s (2 s of warm-up) through `qdisc` in a live engine."""
+    r = cli("test", "rrul", "--rate", "20Mbit/5Mbit", "--rtt", "20ms", "--qdisc", qdisc,
+            "--engine", engine, "--duration", "8s", "--warmup", "2s", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+
+
+def icmp_median_ms(s: dict) -> float:
+    return [p for p in s["probes"].values() if p["mode"] == "icmp"][0]["rtt_ms"]["median"]
+
+
 @live
 def test_rrul_runs_in_the_kernel_engine_with_its_fifo_on_the_hosts(tmp_path):
     out = tmp_path / "k"
-    r = cli("test", "rrul", "--rate", "20Mbit/5Mbit", "--rtt", "20ms", "--qdisc", '{kind="pfifo",limit=100}',
-            "--engine", "kernel", "--duration", "8s", "--warmup", "2s", "--out", str(out))
-    assert r.returncode == 0, r.stderr
+    live_rrul(out, '{kind="pfifo",limit=100}', "kernel")
     s = json.loads((out / "summary.json").read_text())
     assert s["engine"] == "kernel"
     t = s["tests"]["workload[0]"]
@@ -74,7 +83,7 @@ def test_rrul_runs_in_the_kernel_engine_with_its_fifo_on_the_hosts(tmp_path):
     # payload: 19.1), uploads near 5 (4.8); the probes wait behind the upstream FIFO, which
     # TSQ keeps short on the sending host: above the 20-ms base, below a full 100 x 2.4 ms.
     assert 0.8 * 19.1e6 < t["download_bps"] < 20e6 and 0.8 * 4.78e6 < t["upload_bps"] < 5e6, t
-    icmp = [p for p in s["probes"].values() if p["mode"] == "icmp"][0]["rtt_ms"]["median"]
+    icmp = icmp_median_ms(s)
     assert 20 < icmp < 20 + 242, icmp
     # The run's own namespaces are gone (others' runs may come and go meanwhile).
     assert not {h["namespace"] for h in s["kernel"]["hosts"].values()} & netns()
@@ -83,14 +92,12 @@ def test_rrul_runs_in_the_kernel_engine_with_its_fifo_on_the_hosts(tmp_path):
 @live
 def test_rrul_compares_fifo_and_fq_codel_live_through_emulate(tmp_path):
     out = tmp_path / "e"
-    r = cli("test", "rrul", "--rate", "20Mbit/5Mbit", "--rtt", "20ms", "--qdisc", "pfifo,fq_codel",
-            "--engine", "emulate", "--duration", "8s", "--warmup", "2s", "--out", str(out))
-    assert r.returncode == 0, r.stderr
+    live_rrul(out, "pfifo,fq_codel", "emulate")
     med = {}
     for q in ("pfifo", "fq_codel"):
         s = json.loads((out / q / "summary.json").read_text())
         assert s["engine"] == "emulate"
-        med[q] = [p for p in s["probes"].values() if p["mode"] == "icmp"][0]["rtt_ms"]["median"]
+        med[q] = icmp_median_ms(s)
     # Kernel TCP fills the forwarder's 1000-packet FIFOs (2.4 ms a frame upstream at
     # 5 Mbit/s): far above the 20-ms base; FQ-CoDel keeps the probes near it.
     assert med["pfifo"] > 60 and 20 <= med["fq_codel"] < 30, med
