@@ -6,7 +6,8 @@ client's device) and the simulator on the same shortened file, one factor at a t
     sudo python bench/deploy/seed000_kernel.py --duration 180s --warmup 30s --json /tmp/s2.jsonl
     sudo python bench/deploy/seed000_kernel.py --gso false --label "offloads off" --json /tmp/s2.jsonl
     sudo python bench/deploy/seed000_kernel.py --limit 100 --label "tx_queue_len 100" --json /tmp/s2.jsonl
-    sudo python bench/deploy/seed000_kernel.py --threshold-scale 0.5 --configs age --json /tmp/s2.jsonl
+    sudo python bench/deploy/seed000_kernel.py --threshold-scale 0.5 --configs age --label "T x 0.5" \
+        --base-label baseline --json /tmp/s2.jsonl
     python bench/deploy/seed000_kernel.py --report /tmp/s2.jsonl      # the tables of every row so far
 
 Each (engine, configuration) is one run of experiments/repro/age-based/age-1g.toml for
@@ -65,8 +66,8 @@ def flow_stats(flows, warmup_s: float, t_bytes: int) -> dict:
     return out
 
 
-def run(engine: str, ov: dict, duration: str, warmup: str) -> tuple:
-    ov = dict(ov, warmup=warmup)
+def run(engine: str, ov: dict, duration: str, warmup: str, seed: int) -> tuple:
+    ov = dict(ov, warmup=warmup, seed=seed)
     load0, (b0, t0), w0 = os.getloadavg()[0], cpu_ticks(), time.monotonic()
     if engine == "simulate":
         res = sojourn.run(EXP, duration=duration, overrides=ov)
@@ -79,13 +80,16 @@ def run(engine: str, ov: dict, duration: str, warmup: str) -> tuple:
 
 def report(path: Path) -> str:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    lines = ["| factor | engine | warm-up | FCT from | mean FCT pfifo / age (ms) | gain all | gain ≤ T | gain > T "
-             "| flows pfifo / age | utilisation pfifo / age | CPU busy (live) |", "|" + "---|" * 11]
+    lines = ["| factor | engine | seed | warm-up | FCT from | mean FCT pfifo / age (ms) | gain all | gain ≤ T | gain > T "
+             "| flows pfifo / age | utilisation pfifo / age | CPU busy (live) |", "|" + "---|" * 12]
     by: dict = {}
     for r in rows:
-        by.setdefault((r["label"], r["engine"]), {})[r["config"]] = r
-    for (label, engine), d in by.items():
+        by.setdefault((r["label"], r["engine"], r.get("seed", 1)), {})[r["config"]] = r
+    for (label, engine, seed), d in by.items():
         a, b = d.get("pfifo"), d.get("age")
+        if a is None and b is not None and b.get("base_label"):
+            # an age row measured against another factor's pfifo run (the base has no threshold)
+            a = by.get((b["base_label"], engine, seed), {}).get("pfifo")
         if not (a and b):
             continue
         for w in a["stats"]:
@@ -93,7 +97,7 @@ def report(path: Path) -> str:
                 x, y = a["stats"][w][defn], b["stats"][w][defn]
                 g = [1 - y[k] / x[k] for k in ("mean_ms", "small_mean_ms", "large_mean_ms")]
                 cpu = "" if engine == "simulate" else f"{a['host']['cpu_busy']:.0%} / {b['host']['cpu_busy']:.0%}"
-                lines.append(f"| {label} | {engine} | {w} s | {defn} | {x['mean_ms']:.1f} / {y['mean_ms']:.1f} "
+                lines.append(f"| {label} | {engine} | {seed} | {w} s | {defn} | {x['mean_ms']:.1f} / {y['mean_ms']:.1f} "
                              f"| {g[0]:+.1%} | {g[1]:+.1%} | {g[2]:+.1%} | {a['stats'][w]['flows']} / "
                              f"{b['stats'][w]['flows']} | {a['utilisation']:.3f} / {b['utilisation']:.3f} | {cpu} |")
     return "\n".join(lines)
@@ -110,6 +114,9 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, help="the qdiscs' limit in packets (tx_queue_len; default 1000)")
     ap.add_argument("--threshold-scale", type=float, default=1.0, help="threshold = 6331208 B x this")
     ap.add_argument("--label", default="baseline")
+    ap.add_argument("--seed", type=int, default=1, help="the run's seed (the actors' sizes and think times)")
+    ap.add_argument("--base-label", help="with --configs age: compare with the pfifo run of this label (same "
+                                         "engine and seed), e.g. for --threshold-scale, which leaves pfifo as it is")
     ap.add_argument("--json", help="append one JSON line per run to this file")
     ap.add_argument("--report", help="print the table of a --json file and exit")
     a = ap.parse_args(argv)
@@ -127,8 +134,9 @@ def main(argv=None) -> int:
     for e in engines:
         for c in a.configs.split(","):
             print(f"running {e} / {c} ({a.label}) ...", file=sys.stderr, flush=True)
-            res, host = run(e, {**cfgs[c], **extra}, a.duration, a.warmup)
-            row = {"label": a.label, "engine": e, "config": c, "duration": a.duration, "threshold_bytes": t_bytes,
+            res, host = run(e, {**cfgs[c], **extra}, a.duration, a.warmup, a.seed)
+            row = {"label": a.label, "engine": e, "config": c, "seed": a.seed, "duration": a.duration,
+                   "threshold_bytes": t_bytes, "base_label": a.base_label,
                    "utilisation": res.summary["links"]["nic"].get("utilisation"), "host": host,
                    "stats": {f"{w:g}": flow_stats(res.flows, w, t_bytes) for w in warm}}
             print(json.dumps(row), flush=True)
