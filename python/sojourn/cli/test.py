@@ -320,9 +320,20 @@ def rtt_cdf_plot(outs: list[Path], labels: list[str], path: Path, title: str) ->
         v = np.sort(v)
         ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", color=colours[lab],
                 linestyle=("-", "--", ":", "-.")[modes.index(mode) % 4], label=f"{lab} ({mode})")
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(ScalarFormatter())
-    ax.set_xlabel("probe latency (ms, log scale)")
+    lo = min(float(v.min()) for _, _, v in frames if len(v))
+    hi = max(float(v.max()) for _, _, v in frames if len(v))
+    if lo > 0 and hi / lo >= 3:
+        # Latencies that span decades (a bloated FIFO beside FQ-CoDel): log scale, ticks at
+        # round values instead of powers of ten.
+        from matplotlib.ticker import NullFormatter
+
+        ax.set_xscale("log")
+        ax.set_xticks([t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000) if lo <= t <= hi])
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("probe latency (ms, log scale)")
+    else:
+        ax.set_xlabel("probe latency (ms)")
     ax.set_ylabel("cumulative probability")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
