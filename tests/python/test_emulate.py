@@ -269,7 +269,11 @@ def test_the_shaped_anchor_runs_live(tmp_path):
     nic = res.summary["links"]["nic"]
     assert 0.99 <= nic["utilisation"] <= 1.01, nic
     assert res.summary["accounting"]["conserved"]
-    assert res.summary["emulate"]["warning"] is None, res.summary["emulate"]["warning"]
+    # Within what the forwarder holds at 100 Mbit/s: no warning, or only the one for a late
+    # release, which a pause of this VM causes (it stops every process for 1-20 ms a few
+    # times in 30 s: docs/transport.md, "Over 30 s"; CI saw a 4.0-ms p99 once), not the rate.
+    w = res.summary["emulate"]["warning"]
+    assert w is None or "released its packets" in w, w
     # The 500-kB transfer (2 s in) completes before the end: 500 kB at 100 Mbit/s is at
     # least 40 ms; behind the bulk flow's queue (no TSQ reaches the forwarder: ~100 ms of
     # it) it took ~1 s live in docs/emulate.md's anchor table.
