@@ -102,3 +102,34 @@ def test_rrul_compares_fifo_and_fq_codel_live_through_emulate(tmp_path):
     # 5 Mbit/s): far above the 20-ms base; FQ-CoDel keeps the probes near it.
     assert med["pfifo"] > 60 and 20 <= med["fq_codel"] < 30, med
     assert "| metric | pfifo | fq_codel |" in (out / "comparison.md").read_text()
+
+
+def test_a_live_engine_failure_keeps_finished_results_and_removes_the_rest(tmp_path, monkeypatch, capsys):
+    """A live run that fails mid-comparison (an EmulateError on the second discipline)
+    exits 1 and leaves no empty directory behind: the first discipline's finished result
+    stays, the failed and the unrun ones are removed (the engine is faked here: what is
+    tested is the command's clean-up, the live runs are tested above)."""
+    import sojourn
+    from sojourn.cli import main
+    from sojourn.cli import test as cli_test
+    from sojourn.deploy import apply as _apply
+
+    calls = []
+
+    def fake_run(a, exp, out):
+        calls.append(out.name)
+        if len(calls) == 2:
+            raise sojourn.EmulateError("the forwarder stopped")
+        (out / "summary.json").write_text("{}")
+        return object()
+
+    monkeypatch.setattr(cli_test, "_run_one", fake_run)
+    monkeypatch.setattr(_apply, "require_privilege", lambda what: None)
+    top = tmp_path / "cmp"
+    rc = main(["test", "rrul", "--rate", "20Mbit", "--rtt", "20ms", "--qdisc", "pfifo,fq_codel,cake",
+               "--engine", "emulate", "--out", str(top)])
+    err = capsys.readouterr().err
+    assert rc == 1 and calls == ["pfifo", "fq_codel"]
+    assert "failed on fq_codel: the forwarder stopped" in err and len(err.strip().splitlines()) == 1, err
+    assert (top / "pfifo" / "summary.json").exists()
+    assert not (top / "fq_codel").exists() and not (top / "cake").exists()

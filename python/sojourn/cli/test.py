@@ -222,7 +222,7 @@ def cmd_test(a) -> int:
     except ConfigError as e:
         return fail(str(e))
     results = []
-    for exp, out, od in zip(exps, outs, out_dirs):
+    for i, (exp, out, od) in enumerate(zip(exps, outs, out_dirs)):
         try:
             results.append(_run_one(a, exp, out))
         except ConfigError as e:
@@ -235,7 +235,14 @@ def cmd_test(a) -> int:
                 msg = f"--qdisc: {e.msg}"
             return fail(msg)
         except (sojourn.PrivilegeError, sojourn.EmulateError) as e:
-            print(f"sojourn: test --engine {a.engine} failed: {e}", file=sys.stderr)
+            # The disciplines that finished keep their complete results; the failed one's
+            # directory and those not run yet are removed (nothing half-written).
+            for d in out_dirs[i:]:
+                d.undo()
+            if top_dir and i == 0:
+                top_dir.undo()
+            done = f" (finished: {', '.join(str(o) for o in outs[:i])})" if i else ""
+            print(f"sojourn: test --engine {a.engine} failed on {labels[i]}: {e}{done}", file=sys.stderr)
             return 1
         except BaseException:
             od.undo()
