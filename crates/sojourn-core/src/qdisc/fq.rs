@@ -415,8 +415,10 @@ pub struct FqStats {
     pub ce_marks: u64,
 }
 
+/// A hasher for integer keys that are not attacker-chosen (flow keys, node ids): one
+/// splitmix64 mix per word instead of SipHash's rounds (htb's address filters use it too).
 #[derive(Default)]
-struct KeyHasher(u64);
+pub(crate) struct KeyHasher(u64);
 
 impl Hasher for KeyHasher {
     fn finish(&self) -> u64 {
@@ -430,6 +432,10 @@ impl Hasher for KeyHasher {
     #[inline]
     fn write_u64(&mut self, x: u64) {
         self.0 = crate::rng::splitmix64_mix(self.0 ^ x);
+    }
+    #[inline]
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(x as u64);
     }
 }
 

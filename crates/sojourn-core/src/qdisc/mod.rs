@@ -39,6 +39,7 @@ pub mod fq_pie;
 pub mod htb;
 pub mod las;
 pub mod lstf_codel;
+pub mod minor_set;
 pub mod pie;
 pub mod prio;
 pub mod red;
