@@ -998,6 +998,8 @@ pub struct Htb {
     /// `hlevel[level].hprio[prio].row`: classes of that level that can send, per priority.
     rows: Vec<Ring>,
     row_mask: [u8; MAX_DEPTH],
+    /// Bit `level`: some class is of that level (dequeue visits only those).
+    levels_used: u8,
     /// Classes not in CanSend, by (wake time, class).
     wait: [WaitQueue; MAX_DEPTH],
     direct: VecDeque<Packet>,
@@ -1080,6 +1082,7 @@ impl Htb {
             _ => NONE,
         };
         let filters = AddrFilters::new(&spec.filters, |m| by_minor[&m]);
+        let levels_used = classes.iter().fold(0u8, |m, c: &Class| m | 1 << c.level);
         let mut class_of_minor = vec![
             NONE;
             spec.classes
@@ -1100,6 +1103,7 @@ impl Htb {
             inner,
             rows: (0..MAX_DEPTH * NUM_PRIO).map(|_| Ring::default()).collect(),
             row_mask: [0; MAX_DEPTH],
+            levels_used,
             wait: Default::default(),
             direct: VecDeque::new(),
             direct_qlen: spec.direct_qlen as usize,
@@ -1172,10 +1176,11 @@ impl Leaves {
         op: impl FnOnce(&mut AnyQdisc, &mut Drops) -> R,
     ) -> (R, u64) {
         let q = &mut self.built[slot as usize];
-        let (n0, b0, d0) = (q.len_packets(), q.len_bytes(), drops.len());
+        let ((n0, b0), d0) = (q.backlog(), drops.len());
         let r = op(q, drops);
-        self.packets = self.packets + q.len_packets() - n0;
-        self.bytes = self.bytes + q.len_bytes() - b0;
+        let (n1, b1) = q.backlog();
+        self.packets = self.packets + n1 - n0;
+        self.bytes = self.bytes + b1 - b0;
         (r, (drops.len() - d0) as u64)
     }
 
@@ -1790,8 +1795,15 @@ impl Qdisc for Htb {
         let t = now.0 as i64;
         // The watchdog: at the latest 5 s on (the kernel's bound), else the first wake.
         let mut next_event = t + 5_000_000_000;
+        if self.levels_used != u8::MAX {
+            // A level without classes has no events: it would give "none" (t + 1 s).
+            next_event = t + 1_000_000_000;
+        }
         let mut leaf_wake = None;
-        for level in 0..MAX_DEPTH {
+        let mut levels = self.levels_used;
+        while levels != 0 {
+            let level = levels.trailing_zeros() as usize;
+            levels &= levels - 1;
             let event = self.do_events(level, t).unwrap_or(t + 1_000_000_000);
             next_event = next_event.min(event);
             let mut m = self.row_mask[level];

@@ -181,6 +181,10 @@ macro_rules! disciplines {
             fn len_bytes(&self) -> u64 {
                 match self { $($(AnyQdisc::$variant(q) => q.len_bytes(),)+)+ }
             }
+            #[inline]
+            fn backlog(&self) -> (usize, u64) {
+                match self { $($(AnyQdisc::$variant(q) => q.backlog(),)+)+ }
+            }
             fn ecn_marks(&self) -> u64 {
                 match self { $($(AnyQdisc::$variant(q) => q.ecn_marks(),)+)+ }
             }

@@ -153,6 +153,12 @@ pub trait Qdisc {
     fn len_packets(&self) -> usize;
     /// Bytes queued (`backlog`), in `qdisc_pkt_len` units.
     fn len_bytes(&self) -> u64;
+    /// Both at once (one dispatch instead of two for a parent that tracks its children's
+    /// backlog around every operation, as HTB and DRR do).
+    #[inline]
+    fn backlog(&self) -> (usize, u64) {
+        (self.len_packets(), self.len_bytes())
+    }
     /// CE marks applied so far (children included).
     fn ecn_marks(&self) -> u64;
     /// Internal state for time series (e.g. PIE's drop probability), reported through
@@ -176,6 +182,10 @@ impl<Q: Qdisc + ?Sized> Qdisc for Box<Q> {
     #[inline]
     fn len_bytes(&self) -> u64 {
         (**self).len_bytes()
+    }
+    #[inline]
+    fn backlog(&self) -> (usize, u64) {
+        (**self).backlog()
     }
     fn ecn_marks(&self) -> u64 {
         (**self).ecn_marks()
