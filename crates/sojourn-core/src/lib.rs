@@ -5,7 +5,7 @@
 //! argument and results go out as values, so the same code serves the simulator and
 //! (later) the live emulator.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod accecn;
 pub mod conntrack;
@@ -13,6 +13,7 @@ pub mod device;
 pub mod hist;
 pub mod packet;
 pub mod params;
+pub mod prefetch;
 pub mod qdisc;
 pub mod rng;
 pub mod time;

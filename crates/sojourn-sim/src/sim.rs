@@ -1149,7 +1149,8 @@ impl Sim {
             .unlink_front(&mut link.in_flight)
             .expect("Arrive with nothing in flight");
         if next_propagating {
-            let at = self.flight.front(&link.in_flight).expect("propagating").0;
+            let at = self.flight.successor_at(s);
+            debug_assert_eq!(Some(at), self.flight.front(&link.in_flight).map(|f| f.0));
             self.events.push(at, Event::Arrive(l));
         }
         self.forward_arrived(to, Held::Flight(s));

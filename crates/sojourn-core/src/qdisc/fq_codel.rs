@@ -73,6 +73,9 @@ impl Slab {
             self.free = n.next;
             n.pkt = pkt;
             n.next = NIL;
+            if self.free != NIL {
+                crate::prefetch::prefetch(&self.nodes[self.free as usize]);
+            }
             i
         } else {
             self.nodes.push(Node { pkt, next: NIL });
@@ -128,6 +131,8 @@ impl CodelQueue for FlowQueue<'_> {
         *self.head = next;
         if next == NIL {
             *self.tail = NIL;
+        } else {
+            crate::prefetch::prefetch(&self.slab.nodes[next as usize]);
         }
         *self.flow_backlog -= len;
         *self.qlen -= 1;
