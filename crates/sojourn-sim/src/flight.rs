@@ -285,6 +285,16 @@ impl FlightPool {
         s.next_at
     }
 
+    /// Hints the CPU to fetch the slot at the head of `list` (the next arrival on its link,
+    /// whose slot was written half a path ago): the arrival path's first read of a packet
+    /// was its costliest stall with many subscribers (bench/README.md, "ISP trees").
+    #[inline(always)]
+    pub fn prefetch_head(&self, list: &FlightList) {
+        if let Some(s) = self.slots.get(list.head as usize) {
+            sojourn_core::prefetch::prefetch(s);
+        }
+    }
+
     /// The packet in slot `i` (taken out by [`FlightPool::unlink_front`]).
     #[inline(always)]
     pub fn packet(&self, i: u32) -> &Packet {

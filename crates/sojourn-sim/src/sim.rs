@@ -1152,6 +1152,7 @@ impl Sim {
             let at = self.flight.successor_at(s);
             debug_assert_eq!(Some(at), self.flight.front(&link.in_flight).map(|f| f.0));
             self.events.push(at, Event::Arrive(l));
+            self.flight.prefetch_head(&link.in_flight);
         }
         self.forward_arrived(to, Held::Flight(s));
     }
