@@ -227,9 +227,16 @@ impl Ring {
 /// (an ordered set of (wake time, class)) did, at about half its cost per packet on a
 /// 10,000-subscriber tree, where every packet a shaped class sends takes it out of and back
 /// into its wait queue (bench/README.md, "ISP subscriber trees").
+///
+/// Dead entries are bounded: a removed class's entry stays until its wake time comes, so
+/// when dead entries outnumber live ones (plus 64) the heap keeps only its live ones, in
+/// O(n) once per as many removals; it never holds much more than twice what the ordered
+/// set held.
 #[derive(Default)]
 struct WaitQueue {
     heap: BinaryHeap<Reverse<(i64, u32, u32)>>,
+    /// Classes in this queue (live entries).
+    live: u32,
 }
 
 /// The feeds of an inner class, one per priority (`inner.clprio[prio]`).
@@ -1520,9 +1527,14 @@ impl Htb {
         }
         c.pq_key = key;
         c.wait_gen = c.wait_gen.wrapping_add(1);
-        self.wait[c.level as usize]
-            .heap
-            .push(Reverse((key, cl, c.wait_gen)));
+        let w = &mut self.wait[c.level as usize];
+        w.heap.push(Reverse((key, cl, c.wait_gen)));
+        w.live += 1;
+        if w.heap.len() > 2 * w.live as usize + 64 {
+            let classes = &self.classes;
+            w.heap
+                .retain(|&Reverse((_, cl, gen))| classes[cl as usize].wait_gen == gen);
+        }
     }
 
     /// `htb_safe_rb_erase` from the wait queue: the class's entry dies in place.
@@ -1530,6 +1542,7 @@ impl Htb {
     fn remove_from_wait(&mut self, cl: u32) {
         let c = &mut self.classes[cl as usize];
         c.wait_gen = c.wait_gen.wrapping_add(1);
+        self.wait[c.level as usize].live -= 1;
     }
 
     /// The live entry of `level`'s wait queue with the earliest (wake time, class), dead
@@ -2045,6 +2058,27 @@ mod tests {
         ]);
         let sent = run(&mut q, &mut [sat(0x10)], 10, |_, _, _| {});
         assert!(within(sent[&0x10], 62_500_000.0, 0.01), "{sent:?}");
+    }
+
+    #[test]
+    fn dead_wait_entries_are_dropped_once_they_outnumber_live_ones() {
+        // A class put into its level's wait queue far ahead and taken out again 10,000
+        // times leaves 10,000 dead entries in a lazy heap; the queue must drop them once
+        // they outnumber the live ones (plus 64), and still give the live entry first.
+        let mut q = thirty_seventy();
+        let cl = q.by_minor[&0x10];
+        for i in 0..10_000 {
+            q.add_to_wait(cl, i, 1_000_000_000_000);
+            q.remove_from_wait(cl);
+        }
+        q.add_to_wait(cl, 20_000, 5);
+        assert_eq!(q.wait[0].live, 1);
+        assert!(
+            q.wait[0].heap.len() <= 2 + 64,
+            "{} entries",
+            q.wait[0].heap.len()
+        );
+        assert_eq!(q.wait_first(0), Some((20_005, cl)));
     }
 
     #[test]
