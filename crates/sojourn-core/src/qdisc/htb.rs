@@ -224,9 +224,10 @@ impl Ring {
 /// class's `wait_gen` at its insertion, and removing a class only moves its generation on,
 /// so an entry is live iff its generation is the class's; dead entries are dropped when
 /// they reach the top. It pops the live entries in the order a `BTreeSet<(i64, u32)>`
-/// (an ordered set of (wake time, class)) did, at about half its cost per packet on a
-/// 10,000-subscriber tree, where every packet a shaped class sends takes it out of and back
-/// into its wait queue (bench/README.md, "ISP subscriber trees").
+/// (an ordered set of (wake time, class)) did, for less: on a 10,000-subscriber tree, where
+/// every packet a shaped class sends takes it out of and back into its wait queue, the
+/// switch cut the run loop's instructions by 4 % (bench/README.md, "ISP trees on a quiet
+/// machine").
 ///
 /// Dead entries are bounded: a removed class's entry stays until its wake time comes, so
 /// when dead entries outnumber live ones (plus 64) the heap keeps only its live ones, in
@@ -998,8 +999,7 @@ pub struct Htb {
     handle: u16,
     default_class: u32,
     classes: Vec<Class>,
-    by_minor: HashMap<u16, u32>,
-    /// Class index by minor (`NONE` where there is none): the rings hold minors.
+    /// Class index by minor (`NONE` where there is none; [`Htb::class_of`]).
     class_of_minor: Vec<u32>,
     inner: Vec<Inner>,
     /// `hlevel[level].hprio[prio].row`: classes of that level that can send, per priority.
@@ -1022,15 +1022,24 @@ pub struct Htb {
 impl Htb {
     pub fn new(spec: &HtbSpec, ctx: &BuildCtx) -> Htb {
         let n = spec.classes.len();
-        let mut by_minor = HashMap::with_capacity(n);
+        // Class index by minor (the spec was validated: every parent and filter names one).
+        let mut class_of_minor = vec![
+            NONE;
+            spec.classes
+                .iter()
+                .map(|c| c.minor as usize + 1)
+                .max()
+                .unwrap_or(0)
+        ];
         for (i, c) in spec.classes.iter().enumerate() {
-            by_minor.insert(c.minor, i as u32);
+            class_of_minor[c.minor as usize] = i as u32;
         }
-        let parent_of = |c: &HtbClassSpec| c.parent.map_or(NONE, |m| by_minor[&m]);
+        let by_minor = |m: u16| class_of_minor[m as usize];
+        let parent_of = |c: &HtbClassSpec| c.parent.map_or(NONE, by_minor);
         let mut has_children = vec![false; n];
         for c in &spec.classes {
             if let Some(m) = c.parent {
-                has_children[by_minor[&m] as usize] = true;
+                has_children[by_minor(m) as usize] = true;
             }
         }
         // Inner levels from the top: a top-level inner class is level 7, its inner
@@ -1038,7 +1047,7 @@ impl Htb {
         let depth = |mut i: usize| {
             let mut d = 0;
             while let Some(m) = spec.classes[i].parent {
-                i = by_minor[&m] as usize;
+                i = by_minor(m) as usize;
                 d += 1;
             }
             d
@@ -1084,28 +1093,16 @@ impl Htb {
                 stats: ClassStats::default(),
             });
         }
-        let default_class = match by_minor.get(&spec.default_minor) {
-            Some(&i) if classes[i as usize].level == 0 => i,
+        let default_class = match class_of_minor.get(spec.default_minor as usize) {
+            Some(&i) if i != NONE && classes[i as usize].level == 0 => i,
             _ => NONE,
         };
-        let filters = AddrFilters::new(&spec.filters, |m| by_minor[&m]);
+        let filters = AddrFilters::new(&spec.filters, by_minor);
         let levels_used = classes.iter().fold(0u8, |m, c: &Class| m | 1 << c.level);
-        let mut class_of_minor = vec![
-            NONE;
-            spec.classes
-                .iter()
-                .map(|c| c.minor as usize + 1)
-                .max()
-                .unwrap_or(0)
-        ];
-        for (&m, &i) in &by_minor {
-            class_of_minor[m as usize] = i;
-        }
         Htb {
             handle: spec.handle,
             default_class,
             classes,
-            by_minor,
             class_of_minor,
             inner,
             rows: (0..MAX_DEPTH * NUM_PRIO).map(|_| Ring::default()).collect(),
@@ -1296,9 +1293,16 @@ impl Htb {
     }
     /// Counters of class `H:minor`, if it exists.
     pub fn stats_of(&self, minor: u16) -> Option<&ClassStats> {
-        self.by_minor
-            .get(&minor)
-            .map(|&i| &self.classes[i as usize].stats)
+        self.class_of(minor)
+            .map(|i| &self.classes[i as usize].stats)
+    }
+    /// The index of class `H:minor`, if it exists.
+    #[inline]
+    fn class_of(&self, minor: u16) -> Option<u32> {
+        self.class_of_minor
+            .get(minor as usize)
+            .copied()
+            .filter(|&i| i != NONE)
     }
     /// Packets sent through the direct queue (`direct_packets_stat`).
     pub fn direct_packets(&self) -> u64 {
@@ -1315,7 +1319,7 @@ impl Htb {
     /// The leaf qdisc of class `H:minor`, once built.
     pub fn leaf_of(&self, minor: u16) -> Option<&AnyQdisc> {
         self.leaves
-            .get(self.classes[*self.by_minor.get(&minor)? as usize].leaf)
+            .get(self.classes[self.class_of(minor)? as usize].leaf)
     }
     /// Queued packets of class `H:minor` (0 before its leaf exists).
     pub fn class_len_packets(&self, minor: u16) -> usize {
@@ -1332,7 +1336,7 @@ impl Htb {
                 // X:0 selects the direct queue.
                 return Target::Direct;
             }
-            if let Some(&i) = self.by_minor.get(&minor) {
+            if let Some(i) = self.class_of(minor) {
                 if self.classes[i as usize].level == 0 {
                     return Target::Class(i);
                 }
@@ -2066,7 +2070,7 @@ mod tests {
         // times leaves 10,000 dead entries in a lazy heap; the queue must drop them once
         // they outnumber the live ones (plus 64), and still give the live entry first.
         let mut q = thirty_seventy();
-        let cl = q.by_minor[&0x10];
+        let cl = q.class_of(0x10).unwrap();
         for i in 0..10_000 {
             q.add_to_wait(cl, i, 1_000_000_000_000);
             q.remove_from_wait(cl);
