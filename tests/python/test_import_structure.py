@@ -204,3 +204,15 @@ def test_the_family_check_sees_an_arrow_up(tmp_path):
     g = graph(pkg)
     assert g["sojourn.analysis.stats"] == {"sojourn.cli"}
     assert _row("sojourn.analysis.stats") > _row("sojourn.cli")
+
+
+def test_building_the_command_line_does_not_import_scipy():
+    """Every ``sojourn`` command builds the whole parser first; scipy.stats takes about a
+    second to import, so only the commands that compute with it (``compare``, ``threshold``,
+    the statistics) may load it. It used to come in through ``compare``'s module and
+    ``threshold``'s, for ``sojourn run`` too (bench/README.md, "ISP subscriber trees")."""
+    code = ("import sys; from sojourn.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in sys.modules if m == 'scipy' or m.startswith('scipy.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**__import__("os").environ, "PYTHONPATH": str(PKG.parent)})
+    assert out.stdout.strip() == "[]", out.stdout

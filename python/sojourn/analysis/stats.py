@@ -27,7 +27,15 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats as sps
+
+
+def _sps():
+    """scipy.stats, imported on first use: it takes about a second to import, and every
+    ``sojourn`` command imports this module through its parser (``compare``)."""
+    from scipy import stats
+
+    return stats
+
 
 FloatArray = NDArray[np.float64]
 
@@ -90,7 +98,7 @@ def mean_ci(x: ArrayLike | pd.Series, level: float = 0.95) -> dict[str, float]:
         return {"mean": nan, "sem": nan, "half_width": nan, "lo": nan, "hi": nan, "n": 0}
     m = float(a.mean())
     sem = float(a.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
-    z = float(sps.norm.ppf(0.5 + level / 2.0))
+    z = float(_sps().norm.ppf(0.5 + level / 2.0))
     hw = z * sem
     return {"mean": m, "sem": sem, "half_width": hw, "lo": m - hw, "hi": m + hw, "n": n}
 
@@ -123,7 +131,7 @@ def repeat_ci(
     if r < 2:
         return {"mean": m, "sem": nan, "half_width": nan, "lo": nan, "hi": nan, "repeats": 1}
     sem = float(means.std(ddof=1) / math.sqrt(r))
-    hw = float(sps.t.ppf(0.5 + level / 2.0, r - 1)) * sem
+    hw = float(_sps().t.ppf(0.5 + level / 2.0, r - 1)) * sem
     return {"mean": m, "sem": sem, "half_width": hw, "lo": m - hw, "hi": m + hw, "repeats": r}
 
 
@@ -164,7 +172,7 @@ def gain(
         va = a.var(ddof=1) / a.size
         vb = b.var(ddof=1) / b.size
         se = abs(r) * math.sqrt(va / ma**2 + vb / mb**2) if ma != 0 else math.sqrt(va) / abs(mb)
-        z = float(sps.norm.ppf(0.5 + level / 2.0))
+        z = float(_sps().norm.ppf(0.5 + level / 2.0))
         return {"gain": r - 1.0, "lo": r - 1.0 - z * se, "hi": r - 1.0 + z * se, "se": se, "method": "delta"}
     if method == "bootstrap":
         rng = np.random.default_rng(seed)
@@ -232,7 +240,7 @@ def fct_by_size(
     else:
         e = np.asarray(edges, dtype=float)
     idx = np.searchsorted(e, s, side="right") - 1
-    z = float(sps.norm.ppf(0.5 + level / 2.0))
+    z = float(_sps().norm.ppf(0.5 + level / 2.0))
     rows = []
     for i in range(e.size - 1):
         v = f[idx == i]
@@ -372,7 +380,7 @@ def repeat_gain(
     def ratio(x: FloatArray, y: FloatArray, axis: int = -1) -> FloatArray:
         return np.mean(x, axis=axis) / np.mean(y, axis=axis) - 1.0
 
-    res = sps.bootstrap((a, b), ratio, paired=paired, vectorized=True, confidence_level=level,
+    res = _sps().bootstrap((a, b), ratio, paired=paired, vectorized=True, confidence_level=level,
                         n_resamples=n_resamples, method="percentile", rng=np.random.default_rng(seed))
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     return {"gain": g, "lo": lo, "hi": hi, "repeats": int(min(a.size, b.size))}
