@@ -765,6 +765,12 @@ impl Cake {
             let s = self.free_slot;
             self.free_slot = self.slots[s as usize].next;
             self.slots[s as usize] = slot;
+            // The next free slot was freed when this instance last sent, one subscriber's
+            // turn ago under a classful parent: fetch it now, not on the next enqueue
+            // (as FQ-CoDel's slab; bench/README.md, "ISP trees on a quiet machine").
+            if self.free_slot != NIL {
+                crate::prefetch::prefetch(&self.slots[self.free_slot as usize]);
+            }
             s
         } else {
             self.slots.push(slot);
@@ -853,16 +859,20 @@ impl Cake {
             return None;
         }
         let s = f.head;
-        let slot = self.slots[s as usize];
-        f.head = slot.next;
+        // Three fields, not a copy of the whole slot (its packet is taken once, by the caller).
+        let slot = &self.slots[s as usize];
+        let (next, len, truesize) = (slot.next, slot.pkt.len_bytes, slot.pkt.truesize_bytes);
+        f.head = next;
         if f.head == NIL {
             f.tail = NIL;
+        } else {
+            // The queue's next packet was written when it arrived, milliseconds ago.
+            crate::prefetch::prefetch(&self.slots[f.head as usize]);
         }
-        let len = slot.pkt.len_bytes;
         f.backlog_bytes -= len;
         self.tins[tin].tin_backlog -= len as u64;
         self.backlog_bytes -= len as u64;
-        self.buffer_used -= slot.pkt.truesize_bytes as u64;
+        self.buffer_used -= truesize as u64;
         self.qlen -= 1;
         self.heap_fix(tin, idx);
         Some(s)
