@@ -68,7 +68,7 @@ def subscriber_table(flows: pd.DataFrame, isp: Mapping[str, Any], duration_s: fl
     for direction, who, plan_col, ceil_col in (("down", dst, "down_bps", "ceil_down_bps"),
                                                 ("up", src, "up_bps", "ceil_up_bps")):
         # A hash lookup: np.isin on object arrays sorts both sides (6 s for 63,604 flows
-        # against 10,000 names, bench/README.md "ISP subscriber trees").
+        # against 10,000 names; bench/README.md, "ISP trees: the run's own post-processing").
         sel = pd.Series(who).isin(names).to_numpy()
         g = pd.DataFrame({"subscriber": who[sel], "delivered": delivered[sel],
                           "wdelay": np.nan_to_num(delay[sel]) * delivered[sel],

@@ -11,6 +11,7 @@ imports on its own, first, in a fresh interpreter state."""
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -210,9 +211,10 @@ def test_building_the_command_line_does_not_import_scipy():
     """Every ``sojourn`` command builds the whole parser first; scipy.stats takes about a
     second to import, so only the commands that compute with it (``compare``, ``threshold``,
     the statistics) may load it. It used to come in through ``compare``'s module and
-    ``threshold``'s, for ``sojourn run`` too (bench/README.md, "ISP subscriber trees")."""
+    ``threshold``'s, for ``sojourn run`` too (bench/README.md, "ISP trees: the run's own
+    post-processing")."""
     code = ("import sys; from sojourn.cli import build_parser; build_parser(); "
             "print(sorted(m for m in sys.modules if m == 'scipy' or m.startswith('scipy.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**__import__("os").environ, "PYTHONPATH": str(PKG.parent)})
+                         env={**os.environ, "PYTHONPATH": str(PKG.parent)})
     assert out.stdout.strip() == "[]", out.stdout

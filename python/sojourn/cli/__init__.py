@@ -426,10 +426,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _cmd_threshold(a) -> int:
+def _threshold(args: Sequence[str]) -> int:
     from . import threshold as _thr
 
-    return _thr.main(a.args)
+    return _thr.main(list(args))
+
+
+def _cmd_threshold(a) -> int:
+    return _threshold(a.args)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -437,9 +441,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args and args[0] == "threshold":
         # `threshold` has its own parser (and its own --help): hand it every word, even a
         # leading -h/--help, which the top-level parser would otherwise take.
-        from . import threshold as _thr
-
-        return _thr.main(args[1:])
+        return _threshold(args[1:])
     p = build_parser()
     a = p.parse_args(args)
     if a.version:
