@@ -50,13 +50,15 @@ pub enum Event {
     TxDone(u32),
     /// A shaper/pacer asked to be woken (`Dequeue::NotBefore`).
     QdiscWake(u32),
-    /// An endpoint's deadline (lazily cancelled: checked against the endpoint's state).
-    EndpointTimer(u32),
+    /// An endpoint's deadline (lazily cancelled: checked against the endpoint's state),
+    /// by the endpoint's identity (`Sim`'s `endpoint_ident`: its flow's identity and its
+    /// side, below 2^60), not by its storage slot, which is reused in event order.
+    EndpointTimer(u64),
     /// A workload generator's timer.
     AppTimer(u32),
 }
 
-/// An event's class: its place in the tie order (the high word of [`Entry::tag`]).
+/// An event's class: its place in the tie order (the top four bits of [`Entry::tag`]).
 mod class {
     pub const WARMUP_END: u64 = 0;
     pub const SAMPLE: u64 = 1;
@@ -74,6 +76,22 @@ mod class {
 /// its inverse modulo 2^32: `K * K_INV = 1 (mod 2^32)`.
 const PERM_K: u32 = 0x9e37_79b1;
 const PERM_K_INV: u32 = inverse_mod_2_32(PERM_K);
+/// The 60-bit entity ids (endpoint identities) and their permutation's odd multiplier
+/// (2^64 / golden ratio, odd) with its inverse modulo 2^64, hence modulo 2^60.
+pub const ENTITY_MASK: u64 = (1 << 60) - 1;
+const PERM_K60: u64 = 0x9e37_79b9_7f4a_7c15;
+const PERM_K60_INV: u64 = inverse_mod_2_64(PERM_K60);
+
+/// The inverse of odd `k` modulo 2^64 (six Newton steps: 3 · 2^6 > 64 bits).
+const fn inverse_mod_2_64(k: u64) -> u64 {
+    let mut x = k;
+    let mut i = 0;
+    while i < 6 {
+        x = x.wrapping_mul(2u64.wrapping_sub(k.wrapping_mul(x)));
+        i += 1;
+    }
+    x
+}
 
 /// The inverse of odd `k` modulo 2^32 (Newton's iteration doubles the correct low bits:
 /// `x = k` is right to 3 bits for odd `k`, five steps give 96 > 32).
@@ -87,8 +105,8 @@ const fn inverse_mod_2_32(k: u32) -> u32 {
     x
 }
 
-/// A pending event: its time and its tie-break `tag` (class in the high word, the
-/// permuted entity id in the low word), 16 bytes. The event itself is decoded from the
+/// A pending event: its time and its tie-break `tag` (class in the top four bits, the
+/// permuted entity id in the low 60), 16 bytes. The event itself is decoded from the
 /// tag when it pops.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
@@ -238,8 +256,10 @@ pub struct EventQueue {
     now: u64,
     /// The tag of the last event popped (0 before the first: before every event).
     now_tag: u64,
-    /// The run's salt of the entity permutation (`EventQueue::with_order_seed`).
+    /// The run's salts of the entity permutations (`EventQueue::with_order_seed`): of
+    /// the 32-bit ids (links) and of the 60-bit endpoint identities.
     salt: u32,
+    salt60: u64,
     /// Testing (`relay_every`): every n-th eligible push goes through a relay; 0 = never.
     relay_every: u32,
     relay_count: u32,
@@ -289,6 +309,7 @@ impl EventQueue {
             now: 0,
             now_tag: 0,
             salt: 0,
+            salt60: 0,
             relay_every: 0,
             relay_count: 0,
             relays_filed: 0,
@@ -303,7 +324,9 @@ impl EventQueue {
     /// (a bijection of the 32-bit ids, so no two entities tie and low ids are not
     /// favoured; the same seed gives the same order).
     pub fn with_order_seed(mut self, seed: u64) -> EventQueue {
-        self.salt = sojourn_core::rng::Rng::stream(seed, "event-order", 0).next_u32();
+        let mut rng = sojourn_core::rng::Rng::stream(seed, "event-order", 0);
+        self.salt = rng.next_u32();
+        self.salt60 = rng.next_u64() & ENTITY_MASK;
         self
     }
 
@@ -337,6 +360,22 @@ impl EventQueue {
         m.wrapping_mul(PERM_K_INV) ^ self.salt
     }
 
+    /// `permute` for a 60-bit endpoint identity: `(id ^ salt) * K mod 2^60`, then its
+    /// high 30 bits folded into the low 30, both bijections of the 60-bit ids.
+    #[inline(always)]
+    fn permute60(&self, id: u64) -> u64 {
+        debug_assert!(id <= ENTITY_MASK, "an endpoint identity above 2^60");
+        let m = ((id ^ self.salt60).wrapping_mul(PERM_K60)) & ENTITY_MASK;
+        m ^ (m >> 30)
+    }
+
+    /// The inverse of `permute60`.
+    #[inline(always)]
+    fn unpermute60(&self, p: u64) -> u64 {
+        let m = p ^ (p >> 30);
+        (m.wrapping_mul(PERM_K60_INV) & ENTITY_MASK) ^ self.salt60
+    }
+
     #[inline(always)]
     fn tag_of(&self, ev: Event) -> u64 {
         let (c, id) = match ev {
@@ -346,12 +385,12 @@ impl EventQueue {
             Event::ArriveLate(l) => (class::ARRIVE_LATE, self.permute(l)),
             Event::TxDone(l) => (class::TX_DONE, self.permute(l)),
             Event::QdiscWake(l) => (class::QDISC_WAKE, self.permute(l)),
-            Event::EndpointTimer(e) => (class::ENDPOINT_TIMER, self.permute(e)),
+            Event::EndpointTimer(e) => return (class::ENDPOINT_TIMER << 60) | self.permute60(e),
             // Generators in the file's order: the flows they open at one instant are
             // numbered in that order (flow i on pair i for `pairs = "all"`).
             Event::AppTimer(a) => (class::APP_TIMER, a),
         };
-        (c << 32) | id as u64
+        (c << 60) | id as u64
     }
 
     /// Whether `ev`, due at the instant of the event popped last, comes before that event
@@ -368,14 +407,14 @@ impl EventQueue {
     fn event_of(&self, tag: u64) -> Option<Event> {
         let low = tag as u32;
         let id = self.unpermute(low);
-        Some(match tag >> 32 {
+        Some(match tag >> 60 {
             class::WARMUP_END => Event::WarmupEnd,
             class::SAMPLE => Event::Sample,
             class::ARRIVE => Event::Arrive(id),
             class::ARRIVE_LATE => Event::ArriveLate(id),
             class::TX_DONE => Event::TxDone(id),
             class::QDISC_WAKE => Event::QdiscWake(id),
-            class::ENDPOINT_TIMER => Event::EndpointTimer(id),
+            class::ENDPOINT_TIMER => Event::EndpointTimer(self.unpermute60(tag & ENTITY_MASK)),
             class::APP_TIMER => Event::AppTimer(low),
             _ => return None,
         })
@@ -468,7 +507,7 @@ impl EventQueue {
         };
         self.insert(Entry {
             time: self.now + (e.time - self.now) / 2,
-            tag: (class::RELAY << 32) | r as u64,
+            tag: (class::RELAY << 60) | r as u64,
         });
         true
     }
@@ -771,7 +810,7 @@ mod tests {
             3 => Event::ArriveLate(id),
             4 => Event::TxDone(id),
             5 => Event::QdiscWake(id),
-            6 => Event::EndpointTimer(id),
+            6 => Event::EndpointTimer(id as u64),
             _ => Event::AppTimer(id),
         }
     }
@@ -797,8 +836,8 @@ mod tests {
             | Event::ArriveLate(i)
             | Event::TxDone(i)
             | Event::QdiscWake(i)
-            | Event::EndpointTimer(i)
             | Event::AppTimer(i) => i,
+            Event::EndpointTimer(i) => i as u32,
         }
     }
 
@@ -893,7 +932,7 @@ mod tests {
         let order_for = |seed: u64| {
             let mut q = EventQueue::with_slot_shift(DEFAULT_SLOT_SHIFT).with_order_seed(seed);
             for i in 0..64 {
-                q.push(Time(1_000), Event::EndpointTimer(i));
+                q.push(Time(1_000), Event::EndpointTimer(i as u64));
             }
             std::iter::from_fn(|| q.pop())
                 .map(|(_, e)| id(e))
@@ -910,6 +949,11 @@ mod tests {
         let q = EventQueue::with_slot_shift(DEFAULT_SLOT_SHIFT).with_order_seed(5);
         for i in [0, 1, 2, 65_535, 65_536, 1 << 31, u32::MAX] {
             assert_eq!(q.unpermute(q.permute(i)), i);
+        }
+        for i in [0u64, 1, 2, 1 << 31, 1 << 35, (1 << 59) + 7, (1 << 60) - 1] {
+            let p = q.permute60(i);
+            assert!(p < 1 << 60);
+            assert_eq!(q.unpermute60(p), i);
         }
     }
 

@@ -13,7 +13,6 @@
 use crate::dispatch::AnyEndpoint;
 use crate::endpoint::{packet_tag, Endpoint, Io};
 use crate::sim::Sim;
-use crate::workload::ephemeral_port;
 use sojourn_core::packet::{proto, truesize_for, Addr, FlowKey, TransportHeader};
 use sojourn_core::{Duration, Packet, Time};
 use sojourn_experiment::probe::{ProbeMode, ProbePlan};
@@ -158,7 +157,7 @@ impl Sim {
     pub(crate) fn add_probe_workload(&mut self, q: &ProbePlan) {
         for &(src, dst) in &q.flows {
             let start = Time::ZERO + q.start;
-            let flow = self.flows.add(FlowRecord::new(
+            let (flow, ident) = self.open_flow(FlowRecord::new(
                 0,
                 FlowKind::Probe,
                 q.index,
@@ -170,7 +169,7 @@ impl Sim {
             let (protocol, src_port, dst_port) = match q.mode {
                 ProbeMode::Icmp => (PROTO_ICMP, 0, 0),
                 // irtt's default server port.
-                _ => (proto::UDP, ephemeral_port(flow), 2112),
+                _ => (proto::UDP, self.ephemeral_port(ident), 2112),
             };
             let key = FlowKey {
                 src_addr: Addr::v4(src),
@@ -185,6 +184,8 @@ impl Sim {
             let refl = self.add_endpoint(
                 dst,
                 flow,
+                ident,
+                1,
                 AnyEndpoint::ProbeReflector(ProbeReflector {
                     flow,
                     key: back,
@@ -208,7 +209,7 @@ impl Sim {
                 stop,
                 records: Vec::new(),
             };
-            let sid = self.add_endpoint(src, flow, AnyEndpoint::ProbeSource(source));
+            let sid = self.add_endpoint(src, flow, ident, 0, AnyEndpoint::ProbeSource(source));
             if let AnyEndpoint::ProbeReflector(r) = self.endpoint_mut(refl) {
                 r.peer = sid;
             }

@@ -32,6 +32,7 @@ use sojourn_core::device::{Begin, Device};
 use sojourn_core::qdisc::{BuildCtx, Dequeue, DropReason, Drops, Qdisc};
 use sojourn_core::rng::{splitmix64_mix, Rng};
 use sojourn_core::{Duration, Packet, Time};
+use sojourn_record::flows::FlowRecord;
 use sojourn_record::metrics::{EntityId, LinkCounts, PacketLog, TimeSeries};
 
 mod fast_link;
@@ -102,7 +103,11 @@ pub struct Node {
 struct EndpointSlot {
     /// Time of the earliest pending `EndpointTimer` event (`Time::MAX` if none).
     scheduled: Time,
+    /// The endpoint's identity (`endpoint_ident`): its timer events' entity.
+    ident: u64,
     node: u32,
+    /// Its socket number on its node (`Sim::sockets`): what its packets carry as `sk - 1`.
+    sock: u32,
     flow: u32,
     live: bool,
     ep: AnyEndpoint,
@@ -154,6 +159,25 @@ pub struct Sim {
     flight: FlightPool,
     endpoints: Vec<EndpointSlot>,
     free_endpoints: Vec<u32>,
+    /// Per node, the flows opened from it so far: the `k` of the next flow identity
+    /// (`open_flow`).
+    flows_opened: Vec<u64>,
+    /// Per node, the endpoint slot of each endpoint identity handed out there, by
+    /// `2k + side` (`u32::MAX` once closed): how a timer event finds its endpoint.
+    endpoint_slots: Vec<Vec<u32>>,
+    /// Per node, the endpoint slot of each socket number (`u32::MAX`: free), and the free
+    /// socket numbers. A sender's packets carry `sk = socket number + 1`, which `fq` keys
+    /// its flows by and TSQ completions are addressed by: numbered per host, so that the
+    /// reuse of a number (as the kernel reuses a socket's memory) depends on that host's
+    /// own history only.
+    sockets: Vec<Vec<u32>>,
+    free_sockets: Vec<Vec<u32>>,
+    /// Per node, the packets it has numbered: a packet's uid is `node << uid_count_bits |
+    /// count` (`number_packets`).
+    uids_sent: Vec<u64>,
+    /// The bits of a uid left to a node's count: 48 (uids stay below 2^48,
+    /// `SEGMENT_UID_SHIFT`) minus the bits of the largest node index.
+    uid_count_bits: u32,
     pub flows: FlowTable,
     /// Nodes with an adaptive classifier (`adapt`): told of every finished flow.
     adaptive_nodes: Vec<u32>,
@@ -162,7 +186,6 @@ pub struct Sim {
     drops: Drops,
     out: Vec<Packet>,
     notes: Vec<Note>,
-    next_uid: u64,
     pub acct: Accounting,
     pub events_processed: u64,
     pub event_counts: EventCounts,
@@ -190,6 +213,12 @@ pub struct Sim {
 impl Sim {
     /// Builds the network and the workloads of `exp` for one run with `seed`.
     pub fn new(exp: &Experiment, seed: u64) -> Sim {
+        // Endpoint identities are `node << 36 | 2k + side` below 2^60 (event.rs).
+        assert!(
+            exp.node_names.len() < 1 << 24,
+            "{} nodes: the simulator numbers at most 2^24",
+            exp.node_names.len()
+        );
         let mut nodes: Vec<Node> = exp
             .node_names
             .iter()
@@ -288,13 +317,18 @@ impl Sim {
             flight: FlightPool::default(),
             endpoints: Vec::new(),
             free_endpoints: Vec::new(),
+            flows_opened: vec![0; exp.node_names.len()],
+            endpoint_slots: vec![Vec::new(); exp.node_names.len()],
+            uids_sent: vec![0; exp.node_names.len()],
+            sockets: vec![Vec::new(); exp.node_names.len()],
+            free_sockets: vec![Vec::new(); exp.node_names.len()],
+            uid_count_bits: 48 - (u32::BITS - (exp.node_names.len() as u32).leading_zeros()),
             flows: FlowTable::default(),
             adaptive_nodes,
             apps: Vec::new(),
             drops: Drops::new(),
             out: Vec::with_capacity(64),
             notes: Vec::with_capacity(8),
-            next_uid: 0,
             acct: Accounting::default(),
             events_processed: 0,
             event_counts: EventCounts::default(),
@@ -342,23 +376,120 @@ impl Sim {
 
     // ----- endpoints and applications (used by workloads) -----
 
-    /// Adds an endpoint on `node` for `flow` (not started yet); returns its id.
-    pub fn add_endpoint(&mut self, node: u32, flow: u32, ep: AnyEndpoint) -> u32 {
+    /// Adds the record of a flow opened now from `rec.src_node` and hands out its identity:
+    /// (source node, k-th flow opened there), `node << 35 | k`. Returns (flow id, identity).
+    ///
+    /// The identity, not the dense flow id, chooses the connection's ephemeral port and
+    /// seeds its random streams, and its endpoints' identities are its timer events'
+    /// entities (docs/engine.md, "Identity by owner"): everything a flow is depends on
+    /// its source host's own history only, never on how many flows other hosts opened
+    /// before it. The dense id (creation order) only numbers the outputs.
+    pub fn open_flow(&mut self, rec: FlowRecord) -> (u32, u64) {
+        let src = rec.src_node;
+        let k = self.flows_opened[src as usize];
+        assert!(k < 1 << 35, "node {src} opened 2^35 flows");
+        self.flows_opened[src as usize] = k + 1;
+        (self.flows.add(rec), (src as u64) << 35 | k)
+    }
+
+    /// The connection's ephemeral source port of the flow with identity `flow_ident`:
+    /// the source host's flows take consecutive ports of Linux's default
+    /// `ip_local_port_range` (32768–60999) from an offset drawn per host from the seed
+    /// (RFC 6056's per-destination counters are one counter per host here).
+    pub fn ephemeral_port(&self, flow_ident: u64) -> u16 {
+        const LOW: u64 = 32_768;
+        const PORTS: u64 = 60_999 - 32_768 + 1;
+        let node = flow_ident >> 35;
+        let k = flow_ident & ((1 << 35) - 1);
+        let offset = Rng::stream(self.seed, "ephemeral-port", node).next_u64() % PORTS;
+        (LOW + (offset + k) % PORTS) as u16
+    }
+
+    /// Adds an endpoint on `node` for `flow`, the `side` (0: the one that opens, 1: its
+    /// peer) of the flow with identity `flow_ident` (not started yet); returns its slot.
+    pub fn add_endpoint(
+        &mut self,
+        node: u32,
+        flow: u32,
+        flow_ident: u64,
+        side: u64,
+        ep: AnyEndpoint,
+    ) -> u32 {
+        let ident = flow_ident << 1 | side;
+        let sock = match self.free_sockets[node as usize].pop() {
+            Some(s) => s,
+            None => {
+                self.sockets[node as usize].push(u32::MAX);
+                self.sockets[node as usize].len() as u32 - 1
+            }
+        };
         let slot = EndpointSlot {
             ep,
+            ident,
             node,
+            sock,
             flow,
             scheduled: Time::MAX,
             live: true,
         };
         self.flows.endpoint_opened(flow);
-        if let Some(id) = self.free_endpoints.pop() {
+        let id = if let Some(id) = self.free_endpoints.pop() {
             self.endpoints[id as usize] = slot;
             id
         } else {
             self.endpoints.push(slot);
             self.endpoints.len() as u32 - 1
+        };
+        let (owner, index) = ((ident >> 36) as usize, (ident & ((1 << 36) - 1)) as usize);
+        let slots = &mut self.endpoint_slots[owner];
+        if slots.len() <= index {
+            slots.resize(index + 1, u32::MAX);
         }
+        slots[index] = id;
+        self.sockets[node as usize][sock as usize] = id;
+        id
+    }
+
+    /// Endpoint `id`'s socket number on its node (a sender's packets carry it plus one).
+    pub fn socket_number(&self, id: u32) -> u32 {
+        self.endpoints[id as usize].sock
+    }
+
+    /// The live endpoint on `node` that sent a packet with socket field `sk` for `flow`,
+    /// if any (0: not from a socket).
+    #[inline(always)]
+    fn sending_endpoint(&self, node: u32, sk: u32, flow: u32) -> Option<u32> {
+        if sk == 0 {
+            return None;
+        }
+        let id = *self.sockets[node as usize].get(sk as usize - 1)?;
+        (id != u32::MAX && self.serves(id, flow)).then_some(id)
+    }
+
+    /// The uids of `n` packets numbered now at `node`, returning the first (the others
+    /// follow it): `node << uid_count_bits | count`, from the node's own count, so a
+    /// packet's uid does not depend on what other nodes sent before it.
+    #[inline(always)]
+    fn number_packets(&mut self, node: u32, n: u64) -> u64 {
+        let count = &mut self.uids_sent[node as usize];
+        let first = *count;
+        *count += n;
+        assert!(
+            *count < 1 << self.uid_count_bits,
+            "node {node} numbered 2^{} packets",
+            self.uid_count_bits
+        );
+        (node as u64) << self.uid_count_bits | first
+    }
+
+    /// The live endpoint with identity `ident`, if any.
+    #[inline(always)]
+    fn endpoint_with_ident(&self, ident: u64) -> Option<u32> {
+        let (owner, index) = ((ident >> 36) as usize, (ident & ((1 << 36) - 1)) as usize);
+        self.endpoint_slots[owner]
+            .get(index)
+            .copied()
+            .filter(|&id| id != u32::MAX)
     }
 
     /// Calls `start` on an endpoint and sends what it produces.
@@ -452,7 +583,8 @@ impl Sim {
         if let Some(d) = slot.ep.deadline() {
             if d < slot.scheduled {
                 slot.scheduled = d;
-                self.events.push(d.max(self.now), Event::EndpointTimer(id));
+                self.events
+                    .push(d.max(self.now), Event::EndpointTimer(slot.ident));
             }
         }
     }
@@ -467,8 +599,7 @@ impl Sim {
             // the one into the qdisc (`drain`, or a copy into a local, costs one more
             // ~200-byte copy per packet).
             for pkt in out.iter_mut() {
-                pkt.uid = self.next_uid;
-                self.next_uid += 1;
+                pkt.uid = self.number_packets(node, 1);
                 pkt.created_at = self.now;
                 self.acct.created += 1;
                 // Wire packets: a GSO buffer counts its segments.
@@ -507,7 +638,12 @@ impl Sim {
                         if slot.live {
                             slot.live = false;
                             self.free_endpoints.push(id);
+                            let (ident, node, sock) = (slot.ident, slot.node, slot.sock);
                             let flow = slot.flow;
+                            self.sockets[node as usize][sock as usize] = u32::MAX;
+                            self.free_sockets[node as usize].push(sock);
+                            self.endpoint_slots[(ident >> 36) as usize]
+                                [(ident & ((1 << 36) - 1)) as usize] = u32::MAX;
                             self.flows.endpoint_closed(flow);
                         }
                         return;
@@ -782,7 +918,18 @@ impl Sim {
             self.acct.created += (n - 1) as u64;
             self.flows.get_mut(flow).in_network += (n - 1) as u64;
         }
-        let mut next_uid = self.next_uid;
+        // The segments after the first are numbered by the sending node, in order.
+        let mut next_uid = {
+            let from = link.from;
+            let count = &mut self.uids_sent[from as usize];
+            let first = *count;
+            *count += (n as u64).saturating_sub(1);
+            assert!(
+                *count < 1 << self.uid_count_bits,
+                "node {from} numbered too many packets"
+            );
+            (from as u64) << self.uid_count_bits | first
+        };
         let had_in_flight = !link.in_flight.is_empty();
         let had_late = !link.late.is_empty();
         let mut lost = 0u64;
@@ -851,7 +998,6 @@ impl Sim {
         });
         // The last segment's end (`now` for a burst of none).
         let t = general.or(last).unwrap_or(now);
-        self.next_uid = next_uid;
         link.stats.busy_ns += (t - now).as_ns();
         link.tx_fate = TxFate::Released;
         if lost > 0 {
@@ -874,7 +1020,7 @@ impl Sim {
         self.events.push(t, Event::TxDone(l));
         if let Some(p) = shaper_buffer {
             // The shaper hands the whole buffer to the device, which orphans it.
-            self.notify_tx_complete(&p);
+            self.notify_tx_complete(self.links[l as usize].from, &p);
         }
     }
 
@@ -898,15 +1044,19 @@ impl Sim {
             // to the socket as on a completion (Linux sock_wfree/tcp_wfree).
             // The endpoint may not send from here (the engine is inside the enqueue): only
             // its timer is re-armed.
-            if notify && d.pkt.sk != 0 && self.serves(d.pkt.sk - 1, d.pkt.conversation()) {
-                let id = d.pkt.sk - 1;
+            let from = self.links[l as usize].from;
+            let sender = notify
+                .then(|| self.sending_endpoint(from, d.pkt.sk, d.pkt.conversation()))
+                .flatten();
+            if let Some(id) = sender {
                 let (ep, mut io) = self.endpoint_io(id);
                 ep.on_host_drop(&d.pkt, &mut io);
                 let slot = &mut self.endpoints[id as usize];
                 if let Some(t) = slot.ep.deadline() {
                     if t < slot.scheduled {
                         slot.scheduled = t;
-                        self.events.push(t.max(now), Event::EndpointTimer(id));
+                        self.events
+                            .push(t.max(now), Event::EndpointTimer(slot.ident));
                     }
                 }
             }
@@ -1054,7 +1204,7 @@ impl Sim {
             let done = (notify && pkt.sk != 0).then_some(*pkt);
             self.restart_tx(l);
             if let Some(pkt) = done {
-                self.notify_tx_complete(&pkt);
+                self.notify_tx_complete(self.links[l as usize].from, &pkt);
             }
             return;
         }
@@ -1062,7 +1212,7 @@ impl Sim {
             let done = link.tx_notify.take();
             self.restart_tx(l);
             if let Some(pkt) = done {
-                self.notify_tx_complete(&pkt);
+                self.notify_tx_complete(self.links[l as usize].from, &pkt);
             }
             return;
         }
@@ -1076,7 +1226,7 @@ impl Sim {
                 rec.in_network -= 1;
                 self.restart_tx(l);
                 if notify {
-                    self.notify_tx_complete(&pkt);
+                    self.notify_tx_complete(self.links[l as usize].from, &pkt);
                 }
             }
             TxFate::Late(at) => {
@@ -1087,14 +1237,14 @@ impl Sim {
                 }
                 self.restart_tx(l);
                 if notify {
-                    self.notify_tx_complete(&pkt);
+                    self.notify_tx_complete(self.links[l as usize].from, &pkt);
                 }
             }
             TxFate::Direct => {
                 let to = link.to;
                 self.restart_tx(l);
                 if notify {
-                    self.notify_tx_complete(&pkt);
+                    self.notify_tx_complete(self.links[l as usize].from, &pkt);
                 }
                 let mut pkt = pkt;
                 self.forward(to, &mut pkt, false);
@@ -1105,17 +1255,13 @@ impl Sim {
         }
     }
 
-    fn notify_tx_complete(&mut self, pkt: &Packet) {
+    fn notify_tx_complete(&mut self, node: u32, pkt: &Packet) {
         // TSQ completion goes to the endpoint that sent the packet: the one on the packet's
-        // source host serving this flow. Senders set `sk` to their own endpoint id + 1.
-        let id = pkt.sk;
-        if id == 0 {
+        // source host (the link's sending node) serving this flow. Senders set `sk` to
+        // their socket number on their host + 1.
+        let Some(id) = self.sending_endpoint(node, pkt.sk, pkt.conversation()) else {
             return;
-        }
-        let id = id - 1;
-        if !self.serves(id, pkt.conversation()) {
-            return;
-        }
+        };
         let (ep, mut io) = self.endpoint_io(id);
         ep.on_tx_complete(pkt, &mut io);
         self.after_endpoint_call(id);
@@ -1215,7 +1361,11 @@ impl Sim {
                         self.fill_ring(l);
                     }
                 }
-                Event::EndpointTimer(id) => {
+                Event::EndpointTimer(ident) => {
+                    let Some(id) = self.endpoint_with_ident(ident) else {
+                        self.event_counts.timer_discarded += 1;
+                        continue; // closed
+                    };
                     let slot = &mut self.endpoints[id as usize];
                     if !slot.live || slot.scheduled != t {
                         self.event_counts.timer_discarded += 1;

@@ -22,11 +22,6 @@ use sojourn_experiment::schedule::{Generator, Payload, Step};
 pub use sojourn_experiment::workload::{TcpKind, TcpPlan, WorkloadPlan, TCP_KINDS as KINDS};
 use sojourn_record::flows::{FlowKind, FlowRecord};
 
-/// A source port for flow `flow`: distinct for the first 64k flows of a host.
-pub fn ephemeral_port(flow: u32) -> u16 {
-    (1024 + flow % 64_000) as u16
-}
-
 impl Sim {
     /// Creates the flows and endpoints of a UDP workload, or the generators of a TCP-kind
     /// one (their first wake-ups are set by `start_apps`).
@@ -65,20 +60,25 @@ impl Sim {
                         FlowKind::UdpOnOff
                     };
                     let start = Time::ZERO + u.start;
-                    let flow = self
-                        .flows
-                        .add(FlowRecord::new(0, kind, u.index, src, dst, start));
+                    let (flow, ident) =
+                        self.open_flow(FlowRecord::new(0, kind, u.index, src, dst, start));
                     let stop = u.stop.map(|s| Time::ZERO + s).unwrap_or(Time::MAX);
                     let key = FlowKey {
                         src_addr: Addr::v4(src),
                         dst_addr: Addr::v4(dst),
-                        src_port: ephemeral_port(flow),
+                        src_port: self.ephemeral_port(ident),
                         dst_port: 9,
                         proto: proto::UDP,
                     };
                     let hash = key.hash(self.hash_salt);
-                    let sink = self.add_endpoint(dst, flow, AnyEndpoint::UdpSink(UdpSink { flow }));
-                    let rng = Rng::stream(self.seed, "udp", flow as u64);
+                    let sink = self.add_endpoint(
+                        dst,
+                        flow,
+                        ident,
+                        1,
+                        AnyEndpoint::UdpSink(UdpSink { flow }),
+                    );
+                    let rng = Rng::stream(self.seed, "udp", ident);
                     let mut s = UdpSource::new(
                         flow,
                         key,
@@ -95,7 +95,7 @@ impl Sim {
                         s.ecn = Ecn::Ect0;
                     }
                     s.dscp = u.dscp;
-                    let src_ep = self.add_endpoint(src, flow, AnyEndpoint::UdpSource(s));
+                    let src_ep = self.add_endpoint(src, flow, ident, 0, AnyEndpoint::UdpSource(s));
                     self.start_endpoint(sink);
                     self.start_endpoint(src_ep);
                 }
@@ -221,23 +221,25 @@ impl Sim {
         let mut rec = FlowRecord::new(0, FlowKind::Tcp, workload, src, dst, now);
         rec.cc = cfg.cc.name();
         rec.size_bytes = record_size;
-        let flow = self.flows.add(rec);
+        let (flow, ident) = self.open_flow(rec);
         let key = FlowKey {
             src_addr: node_addr(src, cfg.ipv6),
             dst_addr: node_addr(dst, cfg.ipv6),
-            src_port: ephemeral_port(flow),
+            src_port: self.ephemeral_port(ident),
             dst_port: SERVER_PORT,
             proto: proto::TCP,
         };
         let hash = key.hash(self.hash_salt);
         let rcv = TcpReceiver::new(flow, key.reversed(), hash, cfg, transfer)
-            .with_reader(cfg, Rng::stream(self.seed, "reader", flow as u64));
-        let rid = self.add_endpoint(dst, flow, AnyEndpoint::TcpReceiver(rcv));
-        let seed = Rng::stream(self.seed, "tcp", flow as u64).next_u64();
+            .with_reader(cfg, Rng::stream(self.seed, "reader", ident));
+        let rid = self.add_endpoint(dst, flow, ident, 1, AnyEndpoint::TcpReceiver(rcv));
+        let seed = Rng::stream(self.seed, "tcp", ident).next_u64();
         let snd = TcpSender::new(flow, key, hash, rid, 0, cfg, source, seed);
-        let sid = self.add_endpoint(src, flow, AnyEndpoint::TcpSender(snd));
+        let sid = self.add_endpoint(src, flow, ident, 0, AnyEndpoint::TcpSender(snd));
+        // Its packets carry its socket number on its host (`sk`, for TSQ and `fq`).
+        let sock = self.socket_number(sid);
         if let AnyEndpoint::TcpSender(s) = self.endpoint_mut(sid) {
-            s.me = sid;
+            s.me = sock;
         }
         if let AnyEndpoint::TcpReceiver(r) = self.endpoint_mut(rid) {
             r.peer = sid;
@@ -258,7 +260,7 @@ impl Sim {
         rng: Rng,
     ) {
         let now = self.now;
-        let flow = self.flows.add(FlowRecord::new(
+        let (flow, ident) = self.open_flow(FlowRecord::new(
             0,
             FlowKind::UdpThin,
             g.index,
@@ -269,12 +271,18 @@ impl Sim {
         let key = FlowKey {
             src_addr: node_addr(src_node, g.cfg.ipv6),
             dst_addr: node_addr(dst_node, g.cfg.ipv6),
-            src_port: ephemeral_port(flow),
+            src_port: self.ephemeral_port(ident),
             dst_port: 9,
             proto: proto::UDP,
         };
         let hash = key.hash(self.hash_salt);
-        let sink = self.add_endpoint(dst_node, flow, AnyEndpoint::UdpSink(UdpSink { flow }));
+        let sink = self.add_endpoint(
+            dst_node,
+            flow,
+            ident,
+            1,
+            AnyEndpoint::UdpSink(UdpSink { flow }),
+        );
         let ip6_extra = if g.cfg.ipv6 {
             sojourn_experiment::transport::IPV6_EXTRA_HEADER_BYTES
         } else {
@@ -291,7 +299,7 @@ impl Sim {
             (now, stop),
             rng,
         );
-        let id = self.add_endpoint(src_node, flow, AnyEndpoint::ThinUdp(src));
+        let id = self.add_endpoint(src_node, flow, ident, 0, AnyEndpoint::ThinUdp(src));
         self.start_endpoint(sink);
         self.start_endpoint(id);
     }

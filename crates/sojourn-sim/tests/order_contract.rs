@@ -52,6 +52,8 @@ const SHAPED_HOST: &str = include_str!("../../../experiments/examples/shaped-hos
 /// which dropped is the tie order), and identical TCP flows start together. The engine
 /// fingerprint of the reproduction pages runs the same file.
 const LOCKSTEP: &str = include_str!("../../../experiments/examples/lockstep.toml");
+/// Flows from four hosts in a 16-bucket fq_codel (the fingerprint's fourth run).
+const SHARED_BUCKETS: &str = include_str!("../../../experiments/examples/shared-buckets.toml");
 /// The Wi-Fi medium (one transmitter for several link directions, docs/wifi.md).
 const WIFI: &str = include_str!("../../../experiments/wifi/ten-stations.toml");
 
@@ -73,6 +75,7 @@ fn relayed_filings_leave_every_output_unchanged() {
         ("reordering and a rate schedule", REORDER_SCHEDULE),
         ("shaped host", SHAPED_HOST),
         ("lockstep", LOCKSTEP),
+        ("shared buckets", SHARED_BUCKETS),
         (
             "wifi",
             &WIFI

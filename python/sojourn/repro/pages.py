@@ -5,10 +5,11 @@ generated blocks, each between ``<!-- BEGIN GENERATED: tag -->`` and
 ``<!-- END GENERATED: tag -->``; text outside the blocks states no result. Every page has
 
 * a ``provenance`` block: the sojourn version and the **engine fingerprint** — the SHA-256
-  of the outputs of a short canonical run (:data:`CANONICAL`, three experiments of a few
+  of the outputs of a short canonical run (:data:`CANONICAL`, four experiments of a few
   simulated seconds that exercise TCP with and without a handshake, GSO on and off, TSQ on
-  a shaped host queue, CUBIC/BBR/NewReno, fq_codel and PIE, UDP, and sources in lockstep
-  whose packets meet a FIFO in exact ties);
+  a shaped host queue, CUBIC/BBR/NewReno, fq_codel and PIE, UDP, sources in lockstep
+  whose packets meet a FIFO in exact ties, and flows from several hosts sharing fq_codel's
+  buckets by their ports);
 * a ``ci`` block: the numbers of the page's cheap variant (what its script's
   ``ci_block()`` computes in seconds).
 
@@ -57,9 +58,11 @@ END = "<!-- END GENERATED: {} -->"
 #: shipped examples (experiments/examples/) that the order-contract test
 #: (crates/sojourn-sim/tests/order_contract.rs) runs too: a mixed dumbbell (CUBIC, BBR,
 #: Poisson transfers, CBR through fq_codel); a shaped sending host (TSQ, GSO on and off,
-#: NewReno and CUBIC, PIE); and lockstep (issue 35: identical sources meet a small FIFO in
-#: exact ties). Changing one changes every page's fingerprint.
-CANONICAL = ("mixed-dumbbell.toml", "shaped-host.toml", "lockstep.toml")
+#: NewReno and CUBIC, PIE); lockstep (issue 35: identical sources meet a small FIFO in
+#: exact ties); and shared buckets (issue 35 §3: twelve flows from four hosts in a 16-bucket
+#: fq_codel, so that how the engine numbers flows, ports and sockets shows). Changing one
+#: changes every page's fingerprint.
+CANONICAL = ("mixed-dumbbell.toml", "shaped-host.toml", "lockstep.toml", "shared-buckets.toml")
 
 
 def canonical_texts() -> tuple:
@@ -184,10 +187,18 @@ def carry_over(page: Path, why: str, ci_text: str) -> None:
     first, _, notes = old.partition("\n\n")
     prose_generated = "Every number on this page is in a generated block" in first
     module = PAGES[page.name]
-    carried = (f"**Carried over from engine `{old_fp}`.** Only this block and the CI block were regenerated "
+    # A page carried over before keeps the engine its studies ran on and the reasons given
+    # at every carry-over since.
+    origin, reasons = old_fp, []
+    for n in notes.split("\n\n"):
+        m = re.match(r"\*\*Carried over from engine `([0-9a-f]+)`\.\*\*.*? comes from engine `[0-9a-f]+`\. "
+                     r"(.*) The next `python -m", n.strip(), re.S)
+        if m:
+            origin, reasons = m.group(1), [m.group(2)]
+    carried = (f"**Carried over from engine `{origin}`.** Only this block and the CI block were regenerated "
                f"with engine `{now}`; every other generated block on this page, and the prose quoting it, comes "
-               f"from engine `{old_fp}`. {why} The next `python -m sojourn.repro.{module} --update-docs` "
-               "regenerates everything and drops this paragraph.")
+               f"from engine `{origin}`. {' '.join(reasons + [why])} The next "
+               f"`python -m sojourn.repro.{module} --update-docs` regenerates everything and drops this paragraph.")
     kept = [n for n in notes.strip("\n").split("\n\n") if n and not n.startswith("**Carried over from engine")]
     note = "\n\n".join([carried] + kept)
     replace_blocks(page, {"provenance": provenance(module, note=note, prose_generated=prose_generated),

@@ -151,7 +151,7 @@ impl Sim {
             }
             let (to, notify) = (link.to, link.notify_tx);
             if notify {
-                self.notify_tx_complete(&pkt);
+                self.notify_tx_complete(self.links[l as usize].from, &pkt);
             }
             self.forward(to, &mut pkt, false);
         }

@@ -181,7 +181,7 @@ pub struct TcpSender {
     pub hash: u32,
     /// Receiver's endpoint id.
     pub peer: u32,
-    /// Own endpoint id (packets carry `socket = me + 1`).
+    /// Own socket number on its host (`Sim::socket_number`; packets carry `sk = me + 1`).
     pub me: u32,
     cfg: TcpConfig,
     pub state: ConnState,
