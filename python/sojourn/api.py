@@ -174,7 +174,9 @@ def _run_staged(source: Source, seed: Optional[int] = None, duration: Optional[s
             raise _wrap_engine_error(name, e) from None
         raise
     wall = time.perf_counter() - t0
-    res.experiment = {k: v for k, v in cfg.items() if k != "seed"}
+    # Neither the seed nor the threads the run was cut over are part of what was run
+    # (outputs are byte-identical on any thread count: docs/engine.md).
+    res.experiment = {k: v for k, v in cfg.items() if k not in ("seed", "threads")}
     # Probe statistics, jitter, MOS and the named tests' totals (docs/tests.md).
     from .probes import attach
 

@@ -78,6 +78,9 @@ pub struct Experiment {
     pub name: String,
     pub description: String,
     pub seed: u64,
+    /// Threads one run may use (`threads = N` or `"auto"`, then 0: every core); the
+    /// simulator cuts the run when it can (sojourn-sim `parallel.rs`), else runs it on one.
+    pub threads: usize,
     pub duration: Duration,
     pub warmup: Duration,
     pub repeats: u32,

@@ -44,6 +44,22 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
         ));
     }
     let repeats = p.u32("repeats", 1, 1, 100_000)?;
+    // How many threads one run may use (docs/engine.md, "One run on many cores"):
+    // a count, or "auto" (0 here: the machine's cores).
+    let threads = match p.raw("threads") {
+        None => 1,
+        Some(Value::Str(s)) if s == "auto" => 0,
+        Some(Value::Int(n)) if (1..=1024).contains(n) => *n as usize,
+        Some(v) => {
+            return Err(p.err(
+                "threads",
+                format!(
+                    "must be a count from 1 to 1024 or \"auto\", not {}",
+                    v.type_name()
+                ),
+            ))
+        }
+    };
 
     let mut exp = Experiment {
         name,
@@ -52,6 +68,7 @@ pub fn from_table(t: &Table, base_dir: &Path) -> ConfResult<Experiment> {
         duration,
         warmup,
         repeats,
+        threads,
         node_names: Vec::new(),
         links: Vec::new(),
         routes: Vec::new(),

@@ -281,6 +281,26 @@ fn validate<'py>(
     }
     d.set_item("warnings", warnings)?;
     d.set_item("workloads", exp.workloads.len())?;
+    // How the simulator cuts the run over threads (`threads`; docs/engine.md, "One run on
+    // many cores"), or why it runs on one.
+    let threads = PyDict::new(py);
+    threads.set_item("asked", sojourn_sim::threads_wanted(&exp))?;
+    match sojourn_sim::thread_plan(&exp) {
+        Ok(plan) => {
+            threads.set_item("partitions", plan.parts)?;
+            threads.set_item("cut_links", plan.cut_links.len())?;
+            let la = (!plan.cut_links.is_empty()).then(|| plan.lookahead.as_secs_f64());
+            threads.set_item("lookahead_s", la)?;
+            threads.set_item("one_thread_because", py.None())?;
+        }
+        Err(why) => {
+            threads.set_item("partitions", 1)?;
+            threads.set_item("cut_links", 0)?;
+            threads.set_item("lookahead_s", py.None())?;
+            threads.set_item("one_thread_because", why)?;
+        }
+    }
+    d.set_item("threads", threads)?;
     if let Some(isp) = isp::isp_dict(py, &exp)? {
         d.set_item("isp", isp)?;
     }

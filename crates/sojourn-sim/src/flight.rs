@@ -330,6 +330,23 @@ impl FlightPool {
         list.len += 1;
     }
 
+    /// The entries of `list` from its head, with their arrival times (a run's slot gives
+    /// its current segment only: the partitioned engine, which reads lists with this, keeps
+    /// runs off the links it cuts).
+    pub fn iter<'a>(&'a self, list: &FlightList) -> impl Iterator<Item = (Time, &'a Packet)> + 'a {
+        let mut i = list.head;
+        let mut left = list.len;
+        std::iter::from_fn(move || {
+            if left == 0 {
+                return None;
+            }
+            let s = &self.slots[i as usize];
+            left -= 1;
+            i = s.next;
+            Some((s.at, &s.pkt))
+        })
+    }
+
     /// Frees slot `i` (unlinked; reused next).
     #[inline(always)]
     pub fn free(&mut self, i: u32) {

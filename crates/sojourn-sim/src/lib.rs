@@ -4,8 +4,9 @@
 //! engine-neutral crate `sojourn-experiment`; [`config`] re-exports it for this crate's
 //! users. [`sim::Sim`] builds the network and runs it; [`output::collect`] produces the summary
 //! and the columnar tables, with the recording pieces every engine shares (time series,
-//! packet log, flow records, table writers: `sojourn-record`). One run is single-threaded
-//! and deterministic: same experiment and seed, same bytes out.
+//! packet log, flow records, table writers: `sojourn-record`). One run is deterministic:
+//! same experiment and seed, same bytes out, on one thread or cut over several
+//! ([`parallel`], `threads = N`).
 
 pub mod app;
 pub mod apps;
@@ -19,6 +20,8 @@ pub mod flight;
 pub mod flows;
 pub mod link;
 pub mod output;
+pub mod parallel;
+pub mod partition;
 pub mod probe;
 pub mod sim;
 pub mod tcp;
@@ -42,6 +45,9 @@ pub fn run(
     seed: u64,
     progress: &mut dyn FnMut(&Progress) -> bool,
 ) -> Option<RunOutput> {
+    if let Ok(plan) = thread_plan(exp) {
+        return parallel::run(exp, seed, &plan, progress);
+    }
     let mut sim = Sim::new(exp, seed);
     sim.start_apps();
     if !sim.run(progress) {
@@ -73,6 +79,10 @@ pub fn run_streaming(
     progress: &mut dyn FnMut(&Progress) -> bool,
     sink: &mut dyn FnMut(Chunk) -> bool,
 ) -> Option<RunOutput> {
+    // A run cut over threads hands its tables out at the end (not merged in chunks yet).
+    if let Ok(plan) = thread_plan(exp) {
+        return parallel::run(exp, seed, &plan, progress);
+    }
     let mut sim = Sim::new(exp, seed);
     sim.start_apps();
     let link_names: Vec<String> = sim.links.iter().map(|l| l.name.clone()).collect();
@@ -143,6 +153,20 @@ pub fn run_streaming(
         }
     }
     Some(output::collect_after_release(&mut sim, fct_from, released))
+}
+
+/// The threads `exp` asks for (`threads`; `"auto"`: the machine's cores).
+pub fn threads_wanted(exp: &Experiment) -> usize {
+    match exp.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
+/// How `exp`'s run is cut over threads ([`parallel::plan`]), or why it runs on one
+/// (including: it asks for one).
+pub fn thread_plan(exp: &Experiment) -> Result<parallel::Plan, String> {
+    parallel::plan(exp, threads_wanted(exp))
 }
 
 /// Convenience for tests: parse TOML text and run it with its own seed.

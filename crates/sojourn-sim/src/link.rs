@@ -165,6 +165,9 @@ pub struct Link {
     pub loss_rng: Rng,
     pub reorder_delay: Duration,
     pub reorder_rng: Rng,
+    /// A link a partitioned run cuts (`parallel.rs`): its far end is another partition's,
+    /// so it keeps to the general path (no fast path, no runs) and its packets are shipped.
+    pub cut: bool,
     /// Reordered packets in flight, with their (later) arrival times.
     pub late: VecDeque<(Time, Packet)>,
     /// The packet being serialised, unless `tx_fate` is `InFlight` (then it is already
@@ -200,6 +203,7 @@ impl Link {
             reorder_delay: Duration::ZERO,
             reorder_rng: Rng::from_seed(0),
             late: VecDeque::new(),
+            cut: false,
             qdisc_desc,
             tx_fate: TxFate::Idle,
             tx_pkt: None,

@@ -19,14 +19,57 @@ pub fn collect(sim: &mut Sim, fct_from: FctFrom) -> RunOutput {
 /// [`collect`] for a run that handed finished flow records out ([`crate::run_streaming`]):
 /// `released` summarises them, and `flows` holds only the records still held.
 pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSummary) -> RunOutput {
+    let inside = sim.in_network();
+    let links = vec![0; sim.links.len()];
+    assemble(sim, &mut [], &links, inside, fct_from, released)
+}
+
+/// [`collect`] for a run cut over threads (`parallel.rs`): `main` holds the merged flows,
+/// counts and time series; each link's own state is in the partition `owner_of_link`
+/// names (0 for `main`, `k` for `others[k - 1]`).
+pub(crate) fn collect_merged(
+    main: &mut Sim,
+    others: &mut [Sim],
+    owner_of_link: &[usize],
+    inside: u64,
+    fct_from: FctFrom,
+) -> RunOutput {
+    assemble(
+        main,
+        others,
+        owner_of_link,
+        inside,
+        fct_from,
+        FlowSummary::default(),
+    )
+}
+
+fn assemble(
+    sim: &mut Sim,
+    others: &mut [Sim],
+    owner_of_link: &[usize],
+    inside: u64,
+    fct_from: FctFrom,
+    released: FlowSummary,
+) -> RunOutput {
+    let series = std::mem::take(&mut sim.series);
+    let packet_log = std::mem::take(&mut sim.packet_log);
+    let sim = &*sim;
     let exp = &sim.exp;
     let end = sim.end;
     let warm = sim.warmup_end;
-    let inside = sim.in_network();
     let a = sim.acct;
+    let owner = |i: usize| -> &Sim {
+        match owner_of_link[i] {
+            0 => sim,
+            k => &others[k - 1],
+        }
+    };
 
     let mut links = Map::new();
-    for (i, l) in sim.links.iter().enumerate() {
+    for i in 0..sim.links.len() {
+        let o = owner(i);
+        let l = &o.links[i];
         let measured = l.capacity_bits_between(l.stats.since, end);
         let wire_bits =
             (l.stats.tx_bytes + l.stats.tx_pkts * l.dev.framing_bytes as u64) as f64 * 8.0;
@@ -52,7 +95,7 @@ pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSum
             "utilisation": if measured > 0.0 { wire_bits / measured } else { 0.0 },
             "drops_total": l.stats.drops.iter().sum::<u64>(),
             "ecn_marks": l.dev.qdisc.ecn_marks() - l.stats.marks_at_reset,
-            "queue_packets_at_end": sim.queue_packets(i),
+            "queue_packets_at_end": o.queue_packets(i),
             "ring_packets_at_end": l.dev.ring_len(),
         });
         let o = entry.as_object_mut().expect("an object");
@@ -99,23 +142,22 @@ pub fn collect_after_release(sim: &mut Sim, fct_from: FctFrom, released: FlowSum
     let held: Vec<&FlowRecord> = sim.flows.iter().collect();
     let flows = flow_columns(&held, |n| sim.nodes[n as usize].name.clone(), end, fct_from);
 
-    let (timeseries, series_names) = timeseries_columns(std::mem::take(&mut sim.series));
+    let (timeseries, series_names) = timeseries_columns(series);
     let packets = if sim.exp.record.packet_links.is_empty() {
         None
     } else {
         let links = &sim.links;
-        Some(packet_columns(std::mem::take(&mut sim.packet_log), |l| {
+        Some(packet_columns(packet_log, |l| {
             links[l as usize].name.clone()
         }))
     };
 
     // histograms.parquet: the buckets of each link's sojourn histogram (measured after the
     // warm-up, the same samples as summary.json's sojourn_ms).
-    let histograms = histogram_columns(
-        sim.links
-            .iter()
-            .map(|l| (l.name.as_str(), &l.stats.sojourn)),
-    );
+    let histograms = histogram_columns((0..sim.links.len()).map(|i| {
+        let l = &owner(i).links[i];
+        (l.name.as_str(), &l.stats.sojourn)
+    }));
 
     let probes = sim.probe_columns();
     RunOutput {

@@ -133,6 +133,21 @@ pub struct EventCounts {
     pub tx_done_computed: u64,
 }
 
+impl EventCounts {
+    /// Adds `o`'s counts (a partitioned run's partitions, `parallel.rs`).
+    pub fn add(&mut self, o: &EventCounts) {
+        self.tx_done += o.tx_done;
+        self.arrive += o.arrive;
+        self.qdisc_wake += o.qdisc_wake;
+        self.timer_due += o.timer_due;
+        self.timer_rearmed += o.timer_rearmed;
+        self.timer_discarded += o.timer_discarded;
+        self.app_timer += o.app_timer;
+        self.other += o.other;
+        self.tx_done_computed += o.tx_done_computed;
+    }
+}
+
 /// Progress of a running simulation, for progress bars.
 #[derive(Clone, Copy, Debug)]
 pub struct Progress {
@@ -208,11 +223,23 @@ pub struct Sim {
     first_wifi_link: u32,
     /// The fast links' queues (`sim/fast_link.rs`), indexed by `TxFate::Fast`.
     fast: Vec<crate::fast_fifo::FastFifo>,
+    /// This run's partition when it is one of several (`parallel.rs`), else `None`.
+    pub(crate) part: Option<Box<crate::partition::Part>>,
 }
 
 impl Sim {
     /// Builds the network and the workloads of `exp` for one run with `seed`.
     pub fn new(exp: &Experiment, seed: u64) -> Sim {
+        Sim::build(exp, seed, None)
+    }
+
+    /// [`Sim::new`] for one partition of a run cut over threads (`parallel.rs`): the whole
+    /// network is built, but only the partition's nodes send, forward and receive.
+    pub(crate) fn build(
+        exp: &Experiment,
+        seed: u64,
+        part: Option<Box<crate::partition::Part>>,
+    ) -> Sim {
         // Endpoint identities are `node << 36 | 2k + side` below 2^60 (event.rs).
         assert!(
             exp.node_names.len() < 1 << 24,
@@ -276,6 +303,7 @@ impl Sim {
             l.reorder = lp.reorder;
             l.reorder_delay = lp.reorder_delay;
             l.reorder_rng = Rng::stream(seed, "link-reorder", i as u64);
+            l.cut = part.as_ref().is_some_and(|p| p.cut[i]);
             l.log_packets = exp.record.packet_links.contains(&lp.name);
             links.push(l);
         }
@@ -348,6 +376,7 @@ impl Sim {
                 .map(|w| Box::new(wifi::WifiHop::new(w, seed))),
             first_wifi_link: exp.wifi.as_ref().map_or(u32::MAX, |w| w.first_link),
             fast: Vec::new(),
+            part,
         };
         // Links leaving a host that terminates flows are that host's NIC: their
         // transmissions complete TSQ accounting for the sending socket.
@@ -492,8 +521,15 @@ impl Sim {
             .filter(|&id| id != u32::MAX)
     }
 
-    /// Calls `start` on an endpoint and sends what it produces.
+    /// Calls `start` on an endpoint and sends what it produces. In a partition, an
+    /// endpoint of another partition's node is created (numbers stay the same in every
+    /// partition) but never started: it stays idle here.
     pub fn start_endpoint(&mut self, id: u32) {
+        if let Some(p) = &self.part {
+            if !p.owns(self.endpoints[id as usize].node) {
+                return;
+            }
+        }
         let (ep, mut io) = self.endpoint_io(id);
         ep.start(&mut io);
         self.after_endpoint_call(id);
@@ -637,7 +673,11 @@ impl Sim {
                         let slot = &mut self.endpoints[id as usize];
                         if slot.live {
                             slot.live = false;
-                            self.free_endpoints.push(id);
+                            // A partition never reuses a slot: the others, which do not
+                            // see this one close, must give the next endpoint the same.
+                            if self.part.is_none() {
+                                self.free_endpoints.push(id);
+                            }
                             let (ident, node, sock) = (slot.ident, slot.node, slot.sock);
                             let flow = slot.flow;
                             self.sockets[node as usize][sock as usize] = u32::MAX;
@@ -765,7 +805,7 @@ impl Sim {
         };
         self.acct.delivered += 1;
         let rec = self.flows.get_mut(pkt.conversation());
-        rec.in_network -= 1;
+        rec.in_network = rec.in_network.wrapping_sub(1);
         if pkt.hdr.payload_bytes > 0 {
             let d = (self.now - pkt.created_at).as_ns();
             rec.delay_sum_ns += d as u128;
@@ -944,7 +984,7 @@ impl Sim {
         if let Some(delay) = link
             .prop
             .constant_delay()
-            .filter(|_| lossless && n >= RUN_MIN_SEGMENTS)
+            .filter(|_| lossless && n >= RUN_MIN_SEGMENTS && !link.cut)
         {
             let (prop, in_flight) = (&mut link.prop, &mut link.in_flight);
             last = link.dev.take_burst(|buffer, mut cursor, end| {
@@ -1005,7 +1045,7 @@ impl Sim {
             self.acct.dropped += lost;
             let rec = self.flows.get_mut(flow);
             rec.pkts_dropped += lost;
-            rec.in_network -= lost;
+            rec.in_network = rec.in_network.wrapping_sub(lost);
         }
         if !had_in_flight {
             if let Some((at, _)) = self.flight.front(&link.in_flight) {
@@ -1035,7 +1075,7 @@ impl Sim {
             self.acct.dropped += 1;
             let rec = self.flows.get_mut(d.pkt.conversation());
             rec.pkts_dropped += 1;
-            rec.in_network -= 1;
+            rec.in_network = rec.in_network.wrapping_sub(1);
             if link.log_packets {
                 self.packet_log
                     .push(now, l, &d.pkt, Some(d.reason), self.packet_sample);
@@ -1223,7 +1263,7 @@ impl Sim {
                 self.acct.dropped += 1;
                 let rec = self.flows.get_mut(pkt.conversation());
                 rec.pkts_dropped += 1;
-                rec.in_network -= 1;
+                rec.in_network = rec.in_network.wrapping_sub(1);
                 self.restart_tx(l);
                 if notify {
                     self.notify_tx_complete(self.links[l as usize].from, &pkt);
@@ -1275,6 +1315,9 @@ impl Sim {
     /// local first would cost ~200 bytes per arrival.
     fn on_arrive(&mut self, l: u32) {
         let link = &mut self.links[l as usize];
+        if link.cut && !self.part.as_ref().is_some_and(|p| p.owns(link.from)) {
+            return self.on_arrive_shipped(l);
+        }
         let to = link.to;
         // The next packet's arrival is pending only once its serialisation has ended: more
         // than this one propagating. Pushed before the packet moves on, as the event order
@@ -1300,7 +1343,64 @@ impl Sim {
             self.events.push(at, Event::Arrive(l));
             self.flight.prefetch_head(&link.in_flight);
         }
+        if link.cut {
+            // The sending partition's copy: the packet went to the far end's partition at
+            // a window's end (`ship`), which counts this arrival.
+            self.flight.free(s);
+            let p = self.part.as_mut().expect("a cut link in a partition");
+            p.shipped[l as usize] -= 1;
+            self.events_processed -= 1;
+            self.event_counts.arrive -= 1;
+            return;
+        }
         self.forward_arrived(to, Held::Flight(s));
+    }
+
+    /// An arrival on a cut link at the partition of its far end: the head of the packets
+    /// the sending partition shipped (`receive`).
+    #[inline(never)]
+    fn on_arrive_shipped(&mut self, l: u32) {
+        let p = self.part.as_mut().expect("a cut link in a partition");
+        let q = &mut p.incoming[l as usize];
+        let (_, mut pkt) = q.pop_front().expect("Arrive with nothing shipped");
+        if let Some(&(next, _)) = q.front() {
+            self.events.push(next, Event::Arrive(l));
+        }
+        let to = self.links[l as usize].to;
+        self.forward(to, &mut pkt, false);
+    }
+
+    /// At a window's end: the packets that entered a cut link's in-flight list since the
+    /// last window go to the partition of its far end (they arrive at least one lookahead
+    /// after this window's start, so in a later window there).
+    pub(crate) fn ship(&mut self) {
+        let p = self.part.as_mut().expect("a partition");
+        for &l in &p.sends_on {
+            let l = l as usize;
+            let link = &self.links[l];
+            let dest = p.owner[link.to as usize];
+            let done = p.shipped[l] as usize;
+            if done == link.in_flight.len() {
+                continue;
+            }
+            for (at, pkt) in self.flight.iter(&link.in_flight).skip(done) {
+                p.outbox.push((dest, l as u32, at, *pkt));
+            }
+            p.shipped[l] = link.in_flight.len() as u32;
+        }
+    }
+
+    /// Packets another partition shipped to this one, in their link's order.
+    pub(crate) fn receive(&mut self, msgs: impl Iterator<Item = (u32, Time, Packet)>) {
+        let p = self.part.as_mut().expect("a partition");
+        for (l, at, pkt) in msgs {
+            debug_assert!(at > self.now || self.events_processed == 0);
+            let q = &mut p.incoming[l as usize];
+            q.push_back((at, pkt));
+            if q.len() == 1 {
+                self.events.push(at, Event::Arrive(l));
+            }
+        }
     }
 
     fn on_arrive_late(&mut self, l: u32) {
@@ -1334,8 +1434,29 @@ impl Sim {
     /// the streaming writer drains the time series and the packet log there
     /// (`crate::run_streaming`), so nothing is added to the per-event path.
     pub fn run_ticks(&mut self, tick: &mut dyn FnMut(&mut Sim) -> bool) -> bool {
+        if !self.run_until(self.end, tick) {
+            return false;
+        }
+        self.finish();
+        tick(self);
+        true
+    }
+
+    /// The end of the run: time stands at its end, fast links settle.
+    pub(crate) fn finish(&mut self) {
+        self.now = self.end;
+        self.settle_fast_links_at_end();
+    }
+
+    /// Runs every event due at or before `until`, calling `tick(self)` about every 2^16
+    /// events (return false to abort).
+    pub(crate) fn run_until(
+        &mut self,
+        until: Time,
+        tick: &mut dyn FnMut(&mut Sim) -> bool,
+    ) -> bool {
         let mut countdown: u32 = 1 << 16;
-        while let Some((t, ev)) = self.events.pop_until(self.end) {
+        while let Some((t, ev)) = self.events.pop_until(until) {
             self.now = t;
             self.events_processed += 1;
             match ev {
@@ -1419,9 +1540,6 @@ impl Sim {
                 }
             }
         }
-        self.now = self.end;
-        self.settle_fast_links_at_end();
-        tick(self);
         true
     }
 
@@ -1444,15 +1562,30 @@ impl Sim {
         }
     }
 
+    /// The names of the links the time series samples, in their sampling order.
+    pub fn sampled_link_names(&self) -> Vec<String> {
+        self.sampled_links
+            .iter()
+            .map(|&l| self.links[l as usize].name.clone())
+            .collect()
+    }
+
     /// Packets still inside the network: queued, being serialised or propagating.
     pub fn in_network(&self) -> u64 {
         self.links
             .iter()
-            .map(|l| {
+            .enumerate()
+            .map(|(i, l)| {
+                // A cut link's packets count where they arrive: in the far end's
+                // partition, shipped (all of them, after the last window).
+                let propagating = match &self.part {
+                    Some(p) if l.cut => p.incoming[i].len() as u64,
+                    _ => l.in_flight.len() as u64,
+                };
                 l.dev.qdisc.len_packets() as u64
                     + l.dev.ring_len() as u64
                     + l.tx_pkt.is_some() as u64
-                    + l.in_flight.len() as u64
+                    + propagating
                     + l.late.len() as u64
             })
             .sum::<u64>()
@@ -1489,6 +1622,11 @@ impl Sim {
         let dt = self.sample_interval.as_secs_f64();
         for k in 0..self.sampled_links.len() {
             let l = self.sampled_links[k];
+            if let Some(p) = &self.part {
+                if !p.owns(self.links[l as usize].from) {
+                    continue; // sampled by its own partition
+                }
+            }
             if let TxFate::Fast(f) = self.links[l as usize].tx_fate {
                 self.settle_fast(l, f, now);
             }

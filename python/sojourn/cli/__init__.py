@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import NoReturn, Optional, Sequence
+from typing import Any, Mapping, NoReturn, Optional, Sequence
 
 from .._cli_common import ALLOW_LONG, ALLOW_LONG_HELP, check_cpu, describe_estimate, fail, parse_set
 from .._config import ConfigError
@@ -63,6 +63,32 @@ def _discipline_failed(e: BaseException) -> int:
     return 1
 
 
+def _threads_arg(v: str) -> Any:
+    """``--threads``: a positive count or ``auto`` (the file's ``threads`` key takes the same)."""
+    if v == "auto":
+        return "auto"
+    try:
+        n = int(v)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ConfigError("--threads", "", f'a positive count or "auto", not {v!r}')
+    return n
+
+
+def describe_threads(plan: Mapping[str, Any]) -> Optional[str]:
+    """One line on how the run is cut over threads, when more than one was asked for."""
+    t = plan.get("threads") or {}
+    if t.get("asked", 1) <= 1:
+        return None
+    if t.get("one_thread_because"):
+        return f"threads: {t['asked']} asked, one used: {t['one_thread_because']}"
+    la = t.get("lookahead_s")
+    cut = (f"{t['cut_links']} links cut, lookahead {la * 1e3:.3g} ms" if la is not None
+           else "independent parts, no link cut")
+    return f"threads: {t['partitions']} partitions ({cut}); outputs as on one thread"
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     import sojourn
     from ..disciplines import DisciplineError
@@ -72,16 +98,21 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     try:
         sojourn.check_seed(a.seed, "--seed")
+        threads = None if a.threads is None else _threads_arg(a.threads)
         out_dir = _outdir.prepare(a.out)  # before any work: a bad --out is refused at once
     except ConfigError as e:
         return _err(str(e))
     try:
         overrides = _parse_set(a.set)
+        if threads is not None:
+            overrides["threads"] = threads
         plan = sojourn.validate(a.experiment, overrides=overrides | ({"duration": a.duration} if a.duration else {}))
         check_cpu(plan, a.experiment, a.allow_long_run)
         if not a.quiet:
             print(f"{a.experiment}: {describe_estimate(plan)}", file=sys.stderr)
             print_warnings(plan, a.experiment)
+            if (t := describe_threads(plan)) is not None:
+                print(f"{a.experiment}: {t}", file=sys.stderr)
         with RunProgress(Path(a.experiment).name, quiet=a.quiet) as prog:
             # The time series and packet log stream into a staging directory in --out while
             # the run proceeds (memory flat for any duration); `write` publishes it at once.
@@ -322,7 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run one experiment and write its results",
                        epilog="examples:\n  sojourn run experiments/examples/cbr-fifo-overload.toml --out results/cbr --seed 2\n"
-                              "  sojourn run exp.toml --out results/year --duration 8760h --allow-long-run\n\n"
+                              "  sojourn run exp.toml --out results/year --duration 8760h --allow-long-run\n"
+                              "  sojourn run experiments/isp/subscribers-1000.toml --out results/isp --threads 2\n\n"
                               "Before anything is written, the run's memory estimate is held against what this process\n"
                               "may have (RLIMIT_AS, the cgroup's memory limit, MemAvailable; SOJOURN_MEMORY=<size>\n"
                               "overrides) and its CPU-time estimate against a CPU-day; both are printed at the start\n"
@@ -333,6 +365,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, help="master seed (default: the file's `seed`, else 1)")
     r.add_argument("--duration", help='override the duration, e.g. "60s"')
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a key, e.g. topology.bottleneck.qdisc=codel (repeatable)")
+    r.add_argument("--threads", metavar="N",
+                   help='cut this one run over N threads ("auto": every core; default: the file\'s `threads`, else 1); '
+                        "outputs are byte-identical to one thread; a run that cannot be cut says why and runs on one "
+                        "(docs/engine.md, \"One run on many cores\")")
     r.add_argument("--quiet", action="store_true", help="no progress bar and no tables")
     r.add_argument("--no-report", action="store_true", help="do not write report.html, report.md and plots")
     r.add_argument(ALLOW_LONG, action="store_true", help=ALLOW_LONG_HELP)

@@ -56,6 +56,7 @@ impl Sim {
                 && !link.log_packets
                 && link.loss == 0.0
                 && link.reorder == 0.0
+                && !link.cut
                 && dev.ring_cap() == 0
                 && !dev.shaper
                 && link.prop.constant_delay().is_some_and(|d| !d.is_zero());
@@ -157,7 +158,7 @@ impl Sim {
                 self.acct.dropped += 1;
                 let rec = self.flows.get_mut(flow);
                 rec.pkts_dropped += 1;
-                rec.in_network -= 1;
+                rec.in_network = rec.in_network.wrapping_sub(1);
                 held.release(&mut self.flight);
                 return;
             }

@@ -1,0 +1,31 @@
+//! A partition of a run cut over threads (`parallel.rs`): the state a [`crate::sim::Sim`]
+//! keeps when it is one of several. A leaf module, so that the engine and the parallel
+//! driver both use it without importing each other.
+
+use sojourn_core::{Packet, Time};
+use std::collections::VecDeque;
+
+/// A partition's own state inside its [`crate::sim::Sim`].
+pub struct Part {
+    pub index: u16,
+    /// Per node, its partition.
+    pub owner: Vec<u16>,
+    /// Per link, whether it joins two partitions.
+    pub cut: Vec<bool>,
+    /// Per cut link this partition sends on: how many entries at the head of its in-flight
+    /// list were shipped already.
+    pub shipped: Vec<u32>,
+    /// Per cut link this partition receives on: the packets shipped to it, in arrival order.
+    pub incoming: Vec<VecDeque<(Time, Packet)>>,
+    /// Shipped this window: (destination partition, link, arrival time, packet).
+    pub outbox: Vec<(u16, u32, Time, Packet)>,
+    /// The cut links this partition sends on.
+    pub sends_on: Vec<u32>,
+}
+
+impl Part {
+    #[inline(always)]
+    pub fn owns(&self, node: u32) -> bool {
+        self.owner[node as usize] == self.index
+    }
+}

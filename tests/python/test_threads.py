@@ -1,0 +1,64 @@
+"""One run on many cores from the command line and the Python API (issue 35 §3;
+docs/engine.md, "One run on many cores"): `--threads N` gives the files one thread gives,
+byte for byte; what cannot be cut says why and runs on one; bad values exit 2."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sojourn
+
+ROOT = Path(__file__).resolve().parents[2]
+MIXED = ROOT / "experiments" / "examples" / "mixed-dumbbell.toml"
+
+
+def sojourn_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sojourn", *args], capture_output=True, text=True, timeout=600)
+
+
+def files(d: Path) -> dict:
+    # perf.json holds wall-clock times: the one file that differs from run to run.
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.is_file() and p.name != "perf.json"}
+
+
+def test_threads_give_the_files_one_thread_gives(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    r1 = sojourn_cli("run", str(MIXED), "--out", str(one), "--no-report", "--quiet")
+    assert r1.returncode == 0, r1.stderr
+    r2 = sojourn_cli("run", str(MIXED), "--out", str(two), "--no-report", "--threads", "2")
+    assert r2.returncode == 0, r2.stderr
+    # The dumbbell's senders and receivers are cut apart at their access links.
+    assert "threads: 2 partitions" in r2.stderr, r2.stderr
+    a, b = files(one), files(two)
+    assert sorted(a) == sorted(b)
+    assert "summary.json" in a and "flows.parquet" in a and "timeseries.parquet" in a
+    for name in a:
+        assert a[name] == b[name], f"{name} differs between 1 and 2 threads"
+
+
+def test_a_run_that_cannot_be_cut_says_why_and_runs_on_one(tmp_path):
+    r = sojourn_cli("run", str(MIXED), "--out", str(tmp_path / "o"), "--no-report", "--threads", "2",
+                    "--set", "record.flows=true")
+    assert r.returncode == 0, r.stderr
+    assert "threads: 2 asked, one used: flow time series" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "two"])
+def test_bad_threads_exit_2_with_one_line(tmp_path, value):
+    out = tmp_path / "o"
+    r = sojourn_cli("run", str(MIXED), "--out", str(out), "--threads", value)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "--threads" in r.stderr, r.stderr
+    assert not out.exists()
+
+
+def test_the_file_and_the_api_take_threads_too():
+    one = sojourn.run(MIXED, duration="2s")
+    many = sojourn.run(MIXED, duration="2s", overrides={"threads": "auto"})
+    assert one.summary_text == many.summary_text
+    assert one.flows.equals(many.flows)
+    with pytest.raises(sojourn.ConfigError, match="threads"):
+        sojourn.run(MIXED, duration="2s", overrides={"threads": 0})
