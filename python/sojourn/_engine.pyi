@@ -16,7 +16,9 @@ class EmulateError(RuntimeError):
 def validate(cfg: dict[str, Any], base_dir: str, disciplines: Optional[Any] = None) -> dict[str, Any]:
     """Validates an experiment dict; returns name, seed, duration_s, warmup_s, repeats,
     nodes, links ([(name, qdisc description)]), the number of workloads,
-    memory_estimate_bytes, cpu_estimate_s and link_packets_per_s (docs/limits.md)."""
+    memory_estimate_bytes, cpu_estimate_s and link_packets_per_s (docs/limits.md), and
+    threads: {asked, partitions, cut_links, lookahead_s, one_thread_because} (docs/engine.md,
+    "One run on many cores")."""
 
 def run(
     cfg: dict[str, Any],

@@ -94,7 +94,8 @@ def _resolver(name: str, base: Path, disciplines: Disciplines) -> Any:
 def validate(source: Source, overrides: Optional[Mapping[str, Any]] = None, base_dir: Optional[Union[str, Path]] = None,
              disciplines: Disciplines = None) -> dict:
     """Checks an experiment (file path or dict) without running it; returns its plan
-    (nodes, links with their qdiscs, number of workloads). Raises :class:`ConfigError`.
+    (nodes, links with their qdiscs, number of workloads, and ``threads``: how the run is
+    cut over the threads it asks for, or ``one_thread_because``). Raises :class:`ConfigError`.
     ``base_dir`` is where relative paths of a dict config resolve (default: the cwd);
     ``disciplines`` as for :func:`run` (Python disciplines are imported and checked)."""
     eng = _engine_or_fail()
@@ -130,6 +131,9 @@ def run(
     :attr:`~Result.timeseries` and :attr:`~Result.packets` read them from there. Without
     ``out`` they are held in memory and returned, and a run whose tables would not fit is
     refused with the estimate (docs/limits.md).
+
+    ``overrides={"threads": N}`` (or ``"auto"``) cuts this one run over N threads, with the
+    same results as on one (docs/engine.md, "One run on many cores").
 
     ``disciplines``: Python disciplines by name, ``{"my_aqm": MyAqm}``; the experiment
     then names one as ``qdisc = "my_aqm"`` (or ``{ kind = "my_aqm", ...parameters }``).

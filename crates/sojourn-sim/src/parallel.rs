@@ -461,7 +461,9 @@ pub fn run(
             let i = errs.iter().position(|e| !echo(e)).unwrap_or(0);
             std::panic::resume_unwind(errs.swap_remove(i));
         }
-        ok.into_iter().map(|r| r.ok().expect("ok")).collect()
+        ok.into_iter()
+            .map(|r| r.unwrap_or_else(|_| unreachable!("partitioned into the ok ones")))
+            .collect()
     });
     if abort.load(Ordering::Relaxed) {
         return None;
