@@ -338,3 +338,55 @@ fn a_failing_partition_stops_the_run() {
         .unwrap_or_default();
     assert!(msg.contains("the progress callback failed"), "{msg}");
 }
+
+/// Every shipped example the planner cuts gives the same bytes on 2 and 4 threads: UDP
+/// sources in lockstep whose packets meet a FIFO in exact ties, a shaped host with TSQ, rate
+/// schedules, HTB trees, reader pauses, the fingerprint's shared FQ buckets; the others
+/// say why they stay on one thread.
+#[test]
+fn every_example_that_can_be_cut_gives_the_same_bytes() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/examples");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "toml")
+                && !p.to_string_lossy().ends_with(".sweep.toml")
+        })
+        .collect();
+    names.sort();
+    let mut cut = 0;
+    for path in names {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let exp = sojourn_sim::config::from_toml(&text, &dir).unwrap();
+        // A few simulated seconds are enough for every path to be taken.
+        let short = exp.duration.min(sojourn_core::Duration::from_ms(3_000));
+        let mut exp = exp;
+        exp.warmup = exp.warmup.min(sojourn_core::Duration::from_ms(500));
+        exp.duration = short.max(exp.warmup + sojourn_core::Duration::from_ms(500));
+        let one = {
+            let mut sim = Sim::new(&exp, exp.seed);
+            sim.start_apps();
+            assert!(sim.run(&mut |_| true));
+            output::collect(&mut sim, exp.record.fct_from)
+        };
+        for threads in [2, 4] {
+            let plan = match parallel::plan(&exp, threads) {
+                Ok(p) => p,
+                Err(why) => {
+                    eprintln!("{}: one thread: {why}", path.display());
+                    continue;
+                }
+            };
+            cut += 1;
+            let many = parallel::run(&exp, exp.seed, &plan, &mut |_| true).unwrap();
+            assert!(
+                one.summary_json() == many.summary_json()
+                    && fingerprint(&one) == fingerprint(&many),
+                "{} differs on {threads} threads ({plan:?})",
+                path.display()
+            );
+        }
+    }
+    assert!(cut >= 10, "only {cut} cut runs");
+}
