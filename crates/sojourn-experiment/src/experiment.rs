@@ -111,6 +111,15 @@ pub struct Experiment {
 }
 
 impl Experiment {
+    /// Whether any link runs a Python discipline, children included (the front's
+    /// resolver builds them; the simulator keeps the GIL for them and one thread).
+    pub fn any_external_qdisc(&self) -> bool {
+        fn tree(s: &QdiscSpec) -> bool {
+            matches!(s, QdiscSpec::External(_)) || s.children().into_iter().any(tree)
+        }
+        self.links.iter().any(|l| tree(&l.qdisc))
+    }
+
     /// The id of the node named `name`.
     pub fn node(&self, name: &str) -> Option<u32> {
         self.node_index.get(name).copied()

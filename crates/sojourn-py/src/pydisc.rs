@@ -771,11 +771,7 @@ impl Resolver for PyResolver {
 /// Whether any link of the experiment runs a Python discipline (children included): the
 /// simulator then keeps the GIL for the whole run instead of taking it per call.
 pub(crate) fn any_external(exp: &sojourn_experiment::Experiment) -> bool {
-    fn tree(s: &sojourn_core::qdisc::QdiscSpec) -> bool {
-        matches!(s, sojourn_core::qdisc::QdiscSpec::External(_))
-            || s.children().into_iter().any(tree)
-    }
-    exp.links.iter().any(|l| tree(&l.qdisc))
+    exp.any_external_qdisc()
 }
 
 /// `Ecn` from its codepoint (0..=3).

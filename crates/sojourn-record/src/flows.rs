@@ -81,6 +81,28 @@ pub struct FlowRecord {
 }
 
 impl FlowRecord {
+    /// Adds what `other`, the same flow's record in another partition of a run cut over
+    /// threads (sojourn-sim `parallel.rs`), counted at its nodes: counters add, the maximum
+    /// delay is the larger, first byte and end come from the partition that saw them; what
+    /// is set when the flow opens is alike in every partition. `open_endpoints` is left:
+    /// it only decides when a streamed record is final, and a cut run does not stream.
+    pub fn add_partition(&mut self, other: &FlowRecord) {
+        self.delay_sum_ns += other.delay_sum_ns;
+        self.delay_count += other.delay_count;
+        self.delay_max_ns = self.delay_max_ns.max(other.delay_max_ns);
+        // A partition's count goes below zero where packets it did not send left.
+        self.in_network = self.in_network.wrapping_add(other.in_network);
+        self.pkts_sent += other.pkts_sent;
+        self.pkts_dropped += other.pkts_dropped;
+        self.pkts_ce += other.pkts_ce;
+        self.delivered_bytes += other.delivered_bytes;
+        self.retransmits += other.retransmits;
+        self.rtos += other.rtos;
+        self.sampled_bytes += other.sampled_bytes;
+        self.first_byte = self.first_byte.or(other.first_byte);
+        self.end = self.end.or(other.end);
+    }
+
     pub fn new(
         flow: u32,
         kind: FlowKind,

@@ -51,7 +51,7 @@ pub enum Event {
     /// A shaper/pacer asked to be woken (`Dequeue::NotBefore`).
     QdiscWake(u32),
     /// An endpoint's deadline (lazily cancelled: checked against the endpoint's state),
-    /// by the endpoint's identity (`Sim`'s `endpoint_ident`: its flow's identity and its
+    /// by the endpoint's identity (sim.rs's `endpoint_ident`: its flow's identity and its
     /// side, below 2^60), not by its storage slot, which is reused in event order.
     EndpointTimer(u64),
     /// A workload generator's timer.

@@ -26,10 +26,9 @@
 //! network no delayed link splits.
 
 use crate::config::Experiment;
-pub use crate::partition::Part;
+use crate::partition::Part;
 use crate::sim::{Progress, Sim};
 use crate::workload::{TcpKind, WorkloadPlan};
-use sojourn_core::qdisc::QdiscSpec;
 use sojourn_core::{Duration, Packet, Time};
 use sojourn_record::metrics::TimeSeries;
 use sojourn_record::RunOutput;
@@ -104,10 +103,11 @@ pub struct Plan {
 /// How `exp` is cut over at most `threads` threads, or why it runs on one.
 ///
 /// Nodes joined by a link without a propagation delay (or with a delay schedule or
-/// reordering, whose arrivals are not a fixed FIFO) stay together; of the rest, the links
-/// with the longest delays are cut first, so the lookahead is as long as the number of
-/// partitions allows; the pieces are packed into `threads` partitions by their links'
-/// summed rates (a proxy for their packets per second).
+/// reordering, whose arrivals are not a fixed FIFO) stay together. The candidate cuts are
+/// none (the network's own disconnected parts) and "every link of delay >= d" for up to 24
+/// delays d; each candidate's pieces are packed into at most `threads` partitions by a work
+/// estimate (the rates of a node's links, and of the links into a host), and the candidate
+/// whose heaviest partition is lightest wins, a longer lookahead breaking near-ties.
 pub fn plan(exp: &Experiment, threads: usize) -> Result<Plan, String> {
     if threads <= 1 {
         return Err("one thread asked for".into());
@@ -124,10 +124,7 @@ pub fn plan(exp: &Experiment, threads: usize) -> Result<Plan, String> {
     if exp.record.flow_series {
         return Err("flow time series are not merged across threads yet".into());
     }
-    fn external(s: &QdiscSpec) -> bool {
-        matches!(s, QdiscSpec::External(_)) || s.children().into_iter().any(external)
-    }
-    if exp.links.iter().any(|l| external(&l.qdisc)) {
+    if exp.any_external_qdisc() {
         return Err("a Python discipline holds the GIL".into());
     }
     for w in &exp.workloads {
@@ -342,7 +339,7 @@ pub fn run(
     let barrier = SpinBarrier::new(parts);
     let abort = AtomicBool::new(false);
     let events = AtomicU64::new(0);
-    let (now_ns, end_ns) = (AtomicU64::new(0), end.0);
+    let end_ns = end.0;
 
     // One partition's whole run; `tick` runs on partition 0 between windows.
     // SOJOURN_PARALLEL_STATS=1: each partition prints its windows, the time it spent
@@ -428,7 +425,6 @@ pub fn run(
         let mut last_report = 0u64;
         let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             work(0, &mut |t| {
-                now_ns.store(t, Ordering::Relaxed);
                 // About every 2^16 events of all partitions, as a single-threaded run does.
                 let e = events.load(Ordering::Relaxed);
                 if e - last_report < 1 << 16 && t < end_ns {
@@ -479,19 +475,7 @@ fn merge(mut sims: Vec<Sim>, plan: &Plan, exp: &Experiment) -> RunOutput {
     // nodes; counters add, the rest is set in one partition only (or alike in all).
     for o in &rest {
         for (m, r) in main.flows.iter_mut().zip(o.flows.iter()) {
-            m.delay_sum_ns += r.delay_sum_ns;
-            m.delay_count += r.delay_count;
-            m.delay_max_ns = m.delay_max_ns.max(r.delay_max_ns);
-            m.in_network = m.in_network.wrapping_add(r.in_network);
-            m.pkts_sent += r.pkts_sent;
-            m.pkts_dropped += r.pkts_dropped;
-            m.pkts_ce += r.pkts_ce;
-            m.delivered_bytes += r.delivered_bytes;
-            m.retransmits += r.retransmits;
-            m.rtos += r.rtos;
-            m.sampled_bytes += r.sampled_bytes;
-            m.first_byte = m.first_byte.or(r.first_byte);
-            m.end = m.end.or(r.end);
+            m.add_partition(r);
         }
         main.acct.created += o.acct.created;
         main.acct.delivered += o.acct.delivered;

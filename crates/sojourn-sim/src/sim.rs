@@ -87,6 +87,19 @@ impl Held<'_> {
     }
 }
 
+/// An endpoint's identity: its flow's identity (`Sim::open_flow`, `node << 35 | k`) and
+/// its side (0: the end that opens, 1: its peer), `node << 36 | 2k + side`, below 2^60.
+#[inline(always)]
+fn endpoint_ident(flow_ident: u64, side: u64) -> u64 {
+    flow_ident << 1 | side
+}
+
+/// Where an endpoint identity's slot is kept: (its flow's source node, `2k + side`).
+#[inline(always)]
+fn ident_place(ident: u64) -> (usize, usize) {
+    ((ident >> 36) as usize, (ident & ((1 << 36) - 1)) as usize)
+}
+
 pub struct Node {
     pub name: String,
     /// Connection tracking (byte counts per connection), when enabled on this node.
@@ -444,7 +457,7 @@ impl Sim {
         side: u64,
         ep: AnyEndpoint,
     ) -> u32 {
-        let ident = flow_ident << 1 | side;
+        let ident = endpoint_ident(flow_ident, side);
         let sock = match self.free_sockets[node as usize].pop() {
             Some(s) => s,
             None => {
@@ -469,7 +482,7 @@ impl Sim {
             self.endpoints.push(slot);
             self.endpoints.len() as u32 - 1
         };
-        let (owner, index) = ((ident >> 36) as usize, (ident & ((1 << 36) - 1)) as usize);
+        let (owner, index) = ident_place(ident);
         let slots = &mut self.endpoint_slots[owner];
         if slots.len() <= index {
             slots.resize(index + 1, u32::MAX);
@@ -514,7 +527,7 @@ impl Sim {
     /// The live endpoint with identity `ident`, if any.
     #[inline(always)]
     fn endpoint_with_ident(&self, ident: u64) -> Option<u32> {
-        let (owner, index) = ((ident >> 36) as usize, (ident & ((1 << 36) - 1)) as usize);
+        let (owner, index) = ident_place(ident);
         self.endpoint_slots[owner]
             .get(index)
             .copied()
@@ -682,8 +695,8 @@ impl Sim {
                             let flow = slot.flow;
                             self.sockets[node as usize][sock as usize] = u32::MAX;
                             self.free_sockets[node as usize].push(sock);
-                            self.endpoint_slots[(ident >> 36) as usize]
-                                [(ident & ((1 << 36) - 1)) as usize] = u32::MAX;
+                            let (owner, index) = ident_place(ident);
+                            self.endpoint_slots[owner][index] = u32::MAX;
                             self.flows.endpoint_closed(flow);
                         }
                         return;
@@ -936,11 +949,16 @@ impl Sim {
     /// and reordering are drawn per wire packet, in order, as on the fast path.
     fn begin_tx_released(&mut self, l: u32) {
         let now = self.now;
-        let link = &mut self.links[l as usize];
+        let link = &self.links[l as usize];
         // Only the buffer's counters are read here; the whole ~200-byte buffer is copied
         // only for a TSQ completion.
         let p = link.dev.burst_buffer().expect("a burst");
         let (n, flow, sk) = (p.wire_packets(), p.conversation(), p.sk);
+        // The segments after the first are numbered by the sending node, in order.
+        let from = link.from;
+        let mut next_uid = self.number_packets(from, (n as u64).saturating_sub(1));
+        let link = &mut self.links[l as usize];
+        let p = link.dev.burst_buffer().expect("a burst");
         let notify = link.notify_tx && sk != 0;
         // On a wire the completion waits in the link, written there directly (one copy;
         // a local moved into place cost two more, issue 19 session 9); a shaper completes
@@ -958,18 +976,6 @@ impl Sim {
             self.acct.created += (n - 1) as u64;
             self.flows.get_mut(flow).in_network += (n - 1) as u64;
         }
-        // The segments after the first are numbered by the sending node, in order.
-        let mut next_uid = {
-            let from = link.from;
-            let count = &mut self.uids_sent[from as usize];
-            let first = *count;
-            *count += (n as u64).saturating_sub(1);
-            assert!(
-                *count < 1 << self.uid_count_bits,
-                "node {from} numbered too many packets"
-            );
-            (from as u64) << self.uid_count_bits | first
-        };
         let had_in_flight = !link.in_flight.is_empty();
         let had_late = !link.late.is_empty();
         let mut lost = 0u64;
@@ -1563,7 +1569,7 @@ impl Sim {
     }
 
     /// The names of the links the time series samples, in their sampling order.
-    pub fn sampled_link_names(&self) -> Vec<String> {
+    pub(crate) fn sampled_link_names(&self) -> Vec<String> {
         self.sampled_links
             .iter()
             .map(|&l| self.links[l as usize].name.clone())
