@@ -333,3 +333,36 @@ def test_a_live_run_s_warning_is_one_line_in_the_output_and_the_report(tmp_path)
     assert out == [f"warning: {warning}"], out
     md = write_run_report(res, tmp_path).read_text()
     assert f"**Warning:** {warning}" in md.splitlines()
+
+
+def test_a_large_topology_shows_its_busiest_links_and_counts_the_rest(tmp_path):
+    # 40 pairs with a flow each, each held to its 10 Mbit/s access link: the data fills the
+    # senders' and the receivers' access links and 400 Mbit/s of the 400-Mbit/s bottleneck;
+    # the ACKs (one of ~70 B per two 1,514-B segments: ~2.3 % of the rate) keep the four ACK
+    # directions above 1 % busy. 162 busy links, which the terminal table and report.md bound
+    # to 24 rows, counting the other 138.
+    from rich.console import Console
+
+    from sojourn.analysis.report import print_run, write_run_report
+
+    toml = tmp_path / "forty.toml"
+    toml.write_text(
+        'duration = "1s"\n[topology]\nkind = "dumbbell"\npairs = 40\n'
+        'bottleneck = { rate = "400Mbit", delay = "5ms", qdisc = "fq_codel" }\n'
+        'access = { rate = "10Mbit", delay = "1ms" }\n'
+        '[transport]\ncc = "cubic"\n[[workload]]\nkind = "bulk"\npairs = "all"\n'
+    )
+    res = sojourn.run(toml)
+    assert len(res.summary["links"]) == 162
+    console = Console(width=400, record=True)
+    print_run(res, console=console)
+    text = console.export_text()
+    links_part = text.split("└")[0]  # the links table, before the flows table
+    rows = [line for line in links_part.splitlines() if line.startswith("│ ")]
+    assert len(rows) == 24, text
+    assert "bottleneck" in [r.split("│")[1].strip() for r in rows]
+    words = " ".join(text.split())  # the caption wraps to the table's width
+    assert "162 links queued, dropped or were busy" in words and "(138 more in summary.json)" in words
+    md = write_run_report(res, tmp_path).read_text().splitlines()
+    assert len([line for line in md if line.startswith("| ") and not line.startswith("| link")]) == 24
+    assert any("(138 more in summary.json)" in line for line in md)

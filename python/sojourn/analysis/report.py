@@ -29,13 +29,33 @@ def _rate(bps: float) -> str:
     return f"{bps:.0f} bit/s"
 
 
-def interesting_links(summary: dict) -> list[str]:
-    """Links worth showing: those that queued, dropped or were busy more than 1%."""
+#: Rows of the links table (terminal and report.md). A 10,000-pair dumbbell has 40,002
+#: links, 20,002 of them busy: beyond this many the busiest are shown and the rest counted.
+LINKS_SHOWN = 24
+
+
+def interesting_links(summary: dict, limit: int | None = None) -> list[str]:
+    """Links worth showing: those that queued, dropped or were busy more than 1%, in the
+    file's order. With ``limit``, at most that many: those that dropped most, then the
+    busiest (``summary.json`` still lists every link)."""
     out = []
     for name, l in summary["links"].items():
         if l["drops_total"] > 0 or l["utilisation"] > 0.01 or ((l["sojourn_ms"] or {}).get("max") or 0) > 0:
             out.append(name)
+    if limit is not None and len(out) > limit:
+        links = summary["links"]
+        keep = set(sorted(out, key=lambda n: (-links[n]["drops_total"], -links[n]["utilisation"]))[:limit])
+        out = [n for n in out if n in keep]
     return out or list(summary["links"])[:1]
+
+
+def links_not_shown(summary: dict, shown: list[str]) -> str:
+    """One sentence on the links a bounded table leaves out ("" when it shows them all)."""
+    n = len(interesting_links(summary))
+    if n <= len(shown):
+        return ""
+    return (f"{n:,} links queued, dropped or were busy; the {len(shown)} that dropped most, then the "
+            f"busiest, are shown ({n - len(shown):,} more in summary.json)")
 
 
 def links_table(res: Result, names: Iterable[str] | None = None) -> Table:
@@ -43,7 +63,10 @@ def links_table(res: Result, names: Iterable[str] | None = None) -> Table:
     t = Table(title=f"{s['experiment']} (seed {s['seed']}, {s['duration_s']:g} s {'live' if s.get('engine') == 'emulate' else 'simulated'})")
     for c in ["link", "qdisc", "util", "throughput", "drops", "ECN marks", "sojourn mean", "p50", "p99", "max"]:
         t.add_column(c, justify="left" if c in ("link", "qdisc") else "right")
-    for name in names or interesting_links(s):
+    shown = list(names) if names is not None else interesting_links(s, LINKS_SHOWN)
+    if names is None and (rest := links_not_shown(s, shown)):
+        t.caption = rest
+    for name in shown:
         l = s["links"][name]
         sj = l["sojourn_ms"] or {}
         drops = ", ".join(f"{k} {v}" for k, v in l["drops"].items()) or "0"
@@ -123,7 +146,7 @@ def write_run_report(res: Result, out_dir: Path) -> Path:
 
     out_dir = Path(out_dir)
     s = res.summary
-    names = interesting_links(s)
+    names = interesting_links(s, LINKS_SHOWN)
     # A streamed run's series are read from disk, thinned when very long (bounded memory).
     ts = res.timeseries if res.timeseries_table is not None else read_timeseries(res.files["timeseries"])
     figs = []
@@ -158,6 +181,8 @@ def write_run_report(res: Result, out_dir: Path) -> Path:
         l = s["links"][n]
         sj = l["sojourn_ms"] or {}  # null from the kernel engine: no per-packet sojourn
         lines.append(f"| {n} | `{l['qdisc']}` | {100 * l['utilisation']:.1f}% | {_rate(l['throughput_bps'])} | {l['drops_total']} | {l['ecn_marks']} | {_fmt(sj.get('mean'), 2, ' ms')} | {_fmt(sj.get('p99'), 2, ' ms')} |")
+    if rest := links_not_shown(s, names):
+        lines += ["", rest + "."]
     f = s["flows"]
     if f["fct_s"].get("count"):
         lines += ["", f"Flows: {f['count']} ({f['completed']} of {f['sized']} sized flows completed); mean FCT {f['fct_s']['mean'] * 1e3:.1f} ± {f['fct_s']['ci95'] * 1e3:.1f} ms (95% CI)."]
