@@ -3,6 +3,7 @@ docs/engine.md, "One run on many cores"): `--threads N` gives the files one thre
 byte for byte; what cannot be cut says why and runs on one; bad values exit 2."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +63,28 @@ def test_the_file_and_the_api_take_threads_too():
     assert one.flows.equals(many.flows)
     with pytest.raises(sojourn.ConfigError, match="threads"):
         sojourn.run(MIXED, duration="2s", overrides={"threads": 0})
+
+
+def test_threads_that_would_not_fit_in_memory_are_refused_before_the_run(tmp_path):
+    # Each partition builds the whole network (docs/limits.md, "Memory"): a budget between
+    # the estimates of one and two threads runs one thread and refuses two, with one line
+    # naming `threads`, before anything is written.
+    f = tmp_path / "wide.toml"
+    f.write_text('duration = "1s"\n[topology]\nkind = "dumbbell"\npairs = 2000\n'
+                 'bottleneck = { rate = "1Gbit", delay = "5ms" }\naccess = { rate = "1Gbit", delay = "1ms" }\n'
+                 '[[workload]]\nkind = "bulk"\npairs = "all"\n')
+    one = sojourn.validate(f)["memory_estimate_bytes"]
+    two_plan = sojourn.validate(f, overrides={"threads": 2})
+    assert two_plan["threads"]["partitions"] == 2
+    two = two_plan["memory_estimate_bytes"]
+    assert two > one
+    env = {**os.environ, "SOJOURN_MEMORY": str(int((one + two) / 2))}
+    ok = subprocess.run([sys.executable, "-m", "sojourn", "validate", str(f)], capture_output=True, text=True, env=env)
+    assert ok.returncode == 0, ok.stderr
+    out = tmp_path / "o"
+    r = subprocess.run([sys.executable, "-m", "sojourn", "run", str(f), "--threads", "2", "--out", str(out)],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().count("\n") == 0, r.stderr
+    assert "threads" in r.stderr and "cut over 2 threads" in r.stderr and "one thread fits" in r.stderr, r.stderr
+    assert not out.exists()

@@ -449,6 +449,71 @@ pub(crate) fn check_memory(exp: &Experiment) -> ConfResult<()> {
     ))
 }
 
+/// What each partition of a run cut over threads holds beyond the first (sojourn-sim's
+/// `parallel.rs`): every partition builds the whole network and opens, and numbers, every
+/// flow, while packets and connections live only where their node is. Measured with
+/// `sojourn run --threads 1/2/4` (maximum resident set): a 10,000-pair dumbbell (40,002 links,
+/// 20,002 nodes, 10,000 flows) +116 MB per partition, the 10,000-subscriber ISP tree
+/// (20,004 links, 10,003 nodes) +39 MB; budgeted at 3 KiB per link and 1 KiB per node and
+/// per flow (147 MB and ≤ 78 MB).
+pub const BYTES_PER_LINK_REPLICA: f64 = 3.0 * 1024.0;
+pub const BYTES_PER_NODE_REPLICA: f64 = 1024.0;
+pub const BYTES_PER_FLOW_REPLICA: f64 = 1024.0;
+
+/// The bytes one more partition of a run cut over threads adds ([`BYTES_PER_LINK_REPLICA`]).
+pub fn partition_bytes(exp: &Experiment) -> f64 {
+    let (_, udp, tcp) = memory_estimate(exp);
+    BYTES_PER_LINK_REPLICA * exp.links.len() as f64
+        + BYTES_PER_NODE_REPLICA * exp.node_names.len() as f64
+        + BYTES_PER_FLOW_REPLICA * (udp + tcp) as f64
+        + routing_bytes(exp)
+}
+
+/// [`memory_estimate`]'s bytes for a run cut into `parts` partitions.
+pub fn memory_estimate_cut(exp: &Experiment, parts: usize) -> f64 {
+    memory_estimate(exp).0 + parts.saturating_sub(1) as f64 * partition_bytes(exp)
+}
+
+/// Refuses a run cut into `parts` partitions (the simulator's plan for `threads`) whose
+/// estimate, each partition's copy of the network included, exceeds what this process may
+/// have; says how many threads would fit. One partition is [`check_memory`]'s case.
+pub fn check_memory_cut(exp: &Experiment, parts: usize) -> ConfResult<()> {
+    if parts <= 1 {
+        return Ok(());
+    }
+    let need = memory_estimate_cut(exp, parts);
+    let budget = memory_budget().map_err(|m| ConfError::new("", m))?;
+    let Some(crate::budget::MemoryBudget { bytes: have, whose }) = budget else {
+        return Ok(());
+    };
+    if need <= have {
+        return Ok(());
+    }
+    let (one, each) = (memory_estimate(exp).0, partition_bytes(exp));
+    let fits = (((have - one) / each).floor() as usize + 1).max(1);
+    let advice = if fits > 1 {
+        format!("threads = {fits} fits")
+    } else {
+        "one thread fits".to_string()
+    };
+    Err(ConfError::new(
+        "threads",
+        format!(
+            "cut over {parts} threads, each building the whole network (~{} beyond the first), \
+             the run needs ~{}; {whose} {} ({advice}; set SOJOURN_MEMORY=<size> to override, \
+             docs/limits.md)",
+            mb(each),
+            mb(need),
+            mb(have)
+        ),
+    ))
+}
+
+/// Bytes in MB (the refusal of [`check_memory_cut`], whose differences are tens of MB).
+fn mb(b: f64) -> String {
+    format!("{:.0} MB", b / 1e6)
+}
+
 /// The entries of an array of tables (`[[key]]`) with their key paths `key[i]`; an entry
 /// that is not a table is an error naming its path.
 pub(crate) fn tables_of<'a>(

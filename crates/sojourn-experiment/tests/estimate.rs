@@ -70,3 +70,35 @@ fn closed_loops_are_bounded_by_their_think_time() {
     // A bulk flow is one flow, no transfers beyond it.
     assert_eq!(transfers(r#"kind = "bulk""#, "1000000h"), 0.0);
 }
+
+#[test]
+fn each_partition_is_budgeted_at_least_what_it_was_measured_to_hold() {
+    // `sojourn run --threads 1/2/4` on a 10,000-pair dumbbell with a bulk flow per pair
+    // (issue 35 §2's realistic-rate set-up, 0.3 s): maximum resident set 662, 715 and 1,010 MB,
+    // i.e. up to +116 MB per partition beyond the first. The estimate of one more partition
+    // covers that, without budgeting it more than twice over.
+    let delays: Vec<String> = (0..10_000).map(|i| format!("\"{}us\"", 5_000 + 3 * i)).collect();
+    let text = format!(
+        r#"
+        duration = "1s"
+        [topology]
+        kind = "dumbbell"
+        pairs = 10000
+        bottleneck = {{ rate = "10Gbit", delay = "5ms", qdisc = "fq_codel" }}
+        access = {{ rate = "1Gbit" }}
+        pair_delays = [{}]
+        [[workload]]
+        kind = "bulk"
+        pairs = "all"
+        "#,
+        delays.join(", ")
+    );
+    let exp = from_toml(&text, Path::new(".")).unwrap();
+    let each = sojourn_experiment::experiment::partition_bytes(&exp);
+    assert!((116e6..=232e6).contains(&each), "{each}");
+    let one = sojourn_experiment::experiment::memory_estimate_cut(&exp, 1);
+    let four = sojourn_experiment::experiment::memory_estimate_cut(&exp, 4);
+    assert!((four - one - 3.0 * each).abs() < 1.0);
+    // Four partitions were measured at 1,010 MB.
+    assert!(four >= 1_010e6, "{four}");
+}

@@ -128,11 +128,15 @@ pub(crate) fn parse(
 ) -> PyResult<config::Experiment> {
     let t = to_table(cfg, "", 0).map_err(conf_err)?;
     let from_table = || config::from_table(&t, Path::new(base_dir));
-    match disciplines {
+    let exp = match disciplines {
         Some(obj) => with_resolver(Rc::new(pydisc::PyResolver { obj }), from_table),
         None => from_table(),
     }
-    .map_err(conf_err)
+    .map_err(conf_err)?;
+    // Threads are the simulator's: only its plan knows how many copies of the network a
+    // run cut over them builds (docs/limits.md, "Memory").
+    sojourn_sim::check_thread_memory(&exp).map_err(conf_err)?;
+    Ok(exp)
 }
 
 /// `v` as little-endian bytes in a Python bytes object: one copy, straight into it.
@@ -285,7 +289,8 @@ fn validate<'py>(
     // many cores"), or why it runs on one.
     let threads = PyDict::new(py);
     threads.set_item("asked", sojourn_sim::threads_wanted(&exp))?;
-    match sojourn_sim::thread_plan(&exp) {
+    let plan = sojourn_sim::thread_plan(&exp);
+    match &plan {
         Ok(plan) => {
             threads.set_item("partitions", plan.parts)?;
             threads.set_item("cut_links", plan.cut_links.len())?;
@@ -305,10 +310,11 @@ fn validate<'py>(
         d.set_item("isp", isp)?;
     }
     // What validation compared with the machine's memory (docs/limits.md): a streamed
-    // run's estimate in bytes.
+    // run's estimate in bytes, each partition's copy of the network included.
+    let parts = plan.as_ref().map_or(1, |p| p.parts);
     d.set_item(
         "memory_estimate_bytes",
-        sojourn_experiment::experiment::memory_estimate(&exp).0,
+        sojourn_experiment::experiment::memory_estimate_cut(&exp, parts),
     )?;
     // The CPU time the run will take (docs/limits.md, "How long a run takes"): the link
     // packets its workloads offer per simulated second × the duration × a measured cost.

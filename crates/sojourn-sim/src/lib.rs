@@ -163,6 +163,17 @@ pub fn threads_wanted(exp: &Experiment) -> usize {
     }
 }
 
+/// Refuses a run whose threads would not fit in memory: each partition of
+/// [`thread_plan`]'s cut builds the whole network
+/// (`sojourn_experiment::experiment::check_memory_cut`). A run that stays on one thread is
+/// checked at load time already.
+pub fn check_thread_memory(exp: &Experiment) -> Result<(), sojourn_core::params::ConfError> {
+    match thread_plan(exp) {
+        Ok(plan) => sojourn_experiment::experiment::check_memory_cut(exp, plan.parts),
+        Err(_) => Ok(()),
+    }
+}
+
 /// How `exp`'s run is cut over threads ([`parallel::plan`]), or why it runs on one
 /// (including: it asks for one).
 pub fn thread_plan(exp: &Experiment) -> Result<parallel::Plan, String> {
