@@ -17,7 +17,8 @@ def validate(cfg: dict[str, Any], base_dir: str, disciplines: Optional[Any] = No
     """Validates an experiment dict; returns name, seed, duration_s, warmup_s, repeats,
     nodes, links ([(name, qdisc description)]), the number of workloads,
     memory_estimate_bytes, cpu_estimate_s and link_packets_per_s (docs/limits.md), and
-    threads: {asked, partitions, cut_links, lookahead_s, one_thread_because} (docs/engine.md,
+    threads: {asked, partitions, cut_links, lookahead_s, heaviest_share, shipped_per_s,
+    predicted_speedup, one_thread_because} (docs/engine.md,
     "One run on many cores")."""
 
 def run(

@@ -212,6 +212,37 @@ impl Offers<'_> {
 pub fn cpu_estimate(exp: &Experiment) -> CpuEstimate {
     let secs = exp.duration.as_secs_f64();
     let n = exp.links.len();
+    let (per_link, flows, tcp_flow_seconds) = offered_arrivals(exp);
+    let arrivals: f64 = per_link.iter().sum();
+    let (series_rows, logged_packets) = recorded_rows(exp, flows);
+    let per_packet = COST_PER_LINK_PACKET_S * (flows as f64 / MANY_FLOWS).max(1.0);
+    let cpu_s = arrivals * secs * per_packet
+        + tcp_flow_seconds * COST_PER_TCP_FLOW_SECOND_S
+        + series_rows * COST_PER_SERIES_ROW_S
+        + logged_packets * COST_PER_LOGGED_PACKET_S
+        + n as f64 * COST_PER_LINK_SETUP_S
+        + flows as f64 * COST_PER_FLOW_SETUP_S
+        + FRONT_CPU_S;
+    CpuEstimate {
+        link_packets_per_s: arrivals,
+        tcp_flow_seconds,
+        series_rows,
+        logged_packets,
+        cpu_s,
+    }
+}
+
+/// The packets per simulated second arriving at each link (carried or dropped there),
+/// as [`cpu_estimate`] counts them (the simulator's thread planner weighs partitions by
+/// them).
+pub fn link_arrivals_per_s(exp: &Experiment) -> Vec<f64> {
+    offered_arrivals(exp).0
+}
+
+/// Per link, the packets per second arriving there; the number of flows; the TCP
+/// connection-seconds.
+fn offered_arrivals(exp: &Experiment) -> (Vec<f64>, usize, f64) {
+    let n = exp.links.len();
     let routes = static_routes(exp);
     let rates: Vec<f64> = exp
         .links
@@ -259,37 +290,22 @@ pub fn cpu_estimate(exp: &Experiment) -> CpuEstimate {
         .collect();
     // Then the packets arriving at each link (carried or dropped there: both cost an
     // enqueue), each flow thinned by what the links before it dropped.
-    let mut arrivals = 0.0;
+    let mut arrivals = vec![0.0f64; n];
     let (flows, tcp_flow_seconds) = offers.each_flow(|path, back, f| {
         let mut pps = f.data_bps / 8.0 / f.frame;
         for &l in path {
-            arrivals += pps;
+            arrivals[l] += pps;
             pps *= passes[l];
         }
         if let Some((_, ack_pps)) = f.ack {
             let mut pps = ack_pps;
             for &l in back {
-                arrivals += pps;
+                arrivals[l] += pps;
                 pps *= passes[l];
             }
         }
     });
-    let (series_rows, logged_packets) = recorded_rows(exp, flows);
-    let per_packet = COST_PER_LINK_PACKET_S * (flows as f64 / MANY_FLOWS).max(1.0);
-    let cpu_s = arrivals * secs * per_packet
-        + tcp_flow_seconds * COST_PER_TCP_FLOW_SECOND_S
-        + series_rows * COST_PER_SERIES_ROW_S
-        + logged_packets * COST_PER_LOGGED_PACKET_S
-        + n as f64 * COST_PER_LINK_SETUP_S
-        + flows as f64 * COST_PER_FLOW_SETUP_S
-        + FRONT_CPU_S;
-    CpuEstimate {
-        link_packets_per_s: arrivals,
-        tcp_flow_seconds,
-        series_rows,
-        logged_packets,
-        cpu_s,
-    }
+    (arrivals, flows, tcp_flow_seconds)
 }
 
 #[cfg(test)]

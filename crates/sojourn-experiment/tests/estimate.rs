@@ -77,7 +77,9 @@ fn each_partition_is_budgeted_at_least_what_it_was_measured_to_hold() {
     // (issue 35 §2's realistic-rate set-up, 0.3 s): maximum resident set 662, 715 and 1,010 MB,
     // i.e. up to +116 MB per partition beyond the first. The estimate of one more partition
     // covers that, without budgeting it more than twice over.
-    let delays: Vec<String> = (0..10_000).map(|i| format!("\"{}us\"", 5_000 + 3 * i)).collect();
+    let delays: Vec<String> = (0..10_000)
+        .map(|i| format!("\"{}us\"", 5_000 + 3 * i))
+        .collect();
     let text = format!(
         r#"
         duration = "1s"

@@ -294,6 +294,9 @@ fn validate<'py>(
         Ok(plan) => {
             threads.set_item("partitions", plan.parts)?;
             threads.set_item("cut_links", plan.cut_links.len())?;
+            threads.set_item("heaviest_share", plan.heaviest_share)?;
+            threads.set_item("shipped_per_s", plan.shipped_per_s)?;
+            threads.set_item("predicted_speedup", plan.predicted_speedup())?;
             let la = (!plan.cut_links.is_empty()).then(|| plan.lookahead.as_secs_f64());
             threads.set_item("lookahead_s", la)?;
             threads.set_item("one_thread_because", py.None())?;
@@ -301,6 +304,9 @@ fn validate<'py>(
         Err(why) => {
             threads.set_item("partitions", 1)?;
             threads.set_item("cut_links", 0)?;
+            threads.set_item("heaviest_share", 1.0)?;
+            threads.set_item("shipped_per_s", 0.0)?;
+            threads.set_item("predicted_speedup", py.None())?;
             threads.set_item("lookahead_s", py.None())?;
             threads.set_item("one_thread_because", why)?;
         }

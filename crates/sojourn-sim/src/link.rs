@@ -148,6 +148,10 @@ pub struct Link {
     pub notify_tx: bool,
     /// Whether to log packets of this link into packets.parquet.
     pub log_packets: bool,
+    /// A link a partitioned run cuts (`parallel.rs`): its far end is another partition's,
+    /// so it keeps to the general path (no fast path, no runs) and its packets are shipped.
+    /// Read at every arrival: on the first line, with the other flags.
+    pub cut: bool,
     /// Bernoulli loss probability applied after serialisation.
     pub loss: f64,
     /// Probability that a packet is reordered: held back by `reorder_delay` beyond its
@@ -165,9 +169,6 @@ pub struct Link {
     pub loss_rng: Rng,
     pub reorder_delay: Duration,
     pub reorder_rng: Rng,
-    /// A link a partitioned run cuts (`parallel.rs`): its far end is another partition's,
-    /// so it keeps to the general path (no fast path, no runs) and its packets are shipped.
-    pub cut: bool,
     /// Reordered packets in flight, with their (later) arrival times.
     pub late: VecDeque<(Time, Packet)>,
     /// The packet being serialised, unless `tx_fate` is `InFlight` (then it is already
@@ -264,6 +265,9 @@ mod tests {
         };
         assert_eq!(line(offset_of!(Link, to), 4), 0);
         assert_eq!(line(offset_of!(Link, tx_fate), 16), 0);
+        // Read at every arrival (a partitioned run's cut links; session 19 had put it after
+        // the device, a cold line per arrival with 10,000 flows).
+        assert_eq!(line(offset_of!(Link, cut), 1), 0);
         assert_eq!(line(offset_of!(Link, loss), 8), 0);
         assert_eq!(line(offset_of!(Link, reorder), 8), 0);
         assert_eq!(line(offset_of!(Link, in_flight), 12), 0);

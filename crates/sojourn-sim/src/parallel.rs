@@ -98,17 +98,63 @@ pub struct Plan {
     pub lookahead: Duration,
     /// The links that join two partitions.
     pub cut_links: Vec<u32>,
+    /// The heaviest partition's share of the estimated work (the planner's weights).
+    pub heaviest_share: f64,
+    /// The estimated packets per simulated second crossing the cut (shipped).
+    pub shipped_per_s: f64,
+    /// The estimated packets per simulated second arriving at links, in all.
+    pub link_packets_per_s: f64,
 }
 
-/// How `exp` is cut over at most `threads` threads, or why it runs on one.
+impl Plan {
+    /// The speed-up the cut should give over one thread: the work of one thread over that
+    /// of the heaviest partition plus the shipping, a shipped packet costing about what a
+    /// packet arriving at a link costs ([`SHIPPED_PACKET_COST`]). Synchronisation (~10 µs
+    /// a window) is left out: a few ms per simulated second at the lookaheads cut links have.
+    pub fn predicted_speedup(&self) -> f64 {
+        let shipped = self.shipped_per_s / self.link_packets_per_s.max(1e-9);
+        1.0 / (self.heaviest_share + SHIPPED_PACKET_COST * shipped).max(1e-9)
+    }
+}
+
+/// A shipped packet's cost (copied to a mailbox, filed at the far end, its link off the
+/// fast path) against a link packet's in the serial run. Fitted to bench/threads.py on 2
+/// cores (2026-11-30): the 10,000-subscriber tree (heaviest partition ~84 % of the work, 32 %
+/// of the packets crossing the cut) ran at 0.87x, the parking lot (50 %, 13 %) at 1.66x;
+/// 1.0 predicts 0.86x and 1.59x.
+pub const SHIPPED_PACKET_COST: f64 = 1.0;
+
+/// A cut predicted to gain less than this runs on one thread instead (`plan`): the outputs
+/// are the same, and one thread is then as fast or faster.
+pub const MIN_SPEEDUP: f64 = 1.1;
+
+/// [`cut`], unless the cut is predicted not to pay ([`Plan::predicted_speedup`] below
+/// [`MIN_SPEEDUP`]): then why it runs on one thread. `SOJOURN_CUT_ANYWAY=1` in the
+/// environment keeps such a cut (to measure it: bench/threads.py).
+pub fn plan(exp: &Experiment, threads: usize) -> Result<Plan, String> {
+    let plan = cut(exp, threads)?;
+    let speedup = plan.predicted_speedup();
+    if speedup < MIN_SPEEDUP && std::env::var_os("SOJOURN_CUT_ANYWAY").is_none_or(|v| v != "1") {
+        return Err(format!(
+            "the cut would not pay: its heaviest partition has ~{:.0} % of the work and ~{:.0} % \
+             of the packets cross it (predicted {speedup:.2}x; SOJOURN_CUT_ANYWAY=1 cuts anyway)",
+            100.0 * plan.heaviest_share,
+            100.0 * plan.shipped_per_s / plan.link_packets_per_s.max(1e-9)
+        ));
+    }
+    Ok(plan)
+}
+
+/// How `exp` is cut over at most `threads` threads, or why it cannot be.
 ///
 /// Nodes joined by a link without a propagation delay (or with a delay schedule or
 /// reordering, whose arrivals are not a fixed FIFO) stay together. The candidate cuts are
 /// none (the network's own disconnected parts) and "every link of delay >= d" for up to 24
 /// delays d; each candidate's pieces are packed into at most `threads` partitions by a work
-/// estimate (the rates of a node's links, and of the links into a host), and the candidate
-/// whose heaviest partition is lightest wins, a longer lookahead breaking near-ties.
-pub fn plan(exp: &Experiment, threads: usize) -> Result<Plan, String> {
+/// estimate (the packets per second the workloads offer to the links a node sends on and
+/// receives from: sojourn-experiment's cost model), and the candidate whose heaviest
+/// partition is lightest wins, a longer lookahead breaking near-ties.
+pub fn cut(exp: &Experiment, threads: usize) -> Result<Plan, String> {
     if threads <= 1 {
         return Err("one thread asked for".into());
     }
@@ -173,25 +219,14 @@ pub fn plan(exp: &Experiment, threads: usize) -> Result<Plan, String> {
             .collect();
         delays.dedup();
     }
-    // A node's work: the packets it sends on its links and, on a host, the packets it
-    // receives (its endpoints handle them); both by the links' rates.
-    let mut is_host = vec![false; n];
-    for w in &exp.workloads {
-        for (a, b) in w.endpoints() {
-            is_host[a as usize] = true;
-            is_host[b as usize] = true;
-        }
-    }
+    // A node's work: the packets that arrive at its links (it enqueues, dequeues and
+    // transmits them) and at it over its links (it forwards them, or its endpoints handle
+    // them), at the rates the workloads offer (sojourn-experiment's cost model).
+    let arrivals = sojourn_experiment::cost::link_arrivals_per_s(exp);
     let mut node_weight = vec![0f64; n];
-    for l in &exp.links {
-        let rate = match &l.rate {
-            sojourn_experiment::LinkRate::Constant(r) => *r as f64,
-            _ => 1e6,
-        };
-        node_weight[l.from as usize] += rate;
-        if is_host[l.to as usize] {
-            node_weight[l.to as usize] += rate;
-        }
+    for (l, &a) in exp.links.iter().zip(&arrivals) {
+        node_weight[l.from as usize] += a;
+        node_weight[l.to as usize] += a;
     }
     // Candidate cuts: none (the network's own components), then the links of delay >= d
     // for each delay d, longest first. Each candidate's pieces are packed into at most
@@ -237,7 +272,7 @@ pub fn plan(exp: &Experiment, threads: usize) -> Result<Plan, String> {
             best = Some((labels, piece_part, parts, heaviest));
         }
     }
-    let Some((labels, piece_part, parts, _)) = best else {
+    let Some((labels, piece_part, parts, heaviest)) = best else {
         return Err("no link with a propagation delay splits the network".into());
     };
     let owner: Vec<u16> = labels.iter().map(|&c| piece_part[c]).collect();
@@ -253,11 +288,16 @@ pub fn plan(exp: &Experiment, threads: usize) -> Result<Plan, String> {
         .map(|&i| exp.links[i as usize].delay)
         .min()
         .unwrap_or(exp.duration + Duration::from_ns(1));
+    let total: f64 = node_weight.iter().sum();
+    let shipped_per_s = cut_links.iter().map(|&l| arrivals[l as usize]).sum();
     Ok(Plan {
         owner,
         parts,
         lookahead,
         cut_links,
+        heaviest_share: if total > 0.0 { heaviest / total } else { 1.0 },
+        shipped_per_s,
+        link_packets_per_s: arrivals.iter().sum(),
     })
 }
 
@@ -320,12 +360,8 @@ pub fn run(
             shipped: vec![0; exp.links.len()],
             incoming: vec![VecDeque::new(); exp.links.len()],
             outbox: Vec::new(),
-            sends_on: plan
-                .cut_links
-                .iter()
-                .copied()
-                .filter(|&l| plan.owner[exp.links[l as usize].from as usize] as usize == index)
-                .collect(),
+            sent_on: Vec::new(),
+            in_sent_on: vec![false; exp.links.len()],
         })
     };
     let end = Time::ZERO + exp.duration;

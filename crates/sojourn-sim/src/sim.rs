@@ -1058,6 +1058,12 @@ impl Sim {
                 self.events.push(at, Event::Arrive(l));
             }
         }
+        if link.cut {
+            self.part
+                .as_mut()
+                .expect("a cut link in a partition")
+                .sent(l);
+        }
         if !had_late {
             if let Some(&(at, _)) = link.late.front() {
                 self.events.push(at, Event::ArriveLate(l));
@@ -1194,6 +1200,12 @@ impl Sim {
                             }
                             Held::Flight(s) => self.flight.relink_back(s, &mut link.in_flight, at),
                             Held::Run(s) => self.flight.push_copy(s, &mut link.in_flight, at),
+                        }
+                        if link.cut {
+                            self.part
+                                .as_mut()
+                                .expect("a cut link in a partition")
+                                .sent(l);
                         }
                     }
                 }
@@ -1381,19 +1393,21 @@ impl Sim {
     /// after this window's start, so in a later window there).
     pub(crate) fn ship(&mut self) {
         let p = self.part.as_mut().expect("a partition");
-        for &l in &p.sends_on {
+        // In link order, as a scan of every cut link would ship them (the receiving
+        // partition files each link's packets in their own order either way).
+        p.sent_on.sort_unstable();
+        for &l in &p.sent_on {
             let l = l as usize;
+            p.in_sent_on[l] = false;
             let link = &self.links[l];
             let dest = p.owner[link.to as usize];
             let done = p.shipped[l] as usize;
-            if done == link.in_flight.len() {
-                continue;
-            }
             for (at, pkt) in self.flight.iter(&link.in_flight).skip(done) {
                 p.outbox.push((dest, l as u32, at, *pkt));
             }
             p.shipped[l] = link.in_flight.len() as u32;
         }
+        p.sent_on.clear();
     }
 
     /// Packets another partition shipped to this one, in their link's order.

@@ -22,7 +22,7 @@ fn serial(text: &str, seed: u64) -> RunOutput {
 
 fn threaded(text: &str, seed: u64, threads: usize) -> (RunOutput, parallel::Plan) {
     let exp = from_toml(text, Path::new(".")).unwrap();
-    let plan = parallel::plan(&exp, threads).unwrap_or_else(|why| panic!("not cut: {why}"));
+    let plan = parallel::cut(&exp, threads).unwrap_or_else(|why| panic!("not cut: {why}"));
     let out = parallel::run(&exp, seed, &plan, &mut |_| true).expect("not aborted");
     (out, plan)
 }
@@ -320,7 +320,7 @@ to = "b"
 #[test]
 fn a_failing_partition_stops_the_run() {
     let exp = from_toml(TWO_HALVES, Path::new(".")).unwrap();
-    let plan = parallel::plan(&exp, 4).unwrap();
+    let plan = parallel::cut(&exp, 4).unwrap();
     assert!(plan.parts == 4 && !plan.cut_links.is_empty());
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         parallel::run(&exp, 1, &plan, &mut |p| {
@@ -371,7 +371,7 @@ fn every_example_that_can_be_cut_gives_the_same_bytes() {
             output::collect(&mut sim, exp.record.fct_from)
         };
         for threads in [2, 4] {
-            let plan = match parallel::plan(&exp, threads) {
+            let plan = match parallel::cut(&exp, threads) {
                 Ok(p) => p,
                 Err(why) => {
                     eprintln!("{}: one thread: {why}", path.display());
@@ -389,4 +389,70 @@ fn every_example_that_can_be_cut_gives_the_same_bytes() {
         }
     }
     assert!(cut >= 10, "only {cut} cut runs");
+}
+
+/// bench/threads.py's parking lot: three 300-Mbit/s FQ-CoDel bottlenecks behind 5-ms links,
+/// 10-Gbit/s access links of 1 ms, 8 bulk flows end to end and 16 across each bottleneck.
+fn bench_parking_lot() -> String {
+    let mut t = String::from(
+        "duration = \"1s\"\n[transport]\ncc = \"cubic\"\n[topology]\nkind = \"graph\"\n\
+         nodes = [\"r0\", \"r1\", \"r2\", \"r3\", \"ls\", \"ld\", \"x0\", \"x1\", \"x2\", \"y0\", \"y1\", \"y2\"]\n",
+    );
+    let mut link = |name: &str, from: &str, to: &str, rate: &str, delay: &str, q: &str| {
+        t += &format!(
+            "[[topology.links]]\nname = \"{name}\"\nfrom = \"{from}\"\nto = \"{to}\"\nrate = \"{rate}\"\ndelay = \"{delay}\"\n{q}"
+        );
+    };
+    for i in 0..3 {
+        let (a, b) = (format!("r{i}"), format!("r{}", i + 1));
+        link(
+            &format!("b{i}"),
+            &a,
+            &b,
+            "300Mbit",
+            "5ms",
+            "qdisc = \"fq_codel\"\n",
+        );
+    }
+    link("ls", "ls", "r0", "10Gbit", "1ms", "");
+    link("ld", "r3", "ld", "10Gbit", "1ms", "");
+    for i in 0..3 {
+        let (x, y, r0, r1) = (
+            format!("x{i}"),
+            format!("y{i}"),
+            format!("r{i}"),
+            format!("r{}", i + 1),
+        );
+        link(&x, &x, &r0, "10Gbit", "1ms", "");
+        link(&y, &r1, &y, "10Gbit", "1ms", "");
+    }
+    t += "[[workload]]\nkind = \"bulk\"\nfrom = \"ls\"\nto = \"ld\"\ncount = 8\n";
+    for i in 0..3 {
+        t +=
+            &format!("[[workload]]\nkind = \"bulk\"\nfrom = \"x{i}\"\nto = \"y{i}\"\ncount = 16\n");
+    }
+    t
+}
+
+/// A cut predicted not to pay runs on one thread, saying why; the prediction against what
+/// bench/threads.py measured on 2 cores (bench/README.md, "One run on many cores"): the
+/// parking lot 1.66x and the 10,000-subscriber tree 0.87x (both cut anyway there).
+#[test]
+fn a_cut_that_would_not_pay_stays_on_one_thread() {
+    let exp = |text: &str| from_toml(text, Path::new(".")).unwrap();
+    let parking = parallel::plan(&exp(&bench_parking_lot()), 2).expect("the parking lot pays");
+    let s = parking.predicted_speedup();
+    assert!(
+        (1.4..=2.0).contains(&s),
+        "parking lot: predicted {s:.2}x, measured 1.66x"
+    );
+    let tree = exp(include_str!("../../../experiments/isp/scale-10k.toml"));
+    let cut = parallel::cut(&tree, 2).expect("the tree can be cut");
+    let s = cut.predicted_speedup();
+    assert!(
+        (0.7..1.0).contains(&s),
+        "10,000 subscribers: predicted {s:.2}x, measured 0.87x"
+    );
+    let why = parallel::plan(&tree, 2).unwrap_err();
+    assert!(why.starts_with("the cut would not pay"), "{why}");
 }

@@ -86,7 +86,8 @@ def describe_threads(plan: Mapping[str, Any]) -> Optional[str]:
     la = t.get("lookahead_s")
     cut = (f"{t['cut_links']} links cut, lookahead {la * 1e3:.3g} ms" if la is not None
            else "independent parts, no link cut")
-    return f"threads: {t['partitions']} partitions ({cut}); outputs as on one thread"
+    gain = f"; predicted {t['predicted_speedup']:.2g}x" if t.get("predicted_speedup") else ""
+    return f"threads: {t['partitions']} partitions ({cut}{gain}); outputs as on one thread"
 
 
 def cmd_run(a: argparse.Namespace) -> int:
