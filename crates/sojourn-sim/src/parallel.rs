@@ -30,6 +30,7 @@ use crate::partition::Part;
 use crate::sim::{Progress, Sim};
 use crate::workload::{TcpKind, WorkloadPlan};
 use sojourn_core::{Duration, Packet, Time};
+use sojourn_experiment::cost::COST_PER_LINK_PACKET_S;
 use sojourn_record::metrics::TimeSeries;
 use sojourn_record::RunOutput;
 use std::collections::VecDeque;
@@ -107,21 +108,40 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The speed-up the cut should give over one thread: the work of one thread over that
-    /// of the heaviest partition plus the shipping, a shipped packet costing about what a
-    /// packet arriving at a link costs ([`SHIPPED_PACKET_COST`]). Synchronisation (~10 µs
-    /// a window) is left out: a few ms per simulated second at the lookaheads cut links have.
+    /// The speed-up the cut should give over one thread, all as shares of one thread's
+    /// work: the heaviest partition's, the shipping ([`Plan::shipped_share`]) and the
+    /// windows' barriers ([`Plan::window_share`]).
     pub fn predicted_speedup(&self) -> f64 {
-        let shipped = self.shipped_per_s / self.link_packets_per_s.max(1e-9);
-        1.0 / (self.heaviest_share + SHIPPED_PACKET_COST * shipped).max(1e-9)
+        1.0 / (self.heaviest_share + self.shipped_share() + self.window_share()).max(1e-9)
+    }
+
+    /// Shipping as a share of one thread's work: a shipped packet costs about what a
+    /// packet arriving at a link costs ([`SHIPPED_PACKET_COST`]).
+    pub fn shipped_share(&self) -> f64 {
+        SHIPPED_PACKET_COST * self.shipped_per_s / self.link_packets_per_s.max(1e-9)
+    }
+
+    /// The windows' barriers ([`WINDOW_COST_S`] each) as a share of one thread's work (the
+    /// cost model's [`COST_PER_LINK_PACKET_S`] per link packet); none for independent parts,
+    /// which meet once, at the end.
+    pub fn window_share(&self) -> f64 {
+        if self.cut_links.is_empty() {
+            return 0.0;
+        }
+        let work_s = self.link_packets_per_s * COST_PER_LINK_PACKET_S;
+        WINDOW_COST_S / self.lookahead.as_secs_f64().max(1e-9) / work_s.max(1e-12)
     }
 }
+
+/// One window's barrier and mailbox exchange, measured on 2 cores (SOJOURN_PARALLEL_STATS=1):
+/// 9.4 µs a window on the parking lot, 3–7 µs on a lightly loaded dumbbell.
+pub const WINDOW_COST_S: f64 = 10e-6;
 
 /// A shipped packet's cost (copied to a mailbox, filed at the far end, its link off the
 /// fast path) against a link packet's in the serial run. Fitted to bench/threads.py on 2
 /// cores (2026-11-30): the 10,000-subscriber tree (heaviest partition ~84 % of the work, 32 %
-/// of the packets crossing the cut) ran at 0.87x, the parking lot (50 %, 13 %) at 1.66x;
-/// 1.0 predicts 0.86x and 1.59x.
+/// of the packets crossing the cut) ran at 0.88x, the parking lot (50 %, 13 %) at 1.55x;
+/// 1.0 predicts 0.86x and 1.57x.
 pub const SHIPPED_PACKET_COST: f64 = 1.0;
 
 /// A cut predicted to gain less than this runs on one thread instead (`plan`): the outputs
@@ -136,10 +156,13 @@ pub fn plan(exp: &Experiment, threads: usize) -> Result<Plan, String> {
     let speedup = plan.predicted_speedup();
     if speedup < MIN_SPEEDUP && std::env::var_os("SOJOURN_CUT_ANYWAY").is_none_or(|v| v != "1") {
         return Err(format!(
-            "the cut would not pay: its heaviest partition has ~{:.0} % of the work and ~{:.0} % \
-             of the packets cross it (predicted {speedup:.2}x; SOJOURN_CUT_ANYWAY=1 cuts anyway)",
+            "the cut would not pay: predicted {speedup:.2}x (its heaviest partition has ~{:.0} % \
+             of the work, shipping costs ~{:.0} % and a barrier every {:.3} ms ~{:.0} %; \
+             SOJOURN_CUT_ANYWAY=1 cuts anyway)",
             100.0 * plan.heaviest_share,
-            100.0 * plan.shipped_per_s / plan.link_packets_per_s.max(1e-9)
+            100.0 * plan.shipped_share(),
+            plan.lookahead.as_secs_f64() * 1e3,
+            100.0 * plan.window_share()
         ));
     }
     Ok(plan)

@@ -455,4 +455,12 @@ fn a_cut_that_would_not_pay_stays_on_one_thread() {
     );
     let why = parallel::plan(&tree, 2).unwrap_err();
     assert!(why.starts_with("the cut would not pay"), "{why}");
+    // A small dumbbell: a barrier every 10 ms against ~1 ms of work per simulated second
+    // (measured 0.83x on 2 threads).
+    let mixed = exp(include_str!(
+        "../../../experiments/examples/mixed-dumbbell.toml"
+    ));
+    let s = parallel::cut(&mixed, 2).unwrap().predicted_speedup();
+    assert!(s < 1.0, "mixed dumbbell: predicted {s:.2}x, measured 0.83x");
+    assert!(parallel::plan(&mixed, 2).is_err());
 }
