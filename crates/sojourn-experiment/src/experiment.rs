@@ -478,9 +478,16 @@ pub fn partition_bytes(exp: &Experiment) -> f64 {
         + routing_bytes(exp)
 }
 
-/// [`memory_estimate`]'s bytes for a run cut into `parts` partitions.
+/// [`memory_estimate`]'s bytes for a run cut into `parts` partitions: a copy of the
+/// network per partition beyond the first, and its time series whole, since a run cut over
+/// threads hands its tables to the writer at its end instead of streaming them.
 pub fn memory_estimate_cut(exp: &Experiment, parts: usize) -> f64 {
-    memory_estimate(exp).0 + parts.saturating_sub(1) as f64 * partition_bytes(exp)
+    let (streamed, udp, tcp) = memory_estimate(exp);
+    if parts <= 1 {
+        return streamed;
+    }
+    let rec = recording_bytes(exp, udp + tcp);
+    streamed - rec.min(STREAM_BUFFER_BYTES) + rec + (parts - 1) as f64 * partition_bytes(exp)
 }
 
 /// Refuses a run cut into `parts` partitions (the simulator's plan for `threads`) whose
@@ -498,7 +505,10 @@ pub fn check_memory_cut(exp: &Experiment, parts: usize) -> ConfResult<()> {
     if need <= have {
         return Ok(());
     }
-    let (one, each) = (memory_estimate(exp).0, partition_bytes(exp));
+    let (one, each) = (
+        memory_estimate_cut(exp, 2) - partition_bytes(exp),
+        partition_bytes(exp),
+    );
     let fits = (((have - one) / each).floor() as usize + 1).max(1);
     let advice = if fits > 1 {
         format!("threads = {fits} fits")
@@ -508,9 +518,9 @@ pub fn check_memory_cut(exp: &Experiment, parts: usize) -> ConfResult<()> {
     Err(ConfError::new(
         "threads",
         format!(
-            "cut over {parts} threads, each building the whole network (~{} beyond the first), \
-             the run needs ~{}; {whose} {} ({advice}; set SOJOURN_MEMORY=<size> to override, \
-             docs/limits.md)",
+            "cut over {parts} threads, each building the whole network (~{} beyond the first) \
+             and the time series held to the end, the run needs ~{}; {whose} {} ({advice}; \
+             set SOJOURN_MEMORY=<size> to override, docs/limits.md)",
             mb(each),
             mb(need),
             mb(have)

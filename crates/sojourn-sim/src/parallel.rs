@@ -141,7 +141,7 @@ pub const WINDOW_COST_S: f64 = 10e-6;
 /// fast path) against a link packet's in the serial run. Fitted to bench/threads.py on 2
 /// cores (2026-11-30): the 10,000-subscriber tree (heaviest partition ~84 % of the work, 32 %
 /// of the packets crossing the cut) ran at 0.88x, the parking lot (50 %, 13 %) at 1.55x;
-/// 1.0 predicts 0.86x and 1.57x.
+/// 1.0 predicts 0.86x and, with its barriers, 1.50x.
 pub const SHIPPED_PACKET_COST: f64 = 1.0;
 
 /// A cut predicted to gain less than this runs on one thread instead (`plan`): the outputs
