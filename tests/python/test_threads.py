@@ -4,6 +4,7 @@ byte for byte; what cannot be cut says why and runs on one; bad values exit 2.""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,14 @@ def test_threads_that_would_not_fit_in_memory_are_refused_before_the_run(tmp_pat
     assert r.stderr.strip().count("\n") == 0, r.stderr
     assert "threads" in r.stderr and "cut over 2 threads" in r.stderr and "one thread fits" in r.stderr, r.stderr
     assert not out.exists()
+
+
+def test_validate_shows_how_a_run_would_be_cut():
+    r = sojourn_cli("validate", str(MIXED), "--threads", "2")
+    assert r.returncode == 0, r.stderr
+    assert "threads: 2 asked, one used: the cut would not pay" in r.stdout, r.stdout
+    r = sojourn_cli_env({"SOJOURN_CUT_ANYWAY": "1"}, "validate", str(MIXED), "--threads", "2")
+    # Its 10-ms access links are cut; the prediction is below one (measured 0.83x).
+    assert re.search(r"threads: 2 partitions \(2 links cut, lookahead 10 ms; predicted 0\.\d+x\)", r.stdout), r.stdout
+    r = sojourn_cli("validate", str(MIXED), "--threads", "0")
+    assert r.returncode == 2 and "--threads" in r.stderr

@@ -293,13 +293,18 @@ def cmd_validate(a: argparse.Namespace) -> int:
                   f"= {len(sp.runs())} runs, every point valid; CPU ~{format_span(cpu_s)} estimated in all")
             print("\n".join(_sweep.describe_plan(sp)))
             return 0
-        plan = sojourn.validate(a.experiment, overrides=_parse_set(a.set))
+        overrides = _parse_set(a.set)
+        if a.threads is not None:
+            overrides["threads"] = _threads_arg(a.threads)
+        plan = sojourn.validate(a.experiment, overrides=overrides)
         check_cpu(plan, a.experiment, a.allow_long_run)
     except ConfigError as e:
         return _err(str(_set_error(e)))
     print(f"{a.experiment}: ok — {plan['name']!r}, {plan['duration_s']:g} s, {len(plan['nodes'])} nodes, "
           f"{len(plan['links'])} links, {plan['workloads']} workload(s), {describe_estimate(plan)}")
     print_warnings(plan, a.experiment)
+    if (t := describe_threads(plan)) is not None:
+        print(f"{a.experiment}: {t}")
     if plan.get("isp"):
         from ..isp import describe as _isp_describe
 
@@ -401,12 +406,16 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="check an experiment or sweep file without running it",
                        epilog="examples:\n  sojourn validate exp.toml\n"
                               "  sojourn validate experiments/examples/compare-aqm.sweep.toml  (every point)\n"
-                              "  sojourn validate exp.toml --set duration=8760h --allow-long-run\n\n"
+                              "  sojourn validate exp.toml --set duration=8760h --allow-long-run\n"
+                              "  sojourn validate big.toml --threads 4   (how the run would be cut, and its predicted gain)\n\n"
                               "Prints the run's memory and CPU-time estimates; refuses what `run` would refuse:\n"
                               "memory beyond what this process may have, CPU time beyond a CPU-day (docs/limits.md).",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("experiment", help="experiment file, or sweep file (*.sweep.toml: every point is checked)")
     v.add_argument("--set", action="append", metavar="KEY=VALUE")
+    v.add_argument("--threads", metavar="N",
+                   help='check the run as cut over N threads ("auto": every core): the plan, its predicted '
+                        "speed-up or why it stays on one thread, and its memory")
     v.add_argument(ALLOW_LONG, action="store_true", help=ALLOW_LONG_HELP)
     v.set_defaults(func=cmd_validate)
 
