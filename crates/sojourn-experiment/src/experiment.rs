@@ -482,12 +482,18 @@ pub fn partition_bytes(exp: &Experiment) -> f64 {
 /// network per partition beyond the first, and its time series whole, since a run cut over
 /// threads hands its tables to the writer at its end instead of streaming them.
 pub fn memory_estimate_cut(exp: &Experiment, parts: usize) -> f64 {
-    let (streamed, udp, tcp) = memory_estimate(exp);
     if parts <= 1 {
-        return streamed;
+        return memory_estimate(exp).0;
     }
+    first_partition_bytes(exp) + (parts - 1) as f64 * partition_bytes(exp)
+}
+
+/// The first partition of a run cut over threads: [`memory_estimate`] with the time series
+/// held whole instead of streamed.
+fn first_partition_bytes(exp: &Experiment) -> f64 {
+    let (streamed, udp, tcp) = memory_estimate(exp);
     let rec = recording_bytes(exp, udp + tcp);
-    streamed - rec.min(STREAM_BUFFER_BYTES) + rec + (parts - 1) as f64 * partition_bytes(exp)
+    streamed - rec.min(STREAM_BUFFER_BYTES) + rec
 }
 
 /// Refuses a run cut into `parts` partitions (the simulator's plan for `threads`) whose
@@ -505,10 +511,7 @@ pub fn check_memory_cut(exp: &Experiment, parts: usize) -> ConfResult<()> {
     if need <= have {
         return Ok(());
     }
-    let (one, each) = (
-        memory_estimate_cut(exp, 2) - partition_bytes(exp),
-        partition_bytes(exp),
-    );
+    let (one, each) = (first_partition_bytes(exp), partition_bytes(exp));
     let fits = (((have - one) / each).floor() as usize + 1).max(1);
     let advice = if fits > 1 {
         format!("threads = {fits} fits")

@@ -371,15 +371,10 @@ pub fn run(
     progress: &mut dyn FnMut(&Progress) -> bool,
 ) -> Option<RunOutput> {
     let parts = plan.parts;
-    let mut cut = vec![false; exp.links.len()];
-    for &l in &plan.cut_links {
-        cut[l as usize] = true;
-    }
     let new_part = |index: usize| {
         Box::new(Part {
             index: index as u16,
             owner: plan.owner.clone(),
-            cut: cut.clone(),
             shipped: vec![0; exp.links.len()],
             incoming: vec![VecDeque::new(); exp.links.len()],
             outbox: Vec::new(),

@@ -8,10 +8,8 @@ use std::collections::VecDeque;
 /// A partition's own state inside its [`crate::sim::Sim`].
 pub struct Part {
     pub index: u16,
-    /// Per node, its partition.
+    /// Per node, its partition (a link whose ends differ is cut: `Link::cut`).
     pub owner: Vec<u16>,
-    /// Per link, whether it joins two partitions.
-    pub cut: Vec<bool>,
     /// Per cut link this partition sends on: how many entries at the head of its in-flight
     /// list were shipped already.
     pub shipped: Vec<u32>,

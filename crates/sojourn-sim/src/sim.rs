@@ -316,7 +316,9 @@ impl Sim {
             l.reorder = lp.reorder;
             l.reorder_delay = lp.reorder_delay;
             l.reorder_rng = Rng::stream(seed, "link-reorder", i as u64);
-            l.cut = part.as_ref().is_some_and(|p| p.cut[i]);
+            l.cut = part
+                .as_ref()
+                .is_some_and(|p| p.owner[lp.from as usize] != p.owner[lp.to as usize]);
             l.log_packets = exp.record.packet_links.contains(&lp.name);
             links.push(l);
         }

@@ -360,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run one experiment and write its results",
                        epilog="examples:\n  sojourn run experiments/examples/cbr-fifo-overload.toml --out results/cbr --seed 2\n"
                               "  sojourn run exp.toml --out results/year --duration 8760h --allow-long-run\n"
-                              "  sojourn run experiments/isp/subscribers-1000.toml --out results/isp --threads 2\n\n"
+                              "  sojourn run big.toml --out results/big --threads auto   (one run cut over every core)\n\n"
                               "Before anything is written, the run's memory estimate is held against what this process\n"
                               "may have (RLIMIT_AS, the cgroup's memory limit, MemAvailable; SOJOURN_MEMORY=<size>\n"
                               "overrides) and its CPU-time estimate against a CPU-day; both are printed at the start\n"
@@ -373,7 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a key, e.g. topology.bottleneck.qdisc=codel (repeatable)")
     r.add_argument("--threads", metavar="N",
                    help='cut this one run over N threads ("auto": every core; default: the file\'s `threads`, else 1); '
-                        "outputs are byte-identical to one thread; a run that cannot be cut says why and runs on one "
+                        "outputs are byte-identical to one thread; a run that cannot be cut, or whose cut is predicted "
+                        "not to pay, says why and runs on one "
                         "(docs/engine.md, \"One run on many cores\")")
     r.add_argument("--quiet", action="store_true", help="no progress bar and no tables")
     r.add_argument("--no-report", action="store_true", help="do not write report.html, report.md and plots")
